@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Event-loop microbenchmarks; prints one JSON line {"ops_per_s": ...}.
+
+    python3 bench/micro.py --loop {asyncio,uvloop,goloop} \
+        --bench {call_soon,call_later,task,sleep0,sock_pingpong} [--n N]
+
+call_soon      a callback that re-schedules itself with call_soon, N times
+call_later     N timers (default 200k) at random delays in [0, 10 ms); ops =
+               timers fired per second, from the first call_later to the last
+               callback
+task           N times `await loop.create_task(trivial())`
+sleep0         N times `await asyncio.sleep(0)`
+sock_pingpong  over a socketpair (a, b): sock_sendall(a, 1 byte), sock_recv(b),
+               sock_sendall(b, 1 byte), sock_recv(a); ops = round trips
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _loops import LOOPS, LoopUnavailable, die, new_loop  # noqa: E402
+
+DEFAULT_N = {
+    "call_soon": 1_000_000,
+    "call_later": 200_000,
+    "task": 200_000,
+    "sleep0": 500_000,
+    "sock_pingpong": 200_000,
+}
+
+
+def bench_call_soon(loop, n):
+    fut = loop.create_future()
+    count = 0
+
+    def cb():
+        nonlocal count
+        count += 1
+        if count < n:
+            loop.call_soon(cb)
+        else:
+            fut.set_result(count)
+
+    t0 = time.perf_counter()
+    loop.call_soon(cb)
+    loop.run_until_complete(fut)
+    return n, time.perf_counter() - t0
+
+
+def bench_call_later(loop, n):
+    rnd = random.Random(42)
+    delays = [rnd.random() * 0.010 for _ in range(n)]
+    fut = loop.create_future()
+    fired = 0
+
+    def cb():
+        nonlocal fired
+        fired += 1
+        if fired == n:
+            fut.set_result(fired)
+
+    t0 = time.perf_counter()
+    call_later = loop.call_later
+    for d in delays:
+        call_later(d, cb)
+    loop.run_until_complete(fut)
+    return n, time.perf_counter() - t0
+
+
+def bench_task(loop, n):
+    async def trivial():
+        return 1
+
+    async def main():
+        create_task = loop.create_task
+        for _ in range(n):
+            await create_task(trivial())
+
+    t0 = time.perf_counter()
+    loop.run_until_complete(main())
+    return n, time.perf_counter() - t0
+
+
+def bench_sleep0(loop, n):
+    async def main():
+        sleep = asyncio.sleep
+        for _ in range(n):
+            await sleep(0)
+
+    t0 = time.perf_counter()
+    loop.run_until_complete(main())
+    return n, time.perf_counter() - t0
+
+
+def bench_sock_pingpong(loop, n):
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    msg = b"x"
+
+    async def main():
+        sendall, recv = loop.sock_sendall, loop.sock_recv
+        for _ in range(n):
+            await sendall(a, msg)
+            data = await recv(b, 1024)
+            await sendall(b, data)
+            await recv(a, 1024)
+
+    try:
+        t0 = time.perf_counter()
+        loop.run_until_complete(main())
+        return n, time.perf_counter() - t0
+    finally:
+        a.close()
+        b.close()
+
+
+BENCHES = {
+    "call_soon": bench_call_soon,
+    "call_later": bench_call_later,
+    "task": bench_task,
+    "sleep0": bench_sleep0,
+    "sock_pingpong": bench_sock_pingpong,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--loop", choices=LOOPS, default="asyncio")
+    ap.add_argument("--bench", choices=sorted(BENCHES), required=True)
+    ap.add_argument("--n", type=int, default=None, help="operations (default depends on the bench)")
+    args = ap.parse_args()
+    n = args.n or DEFAULT_N[args.bench]
+
+    try:
+        loop = new_loop(args.loop)
+    except LoopUnavailable as exc:
+        die(str(exc))
+    asyncio.set_event_loop(loop)
+    try:
+        ops, secs = BENCHES[args.bench](loop, n)
+    except Exception as exc:
+        die(f"{args.loop}/{args.bench}: {type(exc).__name__}: {exc}")
+    finally:
+        try:
+            loop.close()
+        except Exception:
+            pass
+    print(json.dumps({"ops_per_s": round(ops / secs, 1), "n": ops, "seconds": round(secs, 4),
+                      "loop": args.loop, "bench": args.bench}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

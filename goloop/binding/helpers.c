@@ -1,0 +1,156 @@
+/* Small C helpers for the Go side: CPython macros and inline functions that cgo cannot
+ * call, and the one hot C routine, running a handle (context enter, call, context exit). */
+#include "gl.h"
+
+PyObject *gl_none(void) { Py_RETURN_NONE; }
+int gl_is_none(PyObject *o) { return o == Py_None; }
+void gl_incref(PyObject *o) { Py_INCREF(o); }
+void gl_decref(PyObject *o) { Py_DECREF(o); }
+void gl_set_error(PyObject *type, const char *msg) { PyErr_SetString(type, msg); }
+void gl_set_oserror(int err) { errno = err; PyErr_SetFromErrno(PyExc_OSError); }
+unsigned long gl_thread_ident(void) { return PyThread_get_thread_ident(); }
+
+int gl_exc_is_fatal(void) {
+    return PyErr_ExceptionMatches(PyExc_SystemExit) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
+}
+
+PyObject *gl_call_method0(PyObject *self, const char *name) {
+    return PyObject_CallMethod(self, name, NULL);
+}
+
+PyObject *gl_call_method1(PyObject *self, const char *name, PyObject *arg) {
+    return PyObject_CallMethod(self, name, "O", arg);
+}
+
+PyObject *gl_call_method2(PyObject *self, const char *name, PyObject *a, PyObject *b) {
+    return PyObject_CallMethod(self, name, "OO", a, b);
+}
+
+/* asyncio refuses coroutines and coroutine functions as callbacks. */
+int gl_check_callback(PyObject *cb, const char *method) {
+    PyObject *f = cb;
+    if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);
+    if (PyCoro_CheckExact(cb) ||
+        (PyFunction_Check(f) && (((PyCodeObject *)PyFunction_GET_CODE(f))->co_flags & CO_COROUTINE))) {
+        PyErr_Format(PyExc_TypeError, "coroutines cannot be used with %s()", method);
+        return -1;
+    }
+    if (!PyCallable_Check(cb)) {
+        PyErr_Format(PyExc_TypeError, "a callable object was expected by %s(), got %R", method, cb);
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
+                        Py_ssize_t nargs, PyObject *context, double when) {
+    GLHandle *h = PyObject_GC_New(GLHandle, tp);
+    if (h == NULL) return NULL;
+    h->args = NULL;
+    if (nargs > 0) {
+        PyObject *t = PyTuple_New(nargs);
+        if (t == NULL) {
+            h->callback = h->context = h->loop = h->weakreflist = h->repr = NULL;
+            Py_DECREF(h);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < nargs; i++) {
+            Py_INCREF(args[i]);
+            PyTuple_SET_ITEM(t, i, args[i]);
+        }
+        h->args = t;
+    }
+    if (context == NULL || context == Py_None) {
+        h->context = PyContext_CopyCurrent();
+        if (h->context == NULL) {
+            h->callback = h->loop = h->weakreflist = h->repr = NULL;
+            Py_DECREF(h);
+            return NULL;
+        }
+    } else {
+        Py_INCREF(context);
+        h->context = context;
+    }
+    Py_INCREF(cb);
+    h->callback = cb;
+    Py_INCREF(loop);
+    h->loop = loop;
+    h->weakreflist = NULL;
+    h->repr = NULL;
+    h->when = when;
+    h->cancelled = 0;
+    h->scheduled = 0;
+    PyObject_GC_Track(h);
+    return (PyObject *)h;
+}
+
+/* Reports the pending exception of a failed callback to the loop's exception handler, as
+ * asyncio's Handle._run does. Returns -1 (exception left set) when it must propagate out of
+ * run_forever: SystemExit, KeyboardInterrupt, or a failing handler. */
+static int report_exception(PyObject *loop, PyObject *h) {
+    if (gl_exc_is_fatal()) return -1;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
+    PyObject *r = PyObject_CallMethod(loop, "_handle_callback_exception", "OO", h, value ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int run_gl_handle(GLHandle *h) {
+    PyObject *cb = h->callback, *args = h->args, *ctx = h->context, *res = NULL;
+    Py_INCREF(cb);
+    Py_XINCREF(args);
+    Py_INCREF(ctx);
+    if (PyContext_Enter(ctx) == 0) {
+        if (args == NULL)
+            res = PyObject_CallNoArgs(cb);
+        else
+            res = PyObject_Vectorcall(cb, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
+        if (res == NULL) {
+            PyObject *t, *v, *tb;
+            PyErr_Fetch(&t, &v, &tb);
+            PyContext_Exit(ctx);
+            PyErr_Restore(t, v, tb);
+        } else if (PyContext_Exit(ctx) < 0) {
+            Py_CLEAR(res);
+        }
+    }
+    Py_DECREF(cb);
+    Py_XDECREF(args);
+    Py_DECREF(ctx);
+    if (res != NULL) {
+        Py_DECREF(res);
+        return 0;
+    }
+    return report_exception(h->loop, (PyObject *)h);
+}
+
+/* Runs one handle taken from the ready queue and releases the queue's reference to it.
+ * Returns 0, or -1 with an exception that must stop the loop. */
+int gl_handle_run(PyObject *o) {
+    int rc = 0;
+    if (Py_IS_TYPE(o, GL_HandleType) || Py_IS_TYPE(o, GL_TimerHandleType)) {
+        GLHandle *h = (GLHandle *)o;
+        if (!h->cancelled) rc = run_gl_handle(h);
+    } else {
+        /* A foreign handle (asyncio.Handle, e.g. from _add_callback): honour _cancelled, call _run(). */
+        PyObject *c = PyObject_GetAttrString(o, "_cancelled");
+        int cancelled = c ? PyObject_IsTrue(c) : -1;
+        Py_XDECREF(c);
+        if (cancelled < 0) {
+            rc = -1;
+        } else if (!cancelled) {
+            PyObject *r = PyObject_CallMethod(o, "_run", NULL);
+            if (r == NULL) rc = -1;
+            Py_XDECREF(r);
+        }
+    }
+    Py_DECREF(o);
+    return rc;
+}

@@ -1,0 +1,507 @@
+// Command binding is goloop's CPython extension (_goloop), built with -buildmode=c-shared.
+// It is the only package that imports C: it adapts the pure Go scheduler and poller to
+// Python objects. Every exported function runs on a Python thread holding the GIL.
+package main
+
+/*
+#include "gl.h"
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+	_ "unsafe" // go:linkname
+
+	"github.com/goloop/goloop/goloop/poller"
+	"github.com/goloop/goloop/goloop/sched"
+	"golang.org/x/sys/unix"
+)
+
+func main() {}
+
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+// monotonic is the loop's clock: CLOCK_MONOTONIC in seconds, the clock of time.monotonic().
+func monotonic() float64 { return float64(nanotime()) * 1e-9 }
+
+const (
+	modeSoon       = 0
+	modeThreadsafe = 1
+	modeTimer      = 2
+
+	maxSelectTimeout       = 24 * 3600.0 // asyncio's MAXIMUM_SELECT_TIMEOUT
+	minScheduledTimers     = 100         // asyncio's _MIN_SCHEDULED_TIMER_HANDLES
+	minCancelledTimersFrac = 0.5         // asyncio's _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+)
+
+type pyObj = *C.PyObject
+
+// fdEntry is what the loop watches on one descriptor: add_reader/add_writer handles.
+type fdEntry struct {
+	reader, writer pyObj
+	events         uint32
+}
+
+// loop is the Go state behind one goloop.Loop.
+type loop struct {
+	self   *C.GLLoop
+	ready  sched.Queue[pyObj]
+	timers sched.TimerHeap[pyObj]
+	poll   *poller.Poller
+	fds    map[int]*fdEntry
+
+	tsMu      sync.Mutex
+	ts        []pyObj // handles from call_soon_threadsafe, merged each iteration
+	tsPending atomic.Bool
+
+	threadID C.ulong
+	lastPoll int64 // nanotime of the last poll
+}
+
+// pollEvery bounds how long a loop whose ready queue never empties may go without looking
+// for I/O. Below it, an iteration with callbacks already queued skips the non-blocking
+// epoll_wait, which would otherwise cost a system call per iteration (a third of the time
+// of a call_soon chain).
+const pollEvery = 20_000 // ns
+
+// loops maps GLLoop.id to its Go state. Only threads holding the GIL touch it.
+var loops []*loop
+
+func getLoop(self *C.GLLoop) *loop {
+	id := int(self.id)
+	if id < 0 || id >= len(loops) || loops[id] == nil {
+		panic("goloop: loop object without Go state")
+	}
+	return loops[id]
+}
+
+func asHandle(h pyObj) *C.GLHandle { return (*C.GLHandle)(unsafe.Pointer(h)) }
+
+//export glLoopInit
+func glLoopInit(self *C.GLLoop) (rc C.int) {
+	defer recoverInt(&rc)
+	p, err := poller.New(512)
+	if err != nil {
+		raiseErr(err)
+		return -1
+	}
+	l := &loop{self: self, poll: p, fds: make(map[int]*fdEntry)}
+	for i, x := range loops {
+		if x == nil {
+			loops[i] = l
+			self.id = C.long(i)
+			return 0
+		}
+	}
+	loops = append(loops, l)
+	self.id = C.long(len(loops) - 1)
+	return 0
+}
+
+//export glLoopFree
+func glLoopFree(self *C.GLLoop) {
+	defer func() { recover() }()
+	l := getLoop(self)
+	l.release()
+	loops[self.id] = nil
+	self.id = -1
+}
+
+func (l *loop) checkClosed() bool {
+	if l.self.closed != 0 {
+		raise(C.PyExc_RuntimeError, "Event loop is closed")
+		return false
+	}
+	return true
+}
+
+// glSchedule queues handle h (taking over one reference): on the ready queue, the
+// thread-safe queue, or the timer heap.
+//
+//export glSchedule
+func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	l := getLoop(self)
+	if !l.checkClosed() {
+		return -1
+	}
+	switch mode {
+	case modeSoon:
+		if self.debug != 0 && !l.checkThread() {
+			return -1
+		}
+		l.ready.Push(h)
+	case modeThreadsafe:
+		l.tsMu.Lock()
+		l.ts = append(l.ts, h)
+		l.tsMu.Unlock()
+		l.tsPending.Store(true)
+		if err := l.poll.Wake(); err != nil {
+			raiseErr(err)
+			return -1
+		}
+	case modeTimer:
+		if self.debug != 0 && !l.checkThread() {
+			return -1
+		}
+		hh := asHandle(h)
+		hh.scheduled = 1
+		l.timers.Push(float64(hh.when), h)
+	}
+	return 0
+}
+
+// checkThread is asyncio's _check_thread, done in debug mode.
+func (l *loop) checkThread() bool {
+	if C.gl_is_none(l.self.thread_id) != 0 || l.self.running == 0 {
+		return true
+	}
+	if C.gl_thread_ident() != l.threadID {
+		raise(C.PyExc_RuntimeError, "Non-thread-safe operation invoked on an event loop other than the current one")
+		return false
+	}
+	return true
+}
+
+//export glRunCore
+func glRunCore(self *C.GLLoop) (ret pyObj) {
+	defer recoverObj(&ret)
+	l := getLoop(self)
+	if !l.checkClosed() {
+		return nil
+	}
+	l.threadID = C.gl_thread_ident()
+	self.running = 1
+	defer func() { self.running = 0 }()
+	for {
+		if !l.runOnce() {
+			return nil
+		}
+		if self.stopping != 0 {
+			return C.gl_none()
+		}
+	}
+}
+
+// mergeThreadsafe moves handles queued by other threads to the ready queue.
+func (l *loop) mergeThreadsafe() {
+	if !l.tsPending.Load() {
+		return
+	}
+	l.tsMu.Lock()
+	for i, h := range l.ts {
+		l.ready.Push(h)
+		l.ts[i] = nil
+	}
+	l.ts = l.ts[:0]
+	l.tsPending.Store(false)
+	l.tsMu.Unlock()
+}
+
+func (l *loop) purgeTimers() {
+	n := l.timers.Len()
+	if n > minScheduledTimers && float64(l.self.timer_cancelled_count)/float64(n) > minCancelledTimersFrac {
+		l.timers.Filter(func(h pyObj) bool { return asHandle(h).cancelled == 0 }, func(h pyObj) {
+			asHandle(h).scheduled = 0
+			C.gl_decref(h)
+		})
+		l.self.timer_cancelled_count = 0
+		return
+	}
+	for {
+		t, ok := l.timers.Peek()
+		if !ok || asHandle(t.Item).cancelled == 0 {
+			return
+		}
+		l.timers.Pop()
+		l.self.timer_cancelled_count--
+		asHandle(t.Item).scheduled = 0
+		C.gl_decref(t.Item)
+	}
+}
+
+// runOnce is one iteration of the loop, asyncio's _run_once: poll for I/O (blocking only if
+// nothing is ready), queue the callbacks of ready descriptors and due timers, then run the
+// callbacks that were ready at the start of the run phase. It returns false with a Python
+// exception set when one must propagate out of run_forever.
+func (l *loop) runOnce() bool {
+	self := l.self
+	l.mergeThreadsafe()
+	l.purgeTimers()
+
+	timeout := -1
+	if l.ready.Len() > 0 || self.stopping != 0 {
+		timeout = 0
+	} else if t, ok := l.timers.Peek(); ok {
+		d := math.Min(math.Max(0, t.When-monotonic()), maxSelectTimeout)
+		timeout = int(math.Ceil(d * 1e3))
+	}
+	var events []poller.Event
+	var err error
+	if timeout == 0 {
+		if now := nanotime(); now-l.lastPoll >= pollEvery || self.stopping != 0 {
+			l.lastPoll = now
+			events, _, err = l.poll.Wait(0)
+		}
+	} else {
+		ts := C.PyEval_SaveThread()
+		events, _, err = l.poll.Wait(timeout)
+		C.PyEval_RestoreThread(ts)
+		l.lastPoll = nanotime()
+		// Signals: Python's handlers run here (KeyboardInterrupt, asyncio.Runner's SIGINT).
+		if C.PyErr_CheckSignals() < 0 {
+			return false
+		}
+		l.mergeThreadsafe()
+	}
+	if err != nil && err != unix.EINTR {
+		raiseErr(err)
+		return false
+	}
+	for _, ev := range events {
+		l.dispatch(ev)
+	}
+
+	if l.timers.Len() > 0 {
+		end := monotonic() + float64(self.clock_resolution)
+		for {
+			t, ok := l.timers.Peek()
+			if !ok || t.When >= end {
+				break
+			}
+			l.timers.Pop()
+			h := asHandle(t.Item)
+			h.scheduled = 0
+			if h.cancelled != 0 {
+				self.timer_cancelled_count--
+				C.gl_decref(t.Item)
+				continue
+			}
+			l.ready.Push(t.Item)
+		}
+	}
+
+	ntodo := l.ready.Len()
+	if self.debug != 0 {
+		for i := 0; i < ntodo; i++ {
+			h, _ := l.ready.Pop()
+			r := C.gl_call_method1((*C.PyObject)(unsafe.Pointer(self)), cRunHandleDebug, h)
+			C.gl_decref(h)
+			if r == nil {
+				return false
+			}
+			C.gl_decref(r)
+		}
+		return true
+	}
+	for i := 0; i < ntodo; i++ {
+		h, _ := l.ready.Pop()
+		if C.gl_handle_run(h) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+var cRunHandleDebug = C.CString("_run_handle_debug")
+
+// dispatch queues the add_reader/add_writer callbacks of one ready descriptor, as
+// asyncio's _process_events does (errors and hang-ups wake both directions).
+func (l *loop) dispatch(ev poller.Event) {
+	e := l.fds[ev.Fd]
+	if e == nil {
+		return
+	}
+	errs := ev.Events&(poller.Error|poller.Hangup) != 0
+	if e.reader != nil && (ev.Events&poller.Readable != 0 || errs) {
+		if asHandle(e.reader).cancelled != 0 {
+			l.removeIO(ev.Fd, false)
+		} else {
+			C.gl_incref(e.reader)
+			l.ready.Push(e.reader)
+		}
+	}
+	if e = l.fds[ev.Fd]; e != nil && e.writer != nil && (ev.Events&poller.Writable != 0 || errs) {
+		if asHandle(e.writer).cancelled != 0 {
+			l.removeIO(ev.Fd, true)
+		} else {
+			C.gl_incref(e.writer)
+			l.ready.Push(e.writer)
+		}
+	}
+}
+
+// cancelHandle cancels a goloop handle the way Handle.cancel() does.
+func cancelHandle(h pyObj) {
+	r := C.gl_call_method0(h, cCancel)
+	if r == nil {
+		C.PyErr_Clear()
+		return
+	}
+	C.gl_decref(r)
+}
+
+var cCancel = C.CString("cancel")
+
+//export glAddIO
+func glAddIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	l := getLoop(self)
+	if !l.checkClosed() {
+		return -1
+	}
+	e := l.fds[int(fd)]
+	bit := uint32(poller.Readable)
+	if writer != 0 {
+		bit = poller.Writable
+	}
+	var err error
+	if e == nil {
+		err = l.poll.Add(int(fd), bit)
+	} else if e.events&bit == 0 {
+		err = l.poll.Mod(int(fd), e.events|bit)
+	}
+	if err != nil {
+		raiseErr(err)
+		return -1
+	}
+	if e == nil {
+		e = &fdEntry{}
+		l.fds[int(fd)] = e
+	}
+	e.events |= bit
+	old := &e.reader
+	if writer != 0 {
+		old = &e.writer
+	}
+	if *old != nil {
+		cancelHandle(*old)
+		C.gl_decref(*old)
+	}
+	*old = h
+	return 0
+}
+
+// removeIO stops watching one direction of fd and reports whether a callback was registered.
+func (l *loop) removeIO(fd int, writer bool) bool {
+	e := l.fds[fd]
+	if e == nil {
+		return false
+	}
+	bit := uint32(poller.Readable)
+	slot := &e.reader
+	if writer {
+		bit = poller.Writable
+		slot = &e.writer
+	}
+	e.events &^= bit
+	if e.events == 0 {
+		l.poll.Del(fd)
+		delete(l.fds, fd)
+	} else {
+		l.poll.Mod(fd, e.events)
+	}
+	h := *slot
+	*slot = nil
+	if h == nil {
+		return false
+	}
+	cancelHandle(h)
+	C.gl_decref(h)
+	return true
+}
+
+//export glRemoveIO
+func glRemoveIO(self *C.GLLoop, fd C.int, writer C.int) (ret pyObj) {
+	defer recoverObj(&ret)
+	l := getLoop(self)
+	if self.closed != 0 {
+		return C.PyBool_FromLong(0)
+	}
+	if l.removeIO(int(fd), writer != 0) {
+		return C.PyBool_FromLong(1)
+	}
+	return C.PyBool_FromLong(0)
+}
+
+// glFdKey answers the selector-style question "what is registered for fd": None, or
+// (events, reader, writer) with selectors.EVENT_READ=1 and EVENT_WRITE=2.
+//
+//export glFdKey
+func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
+	defer recoverObj(&ret)
+	l := getLoop(self)
+	e := l.fds[int(fd)]
+	if e == nil {
+		return C.gl_none()
+	}
+	mask := 0
+	if e.events&poller.Readable != 0 {
+		mask |= 1
+	}
+	if e.events&poller.Writable != 0 {
+		mask |= 2
+	}
+	t := C.PyTuple_New(3)
+	if t == nil {
+		return nil
+	}
+	C.PyTuple_SetItem(t, 0, C.PyLong_FromLong(C.long(mask)))
+	for i, h := range []pyObj{e.reader, e.writer} {
+		if h == nil {
+			h = C.gl_none()
+		} else {
+			C.gl_incref(h)
+		}
+		C.PyTuple_SetItem(t, C.Py_ssize_t(i+1), h)
+	}
+	return t
+}
+
+// release drops every reference the Go side holds and closes the poller.
+func (l *loop) release() {
+	l.mergeThreadsafe()
+	l.ready.Drain(func(h pyObj) { C.gl_decref(h) })
+	for l.timers.Len() > 0 {
+		t, _ := l.timers.Pop()
+		asHandle(t.Item).scheduled = 0
+		C.gl_decref(t.Item)
+	}
+	l.self.timer_cancelled_count = 0
+	for fd := range l.fds {
+		l.removeIO(fd, false)
+		l.removeIO(fd, true)
+	}
+	l.poll.Close()
+}
+
+//export glCloseCore
+func glCloseCore(self *C.GLLoop) (ret pyObj) {
+	defer recoverObj(&ret)
+	l := getLoop(self)
+	l.release()
+	self.closed = 1
+	return C.gl_none()
+}
+
+// glStats reports the Go side's bookkeeping, for tests: (ready, timers, fds, threadsafe).
+//
+//export glStats
+func glStats(self *C.GLLoop) (ret pyObj) {
+	defer recoverObj(&ret)
+	l := getLoop(self)
+	l.tsMu.Lock()
+	nts := len(l.ts)
+	l.tsMu.Unlock()
+	vals := []int{l.ready.Len(), l.timers.Len(), len(l.fds), nts}
+	t := C.PyTuple_New(C.Py_ssize_t(len(vals)))
+	for i, v := range vals {
+		C.PyTuple_SetItem(t, C.Py_ssize_t(i), C.PyLong_FromLong(C.long(v)))
+	}
+	return t
+}

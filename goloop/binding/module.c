@@ -1,0 +1,560 @@
+/* The _goloop extension module: type objects, method tables and the thin C wrappers that
+ * normalize arguments and call into Go (the exported gl* functions in the .go files). */
+#include <time.h>
+#include "gl.h"
+#include "_cgo_export.h"
+
+PyTypeObject *GL_HandleType;
+PyTypeObject *GL_TimerHandleType;
+int gl_forked = 0;
+
+static int fork_error(void) {
+    PyErr_SetString(PyExc_RuntimeError,
+        "goloop cannot be used in a process forked after goloop's Go runtime started in its parent: "
+        "use the 'spawn' or 'forkserver' multiprocessing start methods, or create goloop loops only "
+        "in the child process");
+    return -1;
+}
+#define GUARD_NULL() do { if (gl_forked) { fork_error(); return NULL; } } while (0)
+#define GUARD_INT() do { if (gl_forked) return fork_error(); } while (0)
+
+/* ---------- Handle ---------- */
+
+static int handle_traverse(GLHandle *h, visitproc visit, void *arg) {
+    Py_VISIT(h->callback);
+    Py_VISIT(h->args);
+    Py_VISIT(h->context);
+    Py_VISIT(h->loop);
+    Py_VISIT(h->repr);
+    return 0;
+}
+
+static int handle_clear(GLHandle *h) {
+    Py_CLEAR(h->callback);
+    Py_CLEAR(h->args);
+    Py_CLEAR(h->context);
+    Py_CLEAR(h->loop);
+    Py_CLEAR(h->repr);
+    return 0;
+}
+
+static void handle_dealloc(GLHandle *h) {
+    PyObject_GC_UnTrack(h);
+    if (h->weakreflist != NULL) PyObject_ClearWeakRefs((PyObject *)h);
+    handle_clear(h);
+    PyObject_GC_Del(h);
+}
+
+static PyObject *handle_repr_info(GLHandle *h) {
+    const char *kind = Py_IS_TYPE(h, GL_TimerHandleType) ? "TimerHandle" : "Handle";
+    PyObject *src = NULL;
+    if (h->callback != NULL) {
+        PyObject *fh = PyImport_ImportModule("asyncio.format_helpers");
+        if (fh == NULL) return NULL;
+        src = PyObject_CallMethod(fh, "_format_callback_source", "OO", h->callback,
+                                  h->args ? h->args : Py_None);
+        Py_DECREF(fh);
+        if (src == NULL) return NULL;
+    }
+    PyObject *r = NULL, *when = NULL;
+    if (src == NULL) src = PyUnicode_FromString("");
+    if (src == NULL) return NULL;
+    if (Py_IS_TYPE(h, GL_TimerHandleType)) {
+        when = PyFloat_FromDouble(h->when);
+        if (when != NULL)
+            r = PyUnicode_FromFormat("<%s%s when=%R%s%U>", kind, h->cancelled ? " cancelled" : "", when,
+                                     PyUnicode_GET_LENGTH(src) ? " " : "", src);
+    } else {
+        r = PyUnicode_FromFormat("<%s%s%s%U>", kind, h->cancelled ? " cancelled" : "",
+                                 PyUnicode_GET_LENGTH(src) ? " " : "", src);
+    }
+    Py_XDECREF(when);
+    Py_DECREF(src);
+    return r;
+}
+
+static PyObject *handle_repr(GLHandle *h) {
+    if (h->repr != NULL) {
+        Py_INCREF(h->repr);
+        return h->repr;
+    }
+    return handle_repr_info(h);
+}
+
+static PyObject *handle_cancel(GLHandle *h, PyObject *Py_UNUSED(ignored)) {
+    if (!h->cancelled) {
+        h->cancelled = 1;
+        if (Py_IS_TYPE(h, GL_TimerHandleType) && h->scheduled && h->loop != NULL)
+            ((GLLoop *)h->loop)->timer_cancelled_count++;
+        if (h->loop != NULL && ((GLLoop *)h->loop)->debug && h->repr == NULL) {
+            h->cancelled = 0;
+            PyObject *r = handle_repr_info(h);
+            h->cancelled = 1;
+            if (r == NULL) PyErr_Clear();
+            else h->repr = r;
+        }
+        Py_CLEAR(h->callback);
+        Py_CLEAR(h->args);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *handle_cancelled(GLHandle *h, PyObject *Py_UNUSED(ignored)) {
+    return PyBool_FromLong(h->cancelled);
+}
+
+static PyObject *handle_get_context(GLHandle *h, PyObject *Py_UNUSED(ignored)) {
+    Py_INCREF(h->context);
+    return h->context;
+}
+
+static PyObject *handle_run(GLHandle *h, PyObject *Py_UNUSED(ignored)) {
+    if (h->cancelled) Py_RETURN_NONE;
+    Py_INCREF(h); /* gl_handle_run consumes a reference */
+    if (gl_handle_run((PyObject *)h) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *handle_when(GLHandle *h, PyObject *Py_UNUSED(ignored)) {
+    return PyFloat_FromDouble(h->when);
+}
+
+static PyObject *timer_richcompare(PyObject *a, PyObject *b, int op) {
+    if (!PyObject_TypeCheck(b, GL_TimerHandleType)) Py_RETURN_NOTIMPLEMENTED;
+    GLHandle *x = (GLHandle *)a, *y = (GLHandle *)b;
+    if (op == Py_EQ || op == Py_NE) {
+        int eq = x->when == y->when && x->cancelled == y->cancelled;
+        if (eq) {
+            int r = PyObject_RichCompareBool(x->callback ? x->callback : Py_None,
+                                             y->callback ? y->callback : Py_None, Py_EQ);
+            if (r < 0) return NULL;
+            eq = r;
+        }
+        if (eq) {
+            int r = PyObject_RichCompareBool(x->args ? x->args : Py_None, y->args ? y->args : Py_None, Py_EQ);
+            if (r < 0) return NULL;
+            eq = r;
+        }
+        return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+    }
+    Py_RETURN_RICHCOMPARE(x->when, y->when, op);
+}
+
+static Py_hash_t timer_hash(GLHandle *h) {
+    PyObject *f = PyFloat_FromDouble(h->when);
+    if (f == NULL) return -1;
+    Py_hash_t r = PyObject_Hash(f);
+    Py_DECREF(f);
+    return r;
+}
+
+static PyMethodDef handle_methods[] = {
+    {"cancel", (PyCFunction)handle_cancel, METH_NOARGS, "Cancel the callback."},
+    {"cancelled", (PyCFunction)handle_cancelled, METH_NOARGS, "Return True if the callback was cancelled."},
+    {"get_context", (PyCFunction)handle_get_context, METH_NOARGS, "The contextvars.Context the callback runs in."},
+    {"_run", (PyCFunction)handle_run, METH_NOARGS, NULL},
+    {NULL}
+};
+
+static PyMethodDef timer_methods[] = {
+    {"when", (PyCFunction)handle_when, METH_NOARGS, "The scheduled time, in loop time (float seconds)."},
+    {NULL}
+};
+
+static PyMemberDef handle_members[] = {
+    {"_callback", T_OBJECT, offsetof(GLHandle, callback), READONLY, NULL},
+    {"_args", T_OBJECT, offsetof(GLHandle, args), READONLY, NULL},
+    {"_context", T_OBJECT, offsetof(GLHandle, context), READONLY, NULL},
+    {"_loop", T_OBJECT, offsetof(GLHandle, loop), READONLY, NULL},
+    {"_cancelled", T_BOOL, offsetof(GLHandle, cancelled), READONLY, NULL},
+    {"_scheduled", T_BOOL, offsetof(GLHandle, scheduled), READONLY, NULL},
+    {"_when", T_DOUBLE, offsetof(GLHandle, when), READONLY, NULL},
+    {NULL}
+};
+
+static PyObject *handle_source_traceback(GLHandle *h, void *closure) { Py_RETURN_NONE; }
+
+static PyGetSetDef handle_getset[] = {
+    {"_source_traceback", (getter)handle_source_traceback, NULL, NULL, NULL},
+    {NULL}
+};
+
+static PyTypeObject HandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop.Handle",
+    .tp_basicsize = sizeof(GLHandle),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A callback scheduled by call_soon (goloop's asyncio.Handle).",
+    .tp_dealloc = (destructor)handle_dealloc,
+    .tp_traverse = (traverseproc)handle_traverse,
+    .tp_clear = (inquiry)handle_clear,
+    .tp_repr = (reprfunc)handle_repr,
+    .tp_weaklistoffset = offsetof(GLHandle, weakreflist),
+    .tp_methods = handle_methods,
+    .tp_members = handle_members,
+    .tp_getset = handle_getset,
+};
+
+static PyTypeObject TimerHandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop.TimerHandle",
+    .tp_basicsize = sizeof(GLHandle),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A callback scheduled by call_later or call_at (goloop's asyncio.TimerHandle).",
+    .tp_dealloc = (destructor)handle_dealloc,
+    .tp_traverse = (traverseproc)handle_traverse,
+    .tp_clear = (inquiry)handle_clear,
+    .tp_repr = (reprfunc)handle_repr,
+    .tp_richcompare = timer_richcompare,
+    .tp_hash = (hashfunc)timer_hash,
+    .tp_methods = timer_methods,
+};
+
+/* ---------- LoopCore ---------- */
+
+static PyTypeObject LoopCoreType;
+
+static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         PyObject **ctx) {
+    *ctx = NULL;
+    if (kwnames == NULL) return 0;
+    Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (PyUnicode_CompareWithASCIIString(k, "context") != 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, k);
+            return -1;
+        }
+        *ctx = args[nargs + i];
+    }
+    if (*ctx == Py_None) *ctx = NULL;
+    if (*ctx != NULL && !PyContext_CheckExact(*ctx)) {
+        PyErr_Format(PyExc_TypeError, "%s(): context must be a contextvars.Context, not %.100s", fname,
+                     Py_TYPE(*ctx)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, double when, int mode,
+                          PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, Py_ssize_t skip) {
+    GUARD_NULL();
+    PyObject *ctx;
+    if (nargs < skip + 1) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'callback'", fname);
+        return NULL;
+    }
+    if (parse_context(fname, args, nargs, kwnames, &ctx) < 0) return NULL;
+    PyObject *cb = args[skip];
+    if (gl_check_callback(cb, fname) < 0) return NULL;
+    PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
+    if (h == NULL) return NULL;
+    Py_INCREF(h); /* the reference Go keeps on success */
+    if (glSchedule(self, h, mode) < 0) {
+        Py_DECREF(h);
+        Py_DECREF(h);
+        return NULL;
+    }
+    return h;
+}
+
+enum { MODE_SOON = 0, MODE_THREADSAFE = 1, MODE_TIMER = 2 };
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static PyObject *loop_call_soon(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return schedule(self, "call_soon", GL_HandleType, 0, MODE_SOON, args, nargs, kwnames, 0);
+}
+
+static PyObject *loop_call_soon_threadsafe(GLLoop *self, PyObject *const *args, Py_ssize_t nargs,
+                                           PyObject *kwnames) {
+    return schedule(self, "call_soon_threadsafe", GL_HandleType, 0, MODE_THREADSAFE, args, nargs, kwnames, 0);
+}
+
+static int to_seconds(PyObject *o, const char *what, double *out) {
+    if (o == Py_None) {
+        PyErr_Format(PyExc_TypeError, "%s must not be None", what);
+        return -1;
+    }
+    double d = PyFloat_AsDouble(o);
+    if (d == -1.0 && PyErr_Occurred()) return -1;
+    if (d != d) {
+        PyErr_Format(PyExc_ValueError, "%s must not be NaN", what);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+static PyObject *loop_call_later(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    double d;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_later() missing required argument 'delay'");
+        return NULL;
+    }
+    if (to_seconds(args[0], "delay", &d) < 0) return NULL;
+    return schedule(self, "call_later", GL_TimerHandleType, mono_now() + d, MODE_TIMER, args, nargs, kwnames, 1);
+}
+
+static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    double when;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_at() missing required argument 'when'");
+        return NULL;
+    }
+    if (to_seconds(args[0], "when", &when) < 0) return NULL;
+    return schedule(self, "call_at", GL_TimerHandleType, when, MODE_TIMER, args, nargs, kwnames, 1);
+}
+
+static PyObject *loop_time(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    return PyFloat_FromDouble(mono_now());
+}
+
+static PyObject *loop_get_debug(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    return PyBool_FromLong(self->debug);
+}
+
+static PyObject *loop_stop(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    self->stopping = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *loop_run_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    GUARD_NULL();
+    return glRunCore(self);
+}
+
+static PyObject *loop_close_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    GUARD_NULL();
+    return glCloseCore(self);
+}
+
+static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *const *args, Py_ssize_t nargs) {
+    GUARD_NULL();
+    if (nargs < 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at least 2 arguments (fd, callback)", fname);
+        return NULL;
+    }
+    int fd = PyObject_AsFileDescriptor(args[0]);
+    if (fd < 0) return NULL;
+    if (gl_check_callback(args[1], fname) < 0) return NULL;
+    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, NULL, 0);
+    if (h == NULL) return NULL;
+    Py_INCREF(h);
+    if (glAddIO(self, fd, h, writer) < 0) {
+        Py_DECREF(h);
+        Py_DECREF(h);
+        return NULL;
+    }
+    return h;
+}
+
+static PyObject *loop_add_reader(GLLoop *self, PyObject *const *args, Py_ssize_t nargs) {
+    return add_io(self, "add_reader", 0, args, nargs);
+}
+
+static PyObject *loop_add_writer(GLLoop *self, PyObject *const *args, Py_ssize_t nargs) {
+    return add_io(self, "add_writer", 1, args, nargs);
+}
+
+static PyObject *remove_io(GLLoop *self, PyObject *fdobj, int writer) {
+    GUARD_NULL();
+    int fd = PyObject_AsFileDescriptor(fdobj);
+    if (fd < 0) return NULL;
+    return glRemoveIO(self, fd, writer);
+}
+
+static PyObject *loop_remove_reader(GLLoop *self, PyObject *fd) { return remove_io(self, fd, 0); }
+static PyObject *loop_remove_writer(GLLoop *self, PyObject *fd) { return remove_io(self, fd, 1); }
+
+static PyObject *loop_fd_key(GLLoop *self, PyObject *fdobj) {
+    GUARD_NULL();
+    int fd = PyObject_AsFileDescriptor(fdobj);
+    if (fd < 0) return NULL;
+    return glFdKey(self, fd);
+}
+
+static PyObject *loop_add_callback(GLLoop *self, PyObject *handle) {
+    GUARD_NULL();
+    Py_INCREF(handle);
+    if (glSchedule(self, handle, MODE_THREADSAFE) < 0) {
+        Py_DECREF(handle);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *loop_stats(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    GUARD_NULL();
+    return glStats(self);
+}
+
+static int loop_init(GLLoop *self, PyObject *args, PyObject *kwds) {
+    GUARD_INT();
+    if (self->id >= 0) return 0; /* already initialized */
+    return glLoopInit(self);
+}
+
+static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    GLLoop *self = (GLLoop *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->id = -1;
+    Py_INCREF(Py_None);
+    self->thread_id = Py_None;
+    self->slow_callback_duration = 0.1;
+    struct timespec res;
+    clock_getres(CLOCK_MONOTONIC, &res);
+    self->clock_resolution = (double)res.tv_sec + (double)res.tv_nsec * 1e-9;
+    return (PyObject *)self;
+}
+
+static void loop_dealloc(GLLoop *self) {
+    if (self->id >= 0 && !gl_forked) glLoopFree(self);
+    Py_CLEAR(self->thread_id);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *loop_get_debug_attr(GLLoop *self, void *closure) { return PyBool_FromLong(self->debug); }
+static int loop_set_debug_attr(GLLoop *self, PyObject *v, void *closure) {
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete _debug");
+        return -1;
+    }
+    int b = PyObject_IsTrue(v);
+    if (b < 0) return -1;
+    self->debug = (char)b;
+    return 0;
+}
+
+static PyObject *loop_get_thread_id(GLLoop *self, void *closure) {
+    Py_INCREF(self->thread_id);
+    return self->thread_id;
+}
+static int loop_set_thread_id(GLLoop *self, PyObject *v, void *closure) {
+    if (v == NULL) v = Py_None;
+    Py_INCREF(v);
+    Py_SETREF(self->thread_id, v);
+    return 0;
+}
+
+static PyGetSetDef loop_getset[] = {
+    {"_debug", (getter)loop_get_debug_attr, (setter)loop_set_debug_attr, NULL, NULL},
+    {"_thread_id", (getter)loop_get_thread_id, (setter)loop_set_thread_id, NULL, NULL},
+    {NULL}
+};
+
+static PyMemberDef loop_members[] = {
+    {"_closed", T_BOOL, offsetof(GLLoop, closed), 0, NULL},
+    {"_stopping", T_BOOL, offsetof(GLLoop, stopping), 0, NULL},
+    {"_timer_cancelled_count", T_PYSSIZET, offsetof(GLLoop, timer_cancelled_count), 0, NULL},
+    {"slow_callback_duration", T_DOUBLE, offsetof(GLLoop, slow_callback_duration), 0, NULL},
+    {"_clock_resolution", T_DOUBLE, offsetof(GLLoop, clock_resolution), 0, NULL},
+    {NULL}
+};
+
+static PyMethodDef loop_methods[] = {
+    {"call_soon", (PyCFunction)(void (*)(void))loop_call_soon, METH_FASTCALL | METH_KEYWORDS,
+     "call_soon(callback, *args, context=None): run callback(*args) on the next iteration."},
+    {"call_soon_threadsafe", (PyCFunction)(void (*)(void))loop_call_soon_threadsafe, METH_FASTCALL | METH_KEYWORDS,
+     "Like call_soon(), but safe to call from any thread; wakes the loop."},
+    {"call_later", (PyCFunction)(void (*)(void))loop_call_later, METH_FASTCALL | METH_KEYWORDS,
+     "call_later(delay, callback, *args, context=None) -> TimerHandle"},
+    {"call_at", (PyCFunction)(void (*)(void))loop_call_at, METH_FASTCALL | METH_KEYWORDS,
+     "call_at(when, callback, *args, context=None) -> TimerHandle"},
+    {"time", (PyCFunction)loop_time, METH_NOARGS, "The loop's clock (time.monotonic())."},
+    {"get_debug", (PyCFunction)loop_get_debug, METH_NOARGS, NULL},
+    {"stop", (PyCFunction)loop_stop, METH_NOARGS, "Stop the loop after the current iteration."},
+    {"_run_core", (PyCFunction)loop_run_core, METH_NOARGS, NULL},
+    {"_close_core", (PyCFunction)loop_close_core, METH_NOARGS, NULL},
+    {"_add_reader", (PyCFunction)(void (*)(void))loop_add_reader, METH_FASTCALL, NULL},
+    {"_add_writer", (PyCFunction)(void (*)(void))loop_add_writer, METH_FASTCALL, NULL},
+    {"_remove_reader", (PyCFunction)loop_remove_reader, METH_O, NULL},
+    {"_remove_writer", (PyCFunction)loop_remove_writer, METH_O, NULL},
+    {"_fd_key", (PyCFunction)loop_fd_key, METH_O, NULL},
+    {"_add_callback", (PyCFunction)loop_add_callback, METH_O, NULL},
+    {"_stats", (PyCFunction)loop_stats, METH_NOARGS, NULL},
+    {NULL}
+};
+
+static PyTypeObject LoopCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop.LoopCore",
+    .tp_basicsize = sizeof(GLLoop),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The Go core of goloop.Loop: scheduling, timers and polling.",
+    .tp_new = loop_new,
+    .tp_init = (initproc)loop_init,
+    .tp_dealloc = (destructor)loop_dealloc,
+    .tp_methods = loop_methods,
+    .tp_members = loop_members,
+    .tp_getset = loop_getset,
+};
+
+/* ---------- module ---------- */
+
+static PyObject *mod_mark_forked(PyObject *m, PyObject *Py_UNUSED(ignored)) {
+    gl_forked = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_forked(PyObject *m, PyObject *Py_UNUSED(ignored)) {
+    return PyBool_FromLong(gl_forked);
+}
+
+static PyMethodDef module_methods[] = {
+    {"_mark_forked", mod_mark_forked, METH_NOARGS, "Called in a forked child: goloop refuses to run there."},
+    {"_forked", mod_forked, METH_NOARGS, NULL},
+    {NULL}
+};
+
+static struct PyModuleDef goloop_module = {
+    PyModuleDef_HEAD_INIT, "_goloop", "goloop's engine, written in Go.", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__goloop(void) {
+    HandleType.tp_new = NULL;
+    TimerHandleType.tp_base = &HandleType;
+    if (PyType_Ready(&HandleType) < 0 || PyType_Ready(&TimerHandleType) < 0 || PyType_Ready(&LoopCoreType) < 0)
+        return NULL;
+    GL_HandleType = &HandleType;
+    GL_TimerHandleType = &TimerHandleType;
+    PyObject *m = PyModule_Create(&goloop_module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&HandleType);
+    Py_INCREF(&TimerHandleType);
+    Py_INCREF(&LoopCoreType);
+    if (PyModule_AddObject(m, "Handle", (PyObject *)&HandleType) < 0 ||
+        PyModule_AddObject(m, "TimerHandle", (PyObject *)&TimerHandleType) < 0 ||
+        PyModule_AddObject(m, "LoopCore", (PyObject *)&LoopCoreType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* Fork guard: a child forked after the Go runtime started must not call into Go. */
+    PyObject *os = PyImport_ImportModule("os");
+    if (os == NULL) goto fail;
+    PyObject *hook = PyObject_GetAttrString(m, "_mark_forked");
+    PyObject *reg = PyObject_GetAttrString(os, "register_at_fork");
+    Py_DECREF(os);
+    if (hook == NULL || reg == NULL) {
+        Py_XDECREF(hook);
+        Py_XDECREF(reg);
+        goto fail;
+    }
+    PyObject *kw = Py_BuildValue("{s:O}", "after_in_child", hook);
+    PyObject *empty = PyTuple_New(0);
+    PyObject *r = (kw && empty) ? PyObject_Call(reg, empty, kw) : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(empty);
+    Py_DECREF(hook);
+    Py_DECREF(reg);
+    if (r == NULL) goto fail;
+    Py_DECREF(r);
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

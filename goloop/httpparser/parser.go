@@ -1,0 +1,1139 @@
+// Package httpparser is an incremental HTTP/1.1 parser (RFC 9112/9110)
+// modeled on llhttp, the parser that httptools wraps. It works on byte
+// slices, calls a Handler for each event, and does not allocate per request
+// in steady state.
+//
+// Any split of the input across Feed calls produces the same callbacks
+// (OnBody may be called a different number of times with the same bytes)
+// and the same result: the start line, each header line, each chunk-size
+// line and each trailer line is processed once it is complete; an
+// incomplete line is kept in an internal buffer that is reused.
+package httpparser
+
+import "bytes"
+
+// Handler receives parse events. Every method may return an error, which
+// stops parsing: Feed returns an *Error with Kind KindCallback wrapping it.
+// Slices passed to the methods are valid only during the call.
+type Handler interface {
+	OnMessageBegin() error
+	OnURL(url []byte) error            // once per request, the whole request-target
+	OnStatus(reason []byte) error      // once per response, the whole reason phrase (may be empty)
+	OnHeader(name, value []byte) error // whole name and value (OWS trimmed); trailers too
+	OnHeadersComplete() error
+	OnBody(chunk []byte) error // body bytes as they arrive
+	OnMessageComplete() error
+	OnChunkHeader() error   // after each chunk-size line, also the last (0) one
+	OnChunkComplete() error // after each chunk's CRLF, also the last chunk's (after trailers)
+}
+
+// Want tells which Handler methods the parser calls. Parsing and
+// validation are the same whatever it is set to.
+type Want uint16
+
+const (
+	WantMessageBegin Want = 1 << iota
+	WantURL
+	WantStatus
+	WantHeader
+	WantHeadersComplete
+	WantBody
+	WantMessageComplete
+	WantChunkHeader
+	WantChunkComplete
+
+	WantAll = WantMessageBegin | WantURL | WantStatus | WantHeader | WantHeadersComplete |
+		WantBody | WantMessageComplete | WantChunkHeader | WantChunkComplete
+)
+
+// Lenient flags relax one rule each. The bit values are llhttp's.
+type Lenient uint16
+
+const (
+	// LenientHeaders accepts any byte but LF in header values, whitespace
+	// between a header name and the colon, and obs-fold (continuation lines,
+	// joined to the value with one SP).
+	LenientHeaders Lenient = 1 << iota
+	// LenientChunkedLength accepts Content-Length together with
+	// Transfer-Encoding (Transfer-Encoding wins).
+	LenientChunkedLength
+	// LenientKeepAlive keeps parsing after a message that does not keep the
+	// connection alive (instead of going to the closed state).
+	LenientKeepAlive
+	// LenientTransferEncoding accepts requests whose Transfer-Encoding does
+	// not end with chunked (the body is then read until EOF), and chunked
+	// applied more than once.
+	LenientTransferEncoding
+	// LenientVersion accepts any HTTP/<digit>.<digit> version.
+	LenientVersion
+	// LenientDataAfterClose discards data after a message that closed the
+	// connection instead of failing.
+	LenientDataAfterClose
+	// LenientOptionalLFAfterCR accepts a CR alone as a line ending.
+	LenientOptionalLFAfterCR
+	// LenientOptionalCRLFAfterChunk accepts chunk data not followed by CRLF.
+	LenientOptionalCRLFAfterChunk
+	// LenientOptionalCRBeforeLF accepts a LF alone as a line ending.
+	LenientOptionalCRBeforeLF
+	// LenientSpacesAfterChunkSize accepts SP/HTAB after the chunk size.
+	LenientSpacesAfterChunkSize
+
+	LenientAll = LenientHeaders | LenientChunkedLength | LenientKeepAlive | LenientTransferEncoding |
+		LenientVersion | LenientDataAfterClose | LenientOptionalLFAfterCR |
+		LenientOptionalCRLFAfterChunk | LenientOptionalCRBeforeLF | LenientSpacesAfterChunkSize
+)
+
+// DefaultMaxHeaderSize is the default limit of a header (or trailer)
+// section, start line included, and of a chunk-size line.
+const DefaultMaxHeaderSize = 80 * 1024
+
+// parser states
+const (
+	stStart     uint8 = iota // before a message: CR/LF are skipped
+	stStartLine              // request or status line
+	stHeaders
+	stBodyLength
+	stBodyEOF
+	stChunkSize
+	stChunkData
+	stChunkDataCR
+	stChunkDataLF
+	stTrailers
+	stClosed
+	stUpgraded
+	stError
+)
+
+// message flags
+const (
+	fContentLength uint16 = 1 << iota
+	fTransferEncoding
+	fChunked // Transfer-Encoding ends with chunked
+	fChunkedTwice
+	fConnClose
+	fConnKeepAlive
+	fConnUpgrade
+	fUpgradeHeader
+	fUpgrade // the message upgrades the connection
+)
+
+// body modes
+const (
+	bodyNone uint8 = iota
+	bodyLength
+	bodyChunked
+	bodyEOF
+)
+
+// method classes
+const (
+	mOther uint8 = iota
+	mConnect
+	mHead
+)
+
+// Parser is an incremental HTTP/1.x request or response parser.
+// It is not safe for concurrent use.
+type Parser struct {
+	// Want selects the Handler methods called (WantAll by default).
+	Want Want
+	// MaxHeaderSize limits the start line plus header section, the trailer
+	// section, and each chunk-size line (DefaultMaxHeaderSize by default).
+	MaxHeaderSize int
+	// SkipBody, on a response parser, says that the response being parsed
+	// answers a HEAD request: it has no body whatever its headers say. It
+	// may be set before the response's headers complete (also from
+	// OnHeadersComplete) and is cleared when the response completes.
+	SkipBody bool
+
+	h        Handler
+	response bool
+	lenient  Lenient
+	state    uint8
+	body     uint8
+	mclass   uint8
+	skipLF   bool // LenientOptionalLFAfterCR: a line ended with CR, skip a following LF
+	partial  bool // buf holds an incomplete line
+	hasPend  bool // LenientHeaders: a header is pending in pendName/pendVal
+	major    uint8
+	minor    uint8
+	flags    uint16
+	status   int
+	headSize int   // bytes of the current header/trailer section so far
+	lineLen  int   // length of the line readLine returned, line ending included
+	clen     int64 // Content-Length, -1 if none
+	remain   uint64
+	chunk    uint64 // size of the current chunk
+	err      error
+
+	buf      []byte // incomplete line
+	method   []byte
+	pendName []byte
+	pendVal  []byte
+}
+
+// NewRequestParser returns a parser for requests.
+func NewRequestParser(h Handler) *Parser {
+	p := &Parser{h: h}
+	p.init()
+	return p
+}
+
+// NewResponseParser returns a parser for responses.
+func NewResponseParser(h Handler) *Parser {
+	p := &Parser{h: h, response: true}
+	p.init()
+	return p
+}
+
+func (p *Parser) init() {
+	p.Want = WantAll
+	p.MaxHeaderSize = DefaultMaxHeaderSize
+	p.method = make([]byte, 0, 16)
+	p.buf = make([]byte, 0, 256)
+	p.clen = -1
+}
+
+// Reset makes the parser ready for a new connection. It keeps the handler,
+// Want, MaxHeaderSize and the leniencies.
+func (p *Parser) Reset() {
+	p.state = stStart
+	p.err = nil
+	p.skipLF = false
+	p.partial = false
+	p.SkipBody = false
+	p.resetMessage()
+	p.status = 0
+	p.major, p.minor = 0, 0
+	p.method = p.method[:0]
+}
+
+// SetHandler replaces the handler.
+func (p *Parser) SetHandler(h Handler) { p.h = h }
+
+// SetLeniencies sets the lenient flags (replacing earlier ones).
+func (p *Parser) SetLeniencies(l Lenient) { p.lenient = l }
+
+// Leniencies returns the lenient flags.
+func (p *Parser) Leniencies() Lenient { return p.lenient }
+
+// Method returns the request method of the current (or last) request.
+// The slice is owned by the parser and valid until the next request line.
+func (p *Parser) Method() []byte { return p.method }
+
+// StatusCode returns the status code of the current (or last) response.
+func (p *Parser) StatusCode() int { return p.status }
+
+// Major returns the major HTTP version of the current message.
+func (p *Parser) Major() int { return int(p.major) }
+
+// Minor returns the minor HTTP version of the current message.
+func (p *Parser) Minor() int { return int(p.minor) }
+
+// ContentLength returns the Content-Length of the current message, -1 if none.
+func (p *Parser) ContentLength() int64 { return p.clen }
+
+// IsChunked tells whether the current message has a chunked body.
+func (p *Parser) IsChunked() bool { return p.body == bodyChunked }
+
+// ChunkSize returns the size of the current chunk (meaningful in OnChunkHeader).
+func (p *Parser) ChunkSize() uint64 { return p.chunk }
+
+// Err returns the error that stopped the parser, if any.
+func (p *Parser) Err() error { return p.err }
+
+// ShouldUpgrade tells whether the current message upgrades the connection
+// (a request with Upgrade and Connection: upgrade, a CONNECT request, or a
+// 101 response with Upgrade and Connection: upgrade). Valid from
+// OnHeadersComplete on.
+func (p *Parser) ShouldUpgrade() bool { return p.flags&fUpgrade != 0 }
+
+// ShouldKeepAlive tells whether the connection may be used for another
+// message after the current one (llhttp_should_keep_alive). Valid from
+// OnHeadersComplete on.
+func (p *Parser) ShouldKeepAlive() bool {
+	if p.major > 0 && p.minor > 0 {
+		if p.flags&fConnClose != 0 {
+			return false
+		}
+	} else if p.flags&fConnKeepAlive == 0 {
+		return false
+	}
+	return !p.needsEOF()
+}
+
+func (p *Parser) needsEOF() bool {
+	if !p.response {
+		return false
+	}
+	if p.status/100 == 1 || p.status == 204 || p.status == 304 || p.SkipBody {
+		return false
+	}
+	if p.flags&fTransferEncoding != 0 && p.flags&fChunked == 0 {
+		return true
+	}
+	if p.flags&(fChunked|fContentLength) != 0 {
+		return false
+	}
+	return true
+}
+
+func (p *Parser) resetMessage() {
+	p.flags = 0
+	p.clen = -1
+	p.remain = 0
+	p.chunk = 0
+	p.body = bodyNone
+	p.mclass = mOther
+	p.headSize = 0
+	p.hasPend = false
+}
+
+func (p *Parser) fail(kind Kind, msg string, off int) error {
+	e := &Error{Kind: kind, Msg: msg, Offset: off}
+	p.err = e
+	p.state = stError
+	return e
+}
+
+func (p *Parser) cbErr(err error, off int) error {
+	e := &Error{Kind: KindCallback, Msg: "callback failed", Offset: off, Err: err}
+	p.err = e
+	p.state = stError
+	return e
+}
+
+// Feed parses data. It consumes all of data or returns an error: an *Error
+// (also on every later call), or an *UpgradeError when the connection
+// switches protocols.
+func (p *Parser) Feed(data []byte) error {
+	switch p.state {
+	case stError:
+		return p.err
+	case stUpgraded:
+		return &UpgradeError{Offset: 0}
+	}
+	n := len(data)
+	i := 0
+	for i < n {
+		if p.skipLF {
+			p.skipLF = false
+			if data[i] == '\n' {
+				i++
+				continue
+			}
+		}
+		switch p.state {
+		case stStart:
+			c := data[i]
+			if c == '\r' || c == '\n' {
+				i++
+				continue
+			}
+			p.resetMessage()
+			p.state = stStartLine
+			if p.Want&WantMessageBegin != 0 {
+				if err := p.h.OnMessageBegin(); err != nil {
+					return p.cbErr(err, i)
+				}
+			}
+
+		case stStartLine:
+			line, next, err := p.readLine(data, i, p.MaxHeaderSize-p.headSize, !p.response)
+			if err != nil {
+				return err
+			}
+			if line == nil {
+				i = n
+				break
+			}
+			p.headSize += p.lineLen
+			i = next
+			if p.response {
+				err = p.statusLine(line, i)
+			} else {
+				err = p.requestLine(line, i)
+			}
+			if err != nil {
+				return err
+			}
+			p.state = stHeaders
+
+		case stHeaders, stTrailers:
+			line, next, err := p.readLine(data, i, p.MaxHeaderSize-p.headSize, false)
+			if err != nil {
+				return err
+			}
+			if line == nil {
+				i = n
+				break
+			}
+			p.headSize += p.lineLen
+			i = next
+			trailer := p.state == stTrailers
+			if len(line) != 0 {
+				if err := p.headerLine(line, trailer, i); err != nil {
+					return err
+				}
+				break
+			}
+			if p.hasPend {
+				if err := p.flushPending(trailer, i); err != nil {
+					return err
+				}
+			}
+			if trailer {
+				if p.Want&WantChunkComplete != 0 {
+					if err := p.h.OnChunkComplete(); err != nil {
+						return p.cbErr(err, i)
+					}
+				}
+				if err := p.messageComplete(i); err != nil {
+					return err
+				}
+				break
+			}
+			if err := p.headersComplete(i); err != nil {
+				return err
+			}
+
+		case stBodyLength:
+			avail := uint64(n - i)
+			if avail < p.remain {
+				p.remain -= avail
+				if p.Want&WantBody != 0 {
+					if err := p.h.OnBody(data[i:]); err != nil {
+						return p.cbErr(err, n)
+					}
+				}
+				i = n
+				break
+			}
+			end := i + int(p.remain)
+			p.remain = 0
+			if p.Want&WantBody != 0 {
+				if err := p.h.OnBody(data[i:end]); err != nil {
+					return p.cbErr(err, end)
+				}
+			}
+			i = end
+			if err := p.messageComplete(i); err != nil {
+				return err
+			}
+
+		case stBodyEOF:
+			if p.Want&WantBody != 0 {
+				if err := p.h.OnBody(data[i:]); err != nil {
+					return p.cbErr(err, n)
+				}
+			}
+			i = n
+
+		case stChunkSize:
+			line, next, err := p.readLine(data, i, p.MaxHeaderSize, false)
+			if err != nil {
+				return err
+			}
+			if line == nil {
+				i = n
+				break
+			}
+			i = next
+			if err := p.chunkSizeLine(line, i); err != nil {
+				return err
+			}
+			if p.Want&WantChunkHeader != 0 {
+				if err := p.h.OnChunkHeader(); err != nil {
+					return p.cbErr(err, i)
+				}
+			}
+			if p.chunk == 0 {
+				p.state = stTrailers
+				p.headSize = 0
+			} else {
+				p.remain = p.chunk
+				p.state = stChunkData
+			}
+
+		case stChunkData:
+			avail := uint64(n - i)
+			if avail < p.remain {
+				p.remain -= avail
+				if p.Want&WantBody != 0 {
+					if err := p.h.OnBody(data[i:]); err != nil {
+						return p.cbErr(err, n)
+					}
+				}
+				i = n
+				break
+			}
+			end := i + int(p.remain)
+			p.remain = 0
+			p.state = stChunkDataCR
+			if p.Want&WantBody != 0 {
+				if err := p.h.OnBody(data[i:end]); err != nil {
+					return p.cbErr(err, end)
+				}
+			}
+			i = end
+
+		case stChunkDataCR:
+			switch data[i] {
+			case '\r':
+				i++
+				p.state = stChunkDataLF
+			case '\n':
+				if p.lenient&LenientOptionalCRBeforeLF == 0 {
+					return p.fail(KindCRExpected, "expected CRLF after chunk data", i)
+				}
+				i++
+				if err := p.chunkComplete(i); err != nil {
+					return err
+				}
+			default:
+				if p.lenient&LenientOptionalCRLFAfterChunk == 0 {
+					return p.fail(KindInvalidChunk, "expected CRLF after chunk data", i)
+				}
+				if err := p.chunkComplete(i); err != nil {
+					return err
+				}
+			}
+
+		case stChunkDataLF:
+			if data[i] == '\n' {
+				i++
+			} else if p.lenient&LenientOptionalLFAfterCR == 0 {
+				return p.fail(KindLFExpected, "expected LF after chunk data CR", i)
+			}
+			if err := p.chunkComplete(i); err != nil {
+				return err
+			}
+
+		case stClosed:
+			c := data[i]
+			if c == '\r' || c == '\n' {
+				i++
+				continue
+			}
+			if p.lenient&LenientDataAfterClose == 0 {
+				return p.fail(KindClosedConnection, "data after Connection: close", i)
+			}
+			i = n
+
+		case stUpgraded:
+			return &UpgradeError{Offset: i}
+
+		default: // stError
+			return p.err
+		}
+	}
+	if p.state == stUpgraded {
+		return &UpgradeError{Offset: n}
+	}
+	return nil
+}
+
+// FeedEOF tells the parser that the connection was closed. It completes a
+// response whose body is delimited by the close; it fails if a message is
+// incomplete.
+func (p *Parser) FeedEOF() error {
+	switch p.state {
+	case stError:
+		return p.err
+	case stUpgraded:
+		return nil
+	case stStart, stClosed:
+		p.state = stClosed
+		return nil
+	case stBodyEOF:
+		p.state = stClosed
+		if p.Want&WantMessageComplete != 0 {
+			if err := p.h.OnMessageComplete(); err != nil {
+				return p.cbErr(err, 0)
+			}
+		}
+		p.SkipBody = false
+		return nil
+	}
+	return p.fail(KindInvalidEOF, "connection closed in the middle of a message", 0)
+}
+
+func (p *Parser) chunkComplete(off int) error {
+	p.state = stChunkSize
+	if p.Want&WantChunkComplete != 0 {
+		if err := p.h.OnChunkComplete(); err != nil {
+			return p.cbErr(err, off)
+		}
+	}
+	return nil
+}
+
+func (p *Parser) messageComplete(off int) error {
+	keep := p.ShouldKeepAlive()
+	switch {
+	case p.flags&fUpgrade != 0:
+		p.state = stUpgraded
+	case keep || p.lenient&LenientKeepAlive != 0:
+		p.state = stStart
+	default:
+		p.state = stClosed
+	}
+	p.SkipBody = false
+	if p.Want&WantMessageComplete != 0 {
+		if err := p.h.OnMessageComplete(); err != nil {
+			return p.cbErr(err, off)
+		}
+	}
+	return nil
+}
+
+// readLine returns the next complete line of data[i:] (joined with the
+// buffered beginning of it, if any) without its line ending, and the index
+// after it. If the line is incomplete it is buffered and line is nil.
+// limit is the number of bytes (line ending included) the line may have.
+// reqStart asks for the early check of a request method.
+func (p *Parser) readLine(data []byte, i int, limit int, reqStart bool) (line []byte, next int, err error) {
+	rest := data[i:]
+	var end int
+	if p.lenient&LenientOptionalLFAfterCR == 0 {
+		end = bytes.IndexByte(rest, '\n')
+	} else {
+		end = indexCRLF(rest)
+	}
+	if limit < 0 {
+		limit = 0
+	}
+	if end < 0 {
+		if !p.partial {
+			p.partial = true
+			p.buf = p.buf[:0]
+		}
+		take := len(rest)
+		if room := limit + 1 - len(p.buf); take > room {
+			take = room
+		}
+		if take > 0 {
+			p.buf = append(p.buf, rest[:take]...)
+		}
+		if err := p.checkLine(p.buf, limit, reqStart, len(data)); err != nil {
+			return nil, 0, err
+		}
+		return nil, len(data), nil
+	}
+	next = i + end + 1
+	if p.partial {
+		p.partial = false
+		take := end + 1
+		if room := limit + 1 - len(p.buf); take > room {
+			take = room // the line is too long: checkLine fails below
+		}
+		p.buf = append(p.buf, rest[:take]...)
+		line = p.buf
+		p.lineLen = len(p.buf)
+	} else {
+		line = rest[:end+1]
+		p.lineLen = end + 1
+	}
+	if reqStart || len(line) > limit {
+		if err := p.checkLine(line, limit, reqStart, next); err != nil {
+			return nil, 0, err
+		}
+	}
+	// strip the line ending
+	last := len(line) - 1
+	if line[last] == '\n' {
+		if last > 0 && line[last-1] == '\r' {
+			line = line[:last-1]
+		} else if p.lenient&LenientOptionalCRBeforeLF != 0 {
+			line = line[:last]
+		} else {
+			return nil, 0, p.fail(KindCRExpected, "bare LF, expected CRLF", next)
+		}
+	} else { // CR alone (LenientOptionalLFAfterCR)
+		line = line[:last]
+		p.skipLF = true
+	}
+	return line, next, nil
+}
+
+// checkLine applies the early method check (within the limit) and then the
+// size limit to a complete or partial line, the same way whatever the split.
+func (p *Parser) checkLine(b []byte, limit int, reqStart bool, off int) error {
+	if reqStart {
+		w := b
+		if len(w) > limit {
+			w = w[:limit]
+		}
+		for j, c := range w {
+			if c == ' ' {
+				if j == 0 {
+					return p.fail(KindInvalidMethod, "empty method", off)
+				}
+				break
+			}
+			if !isToken(c) {
+				return p.fail(KindInvalidMethod, "invalid character in method", off)
+			}
+		}
+	}
+	if len(b) > limit {
+		if p.state == stChunkSize {
+			return p.fail(KindHeaderOverflow, "chunk-size line too long", off)
+		}
+		return p.fail(KindHeaderOverflow, "header section too large", off)
+	}
+	return nil
+}
+
+func indexCRLF(b []byte) int {
+	for j, c := range b {
+		if c == '\r' || c == '\n' {
+			return j
+		}
+	}
+	return -1
+}
+
+func (p *Parser) parseVersion(v []byte, off int) error {
+	if len(v) != 8 || v[0] != 'H' || v[1] != 'T' || v[2] != 'T' || v[3] != 'P' || v[4] != '/' ||
+		v[6] != '.' || v[5] < '0' || v[5] > '9' || v[7] < '0' || v[7] > '9' {
+		return p.fail(KindInvalidVersion, "invalid HTTP version", off)
+	}
+	p.major, p.minor = v[5]-'0', v[7]-'0'
+	if p.lenient&LenientVersion == 0 && (p.major != 1 || p.minor > 1) {
+		return p.fail(KindInvalidVersion, "unsupported HTTP version", off)
+	}
+	return nil
+}
+
+func (p *Parser) requestLine(line []byte, off int) error {
+	j := 0
+	for j < len(line) && isToken(line[j]) {
+		j++
+	}
+	if j == 0 || j >= len(line) || line[j] != ' ' {
+		return p.fail(KindInvalidMethod, "invalid method", off)
+	}
+	m := line[:j]
+	p.method = append(p.method[:0], m...)
+	p.mclass = mOther
+	switch string(m) {
+	case "CONNECT":
+		p.mclass = mConnect
+	case "HEAD":
+		p.mclass = mHead
+	}
+	j++
+	k := j
+	for k < len(line) && ctab[line[k]]&cTarget != 0 {
+		k++
+	}
+	if k == j {
+		return p.fail(KindInvalidURL, "empty request-target", off)
+	}
+	if k == len(line) {
+		return p.fail(KindInvalidVersion, "missing HTTP version", off)
+	}
+	if line[k] != ' ' {
+		return p.fail(KindInvalidURL, "invalid character in request-target", off)
+	}
+	if err := p.parseVersion(line[k+1:], off); err != nil {
+		return err
+	}
+	if p.Want&WantURL != 0 {
+		if err := p.h.OnURL(line[j:k]); err != nil {
+			return p.cbErr(err, off)
+		}
+	}
+	return nil
+}
+
+func (p *Parser) statusLine(line []byte, off int) error {
+	if len(line) < 8 {
+		return p.fail(KindInvalidVersion, "invalid HTTP version", off)
+	}
+	if err := p.parseVersion(line[:8], off); err != nil {
+		return err
+	}
+	r := line[8:]
+	if len(r) < 4 || r[0] != ' ' {
+		return p.fail(KindInvalidStatus, "invalid status code", off)
+	}
+	st := 0
+	for _, c := range r[1:4] {
+		if c < '0' || c > '9' {
+			return p.fail(KindInvalidStatus, "invalid status code", off)
+		}
+		st = st*10 + int(c-'0')
+	}
+	p.status = st
+	r = r[4:]
+	if len(r) > 0 {
+		if r[0] != ' ' {
+			return p.fail(KindInvalidStatus, "invalid status code", off)
+		}
+		r = r[1:]
+		for _, c := range r {
+			if ctab[c]&cReason == 0 {
+				return p.fail(KindInvalidStatus, "invalid character in reason phrase", off)
+			}
+		}
+	}
+	if p.Want&WantStatus != 0 {
+		if err := p.h.OnStatus(r); err != nil {
+			return p.cbErr(err, off)
+		}
+	}
+	return nil
+}
+
+func (p *Parser) headerLine(line []byte, trailer bool, off int) error {
+	c0 := line[0]
+	if c0 == ' ' || c0 == '\t' {
+		if p.lenient&LenientHeaders == 0 || !p.hasPend {
+			return p.fail(KindInvalidHeader, "obsolete line folding", off)
+		}
+		v := trimOWS(line)
+		for _, c := range v {
+			if ctab[c]&cLenValue == 0 {
+				return p.fail(KindInvalidHeader, "invalid character in header value", off)
+			}
+		}
+		if len(v) > 0 {
+			if len(p.pendVal) > 0 {
+				p.pendVal = append(p.pendVal, ' ')
+			}
+			p.pendVal = append(p.pendVal, v...)
+		}
+		return nil
+	}
+	j := 0
+	for j < len(line) && isToken(line[j]) {
+		j++
+	}
+	if j == 0 {
+		return p.fail(KindInvalidHeader, "invalid character in header name", off)
+	}
+	name := line[:j]
+	if j < len(line) && line[j] != ':' && p.lenient&LenientHeaders != 0 {
+		for j < len(line) && isOWS(line[j]) {
+			j++
+		}
+	}
+	if j >= len(line) || line[j] != ':' {
+		return p.fail(KindInvalidHeader, "invalid character in header name", off)
+	}
+	value := trimOWS(line[j+1:])
+	cls := uint8(cValue)
+	if p.lenient&LenientHeaders != 0 {
+		cls = cLenValue
+	}
+	for _, c := range value {
+		if ctab[c]&cls == 0 {
+			return p.fail(KindInvalidHeader, "invalid character in header value", off)
+		}
+	}
+	if p.lenient&LenientHeaders != 0 {
+		// obs-fold may follow: keep the header until the next line.
+		if p.hasPend {
+			if err := p.flushPending(trailer, off); err != nil {
+				return err
+			}
+		}
+		p.pendName = append(p.pendName[:0], name...)
+		p.pendVal = append(p.pendVal[:0], value...)
+		p.hasPend = true
+		return nil
+	}
+	return p.emitHeader(name, value, trailer, off)
+}
+
+func (p *Parser) flushPending(trailer bool, off int) error {
+	p.hasPend = false
+	return p.emitHeader(p.pendName, p.pendVal, trailer, off)
+}
+
+func (p *Parser) emitHeader(name, value []byte, trailer bool, off int) error {
+	if !trailer {
+		var err error
+		switch len(name) {
+		case 14:
+			if eqFoldLower(name, "content-length") {
+				err = p.contentLength(value, off)
+			}
+		case 17:
+			if eqFoldLower(name, "transfer-encoding") {
+				err = p.transferEncoding(value, off)
+			}
+		case 10:
+			if eqFoldLower(name, "connection") {
+				p.connection(value)
+			}
+		case 7:
+			if eqFoldLower(name, "upgrade") {
+				p.flags |= fUpgradeHeader
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if p.Want&WantHeader != 0 {
+		if err := p.h.OnHeader(name, value); err != nil {
+			return p.cbErr(err, off)
+		}
+	}
+	return nil
+}
+
+func (p *Parser) contentLength(v []byte, off int) error {
+	if p.flags&fContentLength != 0 {
+		return p.fail(KindInvalidContentLength, "duplicate Content-Length", off)
+	}
+	if len(v) == 0 {
+		return p.fail(KindInvalidContentLength, "empty Content-Length", off)
+	}
+	var n uint64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return p.fail(KindInvalidContentLength, "invalid character in Content-Length", off)
+		}
+		d := uint64(c - '0')
+		if n > (1<<63-1-d)/10 {
+			return p.fail(KindInvalidContentLength, "Content-Length overflow", off)
+		}
+		n = n*10 + d
+	}
+	p.flags |= fContentLength
+	p.clen = int64(n)
+	return nil
+}
+
+func (p *Parser) transferEncoding(v []byte, off int) error {
+	p.flags |= fTransferEncoding
+	for len(v) > 0 {
+		var elem []byte
+		if k := bytes.IndexByte(v, ','); k >= 0 {
+			elem, v = v[:k], v[k+1:]
+		} else {
+			elem, v = v, nil
+		}
+		if k := bytes.IndexByte(elem, ';'); k >= 0 {
+			elem = elem[:k] // transfer parameters are not checked
+		}
+		elem = trimOWS(elem)
+		if len(elem) == 0 {
+			continue
+		}
+		for _, c := range elem {
+			if !isToken(c) {
+				return p.fail(KindInvalidTransferEncoding, "invalid Transfer-Encoding", off)
+			}
+		}
+		if eqFoldLower(elem, "chunked") {
+			if p.flags&fChunked != 0 {
+				p.flags |= fChunkedTwice
+			}
+			p.flags |= fChunked
+		} else {
+			if p.flags&fChunked != 0 {
+				p.flags |= fChunkedTwice // chunked followed by another coding
+			}
+			p.flags &^= fChunked
+		}
+	}
+	return nil
+}
+
+func (p *Parser) connection(v []byte) {
+	for len(v) > 0 {
+		var elem []byte
+		if k := bytes.IndexByte(v, ','); k >= 0 {
+			elem, v = v[:k], v[k+1:]
+		} else {
+			elem, v = v, nil
+		}
+		elem = trimOWS(elem)
+		switch len(elem) {
+		case 5:
+			if eqFoldLower(elem, "close") {
+				p.flags |= fConnClose
+			}
+		case 10:
+			if eqFoldLower(elem, "keep-alive") {
+				p.flags |= fConnKeepAlive
+			}
+		case 7:
+			if eqFoldLower(elem, "upgrade") {
+				p.flags |= fConnUpgrade
+			}
+		}
+	}
+}
+
+// decideBody sets p.body (and the upgrade flag) from the header section.
+func (p *Parser) decideBody(off int) error {
+	f := p.flags
+	if f&fUpgradeHeader != 0 && f&fConnUpgrade != 0 && (!p.response || p.status == 101) {
+		f |= fUpgrade
+	} else if !p.response && p.mclass == mConnect {
+		f |= fUpgrade
+	} else {
+		f &^= fUpgrade
+	}
+	p.flags = f
+	hasBody := f&fChunked != 0 || (f&fContentLength != 0 && p.clen > 0)
+	switch {
+	case p.response && p.status == 101:
+		p.body = bodyNone
+	case f&fUpgrade != 0 && (p.mclass == mConnect || (p.response && p.SkipBody) || !hasBody):
+		p.body = bodyNone
+	case p.response && (p.status/100 == 1 || p.status == 204 || p.status == 304 || p.SkipBody):
+		p.body = bodyNone
+	case f&fChunked != 0 && (p.response || f&fChunkedTwice == 0 || p.lenient&LenientTransferEncoding != 0):
+		p.body = bodyChunked
+	case f&fTransferEncoding != 0:
+		if !p.response && p.lenient&LenientTransferEncoding == 0 {
+			return p.fail(KindInvalidTransferEncoding, "request Transfer-Encoding must end with chunked, once", off)
+		}
+		p.body = bodyEOF
+	case f&fContentLength != 0:
+		if p.clen > 0 {
+			p.body = bodyLength
+		} else {
+			p.body = bodyNone
+		}
+	case p.response:
+		p.body = bodyEOF
+	default:
+		p.body = bodyNone
+	}
+	return nil
+}
+
+func (p *Parser) headersComplete(off int) error {
+	if p.flags&fContentLength != 0 && p.flags&fTransferEncoding != 0 && p.lenient&LenientChunkedLength == 0 {
+		return p.fail(KindUnexpectedContentLength, "Content-Length with Transfer-Encoding", off)
+	}
+	if err := p.decideBody(off); err != nil {
+		return err
+	}
+	if p.Want&WantHeadersComplete != 0 {
+		if err := p.h.OnHeadersComplete(); err != nil {
+			return p.cbErr(err, off)
+		}
+		if p.response && p.SkipBody && p.body != bodyNone {
+			if err := p.decideBody(off); err != nil {
+				return err
+			}
+		}
+	}
+	switch p.body {
+	case bodyLength:
+		p.remain = uint64(p.clen)
+		p.state = stBodyLength
+	case bodyChunked:
+		p.state = stChunkSize
+	case bodyEOF:
+		p.state = stBodyEOF
+	default:
+		return p.messageComplete(off)
+	}
+	return nil
+}
+
+func (p *Parser) chunkSizeLine(line []byte, off int) error {
+	j := 0
+	var n uint64
+	for j < len(line) && ctab[line[j]]&cHex != 0 {
+		if n > (1<<63-1)>>4 {
+			return p.fail(KindInvalidChunkSize, "chunk size overflow", off)
+		}
+		n = n<<4 | hexVal(line[j])
+		j++
+	}
+	if j == 0 {
+		return p.fail(KindInvalidChunkSize, "invalid chunk size", off)
+	}
+	if p.lenient&LenientSpacesAfterChunkSize != 0 {
+		for j < len(line) && isOWS(line[j]) {
+			j++
+		}
+	}
+	if j < len(line) {
+		if line[j] != ';' {
+			return p.fail(KindInvalidChunkSize, "invalid character after chunk size", off)
+		}
+		if !validChunkExt(line[j:]) {
+			return p.fail(KindInvalidChunkSize, "invalid chunk extension", off)
+		}
+	}
+	p.chunk = n
+	return nil
+}
+
+// validChunkExt checks *( BWS ";" BWS ext-name [ BWS "=" BWS ext-val ] )
+// where ext-val is a token or a quoted-string.
+func validChunkExt(b []byte) bool {
+	i := 0
+	n := len(b)
+	skip := func() {
+		for i < n && isOWS(b[i]) {
+			i++
+		}
+	}
+	for {
+		skip()
+		if i == n {
+			return true
+		}
+		if b[i] != ';' {
+			return false
+		}
+		i++
+		skip()
+		s := i
+		for i < n && isToken(b[i]) {
+			i++
+		}
+		if i == s {
+			return false
+		}
+		skip()
+		if i == n || b[i] != '=' {
+			continue
+		}
+		i++
+		skip()
+		if i < n && b[i] == '"' {
+			i++
+			for {
+				if i == n {
+					return false
+				}
+				c := b[i]
+				if c == '"' {
+					i++
+					break
+				}
+				if c == '\\' {
+					i++
+					if i == n || ctab[b[i]]&cReason == 0 {
+						return false
+					}
+				} else if ctab[c]&cReason == 0 {
+					return false
+				}
+				i++
+			}
+			continue
+		}
+		s = i
+		for i < n && isToken(b[i]) {
+			i++
+		}
+		if i == s {
+			return false
+		}
+	}
+}

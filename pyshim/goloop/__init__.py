@@ -1,0 +1,66 @@
+"""goloop: a drop-in asyncio event loop whose engine is written in Go.
+
+    import asyncio, goloop
+    goloop.run(main())                                   # like asyncio.run
+    asyncio.set_event_loop_policy(goloop.EventLoopPolicy())
+    with asyncio.Runner(loop_factory=goloop.new_event_loop) as r: r.run(main())
+
+Importing goloop does not load the Go runtime (fork safety): the extension module is
+loaded when the first loop is created (or when goloop.Loop is first used).
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+from asyncio import unix_events
+from typing import Any, Coroutine, TypeVar
+
+__all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run"]
+__version__ = "0.1.0"
+
+_T = TypeVar("_T")
+
+
+def new_event_loop() -> "asyncio.AbstractEventLoop":
+    """Return a new goloop event loop (loads the Go engine on first use)."""
+    from ._loop import Loop
+
+    return Loop()
+
+
+class EventLoopPolicy(unix_events.DefaultEventLoopPolicy):
+    """asyncio's default policy, making goloop loops.
+
+    asyncio.set_event_loop_policy(goloop.EventLoopPolicy())
+    """
+
+    def _loop_factory(self) -> "asyncio.AbstractEventLoop":  # type: ignore[override]
+        return new_event_loop()
+
+    def __repr__(self) -> str:
+        return "<goloop.EventLoopPolicy>"
+
+
+def install() -> None:
+    """Make goloop the event loop of asyncio.run() and friends (sets the policy)."""
+    asyncio.set_event_loop_policy(EventLoopPolicy())
+
+
+def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
+    """Run coroutine main on a new goloop loop and return its result: asyncio.run's contract."""
+    if asyncio._get_running_loop() is not None:
+        raise RuntimeError("goloop.run() cannot be called from a running event loop")
+    with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
+        return runner.run(main)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Loop":
+        from ._loop import Loop
+
+        return Loop
+    if name == "http":
+        import importlib
+
+        return importlib.import_module(".http", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

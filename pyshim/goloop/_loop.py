@@ -1,0 +1,152 @@
+"""goloop.Loop: asyncio's event loop API over the Go engine.
+
+The Go core (goloop._goloop.LoopCore) owns scheduling, timers, polling and the I/O hot
+paths; this class composes it with asyncio's own unix selector loop for everything that is
+argument handling and protocol plumbing (exception handler, executors, async generators,
+signals, create_connection's address logic ...), so behaviour and exceptions match asyncio.
+"""
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import sys
+import threading
+import weakref
+from asyncio import base_events, events, format_helpers, unix_events
+from typing import Any, Mapping
+
+from . import _goloop
+
+_LOADED_PID = os.getpid()
+
+
+class _GoSelector(selectors.BaseSelector):
+    """A read-only selector view of the Go poller.
+
+    asyncio's transports look at ``loop._selector`` only to describe themselves in repr();
+    registration goes through the loop's _add_reader/_add_writer, which the Go core owns.
+    """
+
+    def __init__(self, loop: "Loop") -> None:
+        self._loop = weakref.ref(loop)
+
+    def get_key(self, fileobj: Any) -> selectors.SelectorKey:
+        loop = self._loop()
+        key = None if loop is None or loop.is_closed() else loop._fd_key(fileobj)
+        if key is None:
+            raise KeyError(f"{fileobj!r} is not registered")
+        fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
+        return selectors.SelectorKey(fileobj, fd, key[0], (key[1], key[2]))
+
+    def register(self, fileobj, events, data=None):  # pragma: no cover - not used
+        raise RuntimeError("goloop's selector is driven by the Go poller; use loop.add_reader()")
+
+    def unregister(self, fileobj):  # pragma: no cover - not used
+        raise RuntimeError("goloop's selector is driven by the Go poller; use loop.remove_reader()")
+
+    def select(self, timeout=None):  # pragma: no cover - not used
+        raise RuntimeError("goloop's selector is driven by the Go poller")
+
+    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class Loop(_goloop.LoopCore, unix_events._UnixSelectorEventLoop):
+    """An asyncio event loop whose engine is written in Go.
+
+    call_soon, call_later, call_at, call_soon_threadsafe, time, stop and the reader/writer
+    registry are implemented in Go; the rest is asyncio's own code running on top of them.
+    """
+
+    def __init__(self) -> None:
+        _goloop.LoopCore.__init__(self)
+        unix_events._UnixSelectorEventLoop.__init__(self, _GoSelector(self))
+
+    def __repr__(self) -> str:
+        return (f"<goloop.Loop running={self.is_running()} "
+                f"closed={self.is_closed()} debug={self.get_debug()}>")
+
+    # -- running ---------------------------------------------------------------------
+
+    def run_forever(self) -> None:
+        """Run until stop() is called."""
+        self._check_closed()
+        self._check_running()
+        self._set_coroutine_origin_tracking(self._debug)
+        old_agen_hooks = sys.get_asyncgen_hooks()
+        wakeup = False
+        try:
+            self._thread_id = threading.get_ident()
+            sys.set_asyncgen_hooks(firstiter=self._asyncgen_firstiter_hook,
+                                   finalizer=self._asyncgen_finalizer_hook)
+            wakeup = self._install_wakeup_fd()
+            events._set_running_loop(self)
+            self._run_core()
+        finally:
+            self._stopping = False
+            self._thread_id = None
+            events._set_running_loop(None)
+            self._set_coroutine_origin_tracking(False)
+            sys.set_asyncgen_hooks(*old_agen_hooks)
+            if wakeup and not self._signal_handlers:
+                signal.set_wakeup_fd(-1)
+
+    def _install_wakeup_fd(self) -> bool:
+        # A signal may be delivered to one of the Go runtime's threads while the loop thread
+        # sleeps in epoll: Python's handler then writes the signal number to the wakeup fd,
+        # which is the loop's self-pipe, so the poll returns and the Python-level handler runs
+        # (KeyboardInterrupt, asyncio.Runner's SIGINT handling) at once.
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        try:
+            old = signal.set_wakeup_fd(self._csock.fileno())
+        except (ValueError, OSError):
+            return False
+        if old not in (-1, self._csock.fileno()):
+            signal.set_wakeup_fd(old)  # somebody else's: leave it alone
+            return False
+        return old == -1
+
+    def _run_once(self) -> None:
+        raise RuntimeError("goloop runs its iterations in Go; use run_forever()/run_until_complete()")
+
+    def _run_handle_debug(self, handle) -> None:
+        # Debug mode: asyncio's slow-callback warning around each callback.
+        if handle._cancelled:
+            return
+        try:
+            self._current_handle = handle
+            t0 = self.time()
+            handle._run()
+            dt = self.time() - t0
+            if dt >= self.slow_callback_duration:
+                base_events.logger.warning("Executing %s took %.3f seconds",
+                                           base_events._format_handle(handle), dt)
+        finally:
+            self._current_handle = None
+
+    def _handle_callback_exception(self, handle, exc: BaseException) -> None:
+        # Called from Go when a callback raised: asyncio's Handle._run reporting.
+        cb = format_helpers._format_callback_source(handle._callback, handle._args or ())
+        context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
+        self.call_exception_handler(context)
+
+    # -- closing ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self.is_running():
+            raise RuntimeError("Cannot close a running event loop")
+        if self.is_closed():
+            return
+        try:
+            super().close()
+        finally:
+            self._close_core()
+
+    def _check_fork(self) -> None:
+        if _goloop._forked():
+            raise RuntimeError("goloop cannot be used in a forked child")

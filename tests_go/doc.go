@@ -1,0 +1,3 @@
+// Package tests_go holds goloop's Go tests, benchmarks and fuzz targets for the pure Go
+// packages (poller, scheduler, HTTP parser). They run without Python: go test ./tests_go/...
+package tests_go
