@@ -38,6 +38,26 @@ typedef struct {
     char scheduled;              /* timer: in the loop's heap */
 } GLHandle;
 
+/* The C part of goloop's socket transports. The Python class derives from it, and it derives
+ * from asyncio.Transport, whose only instance field is BaseTransport's '_extra' slot: that
+ * slot occupies `extra` (checked at module init). The flags are the attributes of asyncio's
+ * _SelectorSocketTransport, shared by the Python lifecycle code and Go's hot paths. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *extra;             /* asyncio.BaseTransport.__slots__ = ('_extra',) */
+    long conn;                   /* Go connection id + 1; 0 when not attached */
+    int sock_fd;
+    Py_ssize_t conn_lost;
+    Py_ssize_t high_water;
+    Py_ssize_t low_water;
+    Py_ssize_t write_size;       /* bytes queued in Go, not yet sent */
+    char closing;
+    char paused;
+    char eof;
+    char protocol_paused;
+    char sendfile_busy;
+} GLTransport;
+
 extern PyTypeObject *GL_HandleType;
 extern PyTypeObject *GL_TimerHandleType;
 extern int gl_forked;
@@ -56,6 +76,13 @@ void gl_set_oserror(int err);
 int gl_exc_is_fatal(void);
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
                         Py_ssize_t nargs, PyObject *context, double when);
+PyObject *gl_call1(PyObject *f, PyObject *a);
+int gl_deliver_bytes(PyObject *meth, const char *buf, Py_ssize_t n);
+int gl_call_fatal(PyObject *tr, const char *msg);
+PyObject *gl_getattr(PyObject *o, const char *name);
+int gl_get_write_buffer(PyObject *o, Py_buffer *view);
+void gl_release_buffer(Py_buffer *view);
+int gl_bytes_view(PyObject *o, char **buf, Py_ssize_t *len);
 int gl_check_callback(PyObject *cb, const char *method);
 unsigned long gl_thread_ident(void);
 

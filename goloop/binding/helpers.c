@@ -154,3 +154,49 @@ int gl_handle_run(PyObject *o) {
     Py_DECREF(o);
     return rc;
 }
+
+/* data_received(bytes(buf[:n])): returns 0, or -1 with the callback's exception set. */
+int gl_deliver_bytes(PyObject *meth, const char *buf, Py_ssize_t n) {
+    PyObject *b = PyBytes_FromStringAndSize(buf, n);
+    if (b == NULL) return -1;
+    PyObject *r = PyObject_Vectorcall(meth, &b, 1, NULL);
+    Py_DECREF(b);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Hands the pending exception to tr._fatal_error(exc, msg), as asyncio's transports do.
+ * Returns -1 (exception set) if it must propagate: SystemExit, KeyboardInterrupt. */
+int gl_call_fatal(PyObject *tr, const char *msg) {
+    if (gl_exc_is_fatal()) return -1;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
+    PyObject *r = PyObject_CallMethod(tr, "_fatal_error", "Os", value ? value : Py_None, msg);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (r == NULL) return gl_exc_is_fatal() ? -1 : (PyErr_WriteUnraisable(tr), 0);
+    Py_DECREF(r);
+    return 0;
+}
+
+PyObject *gl_getattr(PyObject *o, const char *name) { return PyObject_GetAttrString(o, name); }
+
+int gl_get_write_buffer(PyObject *o, Py_buffer *view) {
+    return PyObject_GetBuffer(o, view, PyBUF_WRITABLE | PyBUF_SIMPLE);
+}
+
+void gl_release_buffer(Py_buffer *view) { PyBuffer_Release(view); }
+
+/* For bytes objects: a pointer to their (immutable) data, so a queued write needs no copy. */
+int gl_bytes_view(PyObject *o, char **buf, Py_ssize_t *len) {
+    if (!PyBytes_CheckExact(o)) return 0;
+    *buf = PyBytes_AS_STRING(o);
+    *len = PyBytes_GET_SIZE(o);
+    return 1;
+}
+
+PyObject *gl_call1(PyObject *f, PyObject *a) { return PyObject_Vectorcall(f, &a, 1, NULL); }

@@ -44,6 +44,7 @@ type pyObj = *C.PyObject
 // fdEntry is what the loop watches on one descriptor: add_reader/add_writer handles.
 type fdEntry struct {
 	reader, writer pyObj
+	conn           *conn // a transport owns the descriptor
 	events         uint32
 }
 
@@ -58,6 +59,10 @@ type loop struct {
 	tsMu      sync.Mutex
 	ts        []pyObj // handles from call_soon_threadsafe, merged each iteration
 	tsPending atomic.Bool
+
+	conns map[*conn]struct{}
+	dirty []*conn  // connections with writes queued this iteration
+	rbuf  []byte   // read buffer shared by the loop's connections (C memory)
 
 	threadID C.ulong
 	lastPoll int64 // nanotime of the last poll
@@ -90,7 +95,8 @@ func glLoopInit(self *C.GLLoop) (rc C.int) {
 		raiseErr(err)
 		return -1
 	}
-	l := &loop{self: self, poll: p, fds: make(map[int]*fdEntry)}
+	l := &loop{self: self, poll: p, fds: make(map[int]*fdEntry), conns: make(map[*conn]struct{})}
+	l.rbuf = unsafe.Slice((*byte)(C.malloc(readBufSize)), readBufSize)
 	for i, x := range loops {
 		if x == nil {
 			loops[i] = l
@@ -264,7 +270,9 @@ func (l *loop) runOnce() bool {
 		return false
 	}
 	for _, ev := range events {
-		l.dispatch(ev)
+		if !l.dispatch(ev) {
+			return false
+		}
 	}
 
 	if l.timers.Len() > 0 {
@@ -297,7 +305,7 @@ func (l *loop) runOnce() bool {
 			}
 			C.gl_decref(r)
 		}
-		return true
+		return l.flushDirty()
 	}
 	for i := 0; i < ntodo; i++ {
 		h, _ := l.ready.Pop()
@@ -305,17 +313,20 @@ func (l *loop) runOnce() bool {
 			return false
 		}
 	}
-	return true
+	return l.flushDirty()
 }
 
 var cRunHandleDebug = C.CString("_run_handle_debug")
 
 // dispatch queues the add_reader/add_writer callbacks of one ready descriptor, as
 // asyncio's _process_events does (errors and hang-ups wake both directions).
-func (l *loop) dispatch(ev poller.Event) {
+func (l *loop) dispatch(ev poller.Event) bool {
 	e := l.fds[ev.Fd]
 	if e == nil {
-		return
+		return true
+	}
+	if e.conn != nil {
+		return e.conn.onEvent(ev.Events)
 	}
 	errs := ev.Events&(poller.Error|poller.Hangup) != 0
 	if e.reader != nil && (ev.Events&poller.Readable != 0 || errs) {
@@ -334,6 +345,7 @@ func (l *loop) dispatch(ev poller.Event) {
 			l.ready.Push(e.writer)
 		}
 	}
+	return true
 }
 
 // cancelHandle cancels a goloop handle the way Handle.cancel() does.
@@ -400,7 +412,9 @@ func (l *loop) removeIO(fd int, writer bool) bool {
 		slot = &e.writer
 	}
 	e.events &^= bit
-	if e.events == 0 {
+	if e.conn != nil {
+		// the descriptor belongs to a transport: leave its registration alone
+	} else if e.events == 0 {
 		l.poll.Del(fd)
 		delete(l.fds, fd)
 	} else {
@@ -473,11 +487,18 @@ func (l *loop) release() {
 		C.gl_decref(t.Item)
 	}
 	l.self.timer_cancelled_count = 0
+	for c := range l.conns {
+		c.detach()
+	}
 	for fd := range l.fds {
 		l.removeIO(fd, false)
 		l.removeIO(fd, true)
 	}
 	l.poll.Close()
+	if l.rbuf != nil {
+		C.free(unsafe.Pointer(&l.rbuf[0]))
+		l.rbuf = nil
+	}
 }
 
 //export glCloseCore

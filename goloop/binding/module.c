@@ -7,6 +7,7 @@
 PyTypeObject *GL_HandleType;
 PyTypeObject *GL_TimerHandleType;
 int gl_forked = 0;
+int gl_init_transport_type(PyObject *module);
 
 static int fork_error(void) {
     PyErr_SetString(PyExc_RuntimeError,
@@ -533,6 +534,7 @@ PyMODINIT_FUNC PyInit__goloop(void) {
         Py_DECREF(m);
         return NULL;
     }
+    if (gl_init_transport_type(m) < 0) goto fail;
     /* Fork guard: a child forked after the Go runtime started must not call into Go. */
     PyObject *os = PyImport_ImportModule("os");
     if (os == NULL) goto fail;

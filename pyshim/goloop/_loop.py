@@ -13,10 +13,11 @@ import signal
 import sys
 import threading
 import weakref
-from asyncio import base_events, events, format_helpers, unix_events
+from asyncio import base_events, constants, events, format_helpers, sslproto, unix_events
 from typing import Any, Mapping
 
 from . import _goloop
+from ._transports import SocketTransport
 
 _LOADED_PID = os.getpid()
 
@@ -134,6 +135,22 @@ class Loop(_goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         cb = format_helpers._format_callback_source(handle._callback, handle._args or ())
         context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
         self.call_exception_handler(context)
+
+    # -- transports ------------------------------------------------------------------
+
+    def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
+        return SocketTransport(self, sock, protocol, waiter, extra, server)
+
+    def _make_ssl_transport(self, rawsock, protocol, sslcontext, waiter=None, *,
+                            server_side=False, server_hostname=None, extra=None, server=None,
+                            ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
+                            ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+        ssl_protocol = sslproto.SSLProtocol(
+            self, protocol, sslcontext, waiter, server_side, server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout)
+        SocketTransport(self, rawsock, ssl_protocol, extra=extra, server=server)
+        return ssl_protocol._app_transport
 
     # -- closing ---------------------------------------------------------------------
 

@@ -1,0 +1,177 @@
+/* goloop._goloop.SocketTransportCore: the C type of goloop's stream transports, a subclass of
+ * asyncio.Transport. Its methods normalize arguments and call the Go functions in
+ * transport.go; the transport's lifecycle is Python code in pyshim/goloop/_transports.py. */
+#include "gl.h"
+#include "_cgo_export.h"
+
+PyTypeObject *GL_TransportType;
+extern int gl_forked;
+
+#define TGUARD() do { if (gl_forked) { PyErr_SetString(PyExc_RuntimeError, \
+    "goloop cannot be used in a process forked after goloop's Go runtime started"); return NULL; } } while (0)
+
+static PyObject *tr_write(GLTransport *self, PyObject *data) {
+    if (!PyBytes_Check(data) && !PyByteArray_Check(data) && !PyMemoryView_Check(data)) {
+        PyErr_Format(PyExc_TypeError, "data argument must be a bytes-like object, not '%.100s'",
+                     Py_TYPE(data)->tp_name);
+        return NULL;
+    }
+    if (self->eof) {
+        PyErr_SetString(PyExc_RuntimeError, "Cannot call write() after write_eof()");
+        return NULL;
+    }
+    if (self->sendfile_busy) {
+        PyErr_SetString(PyExc_RuntimeError, "unable to write; sendfile is in progress");
+        return NULL;
+    }
+    TGUARD();
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (view.len == 0) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    if (self->conn_lost || self->conn == 0) {
+        PyBuffer_Release(&view);
+        return PyObject_CallMethod((PyObject *)self, "_write_after_conn_lost", NULL);
+    }
+    int rc = glConnWrite(self, data, (char *)view.buf, view.len, PyBytes_CheckExact(data));
+    PyBuffer_Release(&view);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *tr_get_write_buffer_size(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromSsize_t(self->write_size);
+}
+
+static PyObject *tr_is_closing(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
+    return PyBool_FromLong(self->closing);
+}
+
+static PyObject *tr_core_attach(GLTransport *self, PyObject *const *args, Py_ssize_t nargs) {
+    TGUARD();
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_core_attach(loop, fd)");
+        return NULL;
+    }
+    int fd = PyObject_AsFileDescriptor(args[1]);
+    if (fd < 0) return NULL;
+    if (glConnAttach(self, args[0], fd) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *tr_core_set_protocol(GLTransport *self, PyObject *const *args, Py_ssize_t nargs) {
+    TGUARD();
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_core_set_protocol(protocol, buffered)");
+        return NULL;
+    }
+    int buffered = PyObject_IsTrue(args[1]);
+    if (buffered < 0) return NULL;
+    if (glConnSetProtocol(self, args[0], buffered) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *tr_core_read(GLTransport *self, PyObject *flag) {
+    TGUARD();
+    int on = PyObject_IsTrue(flag);
+    if (on < 0) return NULL;
+    if (glConnRead(self, on) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *tr_core_clear_write(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
+    TGUARD();
+    if (glConnClearWrite(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *tr_core_flush(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
+    TGUARD();
+    if (glConnFlush(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *tr_core_detach(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
+    if (gl_forked) Py_RETURN_NONE;
+    if (glConnDetach(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *tr_core_events(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
+    TGUARD();
+    return PyLong_FromLong(glConnEvents(self));
+}
+
+static PyMethodDef tr_methods[] = {
+    {"write", (PyCFunction)tr_write, METH_O,
+     "Queue data for sending; writes made in one loop iteration leave together."},
+    {"get_write_buffer_size", (PyCFunction)tr_get_write_buffer_size, METH_NOARGS, NULL},
+    {"is_closing", (PyCFunction)tr_is_closing, METH_NOARGS, NULL},
+    {"_core_attach", (PyCFunction)(void (*)(void))tr_core_attach, METH_FASTCALL, NULL},
+    {"_core_set_protocol", (PyCFunction)(void (*)(void))tr_core_set_protocol, METH_FASTCALL, NULL},
+    {"_core_read", (PyCFunction)tr_core_read, METH_O, NULL},
+    {"_core_clear_write", (PyCFunction)tr_core_clear_write, METH_NOARGS, NULL},
+    {"_core_flush", (PyCFunction)tr_core_flush, METH_NOARGS, NULL},
+    {"_core_detach", (PyCFunction)tr_core_detach, METH_NOARGS, NULL},
+    {"_core_events", (PyCFunction)tr_core_events, METH_NOARGS, NULL},
+    {NULL}
+};
+
+static PyMemberDef tr_members[] = {
+    {"_sock_fd", T_INT, offsetof(GLTransport, sock_fd), 0, NULL},
+    {"_conn_lost", T_PYSSIZET, offsetof(GLTransport, conn_lost), 0, NULL},
+    {"_high_water", T_PYSSIZET, offsetof(GLTransport, high_water), 0, NULL},
+    {"_low_water", T_PYSSIZET, offsetof(GLTransport, low_water), 0, NULL},
+    {"_closing", T_BOOL, offsetof(GLTransport, closing), 0, NULL},
+    {"_paused", T_BOOL, offsetof(GLTransport, paused), 0, NULL},
+    {"_eof", T_BOOL, offsetof(GLTransport, eof), 0, NULL},
+    {"_protocol_paused", T_BOOL, offsetof(GLTransport, protocol_paused), 0, NULL},
+    {"_sendfile_busy", T_BOOL, offsetof(GLTransport, sendfile_busy), 0, NULL},
+    {NULL}
+};
+
+static PyType_Slot tr_slots[] = {
+    {Py_tp_doc, "The Go core of goloop's socket transports (an asyncio.Transport)."},
+    {Py_tp_methods, tr_methods},
+    {Py_tp_members, tr_members},
+    {0, NULL},
+};
+
+/* Creates the type as a subclass of asyncio.Transport; fails if that class's layout is not
+ * the one this file was written for (PyObject header + the '_extra' slot). */
+int gl_init_transport_type(PyObject *module) {
+    PyObject *asyncio = PyImport_ImportModule("asyncio");
+    if (asyncio == NULL) return -1;
+    PyObject *base = PyObject_GetAttrString(asyncio, "Transport");
+    Py_DECREF(asyncio);
+    if (base == NULL) return -1;
+    if (((PyTypeObject *)base)->tp_basicsize != (Py_ssize_t)offsetof(GLTransport, conn)) {
+        PyErr_Format(PyExc_ImportError,
+                     "goloop: asyncio.Transport's layout (%zd bytes) is not the expected one (%zd)",
+                     ((PyTypeObject *)base)->tp_basicsize, (Py_ssize_t)offsetof(GLTransport, conn));
+        Py_DECREF(base);
+        return -1;
+    }
+    PyType_Spec spec = {
+        .name = "goloop._goloop.SocketTransportCore",
+        .basicsize = sizeof(GLTransport),
+        .itemsize = 0,
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+        .slots = tr_slots,
+    };
+    PyObject *bases = PyTuple_Pack(1, base);
+    Py_DECREF(base);
+    if (bases == NULL) return -1;
+    PyObject *tp = PyType_FromSpecWithBases(&spec, bases);
+    Py_DECREF(bases);
+    if (tp == NULL) return -1;
+    GL_TransportType = (PyTypeObject *)tp;
+    Py_INCREF(tp);
+    if (PyModule_AddObject(module, "SocketTransportCore", tp) < 0) {
+        Py_DECREF(tp);
+        return -1;
+    }
+    return 0;
+}

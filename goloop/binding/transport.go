@@ -1,0 +1,507 @@
+package main
+
+/*
+#include "gl.h"
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/goloop/goloop/goloop/poller"
+	"golang.org/x/sys/unix"
+)
+
+// readBufSize is asyncio's max_size: the most one read takes from a socket.
+const readBufSize = 256 * 1024
+
+// maxIovecs bounds one writev.
+const maxIovecs = 64
+
+// seg is one queued write: a view of a bytes object the queue keeps a reference to (no
+// copy), or a Go-owned copy of a mutable buffer (obj == nil).
+type seg struct {
+	b   []byte
+	obj pyObj
+}
+
+// conn is the Go state of one stream transport (TCP or Unix socket).
+type conn struct {
+	id       int
+	l        *loop
+	tr       *C.GLTransport
+	fd       int
+	events   uint32 // epoll interest currently registered
+	reading  bool   // the transport wants data (started, not paused, not closing)
+	detached bool
+	dirty    bool // on l.dirty: has writes to flush at the end of this iteration
+
+	buffered      bool
+	onData        pyObj // protocol.data_received
+	getBuffer     pyObj // BufferedProtocol.get_buffer
+	bufferUpdated pyObj // BufferedProtocol.buffer_updated
+
+	wq    []seg
+	whead int // first unsent segment
+	woff  int // bytes of wq[whead] already sent
+	wsize int // bytes queued, mirrored in tr.write_size
+	iov   []unix.Iovec
+}
+
+// conns maps GLTransport.conn-1 to its state. Only threads holding the GIL touch it.
+var conns []*conn
+
+func connOf(tr *C.GLTransport) *conn {
+	id := int(tr.conn) - 1
+	if id < 0 || id >= len(conns) || conns[id] == nil {
+		return nil
+	}
+	return conns[id]
+}
+
+func trObj(tr *C.GLTransport) pyObj { return (*C.PyObject)(unsafe.Pointer(tr)) }
+
+var (
+	cReadEOF        = C.CString("_read_ready__on_eof")
+	cWriteDrained   = C.CString("_write_drained")
+	cResumeProtocol = C.CString("_maybe_resume_protocol")
+	cPauseProtocol  = C.CString("_maybe_pause_protocol")
+	cDataReceived   = C.CString("data_received")
+	cGetBuffer      = C.CString("get_buffer")
+	cBufferUpdated  = C.CString("buffer_updated")
+	msgReadErr      = C.CString("Fatal read error on socket transport")
+	msgWriteErr     = C.CString("Fatal write error on socket transport")
+	msgDataErr      = C.CString("Fatal error: protocol.data_received() call failed.")
+	msgGetBufErr    = C.CString("Fatal error: protocol.get_buffer() call failed.")
+	msgBufUpdErr    = C.CString("Fatal error: protocol.buffer_updated() call failed.")
+)
+
+// callMethod0 calls obj.name(); false means an exception is set.
+func callMethod0(obj pyObj, name *C.char) bool {
+	r := C.gl_call_method0(obj, name)
+	if r == nil {
+		return false
+	}
+	C.gl_decref(r)
+	return true
+}
+
+//export glConnAttach
+func glConnAttach(tr *C.GLTransport, loopObj pyObj, fd C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	if tr.conn != 0 {
+		raise(C.PyExc_RuntimeError, "transport is already attached")
+		return -1
+	}
+	l := getLoop((*C.GLLoop)(unsafe.Pointer(loopObj)))
+	if !l.checkClosed() {
+		return -1
+	}
+	c := &conn{l: l, tr: tr, fd: int(fd)}
+	c.id = -1
+	for i, x := range conns {
+		if x == nil {
+			c.id = i
+			conns[i] = c
+			break
+		}
+	}
+	if c.id < 0 {
+		c.id = len(conns)
+		conns = append(conns, c)
+	}
+	C.gl_incref(trObj(tr)) // kept alive while the poller may deliver its events
+	tr.conn = C.long(c.id + 1)
+	tr.sock_fd = fd
+	e := l.fds[int(fd)]
+	if e == nil {
+		e = &fdEntry{}
+		l.fds[int(fd)] = e
+	}
+	e.conn = c
+	l.conns[c] = struct{}{}
+	return 0
+}
+
+//export glConnSetProtocol
+func glConnSetProtocol(tr *C.GLTransport, proto pyObj, buffered C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	c := connOf(tr)
+	if c == nil {
+		return 0
+	}
+	c.dropProtocol()
+	c.buffered = buffered != 0
+	if c.buffered {
+		c.getBuffer = C.gl_getattr(proto, cGetBuffer)
+		c.bufferUpdated = C.gl_getattr(proto, cBufferUpdated)
+		if c.getBuffer == nil || c.bufferUpdated == nil {
+			c.dropProtocol()
+			return -1
+		}
+	} else if c.onData = C.gl_getattr(proto, cDataReceived); c.onData == nil {
+		return -1
+	}
+	return 0
+}
+
+func (c *conn) dropProtocol() {
+	for _, p := range []*pyObj{&c.onData, &c.getBuffer, &c.bufferUpdated} {
+		if *p != nil {
+			C.gl_decref(*p)
+			*p = nil
+		}
+	}
+}
+
+// update registers the epoll interest the connection needs now.
+func (c *conn) update() {
+	if c.detached {
+		return
+	}
+	var ev uint32
+	if c.reading {
+		ev |= poller.Readable
+	}
+	if c.wsize > 0 {
+		ev |= poller.Writable
+	}
+	if ev == c.events {
+		return
+	}
+	var err error
+	switch {
+	case c.events == 0:
+		err = c.l.poll.Add(c.fd, ev)
+	case ev == 0:
+		err = c.l.poll.Del(c.fd)
+	default:
+		err = c.l.poll.Mod(c.fd, ev)
+	}
+	if err == nil {
+		c.events = ev
+		if e := c.l.fds[c.fd]; e != nil {
+			e.events = ev
+		}
+	}
+}
+
+//export glConnRead
+func glConnRead(tr *C.GLTransport, on C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	if c := connOf(tr); c != nil {
+		c.reading = on != 0
+		c.update()
+	}
+	return 0
+}
+
+//export glConnEvents
+func glConnEvents(tr *C.GLTransport) (ev C.long) {
+	defer func() { recover() }()
+	c := connOf(tr)
+	if c == nil {
+		return 0
+	}
+	if c.events&poller.Readable != 0 {
+		ev |= 1
+	}
+	if c.events&poller.Writable != 0 {
+		ev |= 2
+	}
+	return ev
+}
+
+// glConnWrite queues data; it leaves with the other writes of this loop iteration at its end
+// (one writev), or at once when the queue passes the high-water mark.
+//
+//export glConnWrite
+func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBytes C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	c := connOf(tr)
+	if c == nil {
+		return 0
+	}
+	src := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	if isBytes != 0 {
+		C.gl_incref(obj)
+		c.wq = append(c.wq, seg{b: src, obj: obj})
+	} else if k := len(c.wq); k > c.whead && c.wq[k-1].obj == nil && cap(c.wq[k-1].b)-len(c.wq[k-1].b) >= len(src) {
+		c.wq[k-1].b = append(c.wq[k-1].b, src...)
+	} else {
+		c.wq = append(c.wq, seg{b: append(make([]byte, 0, max(len(src), 4096)), src...)})
+	}
+	c.wsize += int(n)
+	tr.write_size = C.Py_ssize_t(c.wsize)
+	if c.wsize > int(tr.high_water) {
+		if !c.flush() {
+			return -1
+		}
+		if c.wsize > int(tr.high_water) && tr.protocol_paused == 0 && !c.detached {
+			if !callMethod0(trObj(tr), cPauseProtocol) {
+				return -1
+			}
+		}
+		return 0
+	}
+	if !c.dirty {
+		c.dirty = true
+		c.l.dirty = append(c.l.dirty, c)
+	}
+	return 0
+}
+
+func writev(fd int, iov []unix.Iovec) (int, error) {
+	n, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// flush sends what it can of the queue. It returns false when a Python exception must
+// propagate out of the loop (SystemExit, KeyboardInterrupt); other errors go to the
+// transport's _fatal_error as in asyncio.
+func (c *conn) flush() bool {
+	for c.wsize > 0 && !c.detached {
+		var n int
+		var err error
+		if c.whead == len(c.wq)-1 {
+			n, err = unix.Write(c.fd, c.wq[c.whead].b[c.woff:])
+		} else {
+			iov := c.iov[:0]
+			for i := c.whead; i < len(c.wq) && len(iov) < maxIovecs; i++ {
+				b := c.wq[i].b
+				if i == c.whead {
+					b = b[c.woff:]
+				}
+				v := unix.Iovec{Base: &b[0]}
+				v.SetLen(len(b))
+				iov = append(iov, v)
+			}
+			c.iov = iov
+			n, err = writev(c.fd, iov)
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			break
+		}
+		if err != nil {
+			c.clearWrite()
+			c.update()
+			C.gl_set_oserror(C.int(err.(unix.Errno)))
+			return C.gl_call_fatal(trObj(c.tr), msgWriteErr) == 0
+		}
+		c.consume(n)
+	}
+	c.update()
+	if c.detached {
+		return true
+	}
+	tr := c.tr
+	if tr.protocol_paused != 0 && c.wsize <= int(tr.low_water) {
+		if !callMethod0(trObj(tr), cResumeProtocol) {
+			return false
+		}
+	}
+	if c.wsize == 0 && !c.detached && (tr.closing != 0 || tr.eof != 0 || tr.sendfile_busy != 0) {
+		if !callMethod0(trObj(tr), cWriteDrained) {
+			return false
+		}
+	}
+	return true
+}
+
+// consume drops n sent bytes from the head of the queue.
+func (c *conn) consume(n int) {
+	c.wsize -= n
+	for n > 0 {
+		s := &c.wq[c.whead]
+		rest := len(s.b) - c.woff
+		if n < rest {
+			c.woff += n
+			break
+		}
+		n -= rest
+		if s.obj != nil {
+			C.gl_decref(s.obj)
+		}
+		*s = seg{}
+		c.whead++
+		c.woff = 0
+	}
+	if c.whead == len(c.wq) {
+		c.wq = c.wq[:0]
+		c.whead = 0
+	}
+	c.tr.write_size = C.Py_ssize_t(c.wsize)
+}
+
+func (c *conn) clearWrite() {
+	for i := c.whead; i < len(c.wq); i++ {
+		if c.wq[i].obj != nil {
+			C.gl_decref(c.wq[i].obj)
+		}
+		c.wq[i] = seg{}
+	}
+	c.wq = c.wq[:0]
+	c.whead, c.woff, c.wsize = 0, 0, 0
+	c.tr.write_size = 0
+}
+
+//export glConnClearWrite
+func glConnClearWrite(tr *C.GLTransport) (rc C.int) {
+	defer recoverInt(&rc)
+	if c := connOf(tr); c != nil {
+		c.clearWrite()
+		c.update()
+	}
+	return 0
+}
+
+//export glConnFlush
+func glConnFlush(tr *C.GLTransport) (rc C.int) {
+	defer recoverInt(&rc)
+	if c := connOf(tr); c != nil && !c.flush() {
+		return -1
+	}
+	return 0
+}
+
+// onEvent handles readiness of the connection's socket; false: an exception must propagate.
+func (c *conn) onEvent(ev uint32) bool {
+	if c.reading && ev&(poller.Readable|poller.Error|poller.Hangup) != 0 {
+		if !c.onReadable() {
+			return false
+		}
+	}
+	if !c.detached && c.wsize > 0 && ev&(poller.Writable|poller.Error|poller.Hangup) != 0 {
+		return c.flush()
+	}
+	return true
+}
+
+func (c *conn) onReadable() bool {
+	tr := c.tr
+	if tr.conn_lost != 0 {
+		return true
+	}
+	if c.buffered {
+		return c.readBuffered()
+	}
+	n, err := unix.Read(c.fd, c.l.rbuf)
+	if err != nil {
+		return c.readError(err)
+	}
+	if n == 0 {
+		return callMethod0(trObj(tr), cReadEOF)
+	}
+	if C.gl_deliver_bytes(c.onData, (*C.char)(unsafe.Pointer(&c.l.rbuf[0])), C.Py_ssize_t(n)) < 0 {
+		return C.gl_call_fatal(trObj(tr), msgDataErr) == 0
+	}
+	return true
+}
+
+func (c *conn) readError(err error) bool {
+	if err == unix.EAGAIN || err == unix.EINTR {
+		return true
+	}
+	C.gl_set_oserror(C.int(err.(unix.Errno)))
+	return C.gl_call_fatal(trObj(c.tr), msgReadErr) == 0
+}
+
+var pyMinusOne pyObj
+
+func (c *conn) readBuffered() bool {
+	tr := c.tr
+	if pyMinusOne == nil {
+		pyMinusOne = C.PyLong_FromLong(-1)
+	}
+	buf := C.gl_call1(c.getBuffer, pyMinusOne)
+	if buf == nil {
+		return C.gl_call_fatal(trObj(tr), msgGetBufErr) == 0
+	}
+	var view C.Py_buffer
+	if C.gl_get_write_buffer(buf, &view) < 0 {
+		C.gl_decref(buf)
+		return C.gl_call_fatal(trObj(tr), msgGetBufErr) == 0
+	}
+	if view.len == 0 {
+		C.gl_release_buffer(&view)
+		C.gl_decref(buf)
+		raise(C.PyExc_RuntimeError, "get_buffer() returned an empty buffer")
+		return C.gl_call_fatal(trObj(tr), msgGetBufErr) == 0
+	}
+	n, err := unix.Read(c.fd, unsafe.Slice((*byte)(view.buf), int(view.len)))
+	C.gl_release_buffer(&view)
+	C.gl_decref(buf)
+	if err != nil {
+		return c.readError(err)
+	}
+	if n == 0 {
+		return callMethod0(trObj(tr), cReadEOF)
+	}
+	num := C.PyLong_FromLong(C.long(n))
+	r := C.gl_call1(c.bufferUpdated, num)
+	C.gl_decref(num)
+	if r == nil {
+		return C.gl_call_fatal(trObj(tr), msgBufUpdErr) == 0
+	}
+	C.gl_decref(r)
+	return true
+}
+
+// detach unregisters the socket and drops every reference the Go side holds for it. The
+// caller (the transport's Python code) then closes the socket.
+func (c *conn) detach() {
+	if c.detached {
+		return
+	}
+	c.reading = false
+	c.clearWrite()
+	c.update()
+	if c.events != 0 {
+		c.l.poll.Del(c.fd)
+	}
+	c.detached = true
+	if e := c.l.fds[c.fd]; e != nil && e.conn == c {
+		e.conn = nil
+		if e.reader == nil && e.writer == nil {
+			delete(c.l.fds, c.fd)
+		}
+	}
+	delete(c.l.conns, c)
+	c.dropProtocol()
+	conns[c.id] = nil
+	tr := c.tr
+	tr.conn = 0
+	C.gl_decref(trObj(tr))
+}
+
+//export glConnDetach
+func glConnDetach(tr *C.GLTransport) (rc C.int) {
+	defer recoverInt(&rc)
+	if c := connOf(tr); c != nil {
+		c.detach()
+	}
+	return 0
+}
+
+// flushDirty sends the writes queued during this iteration.
+func (l *loop) flushDirty() bool {
+	for i := 0; i < len(l.dirty); i++ {
+		c := l.dirty[i]
+		l.dirty[i] = nil
+		c.dirty = false
+		if !c.detached && c.wsize > 0 && !c.flush() {
+			// keep the rest for the next iteration
+			l.dirty = append(l.dirty[:0], l.dirty[i+1:]...)
+			return false
+		}
+	}
+	l.dirty = l.dirty[:0]
+	return true
+}

@@ -1,0 +1,279 @@
+"""goloop's socket transport: asyncio's _SelectorSocketTransport with its hot paths in Go.
+
+Reading (recv into a reused buffer, data_received / get_buffer+buffer_updated), writing
+(queueing, one writev per loop iteration, flow control) and readiness live in Go
+(goloop/binding/transport.go). What stays here is the lifecycle asyncio defines: closing,
+EOF, fatal errors, connection_lost, sendfile hand-off; kept close to asyncio's own code so
+behaviour and exceptions match. Instances are real asyncio.Transport objects.
+"""
+from __future__ import annotations
+
+import socket
+from asyncio import base_events, constants, futures, protocols, trsock
+from asyncio.log import logger
+import warnings
+
+from . import _goloop
+
+
+class SocketTransport(_goloop.SocketTransportCore):
+    """A TCP or Unix stream socket transport driven by goloop's Go engine."""
+
+    _start_tls_compatible = True
+    _sendfile_compatible = constants._SendfileMode.TRY_NATIVE
+    max_size = 256 * 1024
+    _sock = None
+
+    def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
+        self._extra = {} if extra is None else extra
+        self._loop = loop
+        self._extra['socket'] = trsock.TransportSocket(sock)
+        try:
+            self._extra['sockname'] = sock.getsockname()
+        except OSError:
+            self._extra['sockname'] = None
+        if 'peername' not in self._extra:
+            try:
+                self._extra['peername'] = sock.getpeername()
+            except socket.error:
+                self._extra['peername'] = None
+        self._sock = sock
+        self._core_attach(loop, sock.fileno())  # sets _sock_fd
+        self._protocol_connected = False
+        self._protocol = None
+        self.set_protocol(protocol)
+        self._server = server
+        self._conn_lost = 0
+        self._closing = False
+        self._paused = False
+        self._eof = False
+        self._empty_waiter = None
+        self._set_write_buffer_limits()
+        if server is not None:
+            server._attach()
+        loop._transports[self._sock_fd] = self
+        base_events._set_nodelay(sock)
+        loop.call_soon(self._protocol.connection_made, self)
+        # only start reading when connection_made() has been called
+        loop.call_soon(self._start_reading)
+        if waiter is not None:
+            loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
+
+    def __repr__(self):
+        info = [self.__class__.__name__]
+        if self._sock is None:
+            info.append('closed')
+        elif self._closing:
+            info.append('closing')
+        info.append(f'fd={self._sock_fd}')
+        if self._loop is not None and not self._loop.is_closed():
+            ev = self._core_events()
+            info.append('read=polling' if ev & 1 else 'read=idle')
+            state = 'polling' if ev & 2 else 'idle'
+            info.append(f'write=<{state}, bufsize={self.get_write_buffer_size()}>')
+        return '<{}>'.format(' '.join(info))
+
+    # -- protocol ------------------------------------------------------------------
+
+    def set_protocol(self, protocol):
+        self._core_set_protocol(protocol, isinstance(protocol, protocols.BufferedProtocol))
+        self._protocol = protocol
+        self._protocol_connected = True
+
+    def get_protocol(self):
+        return self._protocol
+
+    # -- reading -------------------------------------------------------------------
+
+    def is_reading(self):
+        return not self._closing and not self._paused
+
+    def _start_reading(self):
+        if self.is_reading():
+            self._core_read(True)
+
+    def pause_reading(self):
+        if not self.is_reading():
+            return
+        self._paused = True
+        self._core_read(False)
+        if self._loop.get_debug():
+            logger.debug("%r pauses reading", self)
+
+    def resume_reading(self):
+        if self._closing or not self._paused:
+            return
+        self._paused = False
+        self._core_read(True)
+        if self._loop.get_debug():
+            logger.debug("%r resumes reading", self)
+
+    def _read_ready__on_eof(self):
+        # Called from Go when recv() returned b''.
+        if self._loop.get_debug():
+            logger.debug("%r received EOF", self)
+        try:
+            keep_open = self._protocol.eof_received()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(exc, 'Fatal error: protocol.eof_received() call failed.')
+            return
+        if keep_open:
+            # The protocol can still write, but nothing more can be received.
+            self._core_read(False)
+        else:
+            self.close()
+
+    # -- writing -------------------------------------------------------------------
+    # write() and get_write_buffer_size() are the Go core's.
+
+    def _write_after_conn_lost(self):
+        if self._conn_lost >= constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES:
+            logger.warning('socket.send() raised exception.')
+        self._conn_lost += 1
+
+    def _write_drained(self):
+        # Called from Go when the queue empties while closing, after write_eof() or sendfile.
+        if self._empty_waiter is not None and not self._empty_waiter.done():
+            self._empty_waiter.set_result(None)
+        if self._closing:
+            self._call_connection_lost(None)
+        elif self._eof and self._sock is not None:
+            self._sock.shutdown(socket.SHUT_WR)
+
+    def write_eof(self):
+        if self._closing or self._eof:
+            return
+        self._eof = True
+        if not self.get_write_buffer_size():
+            self._sock.shutdown(socket.SHUT_WR)
+
+    def can_write_eof(self):
+        return True
+
+    def get_write_buffer_limits(self):
+        return (self._low_water, self._high_water)
+
+    def _set_write_buffer_limits(self, high=None, low=None):
+        if high is None:
+            high = 64 * 1024 if low is None else 4 * low
+        if low is None:
+            low = high // 4
+        if not high >= low >= 0:
+            raise ValueError(f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
+        self._high_water = high
+        self._low_water = low
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        self._set_write_buffer_limits(high=high, low=low)
+        self._maybe_pause_protocol()
+
+    def _maybe_pause_protocol(self):
+        if self.get_write_buffer_size() <= self._high_water:
+            return
+        if not self._protocol_paused:
+            self._protocol_paused = True
+            try:
+                self._protocol.pause_writing()
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self._loop.call_exception_handler({
+                    'message': 'protocol.pause_writing() failed',
+                    'exception': exc,
+                    'transport': self,
+                    'protocol': self._protocol,
+                })
+
+    def _maybe_resume_protocol(self):
+        if self._protocol_paused and self.get_write_buffer_size() <= self._low_water:
+            self._protocol_paused = False
+            try:
+                self._protocol.resume_writing()
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self._loop.call_exception_handler({
+                    'message': 'protocol.resume_writing() failed',
+                    'exception': exc,
+                    'transport': self,
+                    'protocol': self._protocol,
+                })
+
+    # -- closing -------------------------------------------------------------------
+
+    def close(self):
+        if self._closing:
+            return
+        self._closing = True
+        self._core_read(False)
+        if not self.get_write_buffer_size():
+            self._conn_lost += 1
+            self._loop.call_soon(self._call_connection_lost, None)
+
+    def abort(self):
+        self._force_close(None)
+
+    def __del__(self, _warn=warnings.warn):
+        if self._sock is not None:
+            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
+            self._core_detach()
+            self._sock.close()
+
+    def _fatal_error(self, exc, message='Fatal error on transport'):
+        if isinstance(exc, OSError):
+            if self._loop.get_debug():
+                logger.debug("%r: %s", self, message, exc_info=True)
+        else:
+            self._loop.call_exception_handler({
+                'message': message,
+                'exception': exc,
+                'transport': self,
+                'protocol': self._protocol,
+            })
+        if self._empty_waiter is not None and not self._empty_waiter.done():
+            self._empty_waiter.set_exception(exc)
+        self._force_close(exc)
+
+    def _force_close(self, exc):
+        if self._conn_lost:
+            return
+        self._core_clear_write()
+        if not self._closing:
+            self._closing = True
+            self._core_read(False)
+        self._conn_lost += 1
+        self._loop.call_soon(self._call_connection_lost, exc)
+
+    def _call_connection_lost(self, exc):
+        try:
+            if self._protocol_connected:
+                self._protocol.connection_lost(exc)
+        finally:
+            self._core_detach()
+            self._sock.close()
+            self._sock = None
+            self._protocol = None
+            self._loop = None
+            server = self._server
+            if server is not None:
+                server._detach()
+                self._server = None
+            if self._empty_waiter is not None and not self._empty_waiter.done():
+                self._empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))
+
+    # -- sendfile hand-off (asyncio's native sendfile path uses these) ---------------
+
+    def _make_empty_waiter(self):
+        if self._empty_waiter is not None:
+            raise RuntimeError("Empty waiter is already set")
+        self._empty_waiter = self._loop.create_future()
+        self._sendfile_busy = True
+        if not self.get_write_buffer_size():
+            self._empty_waiter.set_result(None)
+        return self._empty_waiter
+
+    def _reset_empty_waiter(self):
+        self._empty_waiter = None
+        self._sendfile_busy = False
