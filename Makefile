@@ -36,7 +36,7 @@ test-go:
 	$(GO) test -count=1 ./tests_go/...
 
 test-py: build
-	$(PY) -m pytest -q tests_py
+	$(PY) -P -m pytest -q tests_py
 
 # CPython's own asyncio test suite, pointed at goloop (see tests_py/cpython_suite.py).
 test-cpython: build

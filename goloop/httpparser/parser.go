@@ -10,7 +10,10 @@
 // incomplete line is kept in an internal buffer that is reused.
 package httpparser
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Handler receives parse events. Every method may return an error, which
 // stops parsing: Feed returns an *Error with Kind KindCallback wrapping it.
@@ -573,17 +576,18 @@ func (p *Parser) messageComplete(off int) error {
 	switch {
 	case p.flags&fUpgrade != 0:
 		p.state = stUpgraded
+		p.skipLF = false // a LF after a lone CR belongs to the new protocol, whatever the split
 	case keep || p.lenient&LenientKeepAlive != 0:
 		p.state = stStart
 	default:
 		p.state = stClosed
 	}
-	p.SkipBody = false
 	if p.Want&WantMessageComplete != 0 {
 		if err := p.h.OnMessageComplete(); err != nil {
 			return p.cbErr(err, off)
 		}
 	}
+	p.SkipBody = false
 	return nil
 }
 
@@ -824,16 +828,18 @@ func (p *Parser) headerLine(line []byte, trailer bool, off int) error {
 		return p.fail(KindInvalidHeader, "invalid character in header name", off)
 	}
 	value := trimOWS(line[j+1:])
-	cls := uint8(cValue)
-	if p.lenient&LenientHeaders != 0 {
-		cls = cLenValue
+	if p.lenient&LenientHeaders == 0 {
+		if !validValue(value) {
+			return p.fail(KindInvalidHeader, "invalid character in header value", off)
+		}
+		return p.emitHeader(name, value, trailer, off)
 	}
 	for _, c := range value {
-		if ctab[c]&cls == 0 {
+		if ctab[c]&cLenValue == 0 {
 			return p.fail(KindInvalidHeader, "invalid character in header value", off)
 		}
 	}
-	if p.lenient&LenientHeaders != 0 {
+	{
 		// obs-fold may follow: keep the header until the next line.
 		if p.hasPend {
 			if err := p.flushPending(trailer, off); err != nil {
@@ -845,7 +851,29 @@ func (p *Parser) headerLine(line []byte, trailer bool, off int) error {
 		p.hasPend = true
 		return nil
 	}
-	return p.emitHeader(name, value, trailer, off)
+}
+
+// validValue checks field-value bytes (VCHAR, SP, HTAB, obs-text), eight
+// at a time while they are all printable.
+func validValue(v []byte) bool {
+	const lo = 0x0101010101010101
+	const hi = 0x8080808080808080
+	for len(v) >= 8 {
+		x := binary.LittleEndian.Uint64(v)
+		ctl := (x - lo*0x20) & ^x & hi // some byte < 0x20
+		y := x ^ (lo * 0x7f)
+		del := (y - lo) & ^y & hi // some byte == 0x7f
+		if ctl|del != 0 {
+			break
+		}
+		v = v[8:]
+	}
+	for _, c := range v {
+		if ctab[c]&cValue == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *Parser) flushPending(trailer bool, off int) error {

@@ -4,6 +4,7 @@ package poller
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -32,7 +33,8 @@ type Event struct {
 type Poller struct {
 	epfd    int
 	wakefd  int
-	pending atomic.Int32 // 1 while a wake-up is written and not yet drained
+	pending atomic.Int32 // 1 while a wake-up is written and not yet drained; wakeClosed after Close
+	wakeMu  sync.RWMutex // Wake's write (read side) against Close (write side)
 	raw     []unix.EpollEvent
 	out     []Event
 	closed  bool
@@ -144,11 +146,22 @@ func (p *Poller) drain() {
 	p.pending.Store(0)
 }
 
+const wakeClosed = 2 // pending after Close: Wake returns ErrClosed
+
 // Wake makes a concurrent or the next Wait return. Safe from any thread; repeated calls
-// before the wait drains them cost one atomic operation each.
+// before the wait drains them cost one atomic operation each. After Close it returns
+// ErrClosed and never writes to the (possibly reused) descriptor number.
 func (p *Poller) Wake() error {
 	if !p.pending.CompareAndSwap(0, 1) {
+		if p.pending.Load() == wakeClosed {
+			return ErrClosed
+		}
 		return nil
+	}
+	p.wakeMu.RLock()
+	defer p.wakeMu.RUnlock()
+	if p.pending.Load() == wakeClosed { // Close ran after our CAS
+		return ErrClosed
 	}
 	one := [8]byte{1}
 	for {
@@ -172,6 +185,9 @@ func (p *Poller) Close() error {
 		return nil
 	}
 	p.closed = true
+	p.wakeMu.Lock() // waits out a Wake that is mid-write
+	p.pending.Store(wakeClosed)
+	p.wakeMu.Unlock()
 	err1 := unix.Close(p.epfd)
 	err2 := unix.Close(p.wakefd)
 	if err1 != nil {

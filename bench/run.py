@@ -1,0 +1,771 @@
+#!/usr/bin/env python3
+"""Run the goloop benchmark suite for asyncio, uvloop and goloop in one go.
+
+    python3 bench/run.py [--quick] [--only echo,http,micro]
+                         [--loops asyncio,uvloop,goloop] [--repeat N]
+                         [--write BENCHMARKS.md] [--json results.json]
+
+Servers run pinned to core 0 (`taskset -c 0`), load generators (the Go
+echoclient, wrk -t1 -c100) pinned to core 1. Every server is a fresh
+subprocess on a free port, waited for "ready" and killed afterwards. A loop
+that cannot be imported, lacks a method or crashes gets "error" in its cell
+(the reason is listed under the table); the run always goes on.
+
+Configurations are interleaved (asyncio, uvloop, goloop for one configuration,
+then the next) so that the ratios compare measurements taken close in time.
+Figures are noisy (about ±20 % between runs): compare ratios from one run.
+"""
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import re
+import selectors
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH)
+BIN = os.path.join(BENCH, ".bin")
+ECHOCLIENT = os.path.join(BIN, "echoclient")
+PY = sys.executable
+SERVER_CPU = "0"
+CLIENT_CPU = "1"
+
+ALL_LOOPS = ("asyncio", "uvloop", "goloop")
+ECHO_MODES = ("protocol", "buffered", "streams", "sockets")
+ECHO_SIZES = (1024, 10 * 1024, 100 * 1024)
+HTTP_CONFIGS = (  # (label, body size, pipeline depth)
+    ("13 B", 13, 1),
+    ("1 KiB", 1024, 1),
+    ("100 KiB", 100 * 1024, 1),
+    ("13 B, 16 pipelined", 13, 16),
+)
+MICRO_BENCHES = (
+    ("call_soon", "call_soon chain", 1_000_000),
+    ("call_later", "call_later ({n} timers)", 200_000),
+    ("task", "create_task + await", 200_000),
+    ("sleep0", "`await asyncio.sleep(0)`", 500_000),
+    ("sock_pingpong", "sock_sendall/sock_recv ping-pong (socketpair)", 200_000),
+)
+
+
+# --------------------------------------------------------------------------
+# small helpers
+
+def human(x):
+    if x is None:
+        return "n/a"
+    if x >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f}k"
+    return f"{x:.0f}"
+
+
+def human_us(us):
+    if not us:
+        return "n/a"
+    if us >= 10_000:
+        return f"{us / 1000:.0f} ms"
+    if us >= 1000:
+        return f"{us / 1000:.1f} ms"
+    return f"{us:.0f} µs"
+
+
+def size_label(n):
+    return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tail(path, n=3):
+    try:
+        with open(path, errors="replace") as f:
+            lines = [ln.rstrip() for ln in f if ln.strip()]
+    except OSError:
+        return ""
+    # skip asyncio's noise about writes to closed sockets
+    lines = [ln for ln in lines if "socket.send() raised exception" not in ln]
+    return " | ".join(lines[-n:])
+
+
+def run_cmd(argv, timeout):
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return None, out, f"timed out after {timeout:.0f}s"
+    except OSError as e:
+        return None, "", str(e)
+
+
+class Failure(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------
+# servers
+
+class Server:
+    """A benchmark server subprocess pinned to the server core."""
+
+    def __init__(self, argv, ready_timeout=20.0):
+        self.errfile = tempfile.NamedTemporaryFile(prefix="bench-server-", suffix=".err", delete=False)
+        cmd = ["taskset", "-c", SERVER_CPU, PY] + argv
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.errfile,
+                                     stdin=subprocess.DEVNULL, cwd=REPO)
+        self._wait_ready(ready_timeout)
+
+    def _wait_ready(self, timeout):
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    msg = f"server not ready after {timeout:.0f}s: {self.stderr_tail()}"
+                    self.stop()
+                    raise Failure(msg)
+                if sel.select(left):
+                    line = self.proc.stdout.readline()
+                    if not line:
+                        try:
+                            self.proc.wait(5)
+                        except subprocess.TimeoutExpired:
+                            pass
+                        msg = f"server exited ({self.proc.returncode}) before ready: {self.stderr_tail()}"
+                        self.stop()
+                        raise Failure(msg)
+                    if line.strip() == b"ready":
+                        return
+        finally:
+            sel.close()
+
+    def stderr_tail(self):
+        self.errfile.flush()
+        return tail(self.errfile.name)
+
+    def check_alive(self):
+        if self.proc.poll() is not None:
+            raise Failure(f"server died during the run (exit {self.proc.returncode}): "
+                          f"{self.stderr_tail()}")
+
+    def problems(self):
+        """A warning when the server logged errors (tracebacks) during the run."""
+        self.errfile.flush()
+        try:
+            with open(self.errfile.name, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return None
+        n = text.count("Traceback (most recent call last)")
+        if n or "Exception in callback" in text:
+            return f"server logged {n or 'some'} exception(s): {tail(self.errfile.name, 3)}"
+        return None
+
+    def failure(self, msg):
+        """A Failure carrying the server's last stderr lines, if any."""
+        t = self.stderr_tail()
+        return Failure(f"{msg}; server stderr: {t}" if t else msg)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        try:
+            self.proc.stdout.close()
+        except OSError:
+            pass
+        self.errfile.close()
+        try:
+            os.unlink(self.errfile.name)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# --------------------------------------------------------------------------
+# measurements; each returns a dict with "value" (and latencies) or "error"
+
+def measure_echo(loop, mode, size, cfg):
+    port = free_port()
+    with Server([os.path.join(BENCH, "echo_server.py"), "--loop", loop, "--mode", mode,
+                 "--addr", f"127.0.0.1:{port}"]) as srv:
+        argv = ["taskset", "-c", CLIENT_CPU, ECHOCLIENT, "-addr", f"127.0.0.1:{port}",
+                "-conns", "10", "-size", str(size),
+                "-duration", str(cfg.echo_dur), "-warmup", str(cfg.echo_warm)]
+        rc, out, err = run_cmd(argv, cfg.echo_dur + cfg.echo_warm + 30)
+        srv.check_alive()
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise srv.failure(f"echoclient failed ({rc}): {err.strip()[-300:]}")
+        r = json.loads(lines[-1])
+        if not r.get("rps"):
+            raise srv.failure("no echo completed in the measured window: "
+                          f"{r.get('error') or err.strip()[-300:] or 'the server stalled'}")
+        res = {"value": r["rps"], "p50_us": r["p50_us"], "p99_us": r["p99_us"],
+               "bytes": r["bytes"], "errors": r["errors"]}
+        if r["errors"]:
+            res["warning"] = f"{r['errors']} client errors, first: {r.get('error')}"
+        res["warning"] = res.get("warning") or srv.problems()
+        if not res["warning"]:
+            del res["warning"]
+        return res
+
+
+def http_check(port, size, depth=2, timeout=5.0):
+    """Send `depth` pipelined GETs and verify that as many complete 200
+    responses with a `size`-byte body come back."""
+    req = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench-check\r\n\r\n" * depth
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(req)
+        buf = b""
+        got = 0
+        deadline = time.monotonic() + timeout
+        while got < depth:
+            head_end = buf.find(b"\r\n\r\n")
+            if head_end >= 0:
+                head = buf[:head_end].decode("latin-1")
+                if not head.startswith("HTTP/1.1 200"):
+                    raise Failure(f"bad response status: {head.splitlines()[0]!r}")
+                m = re.search(r"(?im)^content-length:\s*(\d+)", head)
+                if not m:
+                    raise Failure("response without Content-Length")
+                total = head_end + 4 + int(m.group(1))
+                if len(buf) >= total:
+                    if int(m.group(1)) != size:
+                        raise Failure(f"body is {m.group(1)} bytes, expected {size}")
+                    buf = buf[total:]
+                    got += 1
+                    continue
+            if time.monotonic() > deadline:
+                raise Failure(f"only {got} of {depth} pipelined responses arrived")
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                raise Failure(f"timeout: {got} of {depth} pipelined responses arrived")
+            if not chunk:
+                raise Failure(f"connection closed after {got} of {depth} responses")
+            buf += chunk
+        if buf:
+            raise Failure(f"{len(buf)} unexpected extra bytes after the responses")
+
+
+_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def parse_wrk(out):
+    m = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    if not m:
+        return None
+    res = {"value": float(m.group(1))}
+    for q, key in (("50", "p50_us"), ("99", "p99_us")):
+        lm = re.search(rf"^\s*{q}%\s+([\d.]+)(us|ms|s)\b", out, re.M)
+        if lm:
+            res[key] = float(lm.group(1)) * _UNITS[lm.group(2)]
+    errs = 0
+    sm = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if sm:
+        errs += sum(int(x) for x in sm.groups())
+    nm = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if nm:
+        errs += int(nm.group(1))
+    res["errors"] = errs
+    return res
+
+
+def measure_http(loop, parser, size, depth, cfg):
+    port = free_port()
+    with Server([os.path.join(BENCH, "http_server.py"), "--loop", loop, "--parser", parser,
+                 "--size", str(size), "--addr", f"127.0.0.1:{port}"]) as srv:
+        try:
+            http_check(port, size)
+        except (Failure, OSError) as e:
+            raise srv.failure(f"check before load: {e}")
+        url = f"http://127.0.0.1:{port}/"
+        base = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c100"]
+        script = ["-s", os.path.join(BENCH, "pipeline.lua"), url, "--", str(depth)] if depth > 1 else [url]
+        if cfg.http_warm:
+            run_cmd(base + [f"-d{cfg.http_warm}s"] + script, cfg.http_warm + 30)
+            srv.check_alive()
+        rc, out, err = run_cmd(base + [f"-d{cfg.http_dur}s", "--latency"] + script, cfg.http_dur + 30)
+        srv.check_alive()
+        res = parse_wrk(out)
+        if res is None or not res["value"]:
+            raise srv.failure(f"wrk failed ({rc}): {(err or out).strip()[-300:]}")
+        # wrk counts each response it can parse; a broken server still shows
+        # up here as errors even when the throughput looks fine
+        if res["errors"]:
+            res["warning"] = f"wrk reported {res['errors']} socket errors / non-2xx responses"
+        try:
+            http_check(port, size)
+        except (Failure, OSError) as e:
+            raise srv.failure(f"check after load: {e}")
+        res["warning"] = res.get("warning") or srv.problems()
+        if not res["warning"]:
+            del res["warning"]
+        return res
+
+
+def measure_micro(loop, bench, n, cfg):
+    argv = ["taskset", "-c", SERVER_CPU, PY, os.path.join(BENCH, "micro.py"),
+            "--loop", loop, "--bench", bench, "--n", str(n)]
+    rc, out, err = run_cmd(argv, cfg.micro_timeout)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if rc != 0 or not lines:
+        msg = err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
+        raise Failure(msg[-300:])
+    return {"value": json.loads(lines[-1])["ops_per_s"]}
+
+
+def best_of(fn, repeat):
+    """Best value of `repeat` attempts; an attempt that fails ends the cell."""
+    best = None
+    for _ in range(repeat):
+        try:
+            r = fn()
+        except Failure as e:
+            return {"error": str(e)}
+        except Exception as e:  # a harness bug must not end the run
+            return {"error": f"{type(e).__name__}: {e}"}
+        if best is None or r["value"] > best["value"]:
+            best = r
+    return best
+
+
+# --------------------------------------------------------------------------
+# tables
+
+class Table:
+    """One results table: rows of configurations, one column per loop."""
+
+    def __init__(self, title, columns, unit, latency=False):
+        self.title = title
+        self.columns = columns  # list of (key, label)
+        self.unit = unit
+        self.latency = latency
+        self.rows = []  # (label, {key: result})
+
+    def add(self, label, results):
+        self.rows.append((label, results))
+
+    def _ratio(self, res, a, b):
+        ra, rb = res.get(a, {}), res.get(b, {})
+        if ra.get("value") and rb.get("value"):
+            return f"{ra['value'] / rb['value']:.2f}×"
+        return "n/a"
+
+    def markdown(self, notes):
+        keys = [k for k, _ in self.columns]
+        ratios = []
+        if "goloop" in keys and "uvloop" in keys:
+            ratios.append(("goloop", "uvloop"))
+        if "goloop" in keys and "asyncio" in keys:
+            ratios.append(("goloop", "asyncio"))
+        head = [self.unit] + [lab for _, lab in self.columns] + [f"{a}/{b}" for a, b in ratios]
+        out = [f"### {self.title}", "", "| " + " | ".join(head) + " |",
+               "|" + "---|" * len(head)]
+        for label, res in self.rows:
+            cells = [label]
+            for k in keys:
+                cells.append(cell(res.get(k), notes, human))
+            cells += [self._ratio(res, a, b) for a, b in ratios]
+            out.append("| " + " | ".join(cells) + " |")
+        if self.latency:
+            out += ["", f"Latency p50 / p99 ({self.title.lower()}):", "",
+                    "| " + " | ".join([self.unit] + [lab for _, lab in self.columns]) + " |",
+                    "|" + "---|" * (len(self.columns) + 1)]
+            for label, res in self.rows:
+                cells = [label]
+                for k in keys:
+                    r = res.get(k) or {}
+                    if r.get("p50_us") is not None:
+                        cells.append(f"{human_us(r['p50_us'])} / {human_us(r.get('p99_us'))}")
+                    else:
+                        cells.append("–")
+                out.append("| " + " | ".join(cells) + " |")
+        return "\n".join(out) + "\n"
+
+
+def cell(r, notes, fmt):
+    if r is None:
+        return "–"
+    if "error" in r:
+        return f"error [{notes.ref(r['error'])}]"
+    s = fmt(r["value"])
+    if r.get("warning"):
+        s += f" [{notes.ref(r['warning'])}]"
+    return s
+
+
+class Notes:
+    def __init__(self):
+        self.items = []
+
+    def ref(self, msg):
+        msg = " ".join(msg.split())
+        if len(msg) > 400:
+            msg = msg[:150] + " … " + msg[-240:]
+        if msg not in self.items:
+            self.items.append(msg)
+        return self.items.index(msg) + 1
+
+    def markdown(self):
+        if not self.items:
+            return ""
+        return "\n".join(f"{i}. {m}" for i, m in enumerate(self.items, 1)) + "\n"
+
+
+# --------------------------------------------------------------------------
+# machine facts
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                if ln.startswith("model name"):
+                    return ln.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cpu_busy(seconds=1.0):
+    """Fraction of the machine's CPU time that was busy over `seconds`."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return sum(v), idle
+    try:
+        t0, i0 = snap()
+        time.sleep(seconds)
+        t1, i1 = snap()
+        return 1.0 - (i1 - i0) / max(1, t1 - t0)
+    except OSError:
+        return None
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def version_of(argv):
+    rc, out, err = run_cmd(argv, 30)
+    return (out or err).strip().splitlines()[0] if (out or err).strip() else "?"
+
+
+def goloop_info():
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from _loops import _import_goloop, new_loop\n"
+            "g = _import_goloop(); v = getattr(g, '__version__', '?')\n"
+            "l = new_loop('goloop'); l.close(); print(v, getattr(g, '__file__', ''))") % BENCH
+    rc, out, err = run_cmd([PY, "-c", code], 60)
+    if rc == 0:
+        return out.strip(), None
+    msg = err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
+    return None, msg
+
+
+def machine_facts(loops):
+    facts = {
+        "nproc": os.cpu_count(),
+        "cpu": cpu_model(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "go": version_of(["go", "version"]),
+        "wrk": version_of(["wrk", "--version"]).split("[")[0].strip() if shutil.which("wrk") else None,
+    }
+    for mod in ("uvloop", "httptools"):
+        try:
+            m = __import__(mod)
+            facts[mod] = getattr(m, "__version__", "?")
+        except Exception as e:
+            facts[mod] = None
+            facts[mod + "_error"] = str(e)
+    if "goloop" in loops:
+        facts["goloop"], facts["goloop_error"] = goloop_info()
+    return facts
+
+
+# --------------------------------------------------------------------------
+
+class Config:
+    def __init__(self, quick):
+        if quick:
+            self.echo_warm, self.echo_dur = 0.2, 0.8
+            self.http_warm, self.http_dur = 0, 1
+            self.micro_scale = 0.2
+            self.micro_timeout = 60
+        else:
+            self.echo_warm, self.echo_dur = 1, 5
+            self.http_warm, self.http_dur = 1, 10
+            self.micro_scale = 1.0
+            self.micro_timeout = 180
+
+
+def build_echoclient():
+    os.makedirs(BIN, exist_ok=True)
+    rc, out, err = _build_in_repo()
+    if rc != 0:
+        return (err or out).strip()[-500:] or f"go build exit {rc}"
+    return None
+
+
+def _build_in_repo():
+    try:
+        p = subprocess.run(["go", "build", "-o", ECHOCLIENT, "./bench/echoclient"],
+                           capture_output=True, text=True, timeout=600, cwd=REPO)
+        return p.returncode, p.stdout, p.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, "", str(e)
+
+
+def say(*a):
+    print(*a, flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short durations (whole run in about 2 minutes)")
+    ap.add_argument("--only", default="echo,http,micro", help="comma-separated sections: echo,http,micro")
+    ap.add_argument("--loops", default=",".join(ALL_LOOPS), help="comma-separated: asyncio,uvloop,goloop")
+    ap.add_argument("--repeat", type=int, default=1, help="best of N attempts per cell (default 1)")
+    ap.add_argument("--write", metavar="FILE", help="write the Markdown report here (e.g. BENCHMARKS.md)")
+    ap.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
+    ap.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
+                    help="first wait up to SECONDS for the machine to be idle (<15%% busy)")
+    args = ap.parse_args()
+
+    t_start = time.monotonic()
+    started = datetime.datetime.now().astimezone()
+    command = "python3 bench/run.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    cfg = Config(args.quick)
+    sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    for s in sections:
+        if s not in ("echo", "http", "micro"):
+            ap.error(f"unknown section {s!r}")
+    loops = [l.strip() for l in args.loops.split(",") if l.strip()]
+    for l in loops:
+        if l not in ALL_LOOPS:
+            ap.error(f"unknown loop {l!r}")
+    if not shutil.which("taskset"):
+        ap.error("taskset is required")
+
+    remarks = []
+    if "uvloop" in loops and importlib.util.find_spec("uvloop") is None:
+        loops.remove("uvloop")
+        remarks.append("uvloop is not installed: its columns are skipped.")
+    if "http" in sections and not shutil.which("wrk"):
+        sections.remove("http")
+        remarks.append("wrk is not installed: the HTTP section is skipped.")
+
+    busy = cpu_busy(1.0)
+    waited = 0.0
+    while busy is not None and busy > 0.15 and waited < args.wait_idle:
+        say(f"# machine {busy:.0%} busy, waiting for it to settle ...")
+        time.sleep(4)
+        waited += 5
+        busy = cpu_busy(1.0)
+    if busy is not None and busy > 0.10:
+        remarks.append(f"The machine was {busy:.0%} busy before the run started (other processes): "
+                       "figures may be noisier than usual.")
+    t_start = time.monotonic()  # the idle wait does not count
+    load_start = loadavg()
+    facts = machine_facts(loops)
+    if "goloop" in loops and facts.get("goloop_error"):
+        remarks.append(f"goloop does not start a loop: {facts['goloop_error']}")
+
+    say(f"# {command}")
+    say(f"# {facts['cpu']} × {facts['nproc']}, Python {facts['python']}, {facts['go']}, "
+        f"uvloop {facts.get('uvloop')}, httptools {facts.get('httptools')}, "
+        f"goloop {facts.get('goloop') or 'unavailable'}")
+    for r in remarks:
+        say(f"# note: {r}")
+
+    notes = Notes()
+    tables = []
+    raw = []
+    labels = {l: l for l in loops}
+
+    def record(section, config, key, res, extra=""):
+        raw.append({"section": section, "config": config, "column": key, **res})
+        if "error" in res:
+            say(f"  {section:5} {config:24} {key:17} error: {res['error'][:160]}")
+        else:
+            lat = ""
+            if res.get("p50_us") is not None:
+                lat = f"  p50 {human_us(res['p50_us'])}  p99 {human_us(res.get('p99_us'))}"
+            warn = f"  ! {res['warning'][:100]}" if res.get("warning") else ""
+            say(f"  {section:5} {config:24} {key:17} {human(res['value']):>8} {extra}{lat}{warn}")
+
+    def show(table):
+        say("")
+        say(table.markdown(notes))
+        tables.append(table)
+
+    # ---------------------------------------------------------------- echo
+    if "echo" in sections:
+        say(f"\n## echo: 10 connections, {cfg.echo_warm}s warm-up + {cfg.echo_dur}s "
+            "(Go echoclient on core 1)")
+        err = build_echoclient()
+        table = Table("Echo, requests/s (10 connections)", [(l, labels[l]) for l in loops],
+                      "server", latency=True)
+        for mode in ECHO_MODES:
+            for size in ECHO_SIZES:
+                conf = f"{mode} {size_label(size)}"
+                results = {}
+                for l in loops:
+                    if err:
+                        res = {"error": f"cannot build echoclient: {err}"}
+                    else:
+                        res = best_of(lambda: measure_echo(l, mode, size, cfg), args.repeat)
+                    results[l] = res
+                    record("echo", conf, l, res, "req/s")
+                table.add(conf, results)
+        show(table)
+
+    # ---------------------------------------------------------------- http
+    if "http" in sections:
+        say(f"\n## http: wrk -t1 -c100, {cfg.http_warm}s warm-up + {cfg.http_dur}s")
+        columns = []
+        for l in loops:
+            if l == "goloop":
+                columns.append(("goloop", "goloop (goloop.http)", "goloop", "goloop"))
+                columns.append(("goloop+httptools", "goloop + httptools", "goloop", "httptools"))
+            else:
+                columns.append((l, f"{l} + httptools", l, "httptools"))
+        table = Table("HTTP keep-alive, requests/s (wrk -t1 -c100)",
+                      [(k, lab) for k, lab, _, _ in columns], "response", latency=True)
+        for label, size, depth in HTTP_CONFIGS:
+            results = {}
+            for key, _, l, parser in columns:
+                res = best_of(lambda: measure_http(l, parser, size, depth, cfg), args.repeat)
+                results[key] = res
+                record("http", label, key, res, "req/s")
+            table.add(label, results)
+        show(table)
+
+    # ---------------------------------------------------------------- micro
+    if "micro" in sections:
+        say(f"\n## micro: one process per figure on core 0 (n scaled ×{cfg.micro_scale})")
+        table = Table("Loop microbenchmarks, operations/s (one core)",
+                      [(l, labels[l]) for l in loops], "benchmark")
+        for bench, label, n in MICRO_BENCHES:
+            results = {}
+            nn = max(1000, int(n * cfg.micro_scale))
+            for l in loops:
+                res = best_of(lambda: measure_micro(l, bench, nn, cfg), args.repeat)
+                results[l] = res
+                record("micro", bench, l, res, "ops/s")
+            table.add(label.format(n=f"{nn // 1000}k" if nn >= 1000 else nn), results)
+        show(table)
+
+    elapsed = time.monotonic() - t_start
+    load_end = loadavg()
+    busy_end = cpu_busy(0.5)
+    if busy_end is not None and busy_end > 0.10:
+        remarks.append(f"The machine was still {busy_end:.0%} busy right after the run (other processes).")
+    say(f"# total time {elapsed:.0f}s")
+    if notes.items:
+        say("# notes:")
+        say(notes.markdown())
+
+    if args.write:
+        report = render(command, started, elapsed, facts, cfg, args, loops, remarks, tables, notes,
+                        load_start, load_end)
+        path = args.write if os.path.isabs(args.write) else os.path.join(os.getcwd(), args.write)
+        with open(path, "w") as f:
+            f.write(report)
+        say(f"# wrote {path}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"command": command, "date": started.isoformat(), "seconds": elapsed,
+                       "machine": facts, "results": raw}, f, indent=1)
+        say(f"# wrote {args.json}")
+
+
+def render(command, started, elapsed, facts, cfg, args, loops, remarks, tables, notes,
+           load_start, load_end):
+    def v(k):
+        return facts.get(k) or "not installed"
+    out = [
+        "# goloop benchmarks",
+        "",
+        f"Generated by `bench/run.py` on {started.strftime('%Y-%m-%d %H:%M %Z')} "
+        f"in {elapsed:.0f} s{' (quick mode: short runs, rough figures)' if args.quick else ''}.",
+        "",
+        "Command:",
+        "",
+        f"    {command}",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {facts['cpu']}, nproc {facts['nproc']}; Linux {facts['kernel']}",
+        f"- Python {facts['python']}; {facts['go']}",
+        f"- uvloop {v('uvloop')}, httptools {v('httptools')}, wrk {v('wrk')}",
+    ]
+    if "goloop" in loops:
+        out.append(f"- goloop: {facts.get('goloop') or 'unavailable (' + str(facts.get('goloop_error')) + ')'}")
+    out += [
+        f"- load average at start / end: {load_start} / {load_end}",
+        "",
+        "## Method",
+        "",
+        "- Servers run on core 0 (`taskset -c 0`), load generators on core 1 (`taskset -c 1`);"
+        " each figure comes from a fresh server process on a free port.",
+        f"- Echo: `bench/echoclient` (Go, one epoll thread), 10 connections, each sends a message and "
+        f"waits for the whole echo before the next; {cfg.echo_warm} s warm-up then {cfg.echo_dur} s "
+        "measured; every echoed byte is verified. Servers: `bench/echo_server.py` in the vmbench shapes "
+        "(Protocol, BufferedProtocol, streams with `reader.read(102400)` + drain, "
+        "`sock_accept/sock_recv/sock_sendall`).",
+        f"- HTTP: `bench/http_server.py` (asyncio.Protocol + HttpRequestParser, fixed body, keep-alive), "
+        f"`wrk -t1 -c100` for {cfg.http_dur} s after {cfg.http_warm} s of warm-up; pipelined with "
+        "`bench/pipeline.lua` (16 requests per write). Each server is checked with two pipelined "
+        "requests before and after the load.",
+        "- Micro: `bench/micro.py`, one process per figure on core 0"
+        f"{' (n scaled ×' + str(cfg.micro_scale) + ')' if cfg.micro_scale != 1 else ''}.",
+        f"- {'Best of ' + str(args.repeat) + ' attempts per cell. ' if args.repeat > 1 else ''}"
+        "Figures are noisy (about ±20 % between runs): compare ratios measured in one run.",
+        "",
+    ]
+    if remarks:
+        out += ["Remarks:", ""] + [f"- {r}" for r in remarks] + [""]
+    out += ["## Results", ""]
+    for t in tables:
+        out.append(t.markdown(notes))
+    if notes.items:
+        out += ["## Errors and warnings", "", notes.markdown()]
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Shared fixtures for goloop's Python tests.
+
+Most tests take the ``loop`` fixture, which runs them twice: once on asyncio's own unix
+selector loop (id "asyncio", the oracle for semantics and exception types) and once on a
+goloop loop (id "goloop"). Every loop a fixture creates is closed at teardown.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+# `python3 -m pytest` from the repository root puts the root on sys.path, where the Go
+# sources' `goloop/` folder would shadow the installed package (as a namespace package with
+# none of goloop's API). Drop the root so `import goloop` finds the real package.
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _REPO_ROOT]
+for _name in [n for n in sys.modules if n == "goloop" or n.startswith("goloop.")]:
+    if getattr(sys.modules[_name], "__file__", None) is None:
+        del sys.modules[_name]
+
+import goloop  # noqa: E402
+from loophelpers import LOOP_KINDS, close_loop, make_loop  # noqa: E402
+
+
+@pytest.fixture(params=LOOP_KINDS)
+def loop_kind(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def loop(loop_kind):
+    """A fresh event loop of each kind (asyncio first, as the oracle); closed at teardown."""
+    lp = make_loop(loop_kind)
+    try:
+        yield lp
+    finally:
+        close_loop(lp)
+        asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def gloop():
+    """A goloop loop only, for goloop-specific checks."""
+    lp = goloop.new_event_loop()
+    try:
+        yield lp
+    finally:
+        close_loop(lp)
+        asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def restore_policy():
+    """Restores asyncio's event loop policy after a test that changes it."""
+    old = asyncio.get_event_loop_policy()
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(old)
