@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from . import _goloop
 from ._transports import SocketTransport
+from ._unix import UnixMixin
 
 _LOADED_PID = os.getpid()
 
@@ -56,7 +57,7 @@ class _GoSelector(selectors.BaseSelector):
         pass
 
 
-class Loop(_goloop.LoopCore, unix_events._UnixSelectorEventLoop):
+class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
     """An asyncio event loop whose engine is written in Go.
 
     call_soon, call_later, call_at, call_soon_threadsafe, time, stop and the reader/writer
