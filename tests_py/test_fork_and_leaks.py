@@ -382,10 +382,5 @@ def test_unclosed_loop_is_collected_asyncio():
     _unclosed_loop_is_collected("asyncio")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "goloop bug: an unclosed goloop loop is never garbage collected: the Go side holds "
-    "strong references to its handles (at least the self-pipe reader), each handle holds the "
-    "loop, and the GC cannot see Go's references, so the loop, its epoll fd, eventfd and "
-    "self-pipe socketpair leak and no 'unclosed event loop' ResourceWarning is emitted"))
 def test_unclosed_loop_is_collected_goloop():
     _unclosed_loop_is_collected("goloop")

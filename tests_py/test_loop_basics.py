@@ -603,12 +603,6 @@ def _coroutine_callbacks():
 
 COROUTINE_KINDS = ["coroutine", "coroutine-function", "async-method",
                    "partial-coroutine-function", "asyncmock"]
-ASYNCMOCK_BUG = ("goloop bug: gl_check_callback ignores the _is_coroutine marker that "
-                 "asyncio.coroutines.iscoroutinefunction honours (unittest.mock.AsyncMock), so "
-                 "an AsyncMock is accepted as a callback")
-PARTIAL_BUG = ("goloop bug: gl_check_callback does not unwrap functools.partial (asyncio's "
-               "iscoroutinefunction does), so a partial of a coroutine function is accepted "
-               "as a callback")
 
 
 def _make_coroutine_callback(kind):
@@ -620,10 +614,6 @@ def _make_coroutine_callback(kind):
 @pytest.mark.parametrize("kind", COROUTINE_KINDS)
 @pytest.mark.parametrize("method", ["call_soon", "call_soon_threadsafe", "call_later", "call_at"])
 def test_coroutine_callbacks_rejected(loop, kind, method, request):
-    if kind == "partial-coroutine-function" and is_goloop(loop):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=PARTIAL_BUG))
-    if kind == "asyncmock" and is_goloop(loop):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=ASYNCMOCK_BUG))
     loop.set_debug(True)  # asyncio only checks call_later/call_at in debug mode
     cb = _make_coroutine_callback(kind)
     try:

@@ -84,6 +84,8 @@ int gl_get_write_buffer(PyObject *o, Py_buffer *view);
 void gl_release_buffer(Py_buffer *view);
 int gl_bytes_view(PyObject *o, char **buf, Py_ssize_t *len);
 int gl_check_callback(PyObject *cb, const char *method);
+int gl_init_callback_check(void);
+int gl_visit(visitproc visit, PyObject *o, void *arg);
 unsigned long gl_thread_ident(void);
 
 #endif

@@ -26,12 +26,75 @@ PyObject *gl_call_method2(PyObject *self, const char *name, PyObject *a, PyObjec
     return PyObject_CallMethod(self, name, "OO", a, b);
 }
 
-/* asyncio refuses coroutines and coroutine functions as callbacks. */
+static PyObject *partial_type, *py_iscoroutine, *py_iscoroutinefunction, *py_is_coroutine_mark;
+
+/* Imports what gl_check_callback consults; called once at module init. */
+int gl_init_callback_check(void) {
+    PyObject *ft = PyImport_ImportModule("functools");
+    PyObject *co = PyImport_ImportModule("asyncio.coroutines");
+    if (ft == NULL || co == NULL) {
+        Py_XDECREF(ft);
+        Py_XDECREF(co);
+        return -1;
+    }
+    partial_type = PyObject_GetAttrString(ft, "partial");
+    py_iscoroutine = PyObject_GetAttrString(co, "iscoroutine");
+    py_iscoroutinefunction = PyObject_GetAttrString(co, "iscoroutinefunction");
+    py_is_coroutine_mark = PyObject_GetAttrString(co, "_is_coroutine");
+    Py_DECREF(ft);
+    Py_DECREF(co);
+    return (partial_type && py_iscoroutine && py_iscoroutinefunction && py_is_coroutine_mark) ? 0 : -1;
+}
+
+static int call_bool(PyObject *f, PyObject *arg) {
+    PyObject *r = PyObject_Vectorcall(f, &arg, 1, NULL);
+    if (r == NULL) return -1;
+    int b = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return b;
+}
+
+/* asyncio's _check_callback: coroutines and coroutine functions (also behind bound methods
+ * and functools.partial, or marked with asyncio's _is_coroutine, like AsyncMock) are refused,
+ * and so is anything not callable. Plain functions, bound methods and builtins, the hot
+ * cases, are decided without calling Python. */
 int gl_check_callback(PyObject *cb, const char *method) {
+    int coro = PyCoro_CheckExact(cb);
     PyObject *f = cb;
-    if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);
-    if (PyCoro_CheckExact(cb) ||
-        (PyFunction_Check(f) && (((PyCodeObject *)PyFunction_GET_CODE(f))->co_flags & CO_COROUTINE))) {
+    Py_INCREF(f);
+    while (!coro) {
+        PyObject *inner = NULL;
+        if (PyMethod_Check(f)) {
+            inner = PyMethod_GET_FUNCTION(f);
+            Py_INCREF(inner);
+        } else if (partial_type != NULL && PyObject_TypeCheck(f, (PyTypeObject *)partial_type)) {
+            inner = PyObject_GetAttrString(f, "func");
+            if (inner == NULL) {
+                Py_DECREF(f);
+                return -1;
+            }
+        } else {
+            break;
+        }
+        Py_SETREF(f, inner);
+    }
+    if (!coro && PyFunction_Check(f)) {
+        PyObject *d = ((PyFunctionObject *)f)->func_dict;
+        coro = (((PyCodeObject *)PyFunction_GET_CODE(f))->co_flags & CO_COROUTINE) ||
+               (d != NULL && PyDict_GetItemString(d, "_is_coroutine") == py_is_coroutine_mark);
+    } else if (!coro && (Py_TYPE(f)->tp_flags & Py_TPFLAGS_HEAPTYPE) && Py_TYPE(f)->tp_dictoffset != 0 &&
+               py_iscoroutinefunction != NULL) {
+        /* instances of Python classes (AsyncMock, custom awaitables): ask asyncio */
+        int a = call_bool(py_iscoroutine, f);
+        int b = a == 0 ? call_bool(py_iscoroutinefunction, f) : 0;
+        if (a < 0 || b < 0) {
+            Py_DECREF(f);
+            return -1;
+        }
+        coro = a || b;
+    }
+    Py_DECREF(f);
+    if (coro) {
         PyErr_Format(PyExc_TypeError, "coroutines cannot be used with %s()", method);
         return -1;
     }
@@ -41,6 +104,8 @@ int gl_check_callback(PyObject *cb, const char *method) {
     }
     return 0;
 }
+
+int gl_visit(visitproc visit, PyObject *o, void *arg) { return o ? visit(o, arg) : 0; }
 
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
                         Py_ssize_t nargs, PyObject *context, double when) {

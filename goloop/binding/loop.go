@@ -501,6 +501,51 @@ func (l *loop) release() {
 	}
 }
 
+// glLoopTraverse reports every Python object the Go side holds for this loop to the
+// garbage collector (tp_traverse).
+//
+//export glLoopTraverse
+func glLoopTraverse(self *C.GLLoop, visit C.visitproc, arg unsafe.Pointer) (rc C.int) {
+	defer func() {
+		if recover() != nil {
+			rc = 0
+		}
+	}()
+	l := getLoop(self)
+	v := func(o pyObj) bool {
+		if o != nil {
+			rc = C.gl_visit(visit, o, arg)
+		}
+		return rc == 0
+	}
+	l.ready.Each(v)
+	l.timers.Each(func(t sched.Timer[pyObj]) bool { return v(t.Item) })
+	for _, h := range l.ts {
+		if !v(h) {
+			return
+		}
+	}
+	for _, e := range l.fds {
+		if !v(e.reader) || !v(e.writer) {
+			return
+		}
+	}
+	for c := range l.conns {
+		if !v(trObj(c.tr)) || !v(c.onData) || !v(c.getBuffer) || !v(c.bufferUpdated) {
+			return
+		}
+	}
+	return rc
+}
+
+// glLoopRelease drops the Go side's references (tp_clear of a loop in a garbage cycle).
+//
+//export glLoopRelease
+func glLoopRelease(self *C.GLLoop) {
+	defer func() { recover() }()
+	getLoop(self).release()
+}
+
 //export glCloseCore
 func glCloseCore(self *C.GLLoop) (ret pyObj) {
 	defer recoverObj(&ret)

@@ -415,9 +415,24 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 }
 
 static void loop_dealloc(GLLoop *self) {
+    PyObject_GC_UnTrack(self);
     if (self->id >= 0 && !gl_forked) glLoopFree(self);
     Py_CLEAR(self->thread_id);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The Go side's references (queued handles, reader/writer handles, attached transports)
+ * are reported to the garbage collector, so an unclosed loop that nothing refers to is
+ * collected (and warned about by asyncio's __del__), as asyncio's own loop is. */
+static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
+    Py_VISIT(self->thread_id);
+    if (self->id >= 0 && !gl_forked) return glLoopTraverse(self, visit, arg);
+    return 0;
+}
+
+static int loop_clear(GLLoop *self) {
+    if (self->id >= 0 && !gl_forked) glLoopRelease(self);
+    return 0;
 }
 
 static PyObject *loop_get_debug_attr(GLLoop *self, void *closure) { return PyBool_FromLong(self->debug); }
@@ -486,8 +501,10 @@ static PyTypeObject LoopCoreType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "goloop._goloop.LoopCore",
     .tp_basicsize = sizeof(GLLoop),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The Go core of goloop.Loop: scheduling, timers and polling.",
+    .tp_traverse = (traverseproc)loop_traverse,
+    .tp_clear = (inquiry)loop_clear,
     .tp_new = loop_new,
     .tp_init = (initproc)loop_init,
     .tp_dealloc = (destructor)loop_dealloc,
@@ -535,6 +552,7 @@ PyMODINIT_FUNC PyInit__goloop(void) {
         Py_DECREF(m);
         return NULL;
     }
+    if (gl_init_callback_check() < 0) goto fail;
     if (gl_init_transport_type(m) < 0) goto fail;
     if (gl_init_http(m) < 0) goto fail;
     /* Fork guard: a child forked after the Go runtime started must not call into Go. */

@@ -54,6 +54,19 @@ func (q *Queue[T]) Pop() (v T, ok bool) {
 	return v, true
 }
 
+// Each calls f on every queued item, oldest first, until f returns false.
+func (q *Queue[T]) Each(f func(T) bool) {
+	for i := 0; i < q.n; i++ {
+		j := q.head + i
+		if j >= len(q.buf) {
+			j -= len(q.buf)
+		}
+		if !f(q.buf[j]) {
+			return
+		}
+	}
+}
+
 // Drain pops every item, oldest first, passing each to f.
 func (q *Queue[T]) Drain(f func(T)) {
 	for q.n > 0 {
@@ -116,6 +129,15 @@ func (h *TimerHeap[T]) Pop() (t Timer[T], ok bool) {
 		h.down(0)
 	}
 	return t, true
+}
+
+// Each calls f on every timer, in heap (not deadline) order, until f returns false.
+func (h *TimerHeap[T]) Each(f func(Timer[T]) bool) {
+	for _, t := range h.items {
+		if !f(t) {
+			return
+		}
+	}
 }
 
 // Filter keeps only the timers for which keep returns true, calling drop on the others,
