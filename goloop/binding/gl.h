@@ -22,6 +22,7 @@ typedef struct {
     Py_ssize_t timer_cancelled_count;
     double slow_callback_duration;
     double clock_resolution;
+    PyObject *task_factory;      /* asyncio's _task_factory; NULL reads as None */
 } GLLoop;
 
 /* goloop's Handle and TimerHandle (one layout; the TimerHandle type adds when()). */

@@ -312,6 +312,42 @@ static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t na
     return schedule(self, "call_at", GL_TimerHandleType, when, MODE_TIMER, args, nargs, kwnames, 1);
 }
 
+static PyObject *tasks_module, *str_Task, *task_kwnames, *str_create_task_py;
+
+/* create_task(coro, *, name=None, context=None): asyncio's BaseEventLoop.create_task, with
+ * the common case (no task factory, not debug) done here: Task(coro, loop=self, name=name,
+ * context=context). Anything else goes to the Python implementation. */
+static PyObject *loop_create_task(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *name = Py_None, *context = Py_None;
+    int fast = nargs == 1 && !self->debug && (self->task_factory == NULL || self->task_factory == Py_None);
+    if (fast && kwnames != NULL) {
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < nk && fast; i++) {
+            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+            if (PyUnicode_CompareWithASCIIString(k, "name") == 0) name = args[nargs + i];
+            else if (PyUnicode_CompareWithASCIIString(k, "context") == 0) context = args[nargs + i];
+            else fast = 0;
+        }
+    }
+    if (!fast) {
+        PyObject *meth = PyObject_GetAttr((PyObject *)self, str_create_task_py);
+        if (meth == NULL) return NULL;
+        PyObject *r = PyObject_Vectorcall(meth, args, nargs, kwnames);
+        Py_DECREF(meth);
+        return r;
+    }
+    if (self->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return NULL;
+    }
+    PyObject *task_type = PyObject_GetAttr(tasks_module, str_Task);
+    if (task_type == NULL) return NULL;
+    PyObject *targs[4] = {args[0], (PyObject *)self, name, context};
+    PyObject *task = PyObject_Vectorcall(task_type, targs, 1, task_kwnames);
+    Py_DECREF(task_type);
+    return task;
+}
+
 static PyObject *loop_time(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
     return PyFloat_FromDouble(mono_now());
 }
@@ -418,6 +454,7 @@ static void loop_dealloc(GLLoop *self) {
     PyObject_GC_UnTrack(self);
     if (self->id >= 0 && !gl_forked) glLoopFree(self);
     Py_CLEAR(self->thread_id);
+    Py_CLEAR(self->task_factory);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -426,11 +463,13 @@ static void loop_dealloc(GLLoop *self) {
  * collected (and warned about by asyncio's __del__), as asyncio's own loop is. */
 static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
     Py_VISIT(self->thread_id);
+    Py_VISIT(self->task_factory);
     if (self->id >= 0 && !gl_forked) return glLoopTraverse(self, visit, arg);
     return 0;
 }
 
 static int loop_clear(GLLoop *self) {
+    Py_CLEAR(self->task_factory);
     if (self->id >= 0 && !gl_forked) glLoopRelease(self);
     return 0;
 }
@@ -470,6 +509,7 @@ static PyMemberDef loop_members[] = {
     {"_timer_cancelled_count", T_PYSSIZET, offsetof(GLLoop, timer_cancelled_count), 0, NULL},
     {"slow_callback_duration", T_DOUBLE, offsetof(GLLoop, slow_callback_duration), 0, NULL},
     {"_clock_resolution", T_DOUBLE, offsetof(GLLoop, clock_resolution), 0, NULL},
+    {"_task_factory", T_OBJECT, offsetof(GLLoop, task_factory), 0, NULL},
     {NULL}
 };
 
@@ -483,6 +523,8 @@ static PyMethodDef loop_methods[] = {
     {"call_at", (PyCFunction)(void (*)(void))loop_call_at, METH_FASTCALL | METH_KEYWORDS,
      "call_at(when, callback, *args, context=None) -> TimerHandle"},
     {"time", (PyCFunction)loop_time, METH_NOARGS, "The loop's clock (time.monotonic())."},
+    {"create_task", (PyCFunction)(void (*)(void))loop_create_task, METH_FASTCALL | METH_KEYWORDS,
+     "create_task(coro, *, name=None, context=None) -> asyncio.Task"},
     {"get_debug", (PyCFunction)loop_get_debug, METH_NOARGS, NULL},
     {"stop", (PyCFunction)loop_stop, METH_NOARGS, "Stop the loop after the current iteration."},
     {"_run_core", (PyCFunction)loop_run_core, METH_NOARGS, NULL},
@@ -553,6 +595,11 @@ PyMODINIT_FUNC PyInit__goloop(void) {
         return NULL;
     }
     if (gl_init_callback_check() < 0) goto fail;
+    tasks_module = PyImport_ImportModule("asyncio.tasks");
+    str_Task = PyUnicode_InternFromString("Task");
+    str_create_task_py = PyUnicode_InternFromString("_create_task_py");
+    task_kwnames = Py_BuildValue("(sss)", "loop", "name", "context");
+    if (!tasks_module || !str_Task || !str_create_task_py || !task_kwnames) goto fail;
     if (gl_init_transport_type(m) < 0) goto fail;
     if (gl_init_http(m) < 0) goto fail;
     /* Fork guard: a child forked after the Go runtime started must not call into Go. */

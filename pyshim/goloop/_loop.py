@@ -72,6 +72,10 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         return (f"<goloop.Loop running={self.is_running()} "
                 f"closed={self.is_closed()} debug={self.get_debug()}>")
 
+    # create_task is the Go core's (C) fast path; this is asyncio's, for task factories and
+    # debug mode.
+    _create_task_py = base_events.BaseEventLoop.create_task
+
     # -- running ---------------------------------------------------------------------
 
     def run_forever(self) -> None:

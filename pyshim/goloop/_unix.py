@@ -1,8 +1,203 @@
 """Unix-specific parts of goloop.Loop beyond stream sockets: subprocesses, pipes, UDP,
 TLS and sendfile. asyncio's own implementations run on goloop's Go poller; what goloop
-does differently is here."""
+does differently is here.
+
+Subprocesses: asyncio 3.11 learns that a child exited from the policy's child watcher
+(ThreadedChildWatcher: one thread blocked in waitpid() per child). goloop watches each
+child with a pidfd (Linux >= 5.3) registered on its own poller instead: the pidfd turns
+readable when the child exits, and the loop reaps it with waitpid(pid, WNOHANG). No thread,
+no SIGCHLD handler, nothing shared with other users of SIGCHLD or waitpid(-1). Where
+pidfd_open() is unavailable (older kernels, seccomp), asyncio's watcher path is used.
+"""
 from __future__ import annotations
+
+import errno
+import os
+import select
+import threading
+import warnings
+from asyncio import events, unix_events
+from asyncio.log import logger
+
+# errnos meaning "this system has no pidfd_open()" (kernel too old, or forbidden by seccomp)
+_NO_PIDFD = {errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL}
+
+_pidfd_supported: bool | None = None
+
+
+def _pidfd_available() -> bool:
+    """Whether os.pidfd_open() works here (probed once, on our own pid)."""
+    global _pidfd_supported
+    if _pidfd_supported is None:
+        try:
+            fd = os.pidfd_open(os.getpid())
+        except (AttributeError, OSError):
+            _pidfd_supported = False
+        else:
+            os.close(fd)
+            _pidfd_supported = True
+    return _pidfd_supported
+
+
+def _reap(pid: int) -> int | None:
+    """waitpid(pid, WNOHANG) as asyncio's watchers do: the return code, None while the child
+    runs, 255 (with a warning) if somebody else reaped it first."""
+    try:
+        wpid, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        logger.warning("Unknown child process pid %d, will report returncode 255", pid)
+        return 255
+    if wpid == 0:
+        return None
+    return unix_events.waitstatus_to_exitcode(status)
+
+
+class _OrphanReaper:
+    """One daemon thread reaping the children of loops closed while those ran.
+
+    asyncio's ThreadedChildWatcher keeps waiting for (and reaping) a child after its loop
+    closed; this does the same for goloop's pidfd-watched children, with a single thread
+    for all of them, started only when such a child exists. It keeps the child's
+    transport alive until the child exits, as asyncio's watcher thread does.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._children: dict[int, tuple[int, object]] = {}  # pidfd -> (pid, transport)
+        self._thread: threading.Thread | None = None
+        self._wake_r = self._wake_w = -1
+
+    def adopt(self, pid: int, pidfd: int, transp: object) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive() or self._wake_w < 0:
+                self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+                self._children[pidfd] = (pid, transp)
+                self._thread = threading.Thread(target=self._run, name="goloop-reaper",
+                                                daemon=True)
+                self._thread.start()
+                return
+            self._children[pidfd] = (pid, transp)
+            try:
+                os.write(self._wake_w, b"\0")
+            except BlockingIOError:
+                pass
+
+    def _run(self) -> None:
+        poller = select.poll()
+        watched: set[int] = set()
+        wake_r = self._wake_r
+        poller.register(wake_r, select.POLLIN)
+        while True:
+            with self._lock:
+                for fd in self._children.keys() - watched:
+                    poller.register(fd, select.POLLIN)
+                    watched.add(fd)
+                if not self._children:
+                    # nothing left: stop; the next adopt() starts a new thread
+                    os.close(self._wake_r)
+                    os.close(self._wake_w)
+                    self._wake_r = self._wake_w = -1
+                    self._thread = None
+                    return
+            for fd, _ in poller.poll():
+                if fd == wake_r:
+                    try:
+                        os.read(wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+                    continue
+                with self._lock:
+                    pid, _transp = self._children.pop(fd)
+                poller.unregister(fd)
+                watched.discard(fd)
+                try:
+                    _reap(pid)
+                finally:
+                    os.close(fd)
+                del _transp
+
+
+_reaper = _OrphanReaper()
 
 
 class UnixMixin:
     """Mixed into goloop.Loop ahead of asyncio's unix selector loop."""
+
+    # pid -> pidfd of the children this loop watches with a pidfd
+    _pidfd_children: dict | None = None
+
+    # -- subprocesses ----------------------------------------------------------------
+
+    async def _make_subprocess_transport(self, protocol, args, shell,
+                                         stdin, stdout, stderr, bufsize,
+                                         extra=None, **kwargs):
+        if not _pidfd_available():
+            return await super()._make_subprocess_transport(
+                protocol, args, shell, stdin, stdout, stderr, bufsize, extra=extra, **kwargs)
+        # asyncio's structure (unix_events._UnixSelectorEventLoop._make_subprocess_transport),
+        # with a pidfd on goloop's poller in place of the child watcher.
+        waiter = self.create_future()
+        transp = unix_events._UnixSubprocessTransport(self, protocol, args, shell,
+                                                      stdin, stdout, stderr, bufsize,
+                                                      waiter=waiter, extra=extra, **kwargs)
+        self._watch_child(transp.get_pid(), transp)
+        try:
+            await waiter
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException:
+            transp.close()
+            await transp._wait()
+            raise
+        return transp
+
+    def _watch_child(self, pid: int, transp) -> None:
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            # e.g. EMFILE: watch this child asyncio's way rather than lose its exit status
+            logger.warning("pidfd_open(%d) failed (%s): using asyncio's child watcher",
+                           pid, exc)
+            with events.get_child_watcher() as watcher:
+                watcher.add_child_handler(pid, self._child_watcher_callback, transp)
+            return
+        if self._pidfd_children is None:
+            self._pidfd_children = {}
+        try:
+            self._add_reader(pidfd, self._pidfd_ready, pid, pidfd, transp)
+        except BaseException:
+            os.close(pidfd)
+            raise
+        self._pidfd_children[pid] = (pidfd, transp)
+
+    def _pidfd_ready(self, pid: int, pidfd: int, transp) -> None:
+        proc = transp._proc
+        if proc is not None and proc.returncode is not None:
+            # already reaped by Popen.poll() (BaseSubprocessTransport.close() calls it)
+            returncode = proc.returncode
+        else:
+            returncode = _reap(pid)
+            if returncode is None:  # spurious wake-up: the child still runs
+                return
+        self._forget_child(pid)
+        if self.get_debug():
+            logger.debug('process %s exited with returncode %s', pid, returncode)
+        transp._process_exited(returncode)
+
+    def _forget_child(self, pid: int) -> None:
+        pidfd, _ = self._pidfd_children.pop(pid)
+        self._remove_reader(pidfd)
+        os.close(pidfd)
+
+    def close(self) -> None:
+        children = self._pidfd_children
+        if children and not self.is_running() and not self.is_closed():
+            # Children still running when the loop closes: asyncio's watcher goes on waiting
+            # for them and reaps them when they exit (no zombies); so does goloop's reaper.
+            self._pidfd_children = None
+            for pid, (pidfd, transp) in list(children.items()):
+                self._remove_reader(pidfd)
+                if self.get_debug():
+                    logger.warning("Loop %r closes while child process %d runs", self, pid)
+                _reaper.adopt(pid, pidfd, transp)
+        super().close()
