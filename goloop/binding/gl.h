@@ -34,18 +34,22 @@ typedef struct {
     PyObject *loop;              /* strong reference */
     PyObject *weakreflist;
     PyObject *repr;              /* repr saved at cancel() in debug mode */
+    PyObject *source_tb;         /* debug mode: where the handle was created */
     double when;
     char cancelled;
     char scheduled;              /* timer: in the loop's heap */
 } GLHandle;
 
 /* The C part of goloop's socket transports. The Python class derives from it, and it derives
- * from asyncio.Transport, whose only instance field is BaseTransport's '_extra' slot: that
- * slot occupies `extra` (checked at module init). The flags are the attributes of asyncio's
- * _SelectorSocketTransport, shared by the Python lifecycle code and Go's hot paths. */
+ * from asyncio.transports._FlowControlMixin (an asyncio.Transport, as asyncio's own socket
+ * transports are, which sendfile's fallback requires). Those classes' instance fields are
+ * their __slots__, which occupy `slots` (the layout is checked at module init); goloop's
+ * member descriptors of the same names take precedence for the flow-control fields.
+ * The flags are the attributes of asyncio's _SelectorSocketTransport, shared by the Python
+ * lifecycle code and Go's hot paths. */
 typedef struct {
     PyObject_HEAD
-    PyObject *extra;             /* asyncio.BaseTransport.__slots__ = ('_extra',) */
+    PyObject *slots[5];          /* _extra; _loop, _protocol_paused, _high_water, _low_water */
     long conn;                   /* Go connection id + 1; 0 when not attached */
     int sock_fd;
     Py_ssize_t conn_lost;

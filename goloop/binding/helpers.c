@@ -115,7 +115,7 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
     if (nargs > 0) {
         PyObject *t = PyTuple_New(nargs);
         if (t == NULL) {
-            h->callback = h->context = h->loop = h->weakreflist = h->repr = NULL;
+            h->callback = h->context = h->loop = h->weakreflist = h->repr = h->source_tb = NULL;
             Py_DECREF(h);
             return NULL;
         }
@@ -128,7 +128,7 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
     if (context == NULL || context == Py_None) {
         h->context = PyContext_CopyCurrent();
         if (h->context == NULL) {
-            h->callback = h->loop = h->weakreflist = h->repr = NULL;
+            h->callback = h->loop = h->weakreflist = h->repr = h->source_tb = NULL;
             Py_DECREF(h);
             return NULL;
         }
@@ -142,6 +142,17 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
     h->loop = loop;
     h->weakreflist = NULL;
     h->repr = NULL;
+    h->source_tb = NULL;
+    if (((GLLoop *)loop)->debug) {
+        /* asyncio's Handle: remember where it was created (the caller's frame) */
+        PyObject *fh = PyImport_ImportModule("asyncio.format_helpers");
+        PyFrameObject *frame = PyEval_GetFrame();
+        if (fh != NULL) {
+            h->source_tb = PyObject_CallMethod(fh, "extract_stack", "O", frame ? (PyObject *)frame : Py_None);
+            Py_DECREF(fh);
+        }
+        if (h->source_tb == NULL) PyErr_Clear();
+    }
     h->when = when;
     h->cancelled = 0;
     h->scheduled = 0;

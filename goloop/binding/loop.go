@@ -11,8 +11,6 @@ import "C"
 
 import (
 	"math"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 	_ "unsafe" // go:linkname
 
@@ -44,8 +42,41 @@ type pyObj = *C.PyObject
 // fdEntry is what the loop watches on one descriptor: add_reader/add_writer handles.
 type fdEntry struct {
 	reader, writer pyObj
-	conn           *conn // a transport owns the descriptor
-	events         uint32
+	conn           *conn  // a transport attached to the descriptor
+	registered     uint32 // interest registered with epoll: union of the handles' and the transport's
+}
+
+// sync registers with epoll the interest fd needs now (add_reader/add_writer handles and
+// the transport's reading/writing), and forgets the entry when nothing is left.
+func (l *loop) sync(fd int, e *fdEntry) error {
+	var want uint32
+	if e.reader != nil {
+		want |= poller.Readable
+	}
+	if e.writer != nil {
+		want |= poller.Writable
+	}
+	if e.conn != nil {
+		want |= e.conn.want()
+	}
+	var err error
+	if want != e.registered {
+		switch {
+		case e.registered == 0:
+			err = l.poll.Add(fd, want)
+		case want == 0:
+			err = l.poll.Del(fd)
+		default:
+			err = l.poll.Mod(fd, want)
+		}
+		if err == nil {
+			e.registered = want
+		}
+	}
+	if e.reader == nil && e.writer == nil && e.conn == nil && e.registered == 0 {
+		delete(l.fds, fd)
+	}
+	return err
 }
 
 // loop is the Go state behind one goloop.Loop.
@@ -55,10 +86,6 @@ type loop struct {
 	timers sched.TimerHeap[pyObj]
 	poll   *poller.Poller
 	fds    map[int]*fdEntry
-
-	tsMu      sync.Mutex
-	ts        []pyObj // handles from call_soon_threadsafe, merged each iteration
-	tsPending atomic.Bool
 
 	conns map[*conn]struct{}
 	dirty []*conn  // connections with writes queued this iteration
@@ -143,10 +170,10 @@ func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
 		}
 		l.ready.Push(h)
 	case modeThreadsafe:
-		l.tsMu.Lock()
-		l.ts = append(l.ts, h)
-		l.tsMu.Unlock()
-		l.tsPending.Store(true)
+		// Every caller holds the GIL, and the loop thread touches the ready queue only
+		// while holding it too, so the handle goes straight to the ready queue, in order
+		// with call_soon's; the wake-up ends a poll in progress.
+		l.ready.Push(h)
 		if err := l.poll.Wake(); err != nil {
 			raiseErr(err)
 			return -1
@@ -194,21 +221,6 @@ func glRunCore(self *C.GLLoop) (ret pyObj) {
 	}
 }
 
-// mergeThreadsafe moves handles queued by other threads to the ready queue.
-func (l *loop) mergeThreadsafe() {
-	if !l.tsPending.Load() {
-		return
-	}
-	l.tsMu.Lock()
-	for i, h := range l.ts {
-		l.ready.Push(h)
-		l.ts[i] = nil
-	}
-	l.ts = l.ts[:0]
-	l.tsPending.Store(false)
-	l.tsMu.Unlock()
-}
-
 func (l *loop) purgeTimers() {
 	n := l.timers.Len()
 	if n > minScheduledTimers && float64(l.self.timer_cancelled_count)/float64(n) > minCancelledTimersFrac {
@@ -237,7 +249,9 @@ func (l *loop) purgeTimers() {
 // exception set when one must propagate out of run_forever.
 func (l *loop) runOnce() bool {
 	self := l.self
-	l.mergeThreadsafe()
+	if len(l.dirty) > 0 && !l.flushDirty() { // writes made while the loop was not running
+		return false
+	}
 	l.purgeTimers()
 
 	timeout := -1
@@ -263,7 +277,6 @@ func (l *loop) runOnce() bool {
 		if C.PyErr_CheckSignals() < 0 {
 			return false
 		}
-		l.mergeThreadsafe()
 	}
 	if err != nil && err != unix.EINTR {
 		raiseErr(err)
@@ -325,8 +338,11 @@ func (l *loop) dispatch(ev poller.Event) bool {
 	if e == nil {
 		return true
 	}
-	if e.conn != nil {
-		return e.conn.onEvent(ev.Events)
+	if c := e.conn; c != nil && !c.onEvent(ev.Events) {
+		return false
+	}
+	if e = l.fds[ev.Fd]; e == nil {
+		return true
 	}
 	errs := ev.Events&(poller.Error|poller.Hangup) != 0
 	if e.reader != nil && (ev.Events&poller.Readable != 0 || errs) {
@@ -368,34 +384,26 @@ func glAddIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int) (rc C.int) {
 		return -1
 	}
 	e := l.fds[int(fd)]
-	bit := uint32(poller.Readable)
-	if writer != 0 {
-		bit = poller.Writable
-	}
-	var err error
-	if e == nil {
-		err = l.poll.Add(int(fd), bit)
-	} else if e.events&bit == 0 {
-		err = l.poll.Mod(int(fd), e.events|bit)
-	}
-	if err != nil {
-		raiseErr(err)
-		return -1
-	}
 	if e == nil {
 		e = &fdEntry{}
 		l.fds[int(fd)] = e
 	}
-	e.events |= bit
-	old := &e.reader
+	slot := &e.reader
 	if writer != 0 {
-		old = &e.writer
+		slot = &e.writer
 	}
-	if *old != nil {
-		cancelHandle(*old)
-		C.gl_decref(*old)
+	old := *slot
+	*slot = h
+	if err := l.sync(int(fd), e); err != nil {
+		*slot = old
+		l.sync(int(fd), e)
+		raiseErr(err)
+		return -1
 	}
-	*old = h
+	if old != nil {
+		cancelHandle(old)
+		C.gl_decref(old)
+	}
 	return 0
 }
 
@@ -405,23 +413,13 @@ func (l *loop) removeIO(fd int, writer bool) bool {
 	if e == nil {
 		return false
 	}
-	bit := uint32(poller.Readable)
 	slot := &e.reader
 	if writer {
-		bit = poller.Writable
 		slot = &e.writer
-	}
-	e.events &^= bit
-	if e.conn != nil {
-		// the descriptor belongs to a transport: leave its registration alone
-	} else if e.events == 0 {
-		l.poll.Del(fd)
-		delete(l.fds, fd)
-	} else {
-		l.poll.Mod(fd, e.events)
 	}
 	h := *slot
 	*slot = nil
+	l.sync(fd, e)
 	if h == nil {
 		return false
 	}
@@ -455,11 +453,14 @@ func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
 		return C.gl_none()
 	}
 	mask := 0
-	if e.events&poller.Readable != 0 {
+	if e.reader != nil {
 		mask |= 1
 	}
-	if e.events&poller.Writable != 0 {
+	if e.writer != nil {
 		mask |= 2
+	}
+	if mask == 0 {
+		return C.gl_none()
 	}
 	t := C.PyTuple_New(3)
 	if t == nil {
@@ -479,7 +480,6 @@ func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
 
 // release drops every reference the Go side holds and closes the poller.
 func (l *loop) release() {
-	l.mergeThreadsafe()
 	l.ready.Drain(func(h pyObj) { C.gl_decref(h) })
 	for l.timers.Len() > 0 {
 		t, _ := l.timers.Pop()
@@ -520,11 +520,6 @@ func glLoopTraverse(self *C.GLLoop, visit C.visitproc, arg unsafe.Pointer) (rc C
 	}
 	l.ready.Each(v)
 	l.timers.Each(func(t sched.Timer[pyObj]) bool { return v(t.Item) })
-	for _, h := range l.ts {
-		if !v(h) {
-			return
-		}
-	}
 	for _, e := range l.fds {
 		if !v(e.reader) || !v(e.writer) {
 			return
@@ -561,10 +556,7 @@ func glCloseCore(self *C.GLLoop) (ret pyObj) {
 func glStats(self *C.GLLoop) (ret pyObj) {
 	defer recoverObj(&ret)
 	l := getLoop(self)
-	l.tsMu.Lock()
-	nts := len(l.ts)
-	l.tsMu.Unlock()
-	vals := []int{l.ready.Len(), l.timers.Len(), len(l.fds), nts}
+	vals := []int{l.ready.Len(), l.timers.Len(), len(l.fds), 0}
 	t := C.PyTuple_New(C.Py_ssize_t(len(vals)))
 	for i, v := range vals {
 		C.PyTuple_SetItem(t, C.Py_ssize_t(i), C.PyLong_FromLong(C.long(v)))

@@ -28,6 +28,7 @@ static int handle_traverse(GLHandle *h, visitproc visit, void *arg) {
     Py_VISIT(h->context);
     Py_VISIT(h->loop);
     Py_VISIT(h->repr);
+    Py_VISIT(h->source_tb);
     return 0;
 }
 
@@ -37,6 +38,7 @@ static int handle_clear(GLHandle *h) {
     Py_CLEAR(h->context);
     Py_CLEAR(h->loop);
     Py_CLEAR(h->repr);
+    Py_CLEAR(h->source_tb);
     return 0;
 }
 
@@ -61,6 +63,19 @@ static PyObject *handle_repr_info(GLHandle *h) {
     PyObject *r = NULL, *when = NULL;
     if (src == NULL) src = PyUnicode_FromString("");
     if (src == NULL) return NULL;
+    if (h->source_tb != NULL && PyList_Check(h->source_tb) && PyList_GET_SIZE(h->source_tb) > 0) {
+        /* asyncio: "created at file:line" */
+        PyObject *fr = PyList_GET_ITEM(h->source_tb, PyList_GET_SIZE(h->source_tb) - 1);
+        PyObject *file = PySequence_GetItem(fr, 0), *line = PySequence_GetItem(fr, 1);
+        if (file && line) {
+            PyObject *s2 = PyUnicode_FromFormat("%U%screated at %S:%S", src,
+                                                PyUnicode_GET_LENGTH(src) ? " " : "", file, line);
+            if (s2) Py_SETREF(src, s2);
+        }
+        Py_XDECREF(file);
+        Py_XDECREF(line);
+        PyErr_Clear();
+    }
     if (Py_IS_TYPE(h, GL_TimerHandleType)) {
         when = PyFloat_FromDouble(h->when);
         if (when != NULL)
@@ -174,7 +189,11 @@ static PyMemberDef handle_members[] = {
     {NULL}
 };
 
-static PyObject *handle_source_traceback(GLHandle *h, void *closure) { Py_RETURN_NONE; }
+static PyObject *handle_source_traceback(GLHandle *h, void *closure) {
+    if (h->source_tb == NULL) Py_RETURN_NONE;
+    Py_INCREF(h->source_tb);
+    return h->source_tb;
+}
 
 static PyGetSetDef handle_getset[] = {
     {"_source_traceback", (getter)handle_source_traceback, NULL, NULL, NULL},

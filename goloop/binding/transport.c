@@ -26,7 +26,13 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
     }
     TGUARD();
     Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+        /* e.g. a non-contiguous memoryview: asyncio's send() fails the same way, and
+         * asyncio reports it as a fatal write error rather than raising. */
+        if (!PyErr_ExceptionMatches(PyExc_BufferError)) return NULL;
+        if (gl_call_fatal((PyObject *)self, "Fatal write error on socket transport") < 0) return NULL;
+        Py_RETURN_NONE;
+    }
     if (view.len == 0) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
@@ -139,17 +145,17 @@ static PyType_Slot tr_slots[] = {
     {0, NULL},
 };
 
-/* Creates the type as a subclass of asyncio.Transport; fails if that class's layout is not
- * the one this file was written for (PyObject header + the '_extra' slot). */
+/* Creates the type as a subclass of asyncio.transports._FlowControlMixin; fails if that
+ * class's layout is not the one this file was written for (the header and five slots). */
 int gl_init_transport_type(PyObject *module) {
-    PyObject *asyncio = PyImport_ImportModule("asyncio");
+    PyObject *asyncio = PyImport_ImportModule("asyncio.transports");
     if (asyncio == NULL) return -1;
-    PyObject *base = PyObject_GetAttrString(asyncio, "Transport");
+    PyObject *base = PyObject_GetAttrString(asyncio, "_FlowControlMixin");
     Py_DECREF(asyncio);
     if (base == NULL) return -1;
     if (((PyTypeObject *)base)->tp_basicsize != (Py_ssize_t)offsetof(GLTransport, conn)) {
         PyErr_Format(PyExc_ImportError,
-                     "goloop: asyncio.Transport's layout (%zd bytes) is not the expected one (%zd)",
+                     "goloop: asyncio's _FlowControlMixin layout (%zd bytes) is not the expected one (%zd)",
                      ((PyTypeObject *)base)->tp_basicsize, (Py_ssize_t)offsetof(GLTransport, conn));
         Py_DECREF(base);
         return -1;

@@ -155,11 +155,8 @@ func (c *conn) dropProtocol() {
 	}
 }
 
-// update registers the epoll interest the connection needs now.
-func (c *conn) update() {
-	if c.detached {
-		return
-	}
+// want is the epoll interest the connection needs now.
+func (c *conn) want() uint32 {
 	var ev uint32
 	if c.reading {
 		ev |= poller.Readable
@@ -167,22 +164,18 @@ func (c *conn) update() {
 	if c.wsize > 0 {
 		ev |= poller.Writable
 	}
-	if ev == c.events {
+	return ev
+}
+
+// update registers the connection's current interest (with the fd's other users').
+func (c *conn) update() {
+	if c.detached {
 		return
 	}
-	var err error
-	switch {
-	case c.events == 0:
-		err = c.l.poll.Add(c.fd, ev)
-	case ev == 0:
-		err = c.l.poll.Del(c.fd)
-	default:
-		err = c.l.poll.Mod(c.fd, ev)
-	}
-	if err == nil {
+	if ev := c.want(); ev != c.events {
 		c.events = ev
 		if e := c.l.fds[c.fd]; e != nil {
-			e.events = ev
+			c.l.sync(c.fd, e)
 		}
 	}
 }
@@ -204,10 +197,11 @@ func glConnEvents(tr *C.GLTransport) (ev C.long) {
 	if c == nil {
 		return 0
 	}
-	if c.events&poller.Readable != 0 {
+	w := c.want()
+	if w&poller.Readable != 0 {
 		ev |= 1
 	}
-	if c.events&poller.Writable != 0 {
+	if w&poller.Writable != 0 {
 		ev |= 2
 	}
 	return ev
@@ -252,14 +246,6 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 	return 0
 }
 
-func writev(fd int, iov []unix.Iovec) (int, error) {
-	n, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
-
 // flush sends what it can of the queue. It returns false when a Python exception must
 // propagate out of the loop (SystemExit, KeyboardInterrupt); other errors go to the
 // transport's _fatal_error as in asyncio.
@@ -268,7 +254,7 @@ func (c *conn) flush() bool {
 		var n int
 		var err error
 		if c.whead == len(c.wq)-1 {
-			n, err = unix.Write(c.fd, c.wq[c.whead].b[c.woff:])
+			n, err = poller.RawWrite(c.fd, c.wq[c.whead].b[c.woff:])
 		} else {
 			iov := c.iov[:0]
 			for i := c.whead; i < len(c.wq) && len(iov) < maxIovecs; i++ {
@@ -281,7 +267,7 @@ func (c *conn) flush() bool {
 				iov = append(iov, v)
 			}
 			c.iov = iov
-			n, err = writev(c.fd, iov)
+			n, err = poller.RawWritev(c.fd, iov)
 		}
 		if err == unix.EINTR {
 			continue
@@ -392,7 +378,7 @@ func (c *conn) onReadable() bool {
 	if c.buffered {
 		return c.readBuffered()
 	}
-	n, err := unix.Read(c.fd, c.l.rbuf)
+	n, err := poller.RawRead(c.fd, c.l.rbuf)
 	if err != nil {
 		return c.readError(err)
 	}
@@ -435,7 +421,7 @@ func (c *conn) readBuffered() bool {
 		raise(C.PyExc_RuntimeError, "get_buffer() returned an empty buffer")
 		return C.gl_call_fatal(trObj(tr), msgGetBufErr) == 0
 	}
-	n, err := unix.Read(c.fd, unsafe.Slice((*byte)(view.buf), int(view.len)))
+	n, err := poller.RawRead(c.fd, unsafe.Slice((*byte)(view.buf), int(view.len)))
 	C.gl_release_buffer(&view)
 	C.gl_decref(buf)
 	if err != nil {
@@ -462,16 +448,10 @@ func (c *conn) detach() {
 	}
 	c.reading = false
 	c.clearWrite()
-	c.update()
-	if c.events != 0 {
-		c.l.poll.Del(c.fd)
-	}
 	c.detached = true
 	if e := c.l.fds[c.fd]; e != nil && e.conn == c {
 		e.conn = nil
-		if e.reader == nil && e.writer == nil {
-			delete(c.l.fds, c.fd)
-		}
+		c.l.sync(c.fd, e)
 	}
 	delete(c.l.conns, c)
 	c.dropProtocol()

@@ -117,7 +117,12 @@ func (p *Poller) Wait(timeoutMs int) (events []Event, woken bool, err error) {
 	if p.closed {
 		return nil, false, ErrClosed
 	}
-	n, err := unix.EpollWait(p.epfd, p.raw, timeoutMs)
+	var n int
+	if timeoutMs == 0 {
+		n, err = rawEpollWait0(p.epfd, p.raw)
+	} else {
+		n, err = unix.EpollWait(p.epfd, p.raw, timeoutMs)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -138,7 +143,7 @@ func (p *Poller) Wait(timeoutMs int) (events []Event, woken bool, err error) {
 func (p *Poller) drain() {
 	var buf [8]byte
 	for {
-		_, err := unix.Read(p.wakefd, buf[:])
+		_, err := RawRead(p.wakefd, buf[:])
 		if err != unix.EINTR {
 			break
 		}

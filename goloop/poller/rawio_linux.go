@@ -1,0 +1,62 @@
+package poller
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Non-blocking I/O without the Go scheduler's system-call bookkeeping.
+//
+// goloop runs on a Python thread that entered Go through cgo. A regular syscall.Syscall
+// marks the goroutine as in a system call, and the runtime's monitor thread may then hand
+// its P to another thread: thread wake-ups and context switches on the loop's core, for a
+// call that cannot block. These helpers use RawSyscall and are only for descriptors in
+// non-blocking mode (and epoll_wait with a zero timeout). Blocking waits use Wait.
+
+// RawRead reads from a non-blocking fd.
+func RawRead(fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// RawWrite writes to a non-blocking fd.
+func RawWrite(fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(p), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// RawWritev gathers iov into one write on a non-blocking fd.
+func RawWritev(fd int, iov []unix.Iovec) (int, error) {
+	if len(iov) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func rawEpollWait0(epfd int, events []unix.EpollEvent) (int, error) {
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
+		uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}

@@ -1,0 +1,1081 @@
+"""Stream transports (TCP and Unix) on asyncio's loop (the oracle) and goloop's: the
+asyncio.Transport API, flow control, reading control, half-close, abort, resets, closing
+rules, servers, refused and timed-out connects, many connections, callback exceptions.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+import struct
+
+import pytest
+
+from nethelpers import (asyncio_outcome, goloop_xfail, no_fd_leak, outcome,  # noqa: F401
+                        raise_nofile, run, unix_dir)
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_fd_leak")]
+
+FAMILIES = ["tcp", "unix"]
+
+
+class Rec(asyncio.Protocol):
+    """Records what the transport does to it."""
+
+    def __init__(self, eof_ret=None):
+        loop = asyncio.get_running_loop()
+        self.events = []
+        self.data = bytearray()
+        self.made = loop.create_future()
+        self.lost = loop.create_future()
+        self.got_eof = loop.create_future()
+        self.eof_ret = eof_ret
+        self.tr = None
+
+    def connection_made(self, transport):
+        self.tr = transport
+        self.events.append("made")
+        self.made.set_result(transport)
+
+    def data_received(self, data):
+        assert isinstance(data, bytes)
+        if not self.events or self.events[-1] != "data":
+            self.events.append("data")
+        self.data += data
+
+    def eof_received(self):
+        self.events.append("eof")
+        self.got_eof.set_result(None)
+        return self.eof_ret
+
+    def pause_writing(self):
+        self.events.append("pause")
+
+    def resume_writing(self):
+        self.events.append("resume")
+
+    def connection_lost(self, exc):
+        self.events.append("lost")
+        self.lost.set_result(exc)
+
+
+async def until(pred, timeout=10.0):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not pred():
+        if loop.time() > end:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.002)
+
+
+class Pair:
+    """A server (create_server/create_unix_server) and one client connected to it."""
+
+    @classmethod
+    async def open(cls, family, path=None, server_proto=Rec, client_proto=Rec):
+        self = cls()
+        loop = asyncio.get_running_loop()
+        self.server_protos = []
+
+        def sfactory():
+            p = server_proto()
+            self.server_protos.append(p)
+            return p
+
+        if family == "tcp":
+            self.server = await loop.create_server(sfactory, "127.0.0.1", 0)
+            self.addr = self.server.sockets[0].getsockname()
+            self.ctr, self.cpr = await loop.create_connection(client_proto, *self.addr)
+        else:
+            self.server = await loop.create_unix_server(sfactory, path)
+            self.addr = path
+            self.ctr, self.cpr = await loop.create_unix_connection(client_proto, path)
+        await until(lambda: self.server_protos and self.server_protos[0].tr is not None)
+        self.spr = self.server_protos[0]
+        self.str = self.spr.tr
+        return self
+
+    async def close(self):
+        for tr in (self.ctr, self.str):
+            if tr is not None:
+                tr.close()
+        for p in (self.cpr, self.spr):
+            if isinstance(p, Rec):
+                await asyncio.wait_for(p.lost, 10)
+        self.server.close()
+        await self.server.wait_closed()
+
+
+def pair_test(loop, family, unix_dir, body, **kw):
+    async def main():
+        p = await Pair.open(family, unix_dir.sock(), **kw)
+        try:
+            return await body(p)
+        finally:
+            await p.close()
+    return run(loop, main())
+
+
+# ---------------------------------------------------------------------------------------
+# the Transport API
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_transport_types_and_extra_info(loop, family, unix_dir):
+    async def body(p):
+        for tr, peer in ((p.ctr, p.str), (p.str, p.ctr)):
+            assert isinstance(tr, asyncio.Transport)
+            assert isinstance(tr, asyncio.ReadTransport)
+            assert isinstance(tr, asyncio.WriteTransport)
+            sock = tr.get_extra_info("socket")
+            assert sock is not None
+            assert sock.family == (socket.AF_INET if family == "tcp" else socket.AF_UNIX)
+            assert sock.type == socket.SOCK_STREAM
+            assert sock.fileno() >= 0
+            assert tr.get_extra_info("sockname") == sock.getsockname()
+            assert tr.get_extra_info("peername") == sock.getpeername()
+            assert tr.get_extra_info("peername") == peer.get_extra_info("sockname") or family == "unix"
+            assert tr.get_extra_info("no-such-key") is None
+            sentinel = object()
+            assert tr.get_extra_info("no-such-key", sentinel) is sentinel
+            assert tr.get_extra_info("sslcontext") is None
+            assert tr.is_closing() is False
+            assert tr.can_write_eof() is True
+            assert tr.is_reading() is True
+            assert tr.get_write_buffer_size() == 0
+            assert tr.get_protocol() is (p.cpr if tr is p.ctr else p.spr)
+            assert "closed" not in repr(tr)
+        if family == "tcp":
+            assert p.ctr.get_extra_info("peername") == p.addr
+            assert p.ctr.get_extra_info("socket").getsockopt(
+                socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        else:
+            assert p.ctr.get_extra_info("peername") == p.addr
+            assert p.str.get_extra_info("sockname") == p.addr
+        return True
+
+    assert pair_test(loop, family, unix_dir, body)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_is_closing_and_repr_after_close(loop, family, unix_dir):
+    async def body(p):
+        p.ctr.close()
+        assert p.ctr.is_closing() is True
+        assert p.ctr.is_reading() is False
+        p.ctr.close()  # idempotent
+        exc = await p.cpr.lost
+        assert exc is None
+        assert p.ctr.is_closing() is True
+        assert "closed" in repr(p.ctr)
+        assert p.ctr.get_extra_info("sockname") is not None  # extra info survives
+        assert p.cpr.events == ["made", "lost"]
+        # the server side sees EOF, then (eof_received() returned None) closes
+        assert await p.spr.lost is None
+        assert p.spr.events == ["made", "eof", "lost"]
+
+    pair_test(loop, family, unix_dir, body)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_set_protocol_get_protocol(loop, family, unix_dir):
+    class Plain(asyncio.Protocol):
+        def __init__(self):
+            self.data = bytearray()
+
+        def data_received(self, data):
+            self.data += data
+
+    class Buffered(asyncio.BufferedProtocol):
+        def __init__(self):
+            self.buf = bytearray(16)
+            self.data = bytearray()
+
+        def get_buffer(self, sizehint):
+            return self.buf
+
+        def buffer_updated(self, n):
+            self.data += self.buf[:n]
+
+    async def body(p):
+        assert p.str.get_protocol() is p.spr
+        p.ctr.write(b"to-first")
+        await until(lambda: bytes(p.spr.data) == b"to-first")
+        second = Plain()
+        p.str.set_protocol(second)
+        assert p.str.get_protocol() is second
+        p.ctr.write(b"to-second")
+        await until(lambda: bytes(second.data) == b"to-second")
+        third = Buffered()
+        p.str.set_protocol(third)
+        assert p.str.get_protocol() is third
+        p.ctr.write(b"to-third-buffered-protocol" * 3)
+        await until(lambda: bytes(third.data) == b"to-third-buffered-protocol" * 3)
+        assert bytes(p.spr.data) == b"to-first" and bytes(second.data) == b"to-second"
+        p.str.set_protocol(p.spr)  # back, so that connection_lost reaches the recorder
+
+    pair_test(loop, family, unix_dir, body)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_write_type_errors_and_write_after_eof(loop, family, unix_dir):
+    async def body(p):
+        msgs = []
+        for bad in ("text", 1, None, [1, 2], bytearray):
+            with pytest.raises(TypeError) as ei:
+                p.ctr.write(bad)
+            msgs.append(str(ei.value))
+        with pytest.raises(TypeError):
+            p.ctr.writelines(["a", "b"])
+        p.ctr.write(b"")
+        p.ctr.write(bytearray())
+        p.ctr.write(memoryview(b""))
+        p.ctr.writelines([b"ab", bytearray(b"cd"), memoryview(b"ef")])
+        p.ctr.write_eof()
+        p.ctr.write_eof()  # a second call does nothing
+        with pytest.raises(RuntimeError, match="write_eof"):
+            p.ctr.write(b"late")
+        with pytest.raises(RuntimeError, match="write_eof"):
+            p.ctr.writelines([b"late"])
+        await p.spr.got_eof
+        assert bytes(p.spr.data) == b"abcdef"
+        return msgs
+
+    msgs = pair_test(loop, family, unix_dir, body)
+    assert msgs == ["data argument must be a bytes-like object, not 'str'",
+                    "data argument must be a bytes-like object, not 'int'",
+                    "data argument must be a bytes-like object, not 'NoneType'",
+                    "data argument must be a bytes-like object, not 'list'",
+                    "data argument must be a bytes-like object, not 'type'"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_writes_while_closing_are_flushed(loop, family, unix_dir):
+    async def body(p):
+        # data still queued at close(): asyncio queues later writes too and flushes them all
+        p.str.pause_reading()
+        sent = 0
+        while p.ctr.get_write_buffer_size() < 500_000:
+            p.ctr.write(b"b" * 100_000)
+            sent += 100_000
+            await asyncio.sleep(0)
+        p.ctr.close()
+        p.ctr.write(b"-while-closing")
+        p.ctr.write_eof()  # closing: ignored
+        p.str.resume_reading()
+        assert await p.cpr.lost is None
+        # (no write() now: asyncio 3.11 raises AttributeError on a write after a close()
+        # that had to flush first, as its _conn_lost stays 0)
+        await p.spr.got_eof
+        assert bytes(p.spr.data) == b"b" * sent + b"-while-closing"
+        return True
+
+    assert pair_test(loop, family, unix_dir, body)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_write_after_close_without_pending_data(loop, family, unix_dir, caplog):
+    async def body(p):
+        p.ctr.close()
+        for _ in range(7):
+            p.ctr.write(b"x")  # ignored
+        assert await p.cpr.lost is None
+        await p.spr.got_eof
+        return bytes(p.spr.data)
+
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        assert pair_test(loop, family, unix_dir, body) == b""
+    warnings = [r for r in caplog.records if "socket.send() raised exception." in r.getMessage()]
+    assert len(warnings) == 3
+
+
+# ---------------------------------------------------------------------------------------
+# flow control
+# ---------------------------------------------------------------------------------------
+
+def test_write_buffer_limits(loop):
+    async def body(p):
+        tr = p.ctr
+        assert tr.get_write_buffer_limits() == (16 * 1024, 64 * 1024)
+        tr.set_write_buffer_limits(high=1000)
+        assert tr.get_write_buffer_limits() == (250, 1000)
+        tr.set_write_buffer_limits(low=100)
+        assert tr.get_write_buffer_limits() == (100, 400)
+        tr.set_write_buffer_limits(high=300, low=200)
+        assert tr.get_write_buffer_limits() == (200, 300)
+        tr.set_write_buffer_limits(high=0)
+        assert tr.get_write_buffer_limits() == (0, 0)
+        errs = []
+        for kw in ({"high": 1, "low": 2}, {"high": -1}, {"low": -4}, {"high": 5, "low": -1}):
+            with pytest.raises(ValueError) as ei:
+                tr.set_write_buffer_limits(**kw)
+            errs.append(str(ei.value))
+        assert tr.get_write_buffer_limits() == (0, 0)  # unchanged by the failed calls
+        tr.set_write_buffer_limits()
+        assert tr.get_write_buffer_limits() == (16 * 1024, 64 * 1024)
+        return errs
+
+    async def full(lp):
+        p = await Pair.open("tcp")
+        try:
+            return await body(p)
+        finally:
+            await p.close()
+
+    got = run(loop, full(loop))
+    assert got == ["high (1) must be >= low (2) must be >= 0",
+                   "high (-1) must be >= low (-1) must be >= 0",
+                   "high (-16) must be >= low (-4) must be >= 0",
+                   "high (5) must be >= low (-1) must be >= 0"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pause_resume_writing_with_slow_reader(loop, family, unix_dir):
+    async def body(p):
+        p.str.pause_reading()  # the slow reader: the server reads nothing for now
+        p.ctr.set_write_buffer_limits(high=64 * 1024, low=16 * 1024)
+        chunk = b"x" * 65536
+        sent = 0
+        while "pause" not in p.cpr.events:
+            p.ctr.write(chunk)
+            sent += len(chunk)
+            await asyncio.sleep(0)
+            assert sent < 256 * 1024 * 1024, "pause_writing never called"
+        assert p.ctr.get_write_buffer_size() > 16 * 1024
+        assert p.cpr.events.count("pause") == 1 and "resume" not in p.cpr.events
+        p.str.resume_reading()
+        await until(lambda: "resume" in p.cpr.events)
+        assert p.cpr.events.count("resume") == 1
+        assert p.ctr.get_write_buffer_size() <= 16 * 1024
+        await until(lambda: p.ctr.get_write_buffer_size() == 0)
+        await until(lambda: len(p.spr.data) == sent)
+        assert p.spr.data == b"x" * sent
+        return list(p.cpr.events)
+
+    assert pair_test(loop, family, unix_dir, body) == ["made", "pause", "resume"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_set_write_buffer_limits_pauses_at_once(loop, family, unix_dir):
+    async def body(p):
+        p.str.pause_reading()
+        p.ctr.set_write_buffer_limits(high=10 * 1024 * 1024)
+        # fill the kernel buffers so that what follows stays queued in the transport
+        while p.ctr.get_write_buffer_size() < 200_000:
+            p.ctr.write(b"y" * 65536)
+            await asyncio.sleep(0)
+        assert p.cpr.events == ["made"]
+        p.ctr.set_write_buffer_limits(high=5 * 1024 * 1024)  # still under: nothing
+        assert p.cpr.events == ["made"]
+        p.ctr.set_write_buffer_limits(high=1000)
+        assert p.cpr.events == ["made", "pause"]
+        p.ctr.set_write_buffer_limits(high=500)  # already paused
+        p.str.resume_reading()
+        await until(lambda: "resume" in p.cpr.events)
+        await until(lambda: p.ctr.get_write_buffer_size() == 0)
+        return list(p.cpr.events)
+
+    assert pair_test(loop, family, unix_dir, body) == ["made", "pause", "resume"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_streams_drain_with_slow_reader(loop, family, unix_dir):
+    """StreamWriter.drain() blocks while the peer does not read, then completes."""
+    async def main():
+        got = bytearray()
+        gate = asyncio.Event()
+        done = asyncio.Event()
+
+        async def handler(reader, writer):
+            await gate.wait()
+            while data := await reader.read(65536):
+                got.extend(data)
+            writer.close()
+            await writer.wait_closed()
+            done.set()
+
+        if family == "tcp":
+            srv = await asyncio.start_server(handler, "127.0.0.1", 0)
+            reader, writer = await asyncio.open_connection(*srv.sockets[0].getsockname())
+        else:
+            srv = await asyncio.start_unix_server(handler, unix_dir.sock())
+            reader, writer = await asyncio.open_unix_connection(unix_dir.sock())
+        total = 0
+        blocked = False
+        for _ in range(2000):
+            writer.write(b"z" * 65536)
+            total += 65536
+            try:
+                await asyncio.wait_for(writer.drain(), 0.05)
+            except TimeoutError:
+                blocked = True
+                break
+        assert blocked, "drain() never blocked"
+        gate.set()
+        await writer.drain()
+        writer.write_eof()
+        await done.wait()
+        assert len(got) == total and got == b"z" * total
+        writer.close()
+        await writer.wait_closed()
+        srv.close()
+        await srv.wait_closed()
+
+    run(loop, main())
+
+
+# ---------------------------------------------------------------------------------------
+# reading control
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pause_resume_reading(loop, family, unix_dir):
+    async def body(p):
+        tr = p.str
+        assert tr.is_reading()
+        tr.pause_reading()
+        assert not tr.is_reading()
+        tr.pause_reading()  # idempotent
+        assert not tr.is_reading()
+        p.ctr.write(b"while-paused")
+        p.ctr.write_eof()
+        await asyncio.sleep(0.1)
+        assert p.spr.data == b"" and p.spr.events == ["made"]
+        tr.resume_reading()
+        assert tr.is_reading()
+        tr.resume_reading()  # idempotent
+        await p.spr.got_eof
+        assert p.spr.data == b"while-paused"
+        assert p.spr.events == ["made", "data", "eof", "lost"] or p.spr.events == ["made", "data", "eof"]
+        return True
+
+    assert pair_test(loop, family, unix_dir, body)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pause_reading_from_data_received(loop, family, unix_dir):
+    """pause_reading() inside data_received stops delivery until resume_reading()."""
+    class Pauser(Rec):
+        def data_received(self, data):
+            super().data_received(data)
+            self.tr.pause_reading()
+
+    async def body(p):
+        p.ctr.write(b"a" * 300_000)
+        await until(lambda: len(p.spr.data) > 0)
+        n = len(p.spr.data)
+        await asyncio.sleep(0.05)
+        assert len(p.spr.data) == n  # paused: nothing more delivered
+        while len(p.spr.data) < 300_000:
+            before = len(p.spr.data)
+            p.str.resume_reading()
+            await until(lambda: len(p.spr.data) > before)
+        assert p.spr.data == b"a" * 300_000
+        p.str.resume_reading()
+
+    pair_test(loop, family, unix_dir, body, server_proto=Pauser)
+
+
+def test_pause_reading_after_close(loop):
+    async def body(p):
+        p.str.close()
+        assert not p.str.is_reading()
+        p.str.pause_reading()
+        p.str.resume_reading()
+        assert not p.str.is_reading()
+        await p.spr.lost
+
+    async def main():
+        p = await Pair.open("tcp")
+        try:
+            await body(p)
+        finally:
+            await p.close()
+
+    run(loop, main())
+
+
+# ---------------------------------------------------------------------------------------
+# half-close
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_half_close_keep_open(loop, family, unix_dir):
+    """eof_received() returning True: the server can still write after the client's EOF."""
+    async def body(p):
+        p.ctr.write(b"request")
+        p.ctr.write_eof()
+        await p.spr.got_eof
+        assert p.spr.data == b"request"
+        assert not p.str.is_closing()
+        await asyncio.sleep(0.05)
+        assert not p.spr.lost.done()
+        p.str.write(b"response-" * 10000)
+        p.str.write_eof()
+        await p.cpr.got_eof
+        assert p.cpr.data == b"response-" * 10000
+        assert p.spr.events == ["made", "data", "eof"]
+        return True
+
+    assert pair_test(loop, family, unix_dir, body,
+                     server_proto=lambda: Rec(eof_ret=True), client_proto=lambda: Rec(eof_ret=True))
+
+
+@pytest.mark.parametrize("ret", [False, None])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_half_close_closes(loop, family, unix_dir, ret):
+    """eof_received() returning False/None: the transport closes itself."""
+    async def body(p):
+        p.ctr.write(b"request")
+        p.ctr.write_eof()
+        assert await p.spr.lost is None
+        assert p.str.is_closing()
+        assert p.spr.events == ["made", "data", "eof", "lost"]
+        assert p.spr.data == b"request"
+        await p.cpr.got_eof  # the server's close reaches the client as EOF
+        return True
+
+    assert pair_test(loop, family, unix_dir, body, server_proto=lambda: Rec(eof_ret=ret),
+                     client_proto=lambda: Rec(eof_ret=True))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_write_eof_waits_for_queued_data(loop, family, unix_dir):
+    async def body(p):
+        p.str.pause_reading()
+        data = bytes(range(256)) * 20000  # 5 MB: more than the socket buffers hold
+        p.ctr.write(data)
+        p.ctr.write_eof()
+        assert p.ctr.can_write_eof()
+        assert not p.ctr.is_closing()
+        await asyncio.sleep(0.02)
+        p.str.resume_reading()
+        await p.spr.got_eof
+        assert p.spr.data == data
+        await until(lambda: p.ctr.get_write_buffer_size() == 0)
+        return True
+
+    assert pair_test(loop, family, unix_dir, body, server_proto=lambda: Rec(eof_ret=True))
+
+
+# ---------------------------------------------------------------------------------------
+# abort, resets
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_abort_discards_unsent_data(loop, family, unix_dir):
+    async def body(p):
+        p.str.pause_reading()
+        total = 0
+        while p.ctr.get_write_buffer_size() < 1_000_000:
+            p.ctr.write(b"q" * 100_000)
+            total += 100_000
+            await asyncio.sleep(0)
+        p.ctr.write(b"never-sent")
+        total += 10
+        p.ctr.abort()
+        assert p.ctr.is_closing()
+        assert p.ctr.get_write_buffer_size() == 0
+        p.ctr.abort()  # a second abort does nothing
+        assert await p.cpr.lost is None
+        assert p.cpr.events.count("lost") == 1
+        p.str.resume_reading()
+        exc = await p.spr.lost
+        assert exc is None or isinstance(exc, ConnectionResetError)
+        assert 0 < len(p.spr.data) < total
+        assert not p.spr.data.endswith(b"never-sent")
+        return True
+
+    assert pair_test(loop, family, unix_dir, body)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_abort_right_after_write(loop, family, unix_dir):
+    async def body(p):
+        p.ctr.abort()
+        p.ctr.write(b"ignored")
+        assert await p.cpr.lost is None
+        assert p.cpr.events == ["made", "lost"]
+        await p.spr.lost
+        return True
+
+    assert pair_test(loop, family, unix_dir, body)
+
+
+def _lingering_reset(sock):
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_peer_reset_while_reading(loop, family, unix_dir):
+    """The peer closes with SO_LINGER 0 (TCP RST); Unix: the peer closes with unread data."""
+    async def main():
+        lp = asyncio.get_running_loop()
+        if family == "tcp":
+            lsock = socket.create_server(("127.0.0.1", 0))
+        else:
+            lsock = socket.socket(socket.AF_UNIX)
+            lsock.bind(unix_dir.sock())
+            lsock.listen()
+        lsock.setblocking(False)
+        try:
+            addr = lsock.getsockname()
+            if family == "tcp":
+                conn_t = lp.create_connection(Rec, *addr)
+            else:
+                conn_t = lp.create_unix_connection(Rec, addr)
+            (tr, pr), (peer, _) = await asyncio.gather(conn_t, lp.sock_accept(lsock))
+            tr.write(b"unread data")  # unread by the peer: a Unix close resets too
+            await asyncio.sleep(0.05)
+            _lingering_reset(peer)
+            exc = await asyncio.wait_for(pr.lost, 10)
+            assert tr.is_closing()
+            return type(exc)
+        finally:
+            lsock.close()
+
+    got = run(loop, main())
+    assert got is ConnectionResetError
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_peer_reset_while_writing(loop, family, unix_dir):
+    async def main():
+        lp = asyncio.get_running_loop()
+        if family == "tcp":
+            lsock = socket.create_server(("127.0.0.1", 0))
+        else:
+            lsock = socket.socket(socket.AF_UNIX)
+            lsock.bind(unix_dir.sock())
+            lsock.listen()
+        lsock.setblocking(False)
+        try:
+            addr = lsock.getsockname()
+            if family == "tcp":
+                conn_t = lp.create_connection(Rec, *addr)
+            else:
+                conn_t = lp.create_unix_connection(Rec, addr)
+            (tr, pr), (peer, _) = await asyncio.gather(conn_t, lp.sock_accept(lsock))
+            tr.pause_reading()  # only the write path can notice
+            while tr.get_write_buffer_size() < 1_000_000:
+                tr.write(b"w" * 100_000)
+                await asyncio.sleep(0)
+            _lingering_reset(peer)
+            exc = await asyncio.wait_for(pr.lost, 10)
+            assert isinstance(exc, OSError), exc
+            assert tr.get_write_buffer_size() == 0
+            tr.write(b"after the reset")  # ignored
+            return type(exc)
+        finally:
+            lsock.close()
+
+    got = run(loop, main())
+    assert got in (ConnectionResetError, BrokenPipeError)
+
+
+# ---------------------------------------------------------------------------------------
+# exceptions raised by protocol callbacks
+# ---------------------------------------------------------------------------------------
+
+class Boom(Exception):
+    pass
+
+
+def _callback_exception(loop, family, unix_dir, proto_cls, trigger):
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    async def body(p):
+        await trigger(p)
+        exc = await asyncio.wait_for(p.spr.lost, 10)
+        assert p.str.is_closing()
+        return exc
+
+    exc = pair_test(loop, family, unix_dir, body, server_proto=proto_cls)
+    assert isinstance(exc, Boom)
+    assert len(contexts) == 1, contexts
+    ctx = contexts[0]
+    assert ctx["exception"] is exc
+    assert ctx["protocol"] is not None
+    assert isinstance(ctx["transport"], asyncio.Transport)
+    assert ctx["transport"].is_closing()
+    return ctx["message"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_data_received_raises(loop, family, unix_dir):
+    class P(Rec):
+        def data_received(self, data):
+            raise Boom("data")
+
+    async def trigger(p):
+        p.ctr.write(b"hello")
+
+    msg = _callback_exception(loop, family, unix_dir, P, trigger)
+    assert msg == "Fatal error: protocol.data_received() call failed."
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_eof_received_raises(loop, family, unix_dir):
+    class P(Rec):
+        def eof_received(self):
+            raise Boom("eof")
+
+    async def trigger(p):
+        p.ctr.write_eof()
+
+    msg = _callback_exception(loop, family, unix_dir, P, trigger)
+    assert msg == "Fatal error: protocol.eof_received() call failed."
+
+
+@pytest.mark.parametrize("which", ["get_buffer", "buffer_updated"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_buffered_protocol_raises(loop, family, unix_dir, which):
+    class P(asyncio.BufferedProtocol, Rec):
+        def __init__(self):
+            Rec.__init__(self)
+            self.buf = bytearray(100)
+
+        def get_buffer(self, sizehint):
+            if which == "get_buffer":
+                raise Boom("get_buffer")
+            return self.buf
+
+        def buffer_updated(self, n):
+            raise Boom("buffer_updated")
+
+    async def trigger(p):
+        p.ctr.write(b"hello")
+
+    msg = _callback_exception(loop, family, unix_dir, P, trigger)
+    assert msg == f"Fatal error: protocol.{which}() call failed."
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_buffered_protocol_empty_buffer(loop, family, unix_dir):
+    class P(asyncio.BufferedProtocol, Rec):
+        def get_buffer(self, sizehint):
+            return bytearray()
+
+        def buffer_updated(self, n):
+            pass
+
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    async def body(p):
+        p.ctr.write(b"hello")
+        return await asyncio.wait_for(p.spr.lost, 10)
+
+    exc = pair_test(loop, family, unix_dir, body, server_proto=P)
+    assert type(exc) is RuntimeError and str(exc) == "get_buffer() returned an empty buffer"
+    assert [c["message"] for c in contexts] == ["Fatal error: protocol.get_buffer() call failed."]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pause_writing_raises(loop, family, unix_dir):
+    class P(Rec):
+        def pause_writing(self):
+            super().pause_writing()
+            raise Boom("pause")
+
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    async def body(p):
+        p.str.pause_reading()
+        p.ctr.set_write_buffer_limits(high=1000)
+        for _ in range(100):
+            p.ctr.write(b"p" * 100_000)
+            await asyncio.sleep(0)
+            if "pause" in p.cpr.events:
+                break
+        assert not p.ctr.is_closing()  # not fatal
+        p.str.resume_reading()
+        await until(lambda: p.ctr.get_write_buffer_size() == 0)
+        return True
+
+    assert pair_test(loop, family, unix_dir, body, client_proto=P)
+    assert [c["message"] for c in contexts] == ["protocol.pause_writing() failed"]
+    assert isinstance(contexts[0]["exception"], Boom)
+
+
+# ---------------------------------------------------------------------------------------
+# servers
+# ---------------------------------------------------------------------------------------
+
+class Echo(asyncio.Protocol):
+    def connection_made(self, tr):
+        self.tr = tr
+
+    def data_received(self, data):
+        self.tr.write(data)
+
+
+async def _echo_roundtrip(reader, writer, msg):
+    writer.write(msg)
+    await writer.drain()
+    return await reader.readexactly(len(msg))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_server_close_with_clients_attached(loop, family, unix_dir):
+    async def main():
+        lp = asyncio.get_running_loop()
+        if family == "tcp":
+            srv = await lp.create_server(Echo, "127.0.0.1", 0)
+            addr = srv.sockets[0].getsockname()
+            connect = lambda: asyncio.open_connection(*addr)  # noqa: E731
+        else:
+            srv = await lp.create_unix_server(Echo, unix_dir.sock())
+            connect = lambda: asyncio.open_unix_connection(unix_dir.sock())  # noqa: E731
+        assert srv.is_serving()
+        assert srv.get_loop() is lp
+        clients = [await connect() for _ in range(3)]
+        for r, w in clients:
+            assert await _echo_roundtrip(r, w, b"ping") == b"ping"
+        srv.close()
+        assert not srv.is_serving()
+        assert srv.sockets == ()
+        srv.close()  # idempotent
+        with pytest.raises((ConnectionRefusedError, FileNotFoundError)):
+            await connect()
+        # connections accepted before close() go on working
+        for r, w in clients:
+            assert await _echo_roundtrip(r, w, b"still-here") == b"still-here"
+        waiter = asyncio.ensure_future(srv.wait_closed())
+        await asyncio.sleep(0.01)
+        early = waiter.done()  # 3.11: wait_closed() returns at once after close()
+        for r, w in clients:
+            w.close()
+            await w.wait_closed()
+        await asyncio.wait_for(waiter, 5)
+        await srv.wait_closed()
+        return early
+
+    got = run(loop, main())
+    # asyncio is the oracle for wait_closed()'s timing
+    assert got == asyncio_outcome(lambda lp: _wait_closed_early(family))[1]
+
+
+async def _wait_closed_early(family):
+    lp = asyncio.get_running_loop()
+    srv = await lp.create_server(Echo, "127.0.0.1", 0)
+    r, w = await asyncio.open_connection(*srv.sockets[0].getsockname())
+    await _echo_roundtrip(r, w, b"x")
+    srv.close()
+    waiter = asyncio.ensure_future(srv.wait_closed())
+    await asyncio.sleep(0.01)
+    early = waiter.done()
+    w.close()
+    await w.wait_closed()
+    await waiter
+    return early
+
+
+def test_server_serve_forever_cancelled(loop):
+    async def main():
+        lp = asyncio.get_running_loop()
+        srv = await lp.create_server(Echo, "127.0.0.1", 0, start_serving=False)
+        assert not srv.is_serving()
+        addr = srv.sockets[0].getsockname()
+        task = asyncio.ensure_future(srv.serve_forever())
+        await asyncio.sleep(0)
+        assert srv.is_serving()
+        r, w = await asyncio.open_connection(*addr)
+        assert await _echo_roundtrip(r, w, b"hi") == b"hi"
+        with pytest.raises(RuntimeError, match="already being awaited"):
+            await srv.serve_forever()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not srv.is_serving()
+        await srv.wait_closed()
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection(*addr)
+        w.close()
+        await w.wait_closed()
+        with pytest.raises(RuntimeError, match="is closed"):
+            await srv.serve_forever()
+
+    run(loop, main())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_server_async_with_and_start_serving(loop, family, unix_dir):
+    async def main():
+        lp = asyncio.get_running_loop()
+        if family == "tcp":
+            srv = await lp.create_server(Echo, "127.0.0.1", 0, start_serving=False)
+        else:
+            srv = await lp.create_unix_server(Echo, unix_dir.sock(), start_serving=False)
+        async with srv:
+            assert not srv.is_serving()
+            await srv.start_serving()
+            assert srv.is_serving()
+            await srv.start_serving()  # twice is fine
+            addr = srv.sockets[0].getsockname()
+            if family == "tcp":
+                r, w = await asyncio.open_connection(*addr)
+            else:
+                r, w = await asyncio.open_unix_connection(addr)
+            assert await _echo_roundtrip(r, w, b"ctx") == b"ctx"
+            w.close()
+            await w.wait_closed()
+        assert not srv.is_serving()
+        assert srv.sockets == ()
+
+    run(loop, main())
+
+
+def test_server_sockets_are_transport_sockets(loop):
+    async def main():
+        lp = asyncio.get_running_loop()
+        srv = await lp.create_server(Echo, "127.0.0.1", 0)
+        s = srv.sockets[0]
+        with pytest.raises(ValueError):  # asyncio.trsock.TransportSocket forbids it
+            s.setblocking(True)  # noqa
+        names = type(s).__name__
+        srv.close()
+        await srv.wait_closed()
+        return names
+
+    assert run(loop, main()) == "TransportSocket"
+
+
+# ---------------------------------------------------------------------------------------
+# connects: refused, timed out; many connections
+# ---------------------------------------------------------------------------------------
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_connect_refused(loop, unix_dir):
+    async def main():
+        lp = asyncio.get_running_loop()
+        port = _free_port()
+        with pytest.raises(ConnectionRefusedError):
+            await lp.create_connection(asyncio.Protocol, "127.0.0.1", port)
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection("127.0.0.1", port)
+        with pytest.raises(FileNotFoundError):
+            await lp.create_unix_connection(asyncio.Protocol, unix_dir.sock("none"))
+        # a socket file nobody listens on
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(unix_dir.sock("stale"))
+        s.close()
+        with pytest.raises(ConnectionRefusedError):
+            await lp.create_unix_connection(asyncio.Protocol, unix_dir.sock("stale"))
+        s = socket.socket()
+        s.setblocking(False)
+        with pytest.raises(ConnectionRefusedError):
+            await lp.sock_connect(s, ("127.0.0.1", port))
+        s.close()
+
+    run(loop, main())
+
+
+def test_connect_timeout(loop):
+    """A listener whose backlog is full drops SYNs: the connect hangs, wait_for times out."""
+    async def main():
+        lp = asyncio.get_running_loop()
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(0)
+        addr = lsock.getsockname()
+        fillers = []
+        try:
+            # fill the accept queue (listen(0) holds one connection)
+            for _ in range(2):
+                f = socket.socket()
+                f.setblocking(False)
+                f.connect_ex(addr)
+                fillers.append(f)
+            await asyncio.sleep(0.05)
+            for _ in range(2):
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(lp.create_connection(asyncio.Protocol, *addr), 0.3)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(asyncio.open_connection(*addr), 0.2)
+            s = socket.socket()
+            s.setblocking(False)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(lp.sock_connect(s, addr), 0.2)
+            s.close()
+        finally:
+            for f in fillers:
+                f.close()
+            lsock.close()
+
+    run(loop, main())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_thousand_connections(loop, family, unix_dir):
+    raise_nofile()
+    n = 1000
+
+    async def main():
+        lp = asyncio.get_running_loop()
+        server_trs = []
+
+        lost = []
+
+        class S(Echo):
+            def connection_made(self, tr):
+                super().connection_made(tr)
+                server_trs.append(tr)
+
+            def connection_lost(self, exc):
+                lost.append(exc)
+
+        if family == "tcp":
+            srv = await lp.create_server(S, "127.0.0.1", 0, backlog=n)
+            addr = srv.sockets[0].getsockname()
+            opened = await asyncio.gather(*[lp.create_connection(
+                lambda: Rec(eof_ret=True), *addr) for _ in range(n)])
+        else:
+            srv = await lp.create_unix_server(S, unix_dir.sock(), backlog=n)
+            opened = await asyncio.gather(*[lp.create_unix_connection(
+                lambda: Rec(eof_ret=True), unix_dir.sock()) for _ in range(n)])
+        await until(lambda: len(server_trs) == n)
+        for i, (tr, pr) in enumerate(opened):
+            tr.write(b"conn-%d;" % i)
+        await until(lambda: all(pr.data for _, pr in opened))
+        for i, (tr, pr) in enumerate(opened):
+            assert pr.data == b"conn-%d;" % i
+        for tr, _ in opened:
+            tr.close()
+        await asyncio.gather(*[pr.lost for _, pr in opened])
+        await until(lambda: len(lost) == n)
+        assert lost == [None] * n
+        srv.close()
+        await srv.wait_closed()
+
+    run(loop, main(), timeout=50)
+
+
+def test_write_non_contiguous_memoryview(loop):
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    async def main():
+        lp = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        try:
+            tr, pr = await lp.connect_accepted_socket(Rec, a)
+            tr.write(memoryview(b"abcdef")[::2])  # asyncio: no exception here
+            exc = await asyncio.wait_for(pr.lost, 5)
+            return type(exc)
+        finally:
+            b.close()
+
+    assert run(loop, main()) is BufferError
+    assert [c["message"] for c in contexts] == ["Fatal write error on socket transport"]
