@@ -217,8 +217,16 @@ def child_main(args) -> int:
             print(t.id())
         return 0
 
+    # Known failures get a short timeout: a known hang should not cost the full one.
+    known = load_known_failures(args.known) if args.known and args.mode == "goloop" else {}
+    timeouts = {}
+    for t in tests:
+        name = getattr(t, "_testMethodName", "")
+        timeouts[t.id()] = SLOW_TESTS.get(name, args.test_timeout)
+        if known_reason(known, t.id())[0] is not None:
+            timeouts[t.id()] = min(timeouts[t.id()], args.known_timeout)
     out = open(args.results, "a", buffering=1)
-    result = _JsonResult(out, args.test_timeout, created)
+    result = _JsonResult(out, timeouts, created)
     # One flat suite: unittest then handles class and module fixtures itself.
     unittest.TestSuite(tests).run(result)
     out.write(json.dumps({"ev": "done"}) + "\n")
@@ -252,8 +260,7 @@ def _make_result_class():
             self.cur = {"id": test.id(), "outcome": "pass", "detail": "",
                         "t0": time.monotonic(), "n0": self.created[0]}
             self._emit(ev="start", id=test.id())
-            name = getattr(test, "_testMethodName", "")
-            faulthandler.dump_traceback_later(SLOW_TESTS.get(name, self.timeout), exit=True)
+            faulthandler.dump_traceback_later(self.timeout[test.id()], exit=True)
 
         def stopTest(self, test):
             faulthandler.cancel_dump_traceback_later()
@@ -346,10 +353,12 @@ def run_job(job: Job, args) -> Job:
             f.write("\n".join(job.results) + "\n")
         cmd = [sys.executable, os.path.abspath(__file__), "--child", job.mode, job.module,
                "--results", res_path, "--exclude", excl_path,
-               "--test-timeout", str(args.test_timeout)]
+               "--test-timeout", str(args.test_timeout), "--known", args.known,
+               "--known-timeout", str(args.known_timeout)]
         if only_path:
             cmd += ["--only", only_path]
         log_path = os.path.join(job.dir, f"output.{attempt}.log")
+        offset = os.path.getsize(res_path)      # this attempt's records start here
         remaining = min(args.module_timeout - (time.monotonic() - t0),
                         args.deadline - time.monotonic())
         if remaining < 2:
@@ -368,6 +377,7 @@ def run_job(job: Job, args) -> Job:
                 rc = proc.wait()
         started, done = None, False
         with open(res_path) as f:
+            f.seek(offset)
             for ln in f:
                 try:
                     rec = json.loads(ln)
@@ -390,7 +400,9 @@ def run_job(job: Job, args) -> Job:
             kind, why = "timeout", ("time budget exhausted" if time.monotonic() >= args.deadline
                                     else f"module timeout ({args.module_timeout:g}s) reached")
         elif "Timeout (" in tail:
-            kind, why = "timeout", f"test timeout ({args.test_timeout:g}s)"
+            m = re.search(r"Timeout \((\d+):(\d+):(\d+)", tail)
+            secs = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3)) if m else "?"
+            kind, why = "timeout", f"test timeout ({secs}s)"
         else:
             kind, why = "crash", f"process exited with status {rc}"
         job.log.append(f"{job.module}[{job.mode}]: {why}" + (f" in {started}" if started else ""))
@@ -456,11 +468,11 @@ def short(detail):
     lines = [ln for ln in (detail or "").strip().splitlines() if ln.strip()]
     if any(ln.startswith("Timeout (") for ln in lines):
         # faulthandler's dump, most recent call first: the innermost frame in a test file.
-        for ln in lines:
-            m = re.match(r'\s*File "(.*/test_asyncio/\w+\.py)", line (\d+) in (\w+)', ln)
-            if m:
-                return (f"{lines[0]} hung at {os.path.basename(m.group(1))}:{m.group(2)} "
-                        f"in {m.group(3)}")
+        frames = [f"{os.path.basename(m.group(1))}:{m.group(2)} in {m.group(3)}"
+                  for m in (re.match(r'\s*File "(.*/test_asyncio/\w+\.py)", line (\d+) in (\w+)',
+                                     ln) for ln in lines) if m]
+        if frames:
+            return f"{lines[0]}, stuck at {' <- '.join(dict.fromkeys([frames[0], frames[-1]]))}"
         return lines[0]
     for ln in reversed(lines):
         if not ln.startswith(" ") and ("Error" in ln or "Exception" in ln or "Timeout" in ln):
@@ -613,10 +625,14 @@ def parent_main(args) -> int:
         print("\nprocess events (timeouts kill the process; the module resumes after the test):")
         for n in notes:
             print(f"  {n}")
+        died = collections.defaultdict(list)
         for mode in MODES:
             for tid, r in sorted(res[mode].items()):
                 if tid.endswith(".<process>"):
-                    print(f"  {tid} [{mode}]: " + short(r["detail"]))
+                    died[(mode, short(r["detail"]))].append(r["module"])
+        for (mode, why), mods in died.items():
+            print(f"  [{mode}] died outside any test in {len(mods)} module(s) "
+                  f"({', '.join(mods)}): {why}")
     if args.list_failures:
         print("\nall goloop failures, whatever asyncio did:")
         for tid, g in sorted(res["goloop"].items()):
@@ -657,6 +673,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-restarts", type=int, default=25,
                    help="resume a module this many times after a hanging/crashing test")
     p.add_argument("--known", default=KNOWN_FAILURES, help="known-failures file")
+    p.add_argument("--known-timeout", type=float, default=5.0,
+                   help="seconds per test for the tests listed as known failures")
     p.add_argument("--keep", action="store_true", help="keep the logs directory")
     p.add_argument("--list-failures", action="store_true",
                    help="also list goloop failures that fail on asyncio too")
