@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"math"
+	"runtime"
 	"unsafe"
 	_ "unsafe" // go:linkname
 
@@ -114,9 +115,23 @@ func getLoop(self *C.GLLoop) *loop {
 
 func asHandle(h pyObj) *C.GLHandle { return (*C.GLHandle)(unsafe.Pointer(h)) }
 
+// ensureProcs gives the runtime at least two Ps. A loop thread blocked in epoll_wait is in a
+// system call holding its P; with a single P (GOMAXPROCS=1, e.g. under taskset -c 0) the
+// runtime's monitor hands that P to a freshly woken thread every time the wait exceeds
+// 20 µs (a context switch per idle period), and a call_soon_threadsafe from another Python
+// thread waits for that hand-off. A second, idle P avoids both.
+func ensureProcs() {
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
+}
+
 //export glLoopInit
 func glLoopInit(self *C.GLLoop) (rc C.int) {
 	defer recoverInt(&rc)
+	if len(loops) == 0 {
+		ensureProcs()
+	}
 	p, err := poller.New(512)
 	if err != nil {
 		raiseErr(err)
