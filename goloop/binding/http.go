@@ -7,19 +7,22 @@ package main
 import "C"
 
 import (
-	"errors"
 	"unsafe"
 
 	"github.com/goloop/goloop/goloop/httpparser"
 )
 
-// hparser is the Go state behind one goloop.http parser object: the pure Go parser and
-// the C object whose cached callbacks receive its events. It is its own Handler: each
-// event is one Go->C call that builds the arguments and calls the protocol's callback.
+// hparser is the Go state behind one goloop.http parser object. It is the parser's
+// Handler: each event is recorded into the C batch of the current feed_data (with the
+// state the getters must return at that point); C dispatches the batch to the protocol's
+// callbacks once Go has returned, so parsing needs no Go->C call per event.
 type hparser struct {
-	p      *httpparser.Parser
-	self   *C.GLHttpParser
-	failed int // callback slot whose Python callback raised
+	p        *httpparser.Parser
+	self     *C.GLHttpParser
+	response bool
+	b        *C.GLHttpBatch // batch of the feed_data in progress
+	base     uintptr        // the input of that feed_data
+	end      uintptr
 }
 
 // httpParsers maps GLHttpParser.id to its Go state. Only threads holding the GIL touch it.
@@ -27,9 +30,6 @@ var (
 	httpParsers []*hparser
 	httpFree    []int
 )
-
-// errPy says a Python callback raised; the exception is pending in the thread state.
-var errPy = errors.New("python callback raised")
 
 func hparserOf(self *C.GLHttpParser) *hparser {
 	id := int(self.id)
@@ -39,18 +39,6 @@ func hparserOf(self *C.GLHttpParser) *hparser {
 	return httpParsers[id]
 }
 
-var cbNames = [...]string{
-	C.GL_HCB_MESSAGE_BEGIN:    "on_message_begin",
-	C.GL_HCB_URL:              "on_url",
-	C.GL_HCB_STATUS:           "on_status",
-	C.GL_HCB_HEADER:           "on_header",
-	C.GL_HCB_HEADERS_COMPLETE: "on_headers_complete",
-	C.GL_HCB_BODY:             "on_body",
-	C.GL_HCB_MESSAGE_COMPLETE: "on_message_complete",
-	C.GL_HCB_CHUNK_HEADER:     "on_chunk_header",
-	C.GL_HCB_CHUNK_COMPLETE:   "on_chunk_complete",
-}
-
 func b2c(b bool) C.uchar {
 	if b {
 		return 1
@@ -58,70 +46,139 @@ func b2c(b bool) C.uchar {
 	return 0
 }
 
-// sync mirrors what the getters return into the C object.
-func (h *hparser) sync() {
-	s, p := h.self, h.p
-	s.major = C.uchar(p.Major())
-	s.minor = C.uchar(p.Minor())
-	s.keep_alive = b2c(p.ShouldKeepAlive())
-	s.upgrade = b2c(p.ShouldUpgrade())
-	if s.response != 0 {
-		s.status = C.int(p.StatusCode())
-		return
+const evSize = C.sizeof_GLHttpEvent
+
+// place returns where the bytes of s are for C: in the input (an offset from its start),
+// or copied to the batch's arena (inArena). The parser's own buffers are reused by later
+// lines of the same feed, so their bytes must be copied before C reads them.
+func (h *hparser) place(s []byte) (off, n C.Py_ssize_t, inArena bool) {
+	ptr := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	if ptr-h.base < h.end-h.base && ptr+uintptr(len(s)) <= h.end {
+		return C.Py_ssize_t(ptr - h.base), C.Py_ssize_t(len(s)), false
 	}
+	return h.copyToArena(s), C.Py_ssize_t(len(s)), true
+}
+
+func (h *hparser) copyToArena(s []byte) C.Py_ssize_t {
+	b := h.b
+	need := b.alen + C.Py_ssize_t(len(s))
+	if need > b.acap {
+		c := 2 * b.acap
+		if c < 1024 {
+			c = 1024
+		}
+		for c < need {
+			c *= 2
+		}
+		a := C.realloc(unsafe.Pointer(b.arena), C.size_t(c))
+		if a == nil {
+			panic("out of memory")
+		}
+		b.arena, b.acap = (*C.char)(a), c
+	}
+	off := b.alen
+	copy(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(b.arena), off)), len(s)), s)
+	b.alen = need
+	return off
+}
+
+// event appends an event with the parser's current state to the batch.
+func (h *hparser) event(kind C.uchar) *C.GLHttpEvent {
+	b := h.b
+	if b.nev == b.evcap {
+		h.growEvents()
+	}
+	ev := (*C.GLHttpEvent)(unsafe.Add(unsafe.Pointer(b.ev), uintptr(b.nev)*evSize))
+	b.nev++
+	// Field by field: a struct literal goes through a stack temporary whose narrow stores
+	// stall the wide loads that copy it.
+	p := h.p
+	ev.kind = kind
+	ev.major = C.uchar(p.Major())
+	ev.minor = C.uchar(p.Minor())
+	ev.keep_alive = b2c(p.ShouldKeepAlive())
+	ev.upgrade = b2c(p.ShouldUpgrade())
+	ev.arena = 0
+	ev.status = C.int(p.StatusCode())
+	return ev
+}
+
+func (h *hparser) growEvents() {
+	b := h.b
+	c := 2 * b.evcap
+	if c < 64 {
+		c = 64
+	}
+	e := C.realloc(unsafe.Pointer(b.ev), C.size_t(c)*evSize)
+	if e == nil {
+		panic("out of memory")
+	}
+	b.ev, b.evcap = (*C.GLHttpEvent)(e), c
+}
+
+// push records an event and its data (s1, s2 may be empty).
+func (h *hparser) push(kind C.uchar, s1, s2 []byte) {
+	ev := h.event(kind)
+	var arena C.uchar
+	var in bool
+	ev.off1, ev.len1, ev.off2, ev.len2 = 0, 0, 0, 0
+	if len(s1) > 0 {
+		if ev.off1, ev.len1, in = h.place(s1); in {
+			arena = 1
+		}
+	}
+	if len(s2) > 0 {
+		if ev.off2, ev.len2, in = h.place(s2); in {
+			arena |= 2
+		}
+	}
+	ev.arena = arena
+}
+
+func (h *hparser) push0(kind C.uchar) { h.event(kind) }
+
+func (h *hparser) OnMessageBegin() error { h.push0(C.GL_HCB_MESSAGE_BEGIN); return nil }
+
+// OnURL is always wanted by a request parser: its event carries the method to C.
+func (h *hparser) OnURL(url []byte) error {
+	h.push(C.GL_HCB_URL, url, h.p.Method())
+	return nil
+}
+func (h *hparser) OnStatus(reason []byte) error { h.push(C.GL_HCB_STATUS, reason, nil); return nil }
+func (h *hparser) OnHeader(name, value []byte) error {
+	h.push(C.GL_HCB_HEADER, name, value)
+	return nil
+}
+func (h *hparser) OnHeadersComplete() error  { h.push0(C.GL_HCB_HEADERS_COMPLETE); return nil }
+func (h *hparser) OnBody(chunk []byte) error { h.push(C.GL_HCB_BODY, chunk, nil); return nil }
+func (h *hparser) OnMessageComplete() error  { h.push0(C.GL_HCB_MESSAGE_COMPLETE); return nil }
+func (h *hparser) OnChunkHeader() error      { h.push0(C.GL_HCB_CHUNK_HEADER); return nil }
+func (h *hparser) OnChunkComplete() error    { h.push0(C.GL_HCB_CHUNK_COMPLETE); return nil }
+
+// final writes the state after the feed into the batch (and the parser object, for a
+// parser whose events are all dispatched).
+func (h *hparser) final(b *C.GLHttpBatch) {
+	p := h.p
+	b.major = C.uchar(p.Major())
+	b.minor = C.uchar(p.Minor())
+	b.keep_alive = b2c(p.ShouldKeepAlive())
+	b.upgrade = b2c(p.ShouldUpgrade())
+	b.status = C.int(p.StatusCode())
 	m := p.Method()
 	if len(m) > C.GL_HTTP_METHOD_MAX {
-		s.method_len = 255 // get_method asks Go
+		b.method_len = 255
 		return
 	}
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&s.method[0])), C.GL_HTTP_METHOD_MAX), m)
-	s.method_len = C.uchar(len(m))
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&b.method[0])), C.GL_HTTP_METHOD_MAX), m)
+	b.method_len = C.uchar(len(m))
 }
 
-func cbytes(b []byte) (*C.char, C.Py_ssize_t) {
-	if len(b) == 0 {
-		return nil, 0
+func (h *hparser) setWant(want C.uint) {
+	w := httpparser.Want(want) & httpparser.WantAll
+	if !h.response {
+		w |= httpparser.WantURL
 	}
-	return (*C.char)(unsafe.Pointer(unsafe.SliceData(b))), C.Py_ssize_t(len(b))
-}
-
-func (h *hparser) call0(slot C.int) error {
-	h.sync()
-	if C.gl_http_call0(h.self, slot) < 0 {
-		h.failed = int(slot)
-		return errPy
-	}
-	return nil
-}
-
-func (h *hparser) callBytes(slot C.int, b []byte) error {
-	h.sync()
-	p, n := cbytes(b)
-	if C.gl_http_call_bytes(h.self, slot, p, n) < 0 {
-		h.failed = int(slot)
-		return errPy
-	}
-	return nil
-}
-
-func (h *hparser) OnMessageBegin() error      { return h.call0(C.GL_HCB_MESSAGE_BEGIN) }
-func (h *hparser) OnURL(url []byte) error     { return h.callBytes(C.GL_HCB_URL, url) }
-func (h *hparser) OnStatus(reason []byte) error { return h.callBytes(C.GL_HCB_STATUS, reason) }
-func (h *hparser) OnHeadersComplete() error   { return h.call0(C.GL_HCB_HEADERS_COMPLETE) }
-func (h *hparser) OnBody(chunk []byte) error  { return h.callBytes(C.GL_HCB_BODY, chunk) }
-func (h *hparser) OnMessageComplete() error   { return h.call0(C.GL_HCB_MESSAGE_COMPLETE) }
-func (h *hparser) OnChunkHeader() error       { return h.call0(C.GL_HCB_CHUNK_HEADER) }
-func (h *hparser) OnChunkComplete() error     { return h.call0(C.GL_HCB_CHUNK_COMPLETE) }
-
-func (h *hparser) OnHeader(name, value []byte) error {
-	h.sync()
-	p1, n1 := cbytes(name)
-	p2, n2 := cbytes(value)
-	if C.gl_http_call_bytes2(h.self, C.GL_HCB_HEADER, p1, n1, p2, n2) < 0 {
-		h.failed = C.GL_HCB_HEADER
-		return errPy
-	}
-	return nil
+	h.p.Want = w
 }
 
 // glHttpInit creates (or, on a second __init__, resets) the Go parser of self. want holds
@@ -132,8 +189,8 @@ func glHttpInit(self *C.GLHttpParser, want C.uint) (rc C.int) {
 	defer recoverInt(&rc)
 	h := hparserOf(self)
 	if h == nil {
-		h = &hparser{self: self}
-		if self.response != 0 {
+		h = &hparser{self: self, response: self.response != 0}
+		if h.response {
 			h.p = httpparser.NewResponseParser(h)
 		} else {
 			h.p = httpparser.NewRequestParser(h)
@@ -151,8 +208,7 @@ func glHttpInit(self *C.GLHttpParser, want C.uint) (rc C.int) {
 		h.p.Reset()
 		h.p.SetLeniencies(0)
 	}
-	h.p.Want = httpparser.Want(want) & httpparser.WantAll
-	h.sync()
+	h.setWant(want)
 	return 0
 }
 
@@ -171,11 +227,11 @@ func glHttpFree(self *C.GLHttpParser) {
 	self.id = -1
 }
 
-// glHttpFeed parses buf[:n]: 0, or -1 with an exception set (HttpParserError and its
-// subclasses, HttpParserCallbackError chained to the callback's exception, HttpParserUpgrade).
+// glHttpFeed parses buf[:n], recording the events and the outcome in b for C to
+// dispatch. It returns 0, or -1 with a Python exception set (internal errors only).
 //
 //export glHttpFeed
-func glHttpFeed(self *C.GLHttpParser, buf *C.char, n C.Py_ssize_t) (rc C.int) {
+func glHttpFeed(self *C.GLHttpParser, b *C.GLHttpBatch, buf *C.char, n C.Py_ssize_t) (rc C.int) {
 	defer recoverInt(&rc)
 	h := hparserOf(self)
 	if h == nil {
@@ -186,28 +242,27 @@ func glHttpFeed(self *C.GLHttpParser, buf *C.char, n C.Py_ssize_t) (rc C.int) {
 	if n > 0 {
 		data = unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
 	}
+	h.b = b
+	h.base = uintptr(unsafe.Pointer(buf))
+	h.end = h.base + uintptr(n)
+	b.nev, b.alen, b.err_exc = 0, 0, -1
 	err := h.p.Feed(data)
-	h.sync()
-	if err == nil {
-		return 0
+	h.b, h.base, h.end = nil, 0, 0
+	h.final(b)
+	if err != nil {
+		setOutcome(b, err)
 	}
-	raiseParseError(h, err)
-	return -1
+	return 0
 }
 
-func raiseParseError(h *hparser, err error) {
+func setOutcome(b *C.GLHttpBatch, err error) {
+	exc := C.int(C.GL_HEXC_ERROR)
+	msg := err.Error()
 	switch e := err.(type) {
 	case *httpparser.UpgradeError:
-		C.gl_http_raise_upgrade(C.Py_ssize_t(e.Offset))
-		return
+		exc = C.GL_HEXC_UPGRADE
+		b.upgrade_offset = C.Py_ssize_t(e.Offset)
 	case *httpparser.Error:
-		if e.Kind == httpparser.KindCallback {
-			cs := C.CString("`" + cbNames[h.failed] + "` callback error")
-			C.gl_http_raise_callback(cs)
-			C.free(unsafe.Pointer(cs))
-			return
-		}
-		exc := C.int(C.GL_HEXC_ERROR)
 		switch e.Kind {
 		case httpparser.KindInvalidStatus:
 			exc = C.GL_HEXC_STATUS
@@ -215,15 +270,15 @@ func raiseParseError(h *hparser, err error) {
 			exc = C.GL_HEXC_METHOD
 		case httpparser.KindInvalidURL:
 			exc = C.GL_HEXC_URL
+		case httpparser.KindCallback: // the handler never fails; kept for completeness
+			exc = C.GL_HEXC_CALLBACK
 		}
-		cs := C.CString(e.Kind.String() + ": " + e.Msg)
-		C.gl_http_raise(exc, cs)
-		C.free(unsafe.Pointer(cs))
-		return
+		msg = e.Kind.String() + ": " + e.Msg
 	}
-	cs := C.CString(err.Error())
-	C.gl_http_raise(C.GL_HEXC_ERROR, cs)
-	C.free(unsafe.Pointer(cs))
+	b.err_exc = exc
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(&b.err_msg[0])), len(b.err_msg))
+	k := copy(dst[:len(dst)-1], msg)
+	dst[k] = 0
 }
 
 // glHttpSetLenient turns the lenient flags in set on and those in clear off.
@@ -251,8 +306,11 @@ func glHttpMethod(self *C.GLHttpParser) (ret *C.PyObject) {
 	if h == nil {
 		return C.PyBytes_FromStringAndSize(nil, 0)
 	}
-	p, n := cbytes(h.p.Method())
-	return C.PyBytes_FromStringAndSize(p, n)
+	m := h.p.Method()
+	if len(m) == 0 {
+		return C.PyBytes_FromStringAndSize(nil, 0)
+	}
+	return C.PyBytes_FromStringAndSize((*C.char)(unsafe.Pointer(unsafe.SliceData(m))), C.Py_ssize_t(len(m)))
 }
 
 // glParseURL splits buf[:n] into out: 0, or 1 if it is not a valid URL.
