@@ -213,6 +213,10 @@ class SocketTransport(_goloop.SocketTransportCore):
             self._loop.call_soon(self._call_connection_lost, None)
 
     def abort(self):
+        # Buffered data is lost, as in asyncio; but what write() was given in this loop
+        # iteration goes to the kernel first, as asyncio's write() would have sent it at once.
+        if self._sock is not None and not self._conn_lost and self.get_write_buffer_size():
+            self._core_flush()
         self._force_close(None)
 
     def __del__(self, _warn=warnings.warn):

@@ -15,18 +15,15 @@ import errno
 import os
 import select
 import threading
-import warnings
 from asyncio import events, unix_events
 from asyncio.log import logger
-
-# errnos meaning "this system has no pidfd_open()" (kernel too old, or forbidden by seccomp)
-_NO_PIDFD = {errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL}
 
 _pidfd_supported: bool | None = None
 
 
 def _pidfd_available() -> bool:
-    """Whether os.pidfd_open() works here (probed once, on our own pid)."""
+    """Whether os.pidfd_open() works here (probed once, on our own pid): not on Linux < 5.3
+    (ENOSYS), under seccomp filters that forbid it (EPERM), or off Linux (AttributeError)."""
     global _pidfd_supported
     if _pidfd_supported is None:
         try:
@@ -39,13 +36,36 @@ def _pidfd_available() -> bool:
     return _pidfd_supported
 
 
-def _reap(pid: int) -> int | None:
-    """waitpid(pid, WNOHANG) as asyncio's watchers do: the return code, None while the child
-    runs, 255 (with a warning) if somebody else reaped it first."""
+_waitid_pidfd = hasattr(os, "P_PIDFD") and hasattr(os, "waitid")
+
+
+def _reap(pid: int, pidfd: int, warn: bool = True) -> int | None:
+    """Reap the exited child pid (pidfd) as asyncio's watchers do: its return code, None
+    while it runs, 255 (with asyncio's warning) if somebody else reaped it first.
+
+    waitid(P_PIDFD) (Linux >= 5.4) names the very process the pidfd refers to, so a pid
+    reused after somebody else reaped the child is never reaped by mistake; otherwise
+    waitpid(pid, WNOHANG), which is what asyncio does.
+    """
+    global _waitid_pidfd
     try:
+        if _waitid_pidfd:
+            try:
+                res = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
+            except OSError as exc:
+                if isinstance(exc, ChildProcessError) or exc.errno != errno.EINVAL:
+                    raise
+                _waitid_pidfd = False  # Linux 5.3: pidfd_open() but no P_PIDFD
+            else:
+                if res is None:
+                    return None
+                if res.si_code == os.CLD_EXITED:
+                    return res.si_status
+                return -res.si_status  # CLD_KILLED, CLD_DUMPED: like waitstatus_to_exitcode
         wpid, status = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        logger.warning("Unknown child process pid %d, will report returncode 255", pid)
+        if warn:
+            logger.warning("Unknown child process pid %d, will report returncode 255", pid)
         return 255
     if wpid == 0:
         return None
@@ -107,14 +127,15 @@ class _OrphanReaper:
                         pass
                     continue
                 with self._lock:
-                    pid, _transp = self._children.pop(fd)
+                    pid, transp = self._children.pop(fd)
                 poller.unregister(fd)
                 watched.discard(fd)
                 try:
-                    _reap(pid)
+                    # the transport may have been closed meanwhile: Popen.poll() reaps
+                    _reap(pid, fd, warn=False)
                 finally:
                     os.close(fd)
-                del _transp
+                del transp
 
 
 _reaper = _OrphanReaper()
@@ -123,7 +144,7 @@ _reaper = _OrphanReaper()
 class UnixMixin:
     """Mixed into goloop.Loop ahead of asyncio's unix selector loop."""
 
-    # pid -> pidfd of the children this loop watches with a pidfd
+    # pid -> (pidfd, transport) of the children this loop watches with a pidfd
     _pidfd_children: dict | None = None
 
     # -- subprocesses ----------------------------------------------------------------
@@ -176,7 +197,7 @@ class UnixMixin:
             # already reaped by Popen.poll() (BaseSubprocessTransport.close() calls it)
             returncode = proc.returncode
         else:
-            returncode = _reap(pid)
+            returncode = _reap(pid, pidfd)
             if returncode is None:  # spurious wake-up: the child still runs
                 return
         self._forget_child(pid)

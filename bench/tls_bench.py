@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""TLS echo benchmark: a TLS echo server on asyncio, uvloop or goloop, pinned to core 0,
+driven by a TLS echo client pinned to core 1.
+
+    python3 bench/tls_bench.py --loop {asyncio,uvloop,goloop} [--sizes 1024,10240,102400]
+                               [--conns 10] [--duration 5] [--warmup 1]
+                               [--client-loop uvloop]
+
+For each message size the client keeps --conns connections busy, each sending one message
+and waiting for its whole echo before sending the next; it verifies every echoed byte. One
+JSON line per size is printed, then a summary line:
+
+    {"loop": "goloop", "size": 1024, "rps": ..., "p50_us": ..., "p99_us": ..., "errors": 0}
+    {"loop": "goloop", "results": {"1024": ..., "10240": ..., "102400": ...}}
+
+Certificates (a throwaway CA and a server certificate for 127.0.0.1) are made in a
+temporary directory with the `cryptography` package, or the openssl command line tool.
+The client runs the fastest loop available (uvloop unless --client-loop says otherwise) so
+that the server, which does the same TLS work, is what the figures measure; both ends being
+Python, compare loops by ratio within one run.
+
+Internal roles (used by the driver): --role server | client.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import selectors
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH)
+sys.path.insert(0, BENCH)
+from _loops import LOOPS, LoopUnavailable, die, new_loop  # noqa: E402
+
+PY = sys.executable
+SERVER_CPU = "0"
+CLIENT_CPU = "1"
+DEFAULT_SIZES = (1024, 10 * 1024, 100 * 1024)
+READ_SIZE = 256 * 1024
+
+
+# --------------------------------------------------------------------------
+# certificates
+
+def make_certs(d):
+    """(ca.pem, server.pem, server.key) for 127.0.0.1 / localhost, in directory d."""
+    ca, cert, key = (os.path.join(d, n) for n in ("ca.pem", "server.pem", "server.key"))
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        openssl = shutil.which("openssl")
+        if not openssl:
+            die("TLS benchmark needs the cryptography package or the openssl tool")
+        sh = lambda *a: subprocess.run([openssl, *a], check=True, capture_output=True, cwd=d)  # noqa: E731
+        cakey = os.path.join(d, "ca.key")
+        sh("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+           "-keyout", cakey, "-out", ca, "-days", "2", "-subj", "/CN=bench CA",
+           "-addext", "basicConstraints=critical,CA:TRUE")
+        ext = os.path.join(d, "ext")
+        with open(ext, "w") as f:
+            f.write("basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        sh("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+           "-keyout", key, "-out", cert + ".csr", "-subj", "/CN=localhost")
+        sh("x509", "-req", "-in", cert + ".csr", "-CA", ca, "-CAkey", cakey,
+           "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext)
+        return ca, cert, key
+    import datetime
+    import ipaddress
+    now = datetime.datetime.now(datetime.timezone.utc)
+    name = lambda cn: x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])  # noqa: E731
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = (x509.CertificateBuilder().subject_name(name("bench CA")).issuer_name(name("bench CA"))
+               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(hours=1))
+               .not_valid_after(now + datetime.timedelta(days=2))
+               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+               .sign(ca_key, hashes.SHA256()))
+    skey = ec.generate_private_key(ec.SECP256R1())
+    scert = (x509.CertificateBuilder().subject_name(name("localhost")).issuer_name(ca_cert.subject)
+             .public_key(skey.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(now - datetime.timedelta(hours=1))
+             .not_valid_after(now + datetime.timedelta(days=2))
+             .add_extension(x509.SubjectAlternativeName(
+                 [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                 critical=False)
+             .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    with open(ca, "wb") as f:
+        f.write(ca_cert.public_bytes(pem))
+    with open(cert, "wb") as f:
+        f.write(scert.public_bytes(pem))
+    with open(key, "wb") as f:
+        f.write(skey.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()))
+    return ca, cert, key
+
+
+# --------------------------------------------------------------------------
+# server
+
+class EchoProtocol(asyncio.Protocol):
+    __slots__ = ("transport",)
+
+    def connection_made(self, transport):
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc):
+        self.transport = None
+
+    def data_received(self, data):
+        self.transport.write(data)
+
+
+def run_server(args):
+    try:
+        loop = new_loop(args.loop)
+    except LoopUnavailable as exc:
+        die(str(exc))
+    asyncio.set_event_loop(loop)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(args.cert, args.key)
+    try:
+        loop.run_until_complete(loop.create_server(EchoProtocol, "127.0.0.1", args.port,
+                                                   ssl=ctx, backlog=1024))
+    except Exception as exc:
+        die(f"{args.loop}: cannot start TLS server: {type(exc).__name__}: {exc}")
+    print("ready", flush=True)
+    try:
+        loop.run_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+# --------------------------------------------------------------------------
+# client
+
+class ClientProtocol(asyncio.Protocol):
+    def __init__(self, stats, msg, state):
+        self.stats, self.msg, self.state = stats, msg, state
+        self.buf = bytearray()
+        self.t0 = 0.0
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.send()
+
+    def send(self):
+        if self.state["phase"] == "stop":
+            self.transport.close()
+            return
+        self.t0 = time.perf_counter()
+        self.transport.write(self.msg)
+
+    def data_received(self, data):
+        self.buf += data
+        if len(self.buf) < len(self.msg):
+            return
+        st = self.stats
+        if len(self.buf) != len(self.msg) or self.buf != self.msg:
+            st["errors"] += 1
+            st["error"] = st["error"] or "mismatched echo"
+        elif self.state["phase"] == "measure":
+            st["lat"].append(time.perf_counter() - self.t0)
+        self.buf.clear()
+        self.send()
+
+    def connection_lost(self, exc):
+        if self.state["phase"] != "stop":
+            self.stats["errors"] += 1
+            self.stats["error"] = self.stats["error"] or f"connection lost: {exc!r}"
+
+
+async def client_main(args):
+    loop = asyncio.get_running_loop()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(args.ca)
+    msg = os.urandom(args.size)
+    stats = {"lat": [], "errors": 0, "error": None}
+    state = {"phase": "warmup"}
+    transports = []
+    for _ in range(args.conns):
+        try:
+            tr, _ = await loop.create_connection(lambda: ClientProtocol(stats, msg, state),
+                                                 "127.0.0.1", args.port, ssl=ctx,
+                                                 server_hostname="localhost")
+            tr.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            transports.append(tr)
+        except OSError as exc:
+            stats["errors"] += 1
+            stats["error"] = stats["error"] or f"connect: {exc!r}"
+    await asyncio.sleep(args.warmup)
+    state["phase"] = "measure"
+    t0 = time.perf_counter()
+    await asyncio.sleep(args.duration)
+    n = len(stats["lat"])
+    secs = time.perf_counter() - t0
+    state["phase"] = "stop"
+    await asyncio.sleep(0.2)
+    for tr in transports:
+        tr.abort()
+    lat = sorted(stats["lat"])
+    pct = lambda p: round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1e6, 1) if lat else None  # noqa: E731
+    return {"rps": round(n / secs, 1), "p50_us": pct(0.50), "p99_us": pct(0.99),
+            "bytes": n * args.size, "errors": stats["errors"], "error": stats["error"],
+            "conns": args.conns, "size": args.size, "duration_s": round(secs, 3)}
+
+
+def run_client(args):
+    try:
+        loop = new_loop(args.client_loop)
+    except LoopUnavailable:
+        loop = new_loop("asyncio")
+    try:
+        res = loop.run_until_complete(client_main(args))
+    finally:
+        loop.close()
+    print(json.dumps(res), flush=True)
+
+
+# --------------------------------------------------------------------------
+# driver
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def taskset(cpu):
+    return ["taskset", "-c", cpu] if shutil.which("taskset") else []
+
+
+def wait_ready(proc, timeout=20.0):
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sel.select(deadline - time.monotonic()):
+            line = proc.stdout.readline()
+            if not line:
+                return False
+            if line.strip() == b"ready":
+                return True
+    return False
+
+
+def measure(args, size, ca, cert, key):
+    port = free_port()
+    me = os.path.abspath(__file__)
+    errf = tempfile.TemporaryFile()
+    srv = subprocess.Popen(taskset(SERVER_CPU) + [PY, me, "--role", "server", "--loop", args.loop,
+                                                  "--port", str(port), "--cert", cert,
+                                                  "--key", key],
+                           stdout=subprocess.PIPE, stderr=errf, stdin=subprocess.DEVNULL, cwd=REPO)
+    try:
+        if not wait_ready(srv):
+            errf.seek(0)
+            return {"error": "server not ready: " + errf.read().decode(errors="replace")[-300:]}
+        cli = subprocess.run(taskset(CLIENT_CPU) + [
+            PY, me, "--role", "client", "--client-loop", args.client_loop, "--port", str(port),
+            "--ca", ca, "--size", str(size), "--conns", str(args.conns),
+            "--duration", str(args.duration), "--warmup", str(args.warmup)],
+            capture_output=True, text=True, timeout=args.duration + args.warmup + 60, cwd=REPO)
+        lines = [ln for ln in cli.stdout.splitlines() if ln.startswith("{")]
+        if not lines:
+            return {"error": f"client failed ({cli.returncode}): {cli.stderr.strip()[-300:]}"}
+        res = json.loads(lines[-1])
+        if srv.poll() is not None:
+            errf.seek(0)
+            res["error"] = res.get("error") or ("server died: " +
+                                                errf.read().decode(errors="replace")[-300:])
+        return res
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        srv.wait()
+        errf.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--loop", choices=LOOPS, default="asyncio", help="the server's event loop")
+    ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                    help="message sizes in bytes, comma-separated")
+    ap.add_argument("--conns", type=int, default=10)
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--client-loop", choices=LOOPS, default="uvloop")
+    ap.add_argument("--role", choices=("bench", "server", "client"), default="bench",
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--cert", help=argparse.SUPPRESS)
+    ap.add_argument("--key", help=argparse.SUPPRESS)
+    ap.add_argument("--ca", help=argparse.SUPPRESS)
+    ap.add_argument("--size", type=int, default=1024, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.role == "server":
+        return run_server(args)
+    if args.role == "client":
+        return run_client(args)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    summary = {}
+    with tempfile.TemporaryDirectory(prefix="tls-bench-") as d:
+        ca, cert, key = make_certs(d)
+        for size in sizes:
+            res = measure(args, size, ca, cert, key)
+            res = {"loop": args.loop, "size": size, **res}
+            print(json.dumps(res), flush=True)
+            summary[str(size)] = res.get("rps") if not res.get("error") else None
+    print(json.dumps({"loop": args.loop, "client_loop": args.client_loop, "conns": args.conns,
+                      "results": summary}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
