@@ -47,6 +47,49 @@ type fdEntry struct {
 	registered     uint32 // interest registered with epoll: union of the handles' and the transport's
 }
 
+// fdTable maps descriptors to their entries: a slice indexed by fd (descriptors are small
+// integers), cheaper than a map on the per-event path.
+type fdTable struct {
+	s []*fdEntry
+	n int
+}
+
+func (t *fdTable) get(fd int) *fdEntry {
+	if uint(fd) < uint(len(t.s)) {
+		return t.s[fd]
+	}
+	return nil
+}
+
+func (t *fdTable) set(fd int, e *fdEntry) {
+	if fd >= len(t.s) {
+		ns := make([]*fdEntry, max(fd+1, 2*len(t.s), 64))
+		copy(ns, t.s)
+		t.s = ns
+	}
+	if t.s[fd] == nil {
+		t.n++
+	}
+	t.s[fd] = e
+}
+
+func (t *fdTable) del(fd int) {
+	if uint(fd) < uint(len(t.s)) && t.s[fd] != nil {
+		t.s[fd] = nil
+		t.n--
+	}
+}
+
+// each calls f for every entry until f returns false, and reports whether it stopped early.
+func (t *fdTable) each(f func(fd int, e *fdEntry) bool) bool {
+	for fd, e := range t.s {
+		if e != nil && !f(fd, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // sync registers with epoll the interest fd needs now (add_reader/add_writer handles and
 // the transport's reading/writing), and forgets the entry when nothing is left.
 func (l *loop) sync(fd int, e *fdEntry) error {
@@ -75,7 +118,7 @@ func (l *loop) sync(fd int, e *fdEntry) error {
 		}
 	}
 	if e.reader == nil && e.writer == nil && e.conn == nil && e.registered == 0 {
-		delete(l.fds, fd)
+		l.fds.del(fd)
 	}
 	return err
 }
@@ -86,7 +129,7 @@ type loop struct {
 	ready  sched.Queue[pyObj]
 	timers sched.TimerHeap[pyObj]
 	poll   *poller.Poller
-	fds    map[int]*fdEntry
+	fds    fdTable
 
 	conns map[*conn]struct{}
 	dirty []*conn  // connections with writes queued this iteration
@@ -137,7 +180,7 @@ func glLoopInit(self *C.GLLoop) (rc C.int) {
 		raiseErr(err)
 		return -1
 	}
-	l := &loop{self: self, poll: p, fds: make(map[int]*fdEntry), conns: make(map[*conn]struct{})}
+	l := &loop{self: self, poll: p, conns: make(map[*conn]struct{})}
 	l.rbuf = unsafe.Slice((*byte)(C.malloc(readBufSize)), readBufSize)
 	for i, x := range loops {
 		if x == nil {
@@ -349,14 +392,14 @@ var cRunHandleDebug = C.CString("_run_handle_debug")
 // dispatch queues the add_reader/add_writer callbacks of one ready descriptor, as
 // asyncio's _process_events does (errors and hang-ups wake both directions).
 func (l *loop) dispatch(ev poller.Event) bool {
-	e := l.fds[ev.Fd]
+	e := l.fds.get(ev.Fd)
 	if e == nil {
 		return true
 	}
 	if c := e.conn; c != nil && !c.onEvent(ev.Events) {
 		return false
 	}
-	if e = l.fds[ev.Fd]; e == nil {
+	if e = l.fds.get(ev.Fd); e == nil {
 		return true
 	}
 	errs := ev.Events&(poller.Error|poller.Hangup) != 0
@@ -368,7 +411,7 @@ func (l *loop) dispatch(ev poller.Event) bool {
 			l.ready.Push(e.reader)
 		}
 	}
-	if e = l.fds[ev.Fd]; e != nil && e.writer != nil && (ev.Events&poller.Writable != 0 || errs) {
+	if e = l.fds.get(ev.Fd); e != nil && e.writer != nil && (ev.Events&poller.Writable != 0 || errs) {
 		if asHandle(e.writer).cancelled != 0 {
 			l.removeIO(ev.Fd, true)
 		} else {
@@ -398,10 +441,10 @@ func glAddIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int) (rc C.int) {
 	if !l.checkClosed() {
 		return -1
 	}
-	e := l.fds[int(fd)]
+	e := l.fds.get(int(fd))
 	if e == nil {
 		e = &fdEntry{}
-		l.fds[int(fd)] = e
+		l.fds.set(int(fd), e)
 	}
 	slot := &e.reader
 	if writer != 0 {
@@ -424,7 +467,7 @@ func glAddIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int) (rc C.int) {
 
 // removeIO stops watching one direction of fd and reports whether a callback was registered.
 func (l *loop) removeIO(fd int, writer bool) bool {
-	e := l.fds[fd]
+	e := l.fds.get(fd)
 	if e == nil {
 		return false
 	}
@@ -463,7 +506,7 @@ func glRemoveIO(self *C.GLLoop, fd C.int, writer C.int) (ret pyObj) {
 func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
 	defer recoverObj(&ret)
 	l := getLoop(self)
-	e := l.fds[int(fd)]
+	e := l.fds.get(int(fd))
 	if e == nil {
 		return C.gl_none()
 	}
@@ -505,10 +548,11 @@ func (l *loop) release() {
 	for c := range l.conns {
 		c.detach()
 	}
-	for fd := range l.fds {
+	l.fds.each(func(fd int, _ *fdEntry) bool {
 		l.removeIO(fd, false)
 		l.removeIO(fd, true)
-	}
+		return true
+	})
 	l.poll.Close()
 	if l.rbuf != nil {
 		C.free(unsafe.Pointer(&l.rbuf[0]))
@@ -535,10 +579,8 @@ func glLoopTraverse(self *C.GLLoop, visit C.visitproc, arg unsafe.Pointer) (rc C
 	}
 	l.ready.Each(v)
 	l.timers.Each(func(t sched.Timer[pyObj]) bool { return v(t.Item) })
-	for _, e := range l.fds {
-		if !v(e.reader) || !v(e.writer) {
-			return
-		}
+	if l.fds.each(func(_ int, e *fdEntry) bool { return v(e.reader) && v(e.writer) }) {
+		return rc
 	}
 	for c := range l.conns {
 		if !v(trObj(c.tr)) || !v(c.onData) || !v(c.getBuffer) || !v(c.bufferUpdated) {
@@ -571,7 +613,7 @@ func glCloseCore(self *C.GLLoop) (ret pyObj) {
 func glStats(self *C.GLLoop) (ret pyObj) {
 	defer recoverObj(&ret)
 	l := getLoop(self)
-	vals := []int{l.ready.Len(), l.timers.Len(), len(l.fds), 0}
+	vals := []int{l.ready.Len(), l.timers.Len(), l.fds.n, 0}
 	t := C.PyTuple_New(C.Py_ssize_t(len(vals)))
 	for i, v := range vals {
 		C.PyTuple_SetItem(t, C.Py_ssize_t(i), C.PyLong_FromLong(C.long(v)))

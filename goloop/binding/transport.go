@@ -114,10 +114,10 @@ func glConnAttach(tr *C.GLTransport, loopObj pyObj, fd C.int) (rc C.int) {
 	C.gl_incref(trObj(tr)) // kept alive while the poller may deliver its events
 	tr.conn = C.long(c.id + 1)
 	tr.sock_fd = fd
-	e := l.fds[int(fd)]
+	e := l.fds.get(int(fd))
 	if e == nil {
 		e = &fdEntry{}
-		l.fds[int(fd)] = e
+		l.fds.set(int(fd), e)
 	}
 	e.conn = c
 	l.conns[c] = struct{}{}
@@ -174,7 +174,7 @@ func (c *conn) update() {
 	}
 	if ev := c.want(); ev != c.events {
 		c.events = ev
-		if e := c.l.fds[c.fd]; e != nil {
+		if e := c.l.fds.get(c.fd); e != nil {
 			c.l.sync(c.fd, e)
 		}
 	}
@@ -449,7 +449,7 @@ func (c *conn) detach() {
 	c.reading = false
 	c.clearWrite()
 	c.detached = true
-	if e := c.l.fds[c.fd]; e != nil && e.conn == c {
+	if e := c.l.fds.get(c.fd); e != nil && e.conn == c {
 		e.conn = nil
 		c.l.sync(c.fd, e)
 	}
