@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the goloop benchmark suite for asyncio, uvloop and goloop in one go.
 
-    python3 bench/run.py [--quick] [--only echo,http,micro]
+    python3 bench/run.py [--quick] [--only echo,http,micro,tls]
                          [--loops asyncio,uvloop,goloop] [--repeat N]
                          [--write BENCHMARKS.md] [--json results.json]
 
@@ -342,6 +342,23 @@ def measure_micro(loop, bench, n, cfg):
     return {"value": json.loads(lines[-1])["ops_per_s"]}
 
 
+def measure_tls(loop, size, cfg):
+    """TLS echo via bench/tls_bench.py (it pins its server to core 0 and its client to core 1)."""
+    argv = [PY, os.path.join(BENCH, "tls_bench.py"), "--loop", loop, "--sizes", str(size),
+            "--duration", str(cfg.echo_dur), "--warmup", str(cfg.echo_warm)]
+    rc, out, err = run_cmd(argv, cfg.echo_dur + cfg.echo_warm + 60)
+    rows = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    rows = [r for r in rows if r.get("size") == size]
+    if rc != 0 or not rows or not rows[-1].get("rps"):
+        msg = err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
+        raise Failure(msg[-300:])
+    r = rows[-1]
+    res = {"value": r["rps"], "p50_us": r.get("p50_us"), "p99_us": r.get("p99_us")}
+    if r.get("errors"):
+        res["warning"] = f"{r['errors']} client errors"
+    return res
+
+
 def best_of(fn, repeat):
     """Best value of `repeat` attempts; an attempt that fails ends the cell."""
     best = None
@@ -556,7 +573,7 @@ def say(*a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short durations (whole run in about 2 minutes)")
-    ap.add_argument("--only", default="echo,http,micro", help="comma-separated sections: echo,http,micro")
+    ap.add_argument("--only", default="echo,http,micro,tls", help="comma-separated sections: echo,http,micro,tls")
     ap.add_argument("--loops", default=",".join(ALL_LOOPS), help="comma-separated: asyncio,uvloop,goloop")
     ap.add_argument("--repeat", type=int, default=1, help="best of N attempts per cell (default 1)")
     ap.add_argument("--write", metavar="FILE", help="write the Markdown report here (e.g. BENCHMARKS.md)")
@@ -571,7 +588,7 @@ def main():
     cfg = Config(args.quick)
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
     for s in sections:
-        if s not in ("echo", "http", "micro"):
+        if s not in ("echo", "http", "micro", "tls"):
             ap.error(f"unknown section {s!r}")
     loops = [l.strip() for l in args.loops.split(",") if l.strip()]
     for l in loops:
@@ -689,6 +706,22 @@ def main():
             table.add(label.format(n=f"{nn // 1000}k" if nn >= 1000 else nn), results)
         show(table)
 
+    # ---------------------------------------------------------------- tls
+    if "tls" in sections:
+        say(f"\n## tls: TLS echo, 10 connections, {cfg.echo_warm}s warm-up + {cfg.echo_dur}s "
+            "(Python TLS client on uvloop, core 1)")
+        table = Table("TLS echo, requests/s (10 connections)", [(l, labels[l]) for l in loops],
+                      "server", latency=True)
+        for size in ECHO_SIZES:
+            conf = f"TLS {size_label(size)}"
+            results = {}
+            for l in loops:
+                res = best_of(lambda: measure_tls(l, size, cfg), args.repeat)
+                results[l] = res
+                record("tls", conf, l, res, "req/s")
+            table.add(conf, results)
+        show(table)
+
     elapsed = time.monotonic() - t_start
     load_end = loadavg()
     busy_end = cpu_busy(0.5)
@@ -751,6 +784,9 @@ def render(command, started, elapsed, facts, cfg, args, loops, remarks, tables, 
         f"`wrk -t1 -c100` for {cfg.http_dur} s after {cfg.http_warm} s of warm-up; pipelined with "
         "`bench/pipeline.lua` (16 requests per write). Each server is checked with two pipelined "
         "requests before and after the load.",
+        "- TLS: `bench/tls_bench.py`, a TLS echo server (asyncio.Protocol over ssl=) on core 0 and a "
+        "Python TLS client (uvloop) on core 1, 10 connections; the client does as much TLS work as the "
+        "server, so compare ratios.",
         "- Micro: `bench/micro.py`, one process per figure on core 0"
         f"{' (n scaled ×' + str(cfg.micro_scale) + ')' if cfg.micro_scale != 1 else ''}.",
         f"- {'Best of ' + str(args.repeat) + ' attempts per cell. ' if args.repeat > 1 else ''}"
