@@ -45,6 +45,7 @@ type fdEntry struct {
 	reader, writer pyObj
 	conn           *conn  // a transport attached to the descriptor
 	registered     uint32 // interest registered with epoll: union of the handles' and the transport's
+	idle           bool   // still registered for reading, though nothing wants it (see sync)
 }
 
 // fdTable maps descriptors to their entries: a slice indexed by fd (descriptors are small
@@ -104,7 +105,27 @@ func (l *loop) sync(fd int, e *fdEntry) error {
 		want |= e.conn.want()
 	}
 	var err error
-	if want != e.registered {
+	switch {
+	case want == 0 && e.registered == poller.Readable && e.conn == nil:
+		// Lazy removal of read interest: sock_recv() and friends add and remove a reader
+		// around every wait, two epoll_ctl calls each time. The registration stays; an event
+		// that finds nobody interested removes it then (dispatch), and the next add
+		// revalidates it with one EPOLL_CTL_MOD, which re-adds a descriptor that was
+		// closed and reused meanwhile. Write interest is dropped at once: a writable socket
+		// would report itself on every poll.
+		e.idle = true
+		return nil
+	case e.idle:
+		e.idle = false
+		if want == 0 {
+			err = l.poll.Del(fd)
+		} else {
+			err = l.poll.Mod(fd, want)
+		}
+		if err == nil {
+			e.registered = want
+		}
+	case want != e.registered:
 		switch {
 		case e.registered == 0:
 			err = l.poll.Add(fd, want)
@@ -121,6 +142,14 @@ func (l *loop) sync(fd int, e *fdEntry) error {
 		l.fds.del(fd)
 	}
 	return err
+}
+
+// dropIdle forgets an idle registration (an event arrived that nobody wants).
+func (l *loop) dropIdle(fd int, e *fdEntry) {
+	l.poll.Del(fd)
+	e.idle = false
+	e.registered = 0
+	l.fds.del(fd)
 }
 
 // loop is the Go state behind one goloop.Loop.
@@ -396,6 +425,10 @@ func (l *loop) dispatch(ev poller.Event) bool {
 	if e == nil {
 		return true
 	}
+	if e.idle {
+		l.dropIdle(ev.Fd, e)
+		return true
+	}
 	if c := e.conn; c != nil && !c.onEvent(ev.Events) {
 		return false
 	}
@@ -507,7 +540,7 @@ func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
 	defer recoverObj(&ret)
 	l := getLoop(self)
 	e := l.fds.get(int(fd))
-	if e == nil {
+	if e == nil || e.idle {
 		return C.gl_none()
 	}
 	mask := 0
@@ -613,7 +646,14 @@ func glCloseCore(self *C.GLLoop) (ret pyObj) {
 func glStats(self *C.GLLoop) (ret pyObj) {
 	defer recoverObj(&ret)
 	l := getLoop(self)
-	vals := []int{l.ready.Len(), l.timers.Len(), l.fds.n, 0}
+	nfds := 0
+	l.fds.each(func(_ int, e *fdEntry) bool {
+		if !e.idle {
+			nfds++
+		}
+		return true
+	})
+	vals := []int{l.ready.Len(), l.timers.Len(), nfds, 0}
 	t := C.PyTuple_New(C.Py_ssize_t(len(vals)))
 	for i, v := range vals {
 		C.PyTuple_SetItem(t, C.Py_ssize_t(i), C.PyLong_FromLong(C.long(v)))

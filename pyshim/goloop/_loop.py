@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import selectors
 import signal
+import socket
 import sys
 import threading
 import weakref
@@ -21,6 +22,34 @@ from ._transports import SocketTransport
 from ._unix import UnixMixin
 
 _LOADED_PID = os.getpid()
+
+
+def _numeric_host(host) -> bool:
+    """Whether getaddrinfo() can answer for host without a name lookup."""
+    if host is None:
+        return True
+    if isinstance(host, bytes):
+        try:
+            host = host.decode("idna")
+        except UnicodeError:
+            return False
+    if not isinstance(host, str):
+        return False
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+            return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
+def _numeric_port(port) -> bool:
+    if port is None or isinstance(port, int):
+        return True
+    if isinstance(port, (str, bytes)):
+        return port.isdigit()
+    return False
 
 
 class _GoSelector(selectors.BaseSelector):
@@ -140,6 +169,26 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         cb = format_helpers._format_callback_source(handle._callback, handle._args or ())
         context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
         self.call_exception_handler(context)
+
+    # -- name resolution -----------------------------------------------------------------
+
+    async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
+        # Numeric hosts and ports need no lookup: the socket module answers at once, so no
+        # executor thread is involved. Results are the socket module's, as with asyncio.
+        if (not self._debug and not flags & socket.AI_CANONNAME
+                and _numeric_host(host) and _numeric_port(port)):
+            self._check_closed()
+            return socket.getaddrinfo(host, port, family, type, proto,
+                                      flags | socket.AI_NUMERICHOST | socket.AI_NUMERICSERV)
+        return await super().getaddrinfo(host, port, family=family, type=type, proto=proto,
+                                         flags=flags)
+
+    async def getnameinfo(self, sockaddr, flags=0):
+        numeric = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
+        if flags & numeric == numeric:
+            self._check_closed()
+            return socket.getnameinfo(sockaddr, flags)
+        return await super().getnameinfo(sockaddr, flags)
 
     # -- transports ------------------------------------------------------------------
 
