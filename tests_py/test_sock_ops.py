@@ -614,3 +614,52 @@ def test_happy_eyeballs_localhost(loop):
             await srv.wait_closed()
 
     assert run(loop, main())
+
+
+@pytest.mark.timeout(30)
+def test_cancelled_sock_recv_does_not_disturb_the_next(loop):
+    # A cancelled sock_recv must not unregister a later sock_recv on the same socket (the
+    # cancelled task only resumes after the new wait is registered).
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        lp = asyncio.get_running_loop()
+        try:
+            t = asyncio.ensure_future(lp.sock_recv(a, 10))
+            await asyncio.sleep(0)
+            t.cancel()
+            second = asyncio.ensure_future(lp.sock_recv(a, 10))
+            await asyncio.sleep(0)
+            with pytest.raises(asyncio.CancelledError):
+                await t
+            await asyncio.sleep(0.01)
+            b.send(b"hello")
+            return await asyncio.wait_for(second, 5)
+        finally:
+            a.close()
+            b.close()
+
+    assert loop.run_until_complete(main()) == b"hello"
+
+
+@pytest.mark.timeout(30)
+def test_sock_recv_many_waits_leave_no_registration(gloop):
+    # every wait's one-shot registration ends with it
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        lp = asyncio.get_running_loop()
+        try:
+            for i in range(200):
+                fut = asyncio.ensure_future(lp.sock_recv(a, 10))
+                await asyncio.sleep(0)
+                b.send(b"x")
+                assert await fut == b"x"
+            assert lp._fd_key(a.fileno()) is None
+        finally:
+            a.close()
+            b.close()
+
+    gloop.run_until_complete(main())

@@ -46,6 +46,7 @@ type fdEntry struct {
 	conn           *conn  // a transport attached to the descriptor
 	registered     uint32 // interest registered with epoll: union of the handles' and the transport's
 	idle           bool   // still registered for reading, though nothing wants it (see sync)
+	oneshot        uint32 // Readable/Writable: that handle is dropped once it fires (_wait_fd)
 }
 
 // fdTable maps descriptors to their entries: a slice indexed by fd (descriptors are small
@@ -437,22 +438,54 @@ func (l *loop) dispatch(ev poller.Event) bool {
 	}
 	errs := ev.Events&(poller.Error|poller.Hangup) != 0
 	if e.reader != nil && (ev.Events&poller.Readable != 0 || errs) {
-		if asHandle(e.reader).cancelled != 0 {
-			l.removeIO(ev.Fd, false)
-		} else {
-			C.gl_incref(e.reader)
-			l.ready.Push(e.reader)
-		}
+		l.fire(ev.Fd, e, &e.reader, poller.Readable)
 	}
 	if e = l.fds.get(ev.Fd); e != nil && e.writer != nil && (ev.Events&poller.Writable != 0 || errs) {
-		if asHandle(e.writer).cancelled != 0 {
-			l.removeIO(ev.Fd, true)
-		} else {
-			C.gl_incref(e.writer)
-			l.ready.Push(e.writer)
-		}
+		l.fire(ev.Fd, e, &e.writer, poller.Writable)
 	}
 	return true
+}
+
+// fire queues the reader or writer handle in *slot; a one-shot one leaves the descriptor
+// with its reference.
+func (l *loop) fire(fd int, e *fdEntry, slot *pyObj, bit uint32) {
+	h := *slot
+	if asHandle(h).cancelled != 0 {
+		l.removeIO(fd, bit == poller.Writable)
+		return
+	}
+	if e.oneshot&bit != 0 {
+		e.oneshot &^= bit
+		*slot = nil
+		l.ready.Push(h)
+		l.sync(fd, e)
+		return
+	}
+	C.gl_incref(h)
+	l.ready.Push(h)
+}
+
+// glWaitIO installs h as a one-shot reader (or writer) of fd. It returns -2 when a
+// transport owns the descriptor (the caller raises asyncio's error).
+//
+//export glWaitIO
+func glWaitIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	l := getLoop(self)
+	if !l.checkClosed() {
+		return -1
+	}
+	if e := l.fds.get(int(fd)); e != nil && e.conn != nil && e.conn.tr.closing == 0 {
+		return -2
+	}
+	if rc = glAddIO(self, fd, h, writer); rc == 0 {
+		bit := uint32(poller.Readable)
+		if writer != 0 {
+			bit = poller.Writable
+		}
+		l.fds.get(int(fd)).oneshot |= bit
+	}
+	return rc
 }
 
 // cancelHandle cancels a goloop handle the way Handle.cancel() does.
@@ -485,6 +518,11 @@ func glAddIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int) (rc C.int) {
 	}
 	old := *slot
 	*slot = h
+	if writer != 0 {
+		e.oneshot &^= poller.Writable
+	} else {
+		e.oneshot &^= poller.Readable
+	}
 	if err := l.sync(int(fd), e); err != nil {
 		*slot = old
 		l.sync(int(fd), e)

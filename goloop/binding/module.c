@@ -428,6 +428,34 @@ static PyObject *remove_io(GLLoop *self, PyObject *fdobj, int writer) {
 static PyObject *loop_remove_reader(GLLoop *self, PyObject *fd) { return remove_io(self, fd, 0); }
 static PyObject *loop_remove_writer(GLLoop *self, PyObject *fd) { return remove_io(self, fd, 1); }
 
+static PyObject *set_result_unless_cancelled;
+
+/* _wait_fd(fd, fut, writer): one-shot readiness wait for sock_recv() and friends: when fd is
+ * ready, fut's result is set (unless it was cancelled) and the registration ends by itself;
+ * asyncio's way costs a Handle, a functools.partial, a done callback and two epoll_ctl calls. */
+static PyObject *loop_wait_fd(GLLoop *self, PyObject *const *args, Py_ssize_t nargs) {
+    GUARD_NULL();
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_wait_fd(fd, fut, writer)");
+        return NULL;
+    }
+    int fd = PyObject_AsFileDescriptor(args[0]);
+    if (fd < 0) return NULL;
+    int writer = PyObject_IsTrue(args[2]);
+    if (writer < 0) return NULL;
+    PyObject *cbargs[2] = {args[1], Py_None};
+    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, set_result_unless_cancelled, cbargs, 2, NULL, 0);
+    if (h == NULL) return NULL;
+    Py_INCREF(h); /* the reference Go keeps on success; the caller gets the other */
+    int rc = glWaitIO(self, fd, h, writer);
+    if (rc == 0) return h;
+    Py_DECREF(h);
+    Py_DECREF(h);
+    if (rc == -2) /* a transport owns fd: asyncio's check raises the error asyncio raises */
+        return PyObject_CallMethod((PyObject *)self, "_ensure_fd_no_transport", "i", fd);
+    return NULL;
+}
+
 static PyObject *loop_fd_key(GLLoop *self, PyObject *fdobj) {
     GUARD_NULL();
     int fd = PyObject_AsFileDescriptor(fdobj);
@@ -553,6 +581,7 @@ static PyMethodDef loop_methods[] = {
     {"_remove_reader", (PyCFunction)loop_remove_reader, METH_O, NULL},
     {"_remove_writer", (PyCFunction)loop_remove_writer, METH_O, NULL},
     {"_fd_key", (PyCFunction)loop_fd_key, METH_O, NULL},
+    {"_wait_fd", (PyCFunction)(void (*)(void))loop_wait_fd, METH_FASTCALL, NULL},
     {"_add_callback", (PyCFunction)loop_add_callback, METH_O, NULL},
     {"_stats", (PyCFunction)loop_stats, METH_NOARGS, NULL},
     {NULL}
@@ -614,6 +643,11 @@ PyMODINIT_FUNC PyInit__goloop(void) {
         return NULL;
     }
     if (gl_init_callback_check() < 0) goto fail;
+    PyObject *futmod = PyImport_ImportModule("asyncio.futures");
+    if (futmod == NULL) goto fail;
+    set_result_unless_cancelled = PyObject_GetAttrString(futmod, "_set_result_unless_cancelled");
+    Py_DECREF(futmod);
+    if (set_result_unless_cancelled == NULL) goto fail;
     tasks_module = PyImport_ImportModule("asyncio.tasks");
     str_Task = PyUnicode_InternFromString("Task");
     str_create_task_py = PyUnicode_InternFromString("_create_task_py");

@@ -170,6 +170,47 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
         self.call_exception_handler(context)
 
+    # -- socket operations -------------------------------------------------------------
+    # asyncio's sock_recv()/sock_recv_into() with the wait done by the Go core: a one-shot
+    # readiness registration that sets a future (see LoopCore._wait_fd). The other sock_*
+    # methods are asyncio's, on the Go poller.
+
+    async def sock_recv(self, sock, n):
+        """Receive up to n bytes from sock (non-blocking); asyncio's contract."""
+        base_events._check_ssl_socket(sock)
+        if self._debug and sock.gettimeout() != 0:
+            raise ValueError("the socket must be non-blocking")
+        while True:
+            try:
+                return sock.recv(n)
+            except (BlockingIOError, InterruptedError):
+                pass
+            await self._sock_wait_readable(sock)
+
+    async def sock_recv_into(self, sock, buf):
+        """Receive into buf from sock (non-blocking); asyncio's contract."""
+        base_events._check_ssl_socket(sock)
+        if self._debug and sock.gettimeout() != 0:
+            raise ValueError("the socket must be non-blocking")
+        while True:
+            try:
+                return sock.recv_into(buf)
+            except (BlockingIOError, InterruptedError):
+                pass
+            await self._sock_wait_readable(sock)
+
+    async def _sock_wait_readable(self, sock):
+        fut = self.create_future()
+        handle = self._wait_fd(sock.fileno(), fut, False)
+        try:
+            await fut
+        except BaseException:
+            # Cancelled: this wait's registration must not fire; another wait may have
+            # replaced it already, so only this handle is cancelled (the Go core drops a
+            # cancelled handle when its descriptor next reports).
+            handle.cancel()
+            raise
+
     # -- name resolution -----------------------------------------------------------------
 
     async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
