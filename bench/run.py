@@ -117,6 +117,39 @@ class Failure(Exception):
     pass
 
 
+def proc_cpu_seconds(pid):
+    """utime + stime of a process (all its threads), in seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_load(argv, timeout, server_pid, warm, dur):
+    """Run a load generator; also measure the server's CPU time over its measured window
+    (after `warm` seconds, for `dur` seconds). Returns rc, stdout, stderr, cpu seconds."""
+    try:
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as e:
+        return None, "", str(e), None
+    cpu = None
+    try:
+        time.sleep(warm + 0.05)
+        c0 = proc_cpu_seconds(server_pid)
+        time.sleep(max(dur - 0.1, 0.1))
+        c1 = proc_cpu_seconds(server_pid)
+        if c0 is not None and c1 is not None:
+            cpu = (c1 - c0) * dur / max(dur - 0.1, 0.1)
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err, cpu
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return None, out, f"timed out after {timeout:.0f}s", None
+
+
 # --------------------------------------------------------------------------
 # servers
 
@@ -218,7 +251,8 @@ def measure_echo(loop, mode, size, cfg):
         argv = ["taskset", "-c", CLIENT_CPU, ECHOCLIENT, "-addr", f"127.0.0.1:{port}",
                 "-conns", "10", "-size", str(size),
                 "-duration", str(cfg.echo_dur), "-warmup", str(cfg.echo_warm)]
-        rc, out, err = run_cmd(argv, cfg.echo_dur + cfg.echo_warm + 30)
+        rc, out, err, cpu = run_load(argv, cfg.echo_dur + cfg.echo_warm + 30, srv.proc.pid,
+                                     cfg.echo_warm, cfg.echo_dur)
         srv.check_alive()
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         if not lines:
@@ -229,6 +263,8 @@ def measure_echo(loop, mode, size, cfg):
                           f"{r.get('error') or err.strip()[-300:] or 'the server stalled'}")
         res = {"value": r["rps"], "p50_us": r["p50_us"], "p99_us": r["p99_us"],
                "bytes": r["bytes"], "errors": r["errors"]}
+        if cpu:
+            res["cpu_us"] = cpu * 1e6 / (r["rps"] * cfg.echo_dur)
         if r["errors"]:
             res["warning"] = f"{r['errors']} client errors, first: {r.get('error')}"
         res["warning"] = res.get("warning") or srv.problems()
@@ -312,11 +348,14 @@ def measure_http(loop, parser, size, depth, cfg):
         if cfg.http_warm:
             run_cmd(base + [f"-d{cfg.http_warm}s"] + script, cfg.http_warm + 30)
             srv.check_alive()
-        rc, out, err = run_cmd(base + [f"-d{cfg.http_dur}s", "--latency"] + script, cfg.http_dur + 30)
+        rc, out, err, cpu = run_load(base + [f"-d{cfg.http_dur}s", "--latency"] + script,
+                                     cfg.http_dur + 30, srv.proc.pid, 0, cfg.http_dur)
         srv.check_alive()
         res = parse_wrk(out)
         if res is None or not res["value"]:
             raise srv.failure(f"wrk failed ({rc}): {(err or out).strip()[-300:]}")
+        if cpu:
+            res["cpu_us"] = cpu * 1e6 / (res["value"] * cfg.http_dur)
         # wrk counts each response it can parse; a broken server still shows
         # up here as errors even when the throughput looks fine
         if res["errors"]:
@@ -412,6 +451,24 @@ class Table:
                 cells.append(cell(res.get(k), notes, human))
             cells += [self._ratio(res, a, b) for a, b in ratios]
             out.append("| " + " | ".join(cells) + " |")
+        if any((r or {}).get("cpu_us") for _, res in self.rows for r in res.values()):
+            # With both cores busy (server on one, load generator on the other), requests/s
+            # can be bounded by the load generator; the server's CPU time per request is not.
+            cr = [(a, b) for a, b in ratios if a == "goloop"]
+            out += ["", f"Server CPU time per request, µs, lower is better ({self.title.lower()}):", "",
+                    "| " + " | ".join([self.unit] + [lab for _, lab in self.columns]
+                                      + [f"{b}/{a} (CPU saved)" for a, b in cr]) + " |",
+                    "|" + "---|" * (len(self.columns) + 1 + len(cr))]
+            for label, res in self.rows:
+                cells = [label]
+                for k in keys:
+                    r = res.get(k) or {}
+                    cells.append(f"{r['cpu_us']:.2f}" if r.get("cpu_us") else "–")
+                for a, b in cr:
+                    ra, rb = res.get(a) or {}, res.get(b) or {}
+                    cells.append(f"{rb['cpu_us'] / ra['cpu_us']:.2f}×"
+                                 if ra.get("cpu_us") and rb.get("cpu_us") else "n/a")
+                out.append("| " + " | ".join(cells) + " |")
         if self.latency:
             out += ["", f"Latency p50 / p99 ({self.title.lower()}):", "",
                     "| " + " | ".join([self.unit] + [lab for _, lab in self.columns]) + " |",
@@ -787,6 +844,10 @@ def render(command, started, elapsed, facts, cfg, args, loops, remarks, tables, 
         "- TLS: `bench/tls_bench.py`, a TLS echo server (asyncio.Protocol over ssl=) on core 0 and a "
         "Python TLS client (uvloop) on core 1, 10 connections; the client does as much TLS work as the "
         "server, so compare ratios.",
+        "- Server CPU per request: the server process's CPU time (all threads, user + system, from "
+        "/proc) over the measured window divided by the requests answered in it. On this 2-core "
+        "machine the load generator can saturate its core before the server does; then requests/s "
+        "compares the load generator more than the servers, and CPU per request is the fairer figure.",
         "- Micro: `bench/micro.py`, one process per figure on core 0"
         f"{' (n scaled ×' + str(cfg.micro_scale) + ')' if cfg.micro_scale != 1 else ''}.",
         f"- {'Best of ' + str(args.repeat) + ' attempts per cell. ' if args.repeat > 1 else ''}"
