@@ -861,6 +861,10 @@ def render(command, started, elapsed, facts, cfg, args, loops, remarks, tables, 
         out.append(t.markdown(notes))
     if notes.items:
         out += ["## Errors and warnings", "", notes.markdown()]
+    analysis = os.path.join(BENCH, "ANALYSIS.md")  # hand-written profile notes, kept with the table
+    if os.path.exists(analysis):
+        with open(analysis) as f:
+            out += ["", f.read().rstrip()]
     return "\n".join(out).rstrip() + "\n"
 
 
