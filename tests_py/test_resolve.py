@@ -2,7 +2,6 @@
 an executor thread on goloop."""
 import asyncio
 import socket
-import threading
 
 import pytest
 
@@ -44,9 +43,7 @@ def test_numeric_getaddrinfo_uses_no_thread(gloop):
     # goloop answers numeric hosts at once: the default executor is never started
     gloop.run_until_complete(gloop.getaddrinfo("127.0.0.1", 80))
     gloop.run_until_complete(gloop.getnameinfo(("127.0.0.1", 80), socket.NI_NUMERICHOST | socket.NI_NUMERICSERV))
-    assert gloop._default_executor is None
-    names = [t.name for t in threading.enumerate()]
-    assert not any(n.startswith("asyncio_") for n in names)
+    assert gloop._default_executor is None  # no executor was ever needed
 
 
 @pytest.mark.timeout(60)

@@ -82,6 +82,8 @@ int gl_exc_is_fatal(void);
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
                         Py_ssize_t nargs, PyObject *context, double when);
 PyObject *gl_call1(PyObject *f, PyObject *a);
+Py_ssize_t gl_read_buffered(PyObject *get_buffer, PyObject *buffer_updated, int fd, int *stage, int *err);
+int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *err, int *sig);
 int gl_deliver_bytes(PyObject *meth, const char *buf, Py_ssize_t n);
 int gl_call_fatal(PyObject *tr, const char *msg);
 PyObject *gl_getattr(PyObject *o, const char *name);

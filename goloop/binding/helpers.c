@@ -1,5 +1,8 @@
 /* Small C helpers for the Go side: CPython macros and inline functions that cgo cannot
  * call, and the one hot C routine, running a handle (context enter, call, context exit). */
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <errno.h>
 #include "gl.h"
 
 PyObject *gl_none(void) { Py_RETURN_NONE; }
@@ -276,3 +279,59 @@ int gl_bytes_view(PyObject *o, char **buf, Py_ssize_t *len) {
 }
 
 PyObject *gl_call1(PyObject *f, PyObject *a) { return PyObject_Vectorcall(f, &a, 1, NULL); }
+
+/* One BufferedProtocol read, in one call from Go: buf = get_buffer(-1), read(2) from the
+ * (non-blocking) socket straight into it, buffer_updated(n). Returns the bytes delivered,
+ * 0 at EOF, -1 with a Python exception set (*stage: 1 from get_buffer or its buffer, 2 from
+ * buffer_updated), or -2 with *err set to errno. */
+Py_ssize_t gl_read_buffered(PyObject *get_buffer, PyObject *buffer_updated, int fd, int *stage, int *err) {
+    static PyObject *minus_one;
+    if (minus_one == NULL && (minus_one = PyLong_FromLong(-1)) == NULL) return -1;
+    *stage = 1;
+    PyObject *buf = PyObject_Vectorcall(get_buffer, &minus_one, 1, NULL);
+    if (buf == NULL) return -1;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE | PyBUF_SIMPLE) < 0) {
+        Py_DECREF(buf);
+        return -1;
+    }
+    if (view.len == 0) {
+        PyBuffer_Release(&view);
+        Py_DECREF(buf);
+        PyErr_SetString(PyExc_RuntimeError, "get_buffer() returned an empty buffer");
+        return -1;
+    }
+    ssize_t n;
+    do {
+        n = read(fd, view.buf, (size_t)view.len);
+    } while (n < 0 && errno == EINTR);
+    int e = errno;
+    PyBuffer_Release(&view);
+    Py_DECREF(buf);
+    if (n < 0) {
+        *err = e;
+        return -2;
+    }
+    if (n == 0) return 0;
+    *stage = 2;
+    PyObject *num = PyLong_FromSsize_t(n);
+    if (num == NULL) return -1;
+    PyObject *r = PyObject_Vectorcall(buffer_updated, &num, 1, NULL);
+    Py_DECREF(num);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return n;
+}
+
+/* The loop's blocking poll, in one call from Go: release the GIL, epoll_wait, take the GIL
+ * back, run Python's signal handlers (KeyboardInterrupt ...). Returns the event count, or
+ * -1 with *err = errno (EINTR included), and sets *sig to -1 if a signal handler raised. */
+int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *err, int *sig) {
+    PyThreadState *ts = PyEval_SaveThread();
+    int n = epoll_wait(epfd, (struct epoll_event *)events, maxevents, timeout);
+    int e = errno;
+    PyEval_RestoreThread(ts);
+    if (n < 0) *err = e;
+    *sig = PyErr_CheckSignals();
+    return n;
+}

@@ -357,12 +357,19 @@ func (l *loop) runOnce() bool {
 			events, _, err = l.poll.Wait(0)
 		}
 	} else {
-		ts := C.PyEval_SaveThread()
-		events, _, err = l.poll.Wait(timeout)
-		C.PyEval_RestoreThread(ts)
+		// One call into C releases the GIL around epoll_wait and then runs Python's signal
+		// handlers (KeyboardInterrupt, asyncio.Runner's SIGINT) as soon as the wait ends.
+		var sig C.int
+		events, _, err = l.poll.WaitUsing(timeout, func(epfd int, raw []unix.EpollEvent, ms int) (int, error) {
+			var errno C.int
+			n := C.gl_blocking_wait(C.int(epfd), unsafe.Pointer(&raw[0]), C.int(len(raw)), C.int(ms), &errno, &sig)
+			if n < 0 {
+				return 0, unix.Errno(errno)
+			}
+			return int(n), nil
+		})
 		l.lastPoll = nanotime()
-		// Signals: Python's handlers run here (KeyboardInterrupt, asyncio.Runner's SIGINT).
-		if C.PyErr_CheckSignals() < 0 {
+		if sig < 0 {
 			return false
 		}
 	}

@@ -416,45 +416,21 @@ func (c *conn) readError(err error) bool {
 	return C.gl_call_fatal(trObj(c.tr), msgReadErr) == 0
 }
 
-var pyMinusOne pyObj
-
 func (c *conn) readBuffered() bool {
-	tr := c.tr
-	if pyMinusOne == nil {
-		pyMinusOne = C.PyLong_FromLong(-1)
+	var stage, errno C.int
+	n := C.gl_read_buffered(c.getBuffer, c.bufferUpdated, C.int(c.fd), &stage, &errno)
+	switch {
+	case n > 0:
+		return true
+	case n == 0:
+		return callMethod0(trObj(c.tr), cReadEOF)
+	case n == -2:
+		return c.readError(unix.Errno(errno))
+	case stage == 1:
+		return C.gl_call_fatal(trObj(c.tr), msgGetBufErr) == 0
+	default:
+		return C.gl_call_fatal(trObj(c.tr), msgBufUpdErr) == 0
 	}
-	buf := C.gl_call1(c.getBuffer, pyMinusOne)
-	if buf == nil {
-		return C.gl_call_fatal(trObj(tr), msgGetBufErr) == 0
-	}
-	var view C.Py_buffer
-	if C.gl_get_write_buffer(buf, &view) < 0 {
-		C.gl_decref(buf)
-		return C.gl_call_fatal(trObj(tr), msgGetBufErr) == 0
-	}
-	if view.len == 0 {
-		C.gl_release_buffer(&view)
-		C.gl_decref(buf)
-		raise(C.PyExc_RuntimeError, "get_buffer() returned an empty buffer")
-		return C.gl_call_fatal(trObj(tr), msgGetBufErr) == 0
-	}
-	n, err := poller.RawRead(c.fd, unsafe.Slice((*byte)(view.buf), int(view.len)))
-	C.gl_release_buffer(&view)
-	C.gl_decref(buf)
-	if err != nil {
-		return c.readError(err)
-	}
-	if n == 0 {
-		return callMethod0(trObj(tr), cReadEOF)
-	}
-	num := C.PyLong_FromLong(C.long(n))
-	r := C.gl_call1(c.bufferUpdated, num)
-	C.gl_decref(num)
-	if r == nil {
-		return C.gl_call_fatal(trObj(tr), msgBufUpdErr) == 0
-	}
-	C.gl_decref(r)
-	return true
 }
 
 // detach unregisters the socket and drops every reference the Go side holds for it. The

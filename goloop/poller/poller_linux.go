@@ -114,15 +114,21 @@ func (p *Poller) Del(fd int) error {
 // called. An interrupted wait (EINTR) returns unix.EINTR so the caller can check signals.
 // The returned slice is reused by the next call.
 func (p *Poller) Wait(timeoutMs int) (events []Event, woken bool, err error) {
+	if timeoutMs == 0 {
+		return p.WaitUsing(0, func(epfd int, raw []unix.EpollEvent, _ int) (int, error) {
+			return rawEpollWait0(epfd, raw)
+		})
+	}
+	return p.WaitUsing(timeoutMs, unix.EpollWait)
+}
+
+// WaitUsing is Wait with the epoll_wait call supplied by the caller (the CPython binding
+// makes it in C, releasing the GIL around it, in one call from Go).
+func (p *Poller) WaitUsing(timeoutMs int, wait func(epfd int, raw []unix.EpollEvent, timeoutMs int) (int, error)) (events []Event, woken bool, err error) {
 	if p.closed {
 		return nil, false, ErrClosed
 	}
-	var n int
-	if timeoutMs == 0 {
-		n, err = rawEpollWait0(p.epfd, p.raw)
-	} else {
-		n, err = unix.EpollWait(p.epfd, p.raw, timeoutMs)
-	}
+	n, err := wait(p.epfd, p.raw, timeoutMs)
 	if err != nil {
 		return nil, false, err
 	}
