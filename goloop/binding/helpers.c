@@ -25,10 +25,6 @@ PyObject *gl_call_method1(PyObject *self, const char *name, PyObject *arg) {
     return PyObject_CallMethod(self, name, "O", arg);
 }
 
-PyObject *gl_call_method2(PyObject *self, const char *name, PyObject *a, PyObject *b) {
-    return PyObject_CallMethod(self, name, "OO", a, b);
-}
-
 static PyObject *partial_type, *py_iscoroutine, *py_iscoroutinefunction, *py_is_coroutine_mark;
 
 /* Imports what gl_check_callback consults; called once at module init. */
@@ -263,22 +259,6 @@ int gl_call_fatal(PyObject *tr, const char *msg) {
 }
 
 PyObject *gl_getattr(PyObject *o, const char *name) { return PyObject_GetAttrString(o, name); }
-
-int gl_get_write_buffer(PyObject *o, Py_buffer *view) {
-    return PyObject_GetBuffer(o, view, PyBUF_WRITABLE | PyBUF_SIMPLE);
-}
-
-void gl_release_buffer(Py_buffer *view) { PyBuffer_Release(view); }
-
-/* For bytes objects: a pointer to their (immutable) data, so a queued write needs no copy. */
-int gl_bytes_view(PyObject *o, char **buf, Py_ssize_t *len) {
-    if (!PyBytes_CheckExact(o)) return 0;
-    *buf = PyBytes_AS_STRING(o);
-    *len = PyBytes_GET_SIZE(o);
-    return 1;
-}
-
-PyObject *gl_call1(PyObject *f, PyObject *a) { return PyObject_Vectorcall(f, &a, 1, NULL); }
 
 /* One BufferedProtocol read, in one call from Go: buf = get_buffer(-1), read(2) from the
  * (non-blocking) socket straight into it, buffer_updated(n). Returns the bytes delivered,

@@ -685,7 +685,7 @@ func glCloseCore(self *C.GLLoop) (ret pyObj) {
 	return C.gl_none()
 }
 
-// glStats reports the Go side's bookkeeping, for tests: (ready, timers, fds, threadsafe).
+// glStats reports the Go side's bookkeeping, for tests: (ready, timers, fds).
 //
 //export glStats
 func glStats(self *C.GLLoop) (ret pyObj) {
@@ -698,7 +698,7 @@ func glStats(self *C.GLLoop) (ret pyObj) {
 		}
 		return true
 	})
-	vals := []int{l.ready.Len(), l.timers.Len(), nfds, 0}
+	vals := []int{l.ready.Len(), l.timers.Len(), nfds}
 	t := C.PyTuple_New(C.Py_ssize_t(len(vals)))
 	for i, v := range vals {
 		C.PyTuple_SetItem(t, C.Py_ssize_t(i), C.PyLong_FromLong(C.long(v)))

@@ -258,7 +258,3 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
             super().close()
         finally:
             self._close_core()
-
-    def _check_fork(self) -> None:
-        if _goloop._forked():
-            raise RuntimeError("goloop cannot be used in a forked child")
