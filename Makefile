@@ -15,7 +15,7 @@ all: build
 # Python-side tools the build and the tests need, from the project's own declarations.
 deps:
 	$(PIP) install setuptools wheel
-	$(PIP) install pytest pytest-timeout httptools uvicorn
+	$(PIP) install pytest pytest-timeout httptools uvicorn cryptography
 	$(GO) mod download
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
