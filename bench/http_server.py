@@ -92,7 +92,14 @@ def main():
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--addr", default="127.0.0.1:8080")
     g.add_argument("--unix", default=None)
+    ap.add_argument("--cert", help="serve HTTPS with this certificate (PEM) ...")
+    ap.add_argument("--key", help="... and this key")
     args = ap.parse_args()
+    ssl_ctx = None
+    if args.cert:
+        import ssl
+        ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ssl_ctx.load_cert_chain(args.cert, args.key)
 
     try:
         httptools = http_parser_module(args.parser)
@@ -106,11 +113,11 @@ def main():
         if args.unix:
             if os.path.exists(args.unix):
                 os.unlink(args.unix)
-            server = loop.run_until_complete(loop.create_unix_server(protocol, args.unix))
+            server = loop.run_until_complete(loop.create_unix_server(protocol, args.unix, ssl=ssl_ctx))
         else:
             host, port = parse_addr(args.addr)
             server = loop.run_until_complete(
-                loop.create_server(protocol, host, port, reuse_address=True, backlog=1024))
+                loop.create_server(protocol, host, port, reuse_address=True, backlog=1024, ssl=ssl_ctx))
     except Exception as exc:
         die(f"{args.loop}/{args.parser}: cannot start server: {type(exc).__name__}: {exc}")
 

@@ -381,6 +381,31 @@ def measure_micro(loop, bench, n, cfg):
     return {"value": json.loads(lines[-1])["ops_per_s"]}
 
 
+def measure_https(loop, parser, size, cfg, certs):
+    """The HTTP server over TLS (keep-alive), driven by wrk over https."""
+    port = free_port()
+    cert, key = certs
+    with Server([os.path.join(BENCH, "http_server.py"), "--loop", loop, "--parser", parser,
+                 "--size", str(size), "--addr", f"127.0.0.1:{port}", "--cert", cert,
+                 "--key", key]) as srv:
+        url = f"https://127.0.0.1:{port}/"
+        base = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c100"]
+        if cfg.http_warm:
+            run_cmd(base + [f"-d{cfg.http_warm}s", url], cfg.http_warm + 30)
+            srv.check_alive()
+        rc, out, err, cpu = run_load(base + [f"-d{cfg.http_dur}s", "--latency", url],
+                                     cfg.http_dur + 30, srv.proc.pid, 0, cfg.http_dur)
+        srv.check_alive()
+        res = parse_wrk(out)
+        if res is None or not res["value"]:
+            raise srv.failure(f"wrk failed ({rc}): {(err or out).strip()[-300:]}")
+        if cpu:
+            res["cpu_us"] = cpu * 1e6 / (res["value"] * cfg.http_dur)
+        if res["errors"]:
+            res["warning"] = f"wrk reported {res['errors']} socket errors / non-2xx responses"
+        return res
+
+
 def measure_tls(loop, size, cfg):
     """TLS echo via bench/tls_bench.py (it pins its server to core 0 and its client to core 1)."""
     argv = [PY, os.path.join(BENCH, "tls_bench.py"), "--loop", loop, "--sizes", str(size),
@@ -766,7 +791,7 @@ def main():
     # ---------------------------------------------------------------- tls
     if "tls" in sections:
         say(f"\n## tls: TLS echo, 10 connections, {cfg.echo_warm}s warm-up + {cfg.echo_dur}s "
-            "(Python TLS client on uvloop, core 1)")
+            "(Go TLS client, core 1)")
         table = Table("TLS echo, requests/s (10 connections)", [(l, labels[l]) for l in loops],
                       "server", latency=True)
         for size in ECHO_SIZES:
@@ -778,6 +803,23 @@ def main():
                 record("tls", conf, l, res, "req/s")
             table.add(conf, results)
         show(table)
+        if shutil.which("wrk"):
+            sys.path.insert(0, BENCH)
+            import tls_bench
+            with tempfile.TemporaryDirectory(prefix="bench-https-") as d:
+                _, cert, key = tls_bench.make_certs(d)
+                table = Table("HTTPS keep-alive, requests/s (wrk -t1 -c100)",
+                              [(l, labels[l]) for l in loops], "response", latency=True)
+                for label, size in (("13 B", 13), ("1 KiB", 1024), ("100 KiB", 102400)):
+                    results = {}
+                    for l in loops:
+                        parser = "goloop" if l == "goloop" else "httptools"
+                        res = best_of(lambda: measure_https(l, parser, size, cfg, (cert, key)),
+                                      args.repeat)
+                        results[l] = res
+                        record("https", label, l, res, "req/s")
+                    table.add(label, results)
+                show(table)
 
     elapsed = time.monotonic() - t_start
     load_end = loadavg()
@@ -841,9 +883,9 @@ def render(command, started, elapsed, facts, cfg, args, loops, remarks, tables, 
         f"`wrk -t1 -c100` for {cfg.http_dur} s after {cfg.http_warm} s of warm-up; pipelined with "
         "`bench/pipeline.lua` (16 requests per write). Each server is checked with two pipelined "
         "requests before and after the load.",
-        "- TLS: `bench/tls_bench.py`, a TLS echo server (asyncio.Protocol over ssl=) on core 0 and a "
-        "Python TLS client (uvloop) on core 1, 10 connections; the client does as much TLS work as the "
-        "server, so compare ratios.",
+        "- TLS: `bench/tls_bench.py`, a TLS echo server (asyncio.Protocol over ssl=) on core 0 and "
+        "`bench/echoclient -tls` (Go crypto/tls) on core 1, 10 connections; HTTPS: `bench/http_server.py "
+        "--cert` (goloop with goloop.http, the others with httptools) under `wrk -t1 -c100` over https.",
         "- Server CPU per request: the server process's CPU time (all threads, user + system, from "
         "/proc) over the measured window divided by the requests answered in it. On this 2-core "
         "machine the load generator can saturate its core before the server does; then requests/s "

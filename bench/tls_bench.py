@@ -259,6 +259,9 @@ def wait_ready(proc, timeout=20.0):
     return False
 
 
+GO_CLIENT = os.path.join(REPO, "bench", ".bin", "echoclient")
+
+
 def measure(args, size, ca, cert, key):
     port = free_port()
     me = os.path.abspath(__file__)
@@ -271,11 +274,16 @@ def measure(args, size, ca, cert, key):
         if not wait_ready(srv):
             errf.seek(0)
             return {"error": "server not ready: " + errf.read().decode(errors="replace")[-300:]}
-        cli = subprocess.run(taskset(CLIENT_CPU) + [
-            PY, me, "--role", "client", "--client-loop", args.client_loop, "--port", str(port),
-            "--ca", ca, "--size", str(size), "--conns", str(args.conns),
-            "--duration", str(args.duration), "--warmup", str(args.warmup)],
-            capture_output=True, text=True, timeout=args.duration + args.warmup + 60, cwd=REPO)
+        if args.client == "go":
+            client = [GO_CLIENT, "-tls", "-addr", f"127.0.0.1:{port}", "-size", str(size),
+                      "-conns", str(args.conns), "-duration", str(args.duration),
+                      "-warmup", str(args.warmup)]
+        else:
+            client = [PY, me, "--role", "client", "--client-loop", args.client_loop, "--port",
+                      str(port), "--ca", ca, "--size", str(size), "--conns", str(args.conns),
+                      "--duration", str(args.duration), "--warmup", str(args.warmup)]
+        cli = subprocess.run(taskset(CLIENT_CPU) + client, capture_output=True, text=True,
+                             timeout=args.duration + args.warmup + 60, cwd=REPO)
         lines = [ln for ln in cli.stdout.splitlines() if ln.startswith("{")]
         if not lines:
             return {"error": f"client failed ({cli.returncode}): {cli.stderr.strip()[-300:]}"}
@@ -301,7 +309,11 @@ def main():
     ap.add_argument("--conns", type=int, default=10)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--warmup", type=float, default=1.0)
-    ap.add_argument("--client-loop", choices=LOOPS, default="uvloop")
+    ap.add_argument("--client-loop", choices=LOOPS, default="uvloop",
+                    help="the Python client's loop (with --client python)")
+    ap.add_argument("--client", choices=("go", "python"), default="go",
+                    help="go: bench/echoclient -tls (crypto/tls; cheaper than the server, so the "
+                         "server is what is measured); python: an asyncio TLS client")
     ap.add_argument("--role", choices=("bench", "server", "client"), default="bench",
                     help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -316,6 +328,8 @@ def main():
     if args.role == "client":
         return run_client(args)
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.client == "go" and not os.path.exists(GO_CLIENT):
+        subprocess.run(["go", "build", "-o", GO_CLIENT, "./bench/echoclient"], cwd=REPO, check=True)
     summary = {}
     with tempfile.TemporaryDirectory(prefix="tls-bench-") as d:
         ca, cert, key = make_certs(d)
@@ -324,7 +338,7 @@ def main():
             res = {"loop": args.loop, "size": size, **res}
             print(json.dumps(res), flush=True)
             summary[str(size)] = res.get("rps") if not res.get("error") else None
-    print(json.dumps({"loop": args.loop, "client_loop": args.client_loop, "conns": args.conns,
+    print(json.dumps({"loop": args.loop, "client": args.client, "conns": args.conns,
                       "results": summary}), flush=True)
 
 

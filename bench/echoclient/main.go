@@ -16,6 +16,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,12 @@ func main() {
 	warmup := flag.Float64("warmup", 1, "warm-up duration in seconds (not measured)")
 	timeout := flag.Float64("timeout", 5, "per-connection grace after the end before giving up on a reply, seconds")
 	engine := flag.String("engine", "epoll", "client engine: epoll (one thread, raw epoll: cheapest per request) or net (a goroutine per connection)")
+	useTLS := flag.Bool("tls", false, "speak TLS (implies -engine net; the server certificate is not verified: loopback benchmark)")
 	flag.Parse()
+	if *useTLS {
+		*engine = "net"
+		tlsConfig = &tls.Config{InsecureSkipVerify: true}
+	}
 
 	if *conns < 1 || *size < 1 || *duration <= 0 || *warmup < 0 {
 		fmt.Fprintln(os.Stderr, "echoclient: -conns, -size and -duration must be positive, -warmup >= 0")
@@ -138,6 +144,9 @@ func report(workers []*worker, conns, size int, elapsed time.Duration) {
 	}
 }
 
+// tlsConfig is set by -tls: connections then speak TLS.
+var tlsConfig *tls.Config
+
 // run drives one connection until the stop phase, reconnecting after errors.
 func (w *worker) run(id int, network, target string, size int, phase *atomic.Int32, deadline time.Time) {
 	msg := make([]byte, size)
@@ -156,6 +165,17 @@ func (w *worker) run(id int, network, target string, size int, phase *atomic.Int
 		}
 		if tc, ok := conn.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
+		}
+		if tlsConfig != nil {
+			tc := tls.Client(conn, tlsConfig)
+			tc.SetDeadline(time.Now().Add(5 * time.Second))
+			if err := tc.Handshake(); err != nil {
+				w.fail(err)
+				conn.Close()
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			conn = tc
 		}
 		conn.SetDeadline(deadline)
 		for {
