@@ -401,27 +401,15 @@ func (p *Parser) Feed(data []byte) error {
 			}
 
 		case stBodyLength:
-			avail := uint64(n - i)
-			if avail < p.remain {
-				p.remain -= avail
-				if p.Want&WantBody != 0 {
-					if err := p.h.OnBody(data[i:]); err != nil {
-						return p.cbErr(err, n)
-					}
-				}
-				i = n
-				break
-			}
-			end := i + int(p.remain)
-			p.remain = 0
-			if p.Want&WantBody != 0 {
-				if err := p.h.OnBody(data[i:end]); err != nil {
-					return p.cbErr(err, end)
-				}
+			end, done, err := p.bodyPart(data, i)
+			if err != nil {
+				return err
 			}
 			i = end
-			if err := p.messageComplete(i); err != nil {
-				return err
+			if done {
+				if err := p.messageComplete(i); err != nil {
+					return err
+				}
 			}
 
 		case stBodyEOF:
@@ -459,26 +447,14 @@ func (p *Parser) Feed(data []byte) error {
 			}
 
 		case stChunkData:
-			avail := uint64(n - i)
-			if avail < p.remain {
-				p.remain -= avail
-				if p.Want&WantBody != 0 {
-					if err := p.h.OnBody(data[i:]); err != nil {
-						return p.cbErr(err, n)
-					}
-				}
-				i = n
-				break
-			}
-			end := i + int(p.remain)
-			p.remain = 0
-			p.state = stChunkDataCR
-			if p.Want&WantBody != 0 {
-				if err := p.h.OnBody(data[i:end]); err != nil {
-					return p.cbErr(err, end)
-				}
+			end, done, err := p.bodyPart(data, i)
+			if err != nil {
+				return err
 			}
 			i = end
+			if done {
+				p.state = stChunkDataCR
+			}
 
 		case stChunkDataCR:
 			switch data[i] {
@@ -559,6 +535,23 @@ func (p *Parser) FeedEOF() error {
 		return nil
 	}
 	return p.fail(KindInvalidEOF, "connection closed in the middle of a message", 0)
+}
+
+// bodyPart hands OnBody the part of data[i:] that belongs to the current Content-Length body or
+// chunk (p.remain bytes), and returns the index after it and whether that body or chunk is
+// now complete.
+func (p *Parser) bodyPart(data []byte, i int) (int, bool, error) {
+	end, done := len(data), false
+	if uint64(end-i) >= p.remain {
+		end, done = i+int(p.remain), true
+	}
+	p.remain -= uint64(end - i)
+	if p.Want&WantBody != 0 {
+		if err := p.h.OnBody(data[i:end]); err != nil {
+			return end, done, p.cbErr(err, end)
+		}
+	}
+	return end, done, nil
 }
 
 func (p *Parser) chunkComplete(off int) error {
