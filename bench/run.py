@@ -334,15 +334,18 @@ def parse_wrk(out):
     return res
 
 
-def measure_http(loop, parser, size, depth, cfg):
+def measure_http(loop, parser, size, depth, cfg, certs=None):
+    """The HTTP server under wrk; with certs (cert, key) it serves HTTPS."""
     port = free_port()
+    tls = ["--cert", certs[0], "--key", certs[1]] if certs else []
     with Server([os.path.join(BENCH, "http_server.py"), "--loop", loop, "--parser", parser,
-                 "--size", str(size), "--addr", f"127.0.0.1:{port}"]) as srv:
-        try:
-            http_check(port, size)
-        except (Failure, OSError) as e:
-            raise srv.failure(f"check before load: {e}")
-        url = f"http://127.0.0.1:{port}/"
+                 "--size", str(size), "--addr", f"127.0.0.1:{port}"] + tls) as srv:
+        if not certs:
+            try:
+                http_check(port, size)
+            except (Failure, OSError) as e:
+                raise srv.failure(f"check before load: {e}")
+        url = f"{'https' if certs else 'http'}://127.0.0.1:{port}/"
         base = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c100"]
         script = ["-s", os.path.join(BENCH, "pipeline.lua"), url, "--", str(depth)] if depth > 1 else [url]
         if cfg.http_warm:
@@ -360,10 +363,11 @@ def measure_http(loop, parser, size, depth, cfg):
         # up here as errors even when the throughput looks fine
         if res["errors"]:
             res["warning"] = f"wrk reported {res['errors']} socket errors / non-2xx responses"
-        try:
-            http_check(port, size)
-        except (Failure, OSError) as e:
-            raise srv.failure(f"check after load: {e}")
+        if not certs:
+            try:
+                http_check(port, size)
+            except (Failure, OSError) as e:
+                raise srv.failure(f"check after load: {e}")
         res["warning"] = res.get("warning") or srv.problems()
         if not res["warning"]:
             del res["warning"]
@@ -379,31 +383,6 @@ def measure_micro(loop, bench, n, cfg):
         msg = err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
         raise Failure(msg[-300:])
     return {"value": json.loads(lines[-1])["ops_per_s"]}
-
-
-def measure_https(loop, parser, size, cfg, certs):
-    """The HTTP server over TLS (keep-alive), driven by wrk over https."""
-    port = free_port()
-    cert, key = certs
-    with Server([os.path.join(BENCH, "http_server.py"), "--loop", loop, "--parser", parser,
-                 "--size", str(size), "--addr", f"127.0.0.1:{port}", "--cert", cert,
-                 "--key", key]) as srv:
-        url = f"https://127.0.0.1:{port}/"
-        base = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c100"]
-        if cfg.http_warm:
-            run_cmd(base + [f"-d{cfg.http_warm}s", url], cfg.http_warm + 30)
-            srv.check_alive()
-        rc, out, err, cpu = run_load(base + [f"-d{cfg.http_dur}s", "--latency", url],
-                                     cfg.http_dur + 30, srv.proc.pid, 0, cfg.http_dur)
-        srv.check_alive()
-        res = parse_wrk(out)
-        if res is None or not res["value"]:
-            raise srv.failure(f"wrk failed ({rc}): {(err or out).strip()[-300:]}")
-        if cpu:
-            res["cpu_us"] = cpu * 1e6 / (res["value"] * cfg.http_dur)
-        if res["errors"]:
-            res["warning"] = f"wrk reported {res['errors']} socket errors / non-2xx responses"
-        return res
 
 
 def measure_tls(loop, size, cfg):
@@ -814,7 +793,7 @@ def main():
                     results = {}
                     for l in loops:
                         parser = "goloop" if l == "goloop" else "httptools"
-                        res = best_of(lambda: measure_https(l, parser, size, cfg, (cert, key)),
+                        res = best_of(lambda: measure_http(l, parser, size, 1, cfg, (cert, key)),
                                       args.repeat)
                         results[l] = res
                         record("https", label, l, res, "req/s")
