@@ -367,6 +367,19 @@ static PyObject *loop_create_task(GLLoop *self, PyObject *const *args, Py_ssize_
     return task;
 }
 
+static PyObject *futures_module, *str_Future, *loop_kwnames;
+
+/* create_future(): asyncio's `futures.Future(loop=self)`, without a Python frame (streams
+ * and sock_* create one per wait). */
+static PyObject *loop_create_future(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *fut_type = PyObject_GetAttr(futures_module, str_Future);
+    if (fut_type == NULL) return NULL;
+    PyObject *args[1] = {(PyObject *)self};
+    PyObject *fut = PyObject_Vectorcall(fut_type, args, 0, loop_kwnames);
+    Py_DECREF(fut_type);
+    return fut;
+}
+
 static PyObject *loop_time(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
     return PyFloat_FromDouble(mono_now());
 }
@@ -570,6 +583,8 @@ static PyMethodDef loop_methods[] = {
     {"call_at", (PyCFunction)(void (*)(void))loop_call_at, METH_FASTCALL | METH_KEYWORDS,
      "call_at(when, callback, *args, context=None) -> TimerHandle"},
     {"time", (PyCFunction)loop_time, METH_NOARGS, "The loop's clock (time.monotonic())."},
+    {"create_future", (PyCFunction)loop_create_future, METH_NOARGS,
+     "create_future() -> asyncio.Future attached to this loop"},
     {"create_task", (PyCFunction)(void (*)(void))loop_create_task, METH_FASTCALL | METH_KEYWORDS,
      "create_task(coro, *, name=None, context=None) -> asyncio.Task"},
     {"get_debug", (PyCFunction)loop_get_debug, METH_NOARGS, NULL},
@@ -648,6 +663,10 @@ PyMODINIT_FUNC PyInit__goloop(void) {
     set_result_unless_cancelled = PyObject_GetAttrString(futmod, "_set_result_unless_cancelled");
     Py_DECREF(futmod);
     if (set_result_unless_cancelled == NULL) goto fail;
+    futures_module = PyImport_ImportModule("asyncio.futures");
+    str_Future = PyUnicode_InternFromString("Future");
+    loop_kwnames = Py_BuildValue("(s)", "loop");
+    if (!futures_module || !str_Future || !loop_kwnames) goto fail;
     tasks_module = PyImport_ImportModule("asyncio.tasks");
     str_Task = PyUnicode_InternFromString("Task");
     str_create_task_py = PyUnicode_InternFromString("_create_task_py");
