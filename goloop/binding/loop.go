@@ -165,8 +165,11 @@ type loop struct {
 	dirty []*conn  // connections with writes queued this iteration
 	rbuf  []byte   // read buffer shared by the loop's connections (C memory)
 
-	threadID C.ulong
-	lastPoll int64 // nanotime of the last poll
+	threadID     C.ulong
+	lastPoll     int64 // nanotime of the last poll
+	blockingWait func(epfd int, raw []unix.EpollEvent, ms int) (int, error)
+	sig          C.int // PyErr_CheckSignals() after the last blocking wait
+	errno        C.int
 }
 
 // pollEvery bounds how long a loop whose ready queue never empties may go without looking
@@ -212,6 +215,7 @@ func glLoopInit(self *C.GLLoop) (rc C.int) {
 	}
 	l := &loop{self: self, poll: p, conns: make(map[*conn]struct{})}
 	l.rbuf = unsafe.Slice((*byte)(C.malloc(readBufSize)), readBufSize)
+	l.blockingWait = l.cBlockingWait // one method value per loop, not a closure per wait
 	for i, x := range loops {
 		if x == nil {
 			loops[i] = l
@@ -309,6 +313,15 @@ func glRunCore(self *C.GLLoop) (ret pyObj) {
 	}
 }
 
+// cBlockingWait is the epoll_wait of a blocking poll, made in C with the GIL released.
+func (l *loop) cBlockingWait(epfd int, raw []unix.EpollEvent, ms int) (int, error) {
+	n := C.gl_blocking_wait(C.int(epfd), unsafe.Pointer(&raw[0]), C.int(len(raw)), C.int(ms), &l.errno, &l.sig)
+	if n < 0 {
+		return 0, unix.Errno(l.errno)
+	}
+	return int(n), nil
+}
+
 func (l *loop) purgeTimers() {
 	n := l.timers.Len()
 	if n > minScheduledTimers && float64(l.self.timer_cancelled_count)/float64(n) > minCancelledTimersFrac {
@@ -359,17 +372,9 @@ func (l *loop) runOnce() bool {
 	} else {
 		// One call into C releases the GIL around epoll_wait and then runs Python's signal
 		// handlers (KeyboardInterrupt, asyncio.Runner's SIGINT) as soon as the wait ends.
-		var sig C.int
-		events, _, err = l.poll.WaitUsing(timeout, func(epfd int, raw []unix.EpollEvent, ms int) (int, error) {
-			var errno C.int
-			n := C.gl_blocking_wait(C.int(epfd), unsafe.Pointer(&raw[0]), C.int(len(raw)), C.int(ms), &errno, &sig)
-			if n < 0 {
-				return 0, unix.Errno(errno)
-			}
-			return int(n), nil
-		})
+		events, _, err = l.poll.WaitUsing(timeout, l.blockingWait)
 		l.lastPoll = nanotime()
-		if sig < 0 {
+		if l.sig < 0 {
 			return false
 		}
 	}
