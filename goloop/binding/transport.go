@@ -339,6 +339,13 @@ func (c *conn) consume(n int) {
 	if c.whead == len(c.wq) {
 		c.wq = c.wq[:0]
 		c.whead = 0
+	} else if c.whead >= 64 && 2*c.whead >= len(c.wq) {
+		// A queue that never empties (a writer resumed at the low-water mark keeps writing)
+		// must not keep its sent prefix: move the rest down.
+		k := copy(c.wq, c.wq[c.whead:])
+		clear(c.wq[k:])
+		c.wq = c.wq[:k]
+		c.whead = 0
 	}
 	c.tr.write_size = C.Py_ssize_t(c.wsize)
 }
