@@ -1079,3 +1079,56 @@ def test_write_non_contiguous_memoryview(loop):
 
     assert run(loop, main()) is BufferError
     assert [c["message"] for c in contexts] == ["Fatal write error on socket transport"]
+
+
+@pytest.mark.timeout(120)
+def test_many_small_writes_under_backpressure_arrive_in_order(loop):
+    # A writer that resumes at the low-water mark and keeps writing small chunks keeps the
+    # write queue from ever emptying (goloop compacts it as it goes): every byte must still
+    # arrive, in order.
+    total_chunks = 60_000
+
+    async def main():
+        lp = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        for s in (a, b):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+
+        class P(asyncio.Protocol):
+            def __init__(self):
+                self.can_write = asyncio.Event()
+                self.can_write.set()
+                self.pauses = 0
+
+            def pause_writing(self):
+                self.pauses += 1
+                self.can_write.clear()
+
+            def resume_writing(self):
+                self.can_write.set()
+
+        tr, pr = await lp.connect_accepted_socket(P, a)
+        expected = b"".join(b"%08d" % i for i in range(total_chunks))
+        received = bytearray()
+
+        async def reader():
+            while len(received) < len(expected):
+                received.extend(await lp.sock_recv(b, 4096))
+                await asyncio.sleep(0)
+
+        rt = asyncio.ensure_future(reader())
+        for i in range(0, total_chunks, 100):
+            await pr.can_write.wait()
+            for j in range(i, i + 100):
+                tr.write(b"%08d" % j)
+            await asyncio.sleep(0)
+        await asyncio.wait_for(rt, 60)
+        assert pr.pauses > 0
+        tr.close()
+        await asyncio.sleep(0.01)
+        b.close()
+        return bytes(received) == expected
+
+    assert loop.run_until_complete(main())
