@@ -1086,7 +1086,7 @@ def test_many_small_writes_under_backpressure_arrive_in_order(loop):
     # A writer that resumes at the low-water mark and keeps writing small chunks keeps the
     # write queue from ever emptying (goloop compacts it as it goes): every byte must still
     # arrive, in order.
-    total_chunks = 60_000
+    total_chunks = 200_000
 
     async def main():
         lp = asyncio.get_running_loop()
@@ -1119,9 +1119,9 @@ def test_many_small_writes_under_backpressure_arrive_in_order(loop):
                 await asyncio.sleep(0)
 
         rt = asyncio.ensure_future(reader())
-        for i in range(0, total_chunks, 100):
+        for i in range(0, total_chunks, 2000):
             await pr.can_write.wait()
-            for j in range(i, i + 100):
+            for j in range(i, i + 2000):
                 tr.write(b"%08d" % j)
             await asyncio.sleep(0)
         await asyncio.wait_for(rt, 60)
