@@ -12,6 +12,7 @@ import "C"
 import (
 	"math"
 	"runtime"
+	"time"
 	"unsafe"
 	_ "unsafe" // go:linkname
 
@@ -196,10 +197,16 @@ func asHandle(h pyObj) *C.GLHandle { return (*C.GLHandle)(unsafe.Pointer(h)) }
 // runtime's monitor hands that P to a freshly woken thread every time the wait exceeds
 // 20 µs (a context switch per idle period), and a call_soon_threadsafe from another Python
 // thread waits for that hand-off. A second, idle P avoids both.
+//
+// It also starts the Go runtime's own poller (an epoll fd and an eventfd, made the first
+// time a runtime timer is armed, e.g. by the garbage collector's scavenger) now, with the
+// first loop, instead of at some later, unpredictable moment: a program counting its
+// descriptors sees them appear once, here.
 func ensureProcs() {
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
+	time.Sleep(time.Microsecond) // arms a runtime timer: the runtime poller starts here
 }
 
 //export glLoopInit
