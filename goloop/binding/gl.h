@@ -69,6 +69,10 @@ extern int gl_forked;
 
 /* Helpers defined in helpers.c, called from Go. */
 int gl_handle_run(PyObject *h);
+/* The same for Go's hot loops: C pointers passed as integers, which cgo does not inspect
+ * (its pointer check costs more than these calls' own work). */
+int gl_handle_run_u(uintptr_t h);
+int gl_deliver_bytes_u(uintptr_t meth, uintptr_t buf, Py_ssize_t n);
 PyObject *gl_none(void);
 int gl_is_none(PyObject *o);
 void gl_incref(PyObject *o);

@@ -315,3 +315,9 @@ int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *er
     *sig = PyErr_CheckSignals();
     return n;
 }
+
+int gl_handle_run_u(uintptr_t h) { return gl_handle_run((PyObject *)h); }
+
+int gl_deliver_bytes_u(uintptr_t meth, uintptr_t buf, Py_ssize_t n) {
+    return gl_deliver_bytes((PyObject *)meth, (const char *)buf, n);
+}

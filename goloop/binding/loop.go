@@ -429,7 +429,7 @@ func (l *loop) runOnce() bool {
 	}
 	for i := 0; i < ntodo; i++ {
 		h, _ := l.ready.Pop()
-		if C.gl_handle_run(h) < 0 {
+		if C.gl_handle_run_u(C.uintptr_t(uintptr(unsafe.Pointer(h)))) < 0 {
 			return false
 		}
 	}

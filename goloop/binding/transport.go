@@ -409,7 +409,8 @@ func (c *conn) onReadable() bool {
 	if n == 0 {
 		return callMethod0(trObj(tr), cReadEOF)
 	}
-	if C.gl_deliver_bytes(c.onData, (*C.char)(unsafe.Pointer(&c.l.rbuf[0])), C.Py_ssize_t(n)) < 0 {
+	// rbuf is C memory, onData a PyObject: plain integers for cgo (see gl.h)
+	if C.gl_deliver_bytes_u(C.uintptr_t(uintptr(unsafe.Pointer(c.onData))), C.uintptr_t(uintptr(unsafe.Pointer(&c.l.rbuf[0]))), C.Py_ssize_t(n)) < 0 {
 		return C.gl_call_fatal(trObj(tr), msgDataErr) == 0
 	}
 	return true
