@@ -54,7 +54,6 @@ type fdEntry struct {
 // integers), cheaper than a map on the per-event path.
 type fdTable struct {
 	s []*fdEntry
-	n int
 }
 
 func (t *fdTable) get(fd int) *fdEntry {
@@ -70,16 +69,12 @@ func (t *fdTable) set(fd int, e *fdEntry) {
 		copy(ns, t.s)
 		t.s = ns
 	}
-	if t.s[fd] == nil {
-		t.n++
-	}
 	t.s[fd] = e
 }
 
 func (t *fdTable) del(fd int) {
-	if uint(fd) < uint(len(t.s)) && t.s[fd] != nil {
+	if uint(fd) < uint(len(t.s)) {
 		t.s[fd] = nil
-		t.n--
 	}
 }
 
