@@ -1669,3 +1669,63 @@ def test_goloop_selector_view(gloop, sockpair):
 def test_goloop_run_once_is_refused(gloop):
     with pytest.raises(RuntimeError):
         gloop._run_once()
+
+
+@pytest.mark.timeout(30)
+def test_reader_on_reused_descriptor_number_fires(loop):
+    # goloop keeps a removed read registration until the descriptor next reports (lazy
+    # removal); a socket closed meanwhile and a new one given the same number must still
+    # be watched when a reader is added for it.
+    async def main():
+        lp = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        got = lp.create_future()
+        lp.add_reader(a.fileno(), lambda: None)
+        await asyncio.sleep(0)
+        lp.remove_reader(a.fileno())
+        fd = a.fileno()
+        a.close()
+        b.close()
+        c, d = socket.socketpair()
+        try:
+            if c.fileno() != fd:  # make the new socket take the old number
+                os.dup2(c.fileno(), fd)
+                c.close()
+                c = socket.socket(fileno=fd)
+            lp.add_reader(fd, lambda: got.done() or got.set_result(c.recv(10)))
+            d.send(b"ping")
+            return await asyncio.wait_for(got, 5)
+        finally:
+            lp.remove_reader(fd)
+            c.close()
+            d.close()
+
+    assert loop.run_until_complete(main()) == b"ping"
+
+
+@pytest.mark.timeout(30)
+def test_sock_recv_wait_then_transport_on_same_socket(loop):
+    # a one-shot sock_recv wait leaves its descriptor to a transport created afterwards
+    async def main():
+        lp = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        t = asyncio.ensure_future(lp.sock_recv(a, 10))
+        await asyncio.sleep(0)
+        b.send(b"one")
+        assert await t == b"one"
+        q = asyncio.Queue()
+
+        class P(asyncio.Protocol):
+            def data_received(self, data):
+                q.put_nowait(data)
+
+        tr, _ = await lp.connect_accepted_socket(P, a)
+        b.send(b"two")
+        data = await asyncio.wait_for(q.get(), 5)
+        tr.close()
+        b.close()
+        await asyncio.sleep(0.01)
+        return data
+
+    assert loop.run_until_complete(main()) == b"two"
