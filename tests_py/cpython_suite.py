@@ -58,6 +58,8 @@ MODULES = {
     "test_tasks": 12,
     "test_sendfile": 8,
     "test_streams": 8,
+    "test_ssl": 8,
+    "test_sslproto": 4,
     "test_sock_lowlevel": 6,
     "test_unix_events": 5,
     "test_locks": 4,
@@ -122,6 +124,12 @@ def _adapt(name, mod, factory, policy_factory):
         add["GoloopBufferedProtocolTests"] = (
             (mod.BaseTestBufferedProtocol, unittest.TestCase),
             {"new_loop": lambda self: factory()})
+    elif name == "test_sslproto":
+        # SslProtoHandshakeTests drive asyncio's SSLProtocol with mocks (no loop under test
+        # is involved beyond its clock); the start_tls tests hard-code the loop class.
+        drop |= {"SelectorStartTLSTests", "ProactorStartTLSTests"}
+        add["GoloopStartTLSTests"] = ((mod.BaseStartTLS, unittest.TestCase),
+                                      {"new_loop": lambda self: factory()})
     elif name == "test_unix_events":
         # Only the parts about the public loop API.  Dropped: SelectorEventLoopSignalTests
         # (mocks unix_events.signal and calls _check_signal/_handle_signal), the pipe

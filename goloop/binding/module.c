@@ -9,6 +9,7 @@ PyTypeObject *GL_TimerHandleType;
 int gl_forked = 0;
 int gl_init_transport_type(PyObject *module);
 int gl_init_http(PyObject *module); /* http.c */
+int gl_init_ssl(PyObject *module);  /* sslfast.c */
 
 static int fork_error(void) {
     PyErr_SetString(PyExc_RuntimeError,
@@ -674,6 +675,7 @@ PyMODINIT_FUNC PyInit__goloop(void) {
     if (!tasks_module || !str_Task || !str_create_task_py || !task_kwnames) goto fail;
     if (gl_init_transport_type(m) < 0) goto fail;
     if (gl_init_http(m) < 0) goto fail;
+    if (gl_init_ssl(m) < 0) goto fail;
     /* Fork guard: a child forked after the Go runtime started must not call into Go. */
     PyObject *os = PyImport_ImportModule("os");
     if (os == NULL) goto fail;

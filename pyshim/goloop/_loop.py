@@ -14,7 +14,7 @@ import socket
 import sys
 import threading
 import weakref
-from asyncio import base_events, constants, events, format_helpers, sslproto, unix_events
+from asyncio import base_events, constants, events, format_helpers, unix_events
 from typing import Any, Mapping
 
 from . import _goloop
@@ -240,7 +240,9 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
                             server_side=False, server_hostname=None, extra=None, server=None,
                             ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
                             ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
-        ssl_protocol = sslproto.SSLProtocol(
+        from ._sslproto import SSLProtocol
+
+        ssl_protocol = SSLProtocol(
             self, protocol, sslcontext, waiter, server_side, server_hostname,
             ssl_handshake_timeout=ssl_handshake_timeout,
             ssl_shutdown_timeout=ssl_shutdown_timeout)

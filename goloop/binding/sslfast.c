@@ -1,0 +1,632 @@
+/* goloop._goloop.SSLProtocolFast and SSLTransportFast: the per-record methods of asyncio's
+ * sslproto.SSLProtocol and _SSLProtocolTransport, ported to C one method at a time.
+ *
+ * Both types are stateless mixins. pyshim/goloop/_sslproto.py derives its classes from them
+ * and from asyncio's own classes, so the state stays in the instance's attributes, exactly
+ * where asyncio's Python methods (handshake, shutdown, flow control, errors) read and write
+ * it, and each C method below does what the Python method of the same name does. Each takes
+ * the path that carries application data and hands anything else (other states, pauses,
+ * writelines) to asyncio's own method, so the rare cases run asyncio's code unchanged.
+ *
+ * Two savings beyond the interpreter's: read() and write() of a plain ssl.SSLObject go
+ * straight to its _ssl object (SSLObject's methods only forward to it), and the read that
+ * could only raise SSLWantReadError is not made: with nothing left in the incoming BIO and
+ * nothing decrypted inside OpenSSL (pending()), SSL_read can only ask for more input, and
+ * raising that exception costs more than a whole record's decryption. (OpenSSL reads a TLS
+ * record's bytes from the BIO only as it processes the record; CPython never turns on
+ * read-ahead.)
+ *
+ * All of this runs on the loop thread with the GIL held; nothing here calls Go. */
+#include "gl.h"
+
+static PyTypeObject *ProtoFastType, *TransportFastType;
+
+/* Set by _ssl_setup() from asyncio.sslproto and ssl (see _sslproto.py). */
+static PyObject *st_DO_HANDSHAKE, *st_WRAPPED, *st_FLUSHING, *st_SHUTDOWN;
+static PyObject *again_errors;            /* sslproto.SSLAgainErrors */
+static PyTypeObject *sslobject_type;      /* ssl.SSLObject */
+static PyObject *parent_get_buffer, *parent_buffer_updated, *parent_write_appdata,
+    *parent_control_app_writing, *parent_control_ssl_reading;
+static PyObject *msg_fatal;               /* 'Fatal error on SSL protocol' */
+
+static PyObject *s_state, *s_incoming, *s_outgoing, *s_sslobj, *s_ssl_buffer, *s_ssl_buffer_view,
+    *s_max_size, *s_app_protocol, *s_app_protocol_is_buffer, *s_app_reading_paused,
+    *s_write_backlog, *s_write_buffer_size, *s_ssl_writing_paused, *s_transport,
+    *s_outgoing_high_water, *s_outgoing_low_water, *s_app_writing_paused,
+    *s_incoming_high_water, *s_incoming_low_water, *s_ssl_reading_paused, *s_pending, *s_read,
+    *s_write, *s_data_received, *s_fatal_error, *s_call_eof_received, *s_start_shutdown,
+    *s_do_read_buffered, *s_do_write, *s_do_handshake, *s_do_flush, *s_do_shutdown,
+    *s_ssl_protocol, *s_append, *s_write_appdata;
+
+static int ready(void) {
+    if (st_WRAPPED == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "goloop: _ssl_setup() has not been called");
+        return 0;
+    }
+    return 1;
+}
+
+static int attr_true(PyObject *o, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* An int attribute; -1 with an exception set on failure (the sizes read here are >= 0). */
+static Py_ssize_t attr_size(PyObject *o, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) return -1;
+    Py_ssize_t r = PyNumber_AsSsize_t(v, PyExc_OverflowError);
+    Py_DECREF(v);
+    return r;
+}
+
+static PyObject *call_parent(PyObject *fn, PyObject *self, PyObject *arg) {
+    PyObject *args[2] = {self, arg};
+    return PyObject_Vectorcall(fn, args, arg == NULL ? 1 : 2, NULL);
+}
+
+static PyObject *call_method0(PyObject *self, PyObject *name) {
+    return PyObject_VectorcallMethod(name, &self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static PyObject *call_method1(PyObject *self, PyObject *name, PyObject *arg) {
+    PyObject *args[2] = {self, arg};
+    return PyObject_VectorcallMethod(name, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* self._sslobj, or the _ssl object behind it when it is a plain ssl.SSLObject, whose read,
+ * write and pending only forward there. A context's sslobject_class may be a subclass with
+ * its own methods: that one is used as it is. */
+static PyObject *get_sslobj(PyObject *self) {
+    PyObject *o = PyObject_GetAttr(self, s_sslobj);
+    if (o == NULL || Py_TYPE(o) != sslobject_type) return o;
+    PyObject *inner = PyObject_GetAttr(o, s_sslobj);
+    Py_DECREF(o);
+    return inner;
+}
+
+/* `except Exception as ex: self._fatal_error(ex, 'Fatal error on SSL protocol')` for the
+ * exception currently set. Returns None when handled, NULL (still set) for a BaseException. */
+static PyObject *fatal_from_current(PyObject *self) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (tb != NULL) PyException_SetTraceback(v, tb);
+    /* Inside `except`, sys.exc_info() is the exception (logging's exc_info=True reads it). */
+    PyObject *ot, *ov, *otb;
+    PyErr_GetExcInfo(&ot, &ov, &otb);
+    Py_XINCREF(t);
+    Py_XINCREF(v);
+    Py_XINCREF(tb);
+    PyErr_SetExcInfo(t, v, tb);
+    PyObject *args[3] = {self, v, msg_fatal};
+    PyObject *r = PyObject_VectorcallMethod(s_fatal_error, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyErr_SetExcInfo(ot, ov, otb);
+    Py_XDECREF(t);
+    Py_XDECREF(v);
+    Py_XDECREF(tb);
+    if (r == NULL) return NULL;
+    Py_DECREF(r);
+    Py_RETURN_NONE;
+}
+
+/* ---- SSLProtocolFast ------------------------------------------------------------------- */
+
+static PyObject *sp_control_app_writing(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (!ready()) return NULL;
+    PyObject *outgoing = PyObject_GetAttr(self, s_outgoing);
+    if (outgoing == NULL) return NULL;
+    Py_ssize_t size = attr_size(outgoing, s_pending);
+    Py_DECREF(outgoing);
+    if (size < 0 && PyErr_Occurred()) return NULL;
+    Py_ssize_t backlog = attr_size(self, s_write_buffer_size);
+    if (backlog == -1 && PyErr_Occurred()) return NULL;
+    size += backlog;
+    int paused = attr_true(self, s_app_writing_paused);
+    if (paused < 0) return NULL;
+    Py_ssize_t mark = attr_size(self, paused ? s_outgoing_low_water : s_outgoing_high_water);
+    if (mark == -1 && PyErr_Occurred()) return NULL;
+    if (paused ? size <= mark : size >= mark)  /* a pause_writing/resume_writing call is due */
+        return call_parent(parent_control_app_writing, self, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *sp_control_ssl_reading(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (!ready()) return NULL;
+    PyObject *incoming = PyObject_GetAttr(self, s_incoming);
+    if (incoming == NULL) return NULL;
+    Py_ssize_t size = attr_size(incoming, s_pending);
+    Py_DECREF(incoming);
+    if (size < 0 && PyErr_Occurred()) return NULL;
+    int paused = attr_true(self, s_ssl_reading_paused);
+    if (paused < 0) return NULL;
+    Py_ssize_t mark = attr_size(self, paused ? s_incoming_low_water : s_incoming_high_water);
+    if (mark == -1 && PyErr_Occurred()) return NULL;
+    if (paused ? size <= mark : size >= mark)
+        return call_parent(parent_control_ssl_reading, self, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *sp_process_outgoing(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (!ready()) return NULL;
+    int paused = attr_true(self, s_ssl_writing_paused);
+    if (paused < 0) return NULL;
+    if (!paused) {
+        PyObject *outgoing = PyObject_GetAttr(self, s_outgoing);
+        if (outgoing == NULL) return NULL;
+        Py_ssize_t pending = attr_size(outgoing, s_pending);
+        if (pending < 0 && PyErr_Occurred()) {
+            Py_DECREF(outgoing);
+            return NULL;
+        }
+        if (pending > 0) {  /* read() of an empty BIO gives b'', which is not written */
+            PyObject *data = call_method0(outgoing, s_read);
+            Py_DECREF(outgoing);
+            if (data == NULL) return NULL;
+            Py_ssize_t n = PyObject_Size(data);
+            PyObject *r = NULL;
+            if (n > 0) {
+                PyObject *transport = PyObject_GetAttr(self, s_transport);
+                if (transport != NULL) {
+                    r = call_method1(transport, s_write, data);
+                    Py_DECREF(transport);
+                }
+            } else if (n == 0) {
+                r = Py_None;
+                Py_INCREF(r);
+            }
+            Py_DECREF(data);
+            if (r == NULL) return NULL;
+            Py_DECREF(r);
+        } else {
+            Py_DECREF(outgoing);
+        }
+    }
+    return sp_control_app_writing(self, NULL);
+}
+
+/* _do_read__copied: decrypt every complete record, one data_received with all of it. */
+static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (!ready()) return NULL;
+    PyObject *sslobj = get_sslobj(self);
+    if (sslobj == NULL) return NULL;
+    PyObject *incoming = NULL, *max_size = NULL, *first = NULL, *list = NULL, *result = NULL;
+    int nchunks = 0, closed = 0;
+    incoming = PyObject_GetAttr(self, s_incoming);
+    max_size = incoming ? PyObject_GetAttr(self, s_max_size) : NULL;
+    if (max_size == NULL) goto done;
+    for (;;) {
+        Py_ssize_t left = attr_size(incoming, s_pending);
+        if (left < 0 && PyErr_Occurred()) goto done;
+        if (left == 0) {  /* would SSL_read only ask for more input? */
+            PyObject *p = call_method0(sslobj, s_pending);
+            if (p == NULL) goto done;
+            Py_ssize_t inside = PyLong_AsSsize_t(p);
+            Py_DECREF(p);
+            if (inside == -1 && PyErr_Occurred()) goto done;
+            if (inside == 0) break;
+        }
+        PyObject *chunk = call_method1(sslobj, s_read, max_size);
+        if (chunk == NULL) {
+            if (PyErr_ExceptionMatches(again_errors)) {
+                PyErr_Clear();
+                break;
+            }
+            goto done;
+        }
+        Py_ssize_t n = PyObject_Size(chunk);
+        if (n <= 0) {
+            Py_DECREF(chunk);
+            if (n < 0) goto done;
+            closed = 1;  /* close_notify */
+            break;
+        }
+        if (nchunks == 0) {
+            first = chunk;
+        } else {
+            if (list == NULL) {
+                list = PyList_New(1);
+                if (list == NULL) {
+                    Py_DECREF(chunk);
+                    goto done;
+                }
+                PyList_SET_ITEM(list, 0, first);
+                first = NULL;
+            }
+            int rc = PyList_Append(list, chunk);
+            Py_DECREF(chunk);
+            if (rc < 0) goto done;
+        }
+        nchunks++;
+    }
+    if (nchunks > 0) {
+        PyObject *data = first;
+        if (list != NULL) {  /* b''.join(chunks) */
+            Py_ssize_t total = 0, n = PyList_GET_SIZE(list);
+            for (Py_ssize_t i = 0; i < n; i++) total += PyBytes_GET_SIZE(PyList_GET_ITEM(list, i));
+            data = PyBytes_FromStringAndSize(NULL, total);
+            if (data == NULL) goto done;
+            char *p = PyBytes_AS_STRING(data);
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *c = PyList_GET_ITEM(list, i);
+                memcpy(p, PyBytes_AS_STRING(c), PyBytes_GET_SIZE(c));
+                p += PyBytes_GET_SIZE(c);
+            }
+        } else {
+            Py_INCREF(data);
+        }
+        PyObject *app = PyObject_GetAttr(self, s_app_protocol);
+        PyObject *r = app ? call_method1(app, s_data_received, data) : NULL;
+        Py_XDECREF(app);
+        Py_DECREF(data);
+        if (r == NULL) goto done;
+        Py_DECREF(r);
+    }
+    if (closed) {
+        PyObject *r = call_method0(self, s_call_eof_received);
+        if (r == NULL) goto done;
+        Py_DECREF(r);
+        r = call_method0(self, s_start_shutdown);
+        if (r == NULL) goto done;
+        Py_DECREF(r);
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_DECREF(sslobj);
+    Py_XDECREF(incoming);
+    Py_XDECREF(max_size);
+    Py_XDECREF(first);
+    Py_XDECREF(list);
+    return result;
+}
+
+static PyObject *sp_do_read(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (!ready()) return NULL;
+    PyObject *state = PyObject_GetAttr(self, s_state);
+    if (state == NULL) return NULL;
+    Py_DECREF(state);  /* compared by identity only; the enum keeps its members alive */
+    if (state != st_WRAPPED && state != st_FLUSHING) Py_RETURN_NONE;
+    int paused = attr_true(self, s_app_reading_paused);
+    if (paused < 0) goto error;
+    if (!paused) {
+        int buffered = attr_true(self, s_app_protocol_is_buffer);
+        if (buffered < 0) goto error;
+        PyObject *r = buffered ? call_method0(self, s_do_read_buffered) : sp_do_read_copied(self, NULL);
+        if (r == NULL) goto error;
+        Py_DECREF(r);
+        PyObject *backlog = PyObject_GetAttr(self, s_write_backlog);
+        if (backlog == NULL) goto error;
+        int more = PyObject_IsTrue(backlog);
+        Py_DECREF(backlog);
+        if (more < 0) goto error;
+        r = more ? call_method0(self, s_do_write) : sp_process_outgoing(self, NULL);
+        if (r == NULL) goto error;
+        Py_DECREF(r);
+    }
+    PyObject *r = sp_control_ssl_reading(self, NULL);
+    if (r == NULL) goto error;
+    Py_DECREF(r);
+    Py_RETURN_NONE;
+error:
+    return fatal_from_current(self);
+}
+
+static PyObject *sp_get_buffer(PyObject *self, PyObject *n) {
+    if (!ready()) return NULL;
+    if (!PyLong_CheckExact(n)) return call_parent(parent_get_buffer, self, n);
+    Py_ssize_t want = PyLong_AsSsize_t(n);
+    if (want == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return call_parent(parent_get_buffer, self, n);
+    }
+    Py_ssize_t max = attr_size(self, s_max_size);
+    if (max == -1 && PyErr_Occurred()) return NULL;
+    if (want <= 0 || want > max) want = max;
+    PyObject *buf = PyObject_GetAttr(self, s_ssl_buffer);
+    if (buf == NULL) return NULL;
+    Py_ssize_t have = PyObject_Size(buf);
+    Py_DECREF(buf);
+    if (have < 0) return NULL;
+    if (have < want) return call_parent(parent_get_buffer, self, n);  /* grows the buffer */
+    return PyObject_GetAttr(self, s_ssl_buffer_view);
+}
+
+static PyObject *sp_buffer_updated(PyObject *self, PyObject *nbytes) {
+    if (!ready()) return NULL;
+    if (!PyLong_CheckExact(nbytes)) return call_parent(parent_buffer_updated, self, nbytes);
+    Py_ssize_t n = PyLong_AsSsize_t(nbytes);
+    if (n == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return call_parent(parent_buffer_updated, self, nbytes);
+    }
+    PyObject *view = PyObject_GetAttr(self, s_ssl_buffer_view);
+    if (view == NULL) return NULL;
+    Py_buffer vb;
+    if (PyObject_GetBuffer(view, &vb, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(view);
+        return NULL;
+    }
+    Py_DECREF(view);  /* vb holds the export */
+    if (n < 0 || n > vb.len) {  /* slicing semantics: leave them to asyncio's method */
+        PyBuffer_Release(&vb);
+        return call_parent(parent_buffer_updated, self, nbytes);
+    }
+    /* self._incoming.write(self._ssl_buffer_view[:nbytes]); MemoryBIO.write copies the bytes
+     * and keeps no reference to its argument. */
+    PyObject *incoming = PyObject_GetAttr(self, s_incoming);
+    PyObject *mv = incoming ? PyMemoryView_FromMemory((char *)vb.buf, n, PyBUF_READ) : NULL;
+    PyObject *r = mv ? call_method1(incoming, s_write, mv) : NULL;
+    Py_XDECREF(mv);
+    Py_XDECREF(incoming);
+    PyBuffer_Release(&vb);
+    if (r == NULL) return NULL;
+    Py_DECREF(r);
+
+    PyObject *state = PyObject_GetAttr(self, s_state);
+    if (state == NULL) return NULL;
+    Py_DECREF(state);
+    if (state == st_DO_HANDSHAKE) return call_method0(self, s_do_handshake);
+    if (state == st_WRAPPED) return sp_do_read(self, NULL);
+    if (state == st_FLUSHING) return call_method0(self, s_do_flush);
+    if (state == st_SHUTDOWN) return call_method0(self, s_do_shutdown);
+    Py_RETURN_NONE;
+}
+
+static int append_backlog(PyObject *self, PyObject *data, Py_ssize_t len) {
+    PyObject *backlog = PyObject_GetAttr(self, s_write_backlog);
+    if (backlog == NULL) return -1;
+    PyObject *r = call_method1(backlog, s_append, data);
+    Py_DECREF(backlog);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    Py_ssize_t size = attr_size(self, s_write_buffer_size);
+    if (size == -1 && PyErr_Occurred()) return -1;
+    PyObject *v = PyLong_FromSsize_t(size + len);
+    if (v == NULL) return -1;
+    int rc = PyObject_SetAttr(self, s_write_buffer_size, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* One write of application data (_SSLProtocolTransport.write -> _write_appdata((data,))) in
+ * the WRAPPED state with nothing queued: straight to SSL_write, then _process_outgoing. The
+ * backlog and its size end as asyncio's _do_write leaves them. Anything else is asyncio's. */
+static PyObject *write_one(PyObject *self, PyObject *data) {
+    PyObject *state = PyObject_GetAttr(self, s_state);
+    if (state == NULL) return NULL;
+    Py_DECREF(state);
+    int queued = 1;
+    if (state == st_WRAPPED) {
+        PyObject *backlog = PyObject_GetAttr(self, s_write_backlog);
+        if (backlog == NULL) return NULL;
+        queued = PyObject_IsTrue(backlog);
+        Py_DECREF(backlog);
+        if (queued < 0) return NULL;
+    }
+    Py_ssize_t len = queued ? -1 : PyObject_Size(data);
+    if (len < 0) {
+        PyErr_Clear();
+        PyObject *tuple = PyTuple_Pack(1, data);
+        if (tuple == NULL) return NULL;
+        PyObject *r = call_parent(parent_write_appdata, self, tuple);
+        Py_DECREF(tuple);
+        return r;
+    }
+    PyObject *sslobj = get_sslobj(self);
+    if (sslobj == NULL) return NULL;  /* asyncio's _do_write would fail the same way, in its try */
+    PyObject *res = call_method1(sslobj, s_write, data);
+    Py_DECREF(sslobj);
+    if (res == NULL) {
+        int again = PyErr_ExceptionMatches(again_errors);
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (append_backlog(self, data, len) < 0) {  /* a failure here would be asyncio's too */
+            Py_XDECREF(t);
+            Py_XDECREF(v);
+            Py_XDECREF(tb);
+            return fatal_from_current(self);
+        }
+        if (!again) {
+            PyErr_Restore(t, v, tb);
+            return fatal_from_current(self);
+        }
+        Py_XDECREF(t);
+        Py_XDECREF(v);
+        Py_XDECREF(tb);
+    } else {
+        Py_ssize_t count = PyNumber_AsSsize_t(res, PyExc_OverflowError);
+        Py_DECREF(res);
+        if (count == -1 && PyErr_Occurred()) return fatal_from_current(self);
+        if (count < len) {  /* backlog[0] = data[count:] */
+            PyObject *rest = PySequence_GetSlice(data, count, PY_SSIZE_T_MAX);
+            int rc = rest ? append_backlog(self, rest, len - count) : -1;
+            Py_XDECREF(rest);
+            if (rc < 0) return fatal_from_current(self);
+        }
+    }
+    PyObject *r = sp_process_outgoing(self, NULL);
+    if (r == NULL) return fatal_from_current(self);
+    return r;
+}
+
+static PyObject *sp_write_appdata(PyObject *self, PyObject *list_of_data) {
+    if (!ready()) return NULL;
+    if (!PyTuple_CheckExact(list_of_data) || PyTuple_GET_SIZE(list_of_data) != 1)
+        return call_parent(parent_write_appdata, self, list_of_data);
+    return write_one(self, PyTuple_GET_ITEM(list_of_data, 0));
+}
+
+/* _setup(sslproto, ssl): binds the mixins to asyncio.sslproto's states, errors and methods. */
+static PyObject *sp_setup(PyObject *Py_UNUSED(cls), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_setup(sslproto_module, ssl_module)");
+        return NULL;
+    }
+    PyObject *proto = PyObject_GetAttrString(args[0], "SSLProtocol");
+    PyObject *states = PyObject_GetAttrString(args[0], "SSLProtocolState");
+    PyObject *again = PyObject_GetAttrString(args[0], "SSLAgainErrors");
+    PyObject *sslobject = PyObject_GetAttrString(args[1], "SSLObject");
+    PyObject *result = NULL;
+    if (!proto || !states || !again || !sslobject) goto done;
+    if (!PyType_Check(sslobject)) {
+        PyErr_SetString(PyExc_TypeError, "ssl.SSLObject is not a class");
+        goto done;
+    }
+    PyObject *fields[9] = {
+        PyObject_GetAttrString(states, "DO_HANDSHAKE"), PyObject_GetAttrString(states, "WRAPPED"),
+        PyObject_GetAttrString(states, "FLUSHING"), PyObject_GetAttrString(states, "SHUTDOWN"),
+        PyObject_GetAttrString(proto, "get_buffer"), PyObject_GetAttrString(proto, "buffer_updated"),
+        PyObject_GetAttrString(proto, "_write_appdata"),
+        PyObject_GetAttrString(proto, "_control_app_writing"),
+        PyObject_GetAttrString(proto, "_control_ssl_reading"),
+    };
+    int ok = 1;
+    for (int i = 0; i < 9; i++) ok &= fields[i] != NULL;
+    if (!ok) {
+        for (int i = 0; i < 9; i++) Py_XDECREF(fields[i]);
+        goto done;
+    }
+    Py_XSETREF(st_DO_HANDSHAKE, fields[0]);
+    Py_XSETREF(st_WRAPPED, fields[1]);
+    Py_XSETREF(st_FLUSHING, fields[2]);
+    Py_XSETREF(st_SHUTDOWN, fields[3]);
+    Py_XSETREF(parent_get_buffer, fields[4]);
+    Py_XSETREF(parent_buffer_updated, fields[5]);
+    Py_XSETREF(parent_write_appdata, fields[6]);
+    Py_XSETREF(parent_control_app_writing, fields[7]);
+    Py_XSETREF(parent_control_ssl_reading, fields[8]);
+    Py_INCREF(again);
+    Py_XSETREF(again_errors, again);
+    Py_INCREF(sslobject);
+    Py_XSETREF(sslobject_type, (PyTypeObject *)sslobject);
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(proto);
+    Py_XDECREF(states);
+    Py_XDECREF(again);
+    Py_XDECREF(sslobject);
+    return result;
+}
+
+static PyMethodDef sp_methods[] = {
+    {"get_buffer", (PyCFunction)sp_get_buffer, METH_O, NULL},
+    {"buffer_updated", (PyCFunction)sp_buffer_updated, METH_O, NULL},
+    {"_do_read", (PyCFunction)sp_do_read, METH_NOARGS, NULL},
+    {"_do_read__copied", (PyCFunction)sp_do_read_copied, METH_NOARGS, NULL},
+    {"_process_outgoing", (PyCFunction)sp_process_outgoing, METH_NOARGS, NULL},
+    {"_control_app_writing", (PyCFunction)sp_control_app_writing, METH_NOARGS, NULL},
+    {"_control_ssl_reading", (PyCFunction)sp_control_ssl_reading, METH_NOARGS, NULL},
+    {"_write_appdata", (PyCFunction)sp_write_appdata, METH_O, NULL},
+    {"_setup", (PyCFunction)(void (*)(void))sp_setup, METH_FASTCALL | METH_STATIC, NULL},
+    {NULL}
+};
+
+/* ---- SSLTransportFast ------------------------------------------------------------------ */
+
+static PyObject *tf_write(PyObject *self, PyObject *data) {
+    if (!ready()) return NULL;
+    if (!PyBytes_Check(data) && !PyByteArray_Check(data) && !PyMemoryView_Check(data)) {
+        PyObject *name = PyType_GetName(Py_TYPE(data));
+        if (name == NULL) return NULL;
+        PyErr_Format(PyExc_TypeError, "data: expecting a bytes-like instance, got %U", name);
+        Py_DECREF(name);
+        return NULL;
+    }
+    int nonempty = PyObject_IsTrue(data);
+    if (nonempty <= 0) {
+        if (nonempty < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *proto = PyObject_GetAttr(self, s_ssl_protocol);
+    if (proto == NULL) return NULL;
+    PyObject *r;
+    if (PyObject_TypeCheck(proto, ProtoFastType)) {
+        r = write_one(proto, data);
+    } else {
+        PyObject *tuple = PyTuple_Pack(1, data);
+        r = tuple ? call_method1(proto, s_write_appdata, tuple) : NULL;
+        Py_XDECREF(tuple);
+    }
+    Py_DECREF(proto);
+    return r;
+}
+
+static PyMethodDef tf_methods[] = {
+    {"write", (PyCFunction)tf_write, METH_O,
+     "Write some data bytes to the transport (asyncio's contract)."},
+    {NULL}
+};
+
+static PyType_Slot sp_slots[] = {
+    {Py_tp_doc, "C methods of goloop's SSLProtocol (a mixin over asyncio.sslproto.SSLProtocol)."},
+    {Py_tp_methods, sp_methods},
+    {0, NULL},
+};
+
+static PyType_Slot tf_slots[] = {
+    {Py_tp_doc, "C methods of goloop's SSL transport (a mixin over asyncio's _SSLProtocolTransport)."},
+    {Py_tp_methods, tf_methods},
+    {0, NULL},
+};
+
+int gl_init_ssl(PyObject *module) {
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&s_state, "_state"}, {&s_incoming, "_incoming"}, {&s_outgoing, "_outgoing"},
+        {&s_sslobj, "_sslobj"}, {&s_ssl_buffer, "_ssl_buffer"},
+        {&s_ssl_buffer_view, "_ssl_buffer_view"}, {&s_max_size, "max_size"},
+        {&s_app_protocol, "_app_protocol"}, {&s_app_protocol_is_buffer, "_app_protocol_is_buffer"},
+        {&s_app_reading_paused, "_app_reading_paused"}, {&s_write_backlog, "_write_backlog"},
+        {&s_write_buffer_size, "_write_buffer_size"}, {&s_ssl_writing_paused, "_ssl_writing_paused"},
+        {&s_transport, "_transport"}, {&s_outgoing_high_water, "_outgoing_high_water"},
+        {&s_outgoing_low_water, "_outgoing_low_water"}, {&s_app_writing_paused, "_app_writing_paused"},
+        {&s_incoming_high_water, "_incoming_high_water"},
+        {&s_incoming_low_water, "_incoming_low_water"}, {&s_ssl_reading_paused, "_ssl_reading_paused"},
+        {&s_pending, "pending"}, {&s_read, "read"}, {&s_write, "write"},
+        {&s_data_received, "data_received"}, {&s_fatal_error, "_fatal_error"},
+        {&s_call_eof_received, "_call_eof_received"}, {&s_start_shutdown, "_start_shutdown"},
+        {&s_do_read_buffered, "_do_read__buffered"}, {&s_do_write, "_do_write"},
+        {&s_do_handshake, "_do_handshake"}, {&s_do_flush, "_do_flush"},
+        {&s_do_shutdown, "_do_shutdown"}, {&s_ssl_protocol, "_ssl_protocol"}, {&s_append, "append"},
+        {&s_write_appdata, "_write_appdata"},
+        {&msg_fatal, "Fatal error on SSL protocol"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].name);
+        if (*names[i].slot == NULL) return -1;
+    }
+    PyType_Spec sp_spec = {
+        .name = "goloop._goloop.SSLProtocolFast",
+        .basicsize = 0,
+        .itemsize = 0,
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+        .slots = sp_slots,
+    };
+    PyType_Spec tf_spec = {
+        .name = "goloop._goloop.SSLTransportFast",
+        .basicsize = 0,
+        .itemsize = 0,
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+        .slots = tf_slots,
+    };
+    ProtoFastType = (PyTypeObject *)PyType_FromSpec(&sp_spec);
+    if (ProtoFastType == NULL) return -1;
+    TransportFastType = (PyTypeObject *)PyType_FromSpec(&tf_spec);
+    if (TransportFastType == NULL) return -1;
+    Py_INCREF(ProtoFastType);
+    if (PyModule_AddObject(module, "SSLProtocolFast", (PyObject *)ProtoFastType) < 0) {
+        Py_DECREF(ProtoFastType);
+        return -1;
+    }
+    Py_INCREF(TransportFastType);
+    if (PyModule_AddObject(module, "SSLTransportFast", (PyObject *)TransportFastType) < 0) {
+        Py_DECREF(TransportFastType);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,381 @@
+"""goloop's TLS record path: asyncio's SSLProtocol with its per-record methods ported to C
+(goloop/binding/sslfast.c via goloop/_sslproto.py). asyncio's own SSLProtocol and loop are
+the oracle: the same inputs must give the app protocol the same events and bytes."""
+from __future__ import annotations
+
+import asyncio
+import ssl
+from asyncio import sslproto
+
+import pytest
+
+import goloop
+from test_tls import _serve, certs, run  # noqa: F401  (certs is a fixture)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _goloop_sslproto():
+    goloop.new_event_loop().close()  # loads the extension
+    from goloop import _sslproto
+
+    return _sslproto
+
+
+# -- the C path is the one in use ---------------------------------------------------------
+
+
+def test_connections_use_the_c_record_path(gloop, certs):
+    mod = _goloop_sslproto()
+    assert mod.FAST, "asyncio's sslproto no longer matches the C port"
+    from goloop import _goloop
+
+    async def main():
+        accepted = gloop.create_future()
+
+        class Server(asyncio.Protocol):
+            def connection_made(self, tr):
+                accepted.set_result(tr)
+
+        server = await gloop.create_server(Server, "127.0.0.1", 0, ssl=certs.server_context())
+        port = server.sockets[0].getsockname()[1]
+        tr, _ = await gloop.create_connection(asyncio.Protocol, "127.0.0.1", port,
+                                              ssl=certs.client_context(),
+                                              server_hostname="localhost")
+        str_ = await accepted
+        try:
+            for t in (tr, str_):
+                assert isinstance(t, sslproto._SSLProtocolTransport)
+                assert isinstance(t, asyncio.Transport)
+                assert isinstance(t, _goloop.SSLTransportFast)
+                assert isinstance(t._ssl_protocol, sslproto.SSLProtocol)
+                assert isinstance(t._ssl_protocol, _goloop.SSLProtocolFast)
+        finally:
+            tr.close()
+            str_.close()
+            server.close()
+            await server.wait_closed()
+
+    run(gloop, main())
+
+
+# -- the protocol driven record by record, byte by byte -----------------------------------
+
+
+class _FakeTransport(asyncio.Transport):
+    def __init__(self):
+        super().__init__()
+        self.out = bytearray()
+        self.closed = False
+        self.reading = True
+
+    def write(self, data):
+        self.out += data
+
+    def is_closing(self):
+        return self.closed
+
+    def close(self):
+        self.closed = True
+
+    def abort(self):
+        self.closed = True
+
+    def pause_reading(self):
+        self.reading = False
+
+    def resume_reading(self):
+        self.reading = True
+
+    def get_write_buffer_size(self):
+        return 0
+
+
+class _App(asyncio.Protocol):
+    def __init__(self, reply=None):
+        self.events = []
+        self.data = bytearray()
+        self.reply = reply
+        self.transport = None
+
+    def connection_made(self, tr):
+        self.transport = tr
+        self.events.append("made")
+
+    def data_received(self, data):
+        assert isinstance(data, bytes)
+        self.events.append(("data", len(data)))
+        self.data += data
+        if self.reply is not None:
+            self.transport.write(self.reply(data))
+
+    def eof_received(self):
+        self.events.append("eof")
+
+    def connection_lost(self, exc):
+        self.events.append(("lost", type(exc).__name__ if exc else None))
+
+
+def _drive(loop, proto_cls, certs, *, chunk):
+    """A server-side SSLProtocol over a fake transport, a client ssl.SSLObject in memory;
+    ciphertext reaches the protocol `chunk` bytes per buffer_updated (None: all at once).
+    Returns what the app protocol saw and what the client read back."""
+    app = _App(reply=lambda d: d.upper())
+    proto = proto_cls(loop, app, certs.server_context(), None, server_side=True)
+    transport = _FakeTransport()
+    proto.connection_made(transport)
+    cin, cout = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = certs.client_context().wrap_bio(cin, cout, server_hostname="localhost")
+
+    def to_server():
+        data = cout.read()
+        step = chunk or max(1, len(data))
+        for i in range(0, len(data), step):
+            piece = data[i:i + step]
+            buf = proto.get_buffer(-1)
+            buf[:len(piece)] = piece
+            proto.buffer_updated(len(piece))
+
+    def to_client():
+        cin.write(bytes(transport.out))
+        transport.out.clear()
+
+    for _ in range(20):
+        try:
+            client.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            to_server()
+            to_client()
+    to_server()  # the client's Finished
+    to_client()  # session tickets
+    got = bytearray()
+    for message in (b"a", b"hello " * 1000, b"x" * 40000, b"three"):
+        client.write(message)
+        if message == b"x" * 40000:
+            client.write(b"-and-more")  # two writes, several records in one delivery
+        to_server()
+        to_client()
+        while True:
+            try:
+                got += client.read(1 << 20)
+            except ssl.SSLWantReadError:
+                break
+    try:
+        client.unwrap()  # close_notify
+    except ssl.SSLWantReadError:
+        pass
+    to_server()
+    loop.run_until_complete(asyncio.sleep(0.01))
+    return app, bytes(got), proto
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000, None])
+def test_records_split_anywhere_give_asyncios_events(gloop, certs, chunk):
+    mod = _goloop_sslproto()
+    ours, got, proto = _drive(gloop, mod.SSLProtocol, certs, chunk=chunk)
+    theirs, their_got, _ = _drive(gloop, sslproto.SSLProtocol, certs, chunk=chunk)
+    sent = b"a" + b"hello " * 1000 + b"x" * 40000 + b"-and-more" + b"three"
+    assert bytes(ours.data) == sent
+    assert got == sent.upper()
+    assert ours.events == theirs.events
+    assert got == their_got
+    assert "eof" in ours.events  # close_notify reached eof_received
+    assert proto._state != sslproto.SSLProtocolState.WRAPPED
+
+
+# -- behaviour through real connections, against asyncio's loop --------------------------
+
+
+async def _pair(loop, certs, server_factory, client_factory, **client_kw):
+    accepted = loop.create_future()
+
+    def factory():
+        p = server_factory()
+        if not accepted.done():
+            accepted.set_result(p)
+        return p
+
+    server = await loop.create_server(factory, "127.0.0.1", 0, ssl=certs.server_context())
+    port = server.sockets[0].getsockname()[1]
+    ctx = client_kw.pop("ssl", None) or certs.client_context()
+    tr, pr = await loop.create_connection(client_factory, "127.0.0.1", port, ssl=ctx,
+                                          server_hostname="localhost", **client_kw)
+    return server, tr, pr, await accepted
+
+
+class _Collect(asyncio.Protocol):
+    def __init__(self, loop, want=None):
+        self.data = bytearray()
+        self.want = want
+        self.done = loop.create_future()
+        self.lost = loop.create_future()
+        self.made = loop.create_future()
+        self.transport = None
+        self.paused = self.resumed = 0
+
+    def connection_made(self, tr):
+        self.transport = tr
+        self.made.set_result(None)
+
+    def data_received(self, data):
+        self.data += data
+        if self.want is not None and len(self.data) >= self.want and not self.done.done():
+            self.done.set_result(None)
+
+    def pause_writing(self):
+        self.paused += 1
+
+    def resume_writing(self):
+        self.resumed += 1
+
+    def connection_lost(self, exc):
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+
+def test_write_accepts_bytes_likes_and_rejects_others_like_asyncio(loop, certs):
+    async def main():
+        server, tr, _, sp = await _pair(loop, certs, lambda: _Collect(loop, want=12),
+                                        lambda: _Collect(loop))
+        try:
+            with pytest.raises(TypeError) as err:
+                tr.write("text")
+            assert str(err.value) == "data: expecting a bytes-like instance, got str"
+            with pytest.raises(TypeError, match="got int"):
+                tr.write(5)
+            tr.write(b"")  # nothing
+            tr.write(b"abcd")
+            tr.write(bytearray(b"efgh"))
+            tr.write(memoryview(b"..ijkl..")[2:6])
+            await sp.done
+            assert bytes(sp.data) == b"abcdefghijkl"
+        finally:
+            tr.close()
+            server.close()
+            await server.wait_closed()
+
+    run(loop, main())
+
+
+def test_custom_sslobject_class_is_honoured(loop, certs):
+    calls = {"read": 0, "write": 0}
+
+    class Counting(ssl.SSLObject):
+        def read(self, *args, **kw):
+            calls["read"] += 1
+            return super().read(*args, **kw)
+
+        def write(self, data):
+            calls["write"] += 1
+            return super().write(data)
+
+    ctx = certs.client_context()
+    ctx.sslobject_class = Counting
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, tr):
+            self.tr = tr
+
+        def data_received(self, data):
+            self.tr.write(data)
+
+    async def main():
+        server, tr, pr, _ = await _pair(loop, certs, Echo, lambda: _Collect(loop, want=30000),
+                                        ssl=ctx)
+        try:
+            tr.write(b"z" * 30000)
+            await pr.done
+            assert bytes(pr.data) == b"z" * 30000
+        finally:
+            tr.close()
+            server.close()
+            await server.wait_closed()
+
+    run(loop, main())
+    assert calls["write"] >= 1 and calls["read"] >= 1
+
+
+def test_error_in_data_received_is_a_fatal_ssl_error(loop, certs):
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    class Boom(asyncio.Protocol):
+        def __init__(self):
+            self.lost = loop.create_future()
+
+        def data_received(self, data):
+            raise ZeroDivisionError("boom")
+
+        def connection_lost(self, exc):
+            self.lost.set_result(exc)
+
+    async def main():
+        server, tr, _, sp = await _pair(loop, certs, Boom, lambda: _Collect(loop))
+        try:
+            tr.write(b"hello")
+            exc = await sp.lost
+            assert isinstance(exc, ZeroDivisionError)
+        finally:
+            tr.close()
+            server.close()
+            await server.wait_closed()
+
+    run(loop, main())
+    assert [c["message"] for c in contexts] == ["Fatal error on SSL protocol"]
+    assert isinstance(contexts[0]["exception"], ZeroDivisionError)
+
+
+def test_flow_control_both_ways(loop, certs):
+    size = 6 * 1024 * 1024
+
+    async def main():
+        server, tr, cp, sp = await _pair(loop, certs, lambda: _Collect(loop),
+                                         lambda: _Collect(loop, want=size))
+        try:
+            await sp.made
+            tr.pause_reading()  # the client app stops reading: the server's writes back up
+            sp.transport.set_write_buffer_limits(high=64 * 1024)
+            chunk = bytes(range(256)) * 256
+            for _ in range(size // len(chunk)):
+                sp.transport.write(chunk)
+            # more than the buffers below take at once: the app was told to pause
+            assert sp.paused == 1 and sp.resumed == 0
+            assert sp.transport.get_write_buffer_size() > 64 * 1024
+            await asyncio.sleep(0.2)
+            assert len(cp.data) == 0  # reading is paused on the client's app transport
+            tr.resume_reading()
+            await cp.done
+            for _ in range(100):
+                if sp.resumed:
+                    break
+                await asyncio.sleep(0.01)
+            assert sp.paused == sp.resumed >= 1
+            assert sp.transport.get_write_buffer_size() == 0
+            assert bytes(cp.data) == chunk * (size // len(chunk))
+        finally:
+            tr.close()
+            server.close()
+            await server.wait_closed()
+
+    run(loop, main())
+
+
+def test_writes_after_close_are_dropped_like_asyncio(loop, certs):
+    async def main():
+        server, tr, cp, sp = await _pair(loop, certs, lambda: _Collect(loop, want=3),
+                                         lambda: _Collect(loop))
+        try:
+            tr.write(b"abc")
+            await sp.done
+            tr.close()
+            tr.write(b"after")  # asyncio drops it (and counts it)
+            assert tr.is_closing()
+            await cp.lost
+            await asyncio.sleep(0.05)
+            assert bytes(sp.data) == b"abc"
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    run(loop, main())
