@@ -59,6 +59,35 @@ def test_connections_use_the_c_record_path(gloop, certs):
     run(gloop, main())
 
 
+def test_start_tls_uses_the_c_record_path(gloop, certs):
+    from goloop import _goloop
+
+    async def main():
+        upgraded = gloop.create_future()
+
+        async def handler(reader, writer):
+            await writer.start_tls(certs.server_context())
+            upgraded.set_result(writer.transport)
+            writer.write((await reader.readexactly(5)).upper())
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await writer.start_tls(certs.client_context(), server_hostname="localhost")
+        writer.write(b"hello")
+        assert await reader.readexactly(5) == b"HELLO"
+        for t in (writer.transport, await upgraded):
+            assert isinstance(t, sslproto._SSLProtocolTransport)
+            assert isinstance(t._ssl_protocol, _goloop.SSLProtocolFast)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+
+    run(gloop, main())
+
+
 # -- the protocol driven record by record, byte by byte -----------------------------------
 
 

@@ -236,6 +236,42 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
     def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
         return SocketTransport(self, sock, protocol, waiter, extra, server)
 
+    async def start_tls(self, transport, protocol, sslcontext, *, server_side=False,
+                        server_hostname=None, ssl_handshake_timeout=None,
+                        ssl_shutdown_timeout=None):
+        """Upgrade transport to TLS: asyncio's start_tls with goloop's SSLProtocol."""
+        # asyncio's BaseEventLoop.start_tls, line for line, but for the protocol class.
+        import ssl
+
+        from ._sslproto import SSLProtocol
+
+        if not isinstance(sslcontext, ssl.SSLContext):
+            raise TypeError(
+                f"sslcontext is expected to be an instance of ssl.SSLContext, "
+                f"got {sslcontext!r}")
+        if not getattr(transport, "_start_tls_compatible", False):
+            raise TypeError(f"transport {transport!r} is not supported by start_tls()")
+        waiter = self.create_future()
+        ssl_protocol = SSLProtocol(
+            self, protocol, sslcontext, waiter, server_side, server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout,
+            call_connection_made=False)
+        # Pause early so that "ssl_protocol.data_received()" doesn't
+        # have a chance to get called before "ssl_protocol.connection_made()".
+        transport.pause_reading()
+        transport.set_protocol(ssl_protocol)
+        conmade_cb = self.call_soon(ssl_protocol.connection_made, transport)
+        resume_cb = self.call_soon(transport.resume_reading)
+        try:
+            await waiter
+        except BaseException:
+            transport.close()
+            conmade_cb.cancel()
+            resume_cb.cancel()
+            raise
+        return ssl_protocol._app_transport
+
     def _make_ssl_transport(self, rawsock, protocol, sslcontext, waiter=None, *,
                             server_side=False, server_hostname=None, extra=None, server=None,
                             ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
