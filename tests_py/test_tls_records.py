@@ -408,3 +408,36 @@ def test_writes_after_close_are_dropped_like_asyncio(loop, certs):
             await server.wait_closed()
 
     run(loop, main())
+
+
+def test_closed_tls_connections_are_collected(gloop, certs):
+    """The protocol's C slots take part in garbage collection: the protocol, app transport
+    and app protocol reference each other, and the cycle must still be collected."""
+    import gc
+    import weakref
+
+    refs = []
+
+    async def main():
+        server, tr, cp, sp = await _pair(gloop, certs, lambda: _Collect(gloop, want=2),
+                                         lambda: _Collect(gloop))
+        await sp.made
+        tr.write(b"hi")
+        await sp.done
+        proto = tr._ssl_protocol
+        # the GC sees what the slots hold (tp_traverse)
+        held = gc.get_referents(proto)
+        for value in (proto._app_protocol, proto._incoming, proto._outgoing, proto._sslobj,
+                      proto._transport, proto._write_backlog, proto._ssl_buffer_view):
+            assert any(value is h for h in held)
+        refs.extend(weakref.ref(o) for o in (proto, sp.transport._ssl_protocol, tr, cp))
+        del proto, held
+        tr.close()
+        await cp.lost
+        server.close()
+        await server.wait_closed()
+        await asyncio.sleep(0.05)
+
+    run(gloop, main())
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)

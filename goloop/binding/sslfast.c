@@ -1,12 +1,14 @@
 /* goloop._goloop.SSLProtocolFast and SSLTransportFast: the per-record methods of asyncio's
  * sslproto.SSLProtocol and _SSLProtocolTransport, ported to C one method at a time.
  *
- * Both types are stateless mixins. pyshim/goloop/_sslproto.py derives its classes from them
- * and from asyncio's own classes, so the state stays in the instance's attributes, exactly
- * where asyncio's Python methods (handshake, shutdown, flow control, errors) read and write
- * it, and each C method below does what the Python method of the same name does. Each takes
- * the path that carries application data and hands anything else (other states, pauses,
- * writelines) to asyncio's own method, so the rare cases run asyncio's code unchanged.
+ * Both types are mixins. pyshim/goloop/_sslproto.py derives its classes from them and from
+ * asyncio's own classes. SSLProtocolFast holds the attributes the record path reads in C
+ * slots under asyncio's names (member descriptors take precedence over the instance dict),
+ * so asyncio's Python methods (handshake, shutdown, flow control, errors) read and write the
+ * same state the C methods read, at a pointer's cost. Each C method does what the Python
+ * method of the same name does: it takes the path that carries application data and hands
+ * anything else (other states, pauses, writelines) to asyncio's own method, so the rare
+ * cases run asyncio's code unchanged.
  *
  * Two savings beyond the interpreter's: read() and write() of a plain ssl.SSLObject go
  * straight to its _ssl object (SSLObject's methods only forward to it), and the read that
@@ -19,9 +21,27 @@
  * All of this runs on the loop thread with the GIL held; nothing here calls Go. */
 #include "gl.h"
 
+/* asyncio's SSLProtocol attributes, as slots. Any object may be stored (asyncio's code
+ * assigns bools and ints); an unset one raises AttributeError like a missing attribute. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *state, *incoming, *outgoing, *sslobj, *ssl_buffer, *ssl_buffer_view,
+        *app_protocol, *app_protocol_is_buffer, *app_reading_paused, *write_backlog,
+        *write_buffer_size, *ssl_writing_paused, *transport, *outgoing_high_water,
+        *outgoing_low_water, *app_writing_paused, *incoming_high_water, *incoming_low_water,
+        *ssl_reading_paused;
+    PyObject *inner;  /* what read/write/pending are called on: see set_sslobj */
+} SP;
+
+#define SP_FIELDS(X) X(state) X(incoming) X(outgoing) X(sslobj) X(ssl_buffer) \
+    X(ssl_buffer_view) X(app_protocol) X(app_protocol_is_buffer) X(app_reading_paused) \
+    X(write_backlog) X(write_buffer_size) X(ssl_writing_paused) X(transport) \
+    X(outgoing_high_water) X(outgoing_low_water) X(app_writing_paused) \
+    X(incoming_high_water) X(incoming_low_water) X(ssl_reading_paused) X(inner)
+
 static PyTypeObject *ProtoFastType, *TransportFastType;
 
-/* Set by _ssl_setup() from asyncio.sslproto and ssl (see _sslproto.py). */
+/* Set by _setup() from asyncio.sslproto and ssl (see _sslproto.py). */
 static PyObject *st_DO_HANDSHAKE, *st_WRAPPED, *st_FLUSHING, *st_SHUTDOWN;
 static PyObject *again_errors;            /* sslproto.SSLAgainErrors */
 static PyTypeObject *sslobject_type;      /* ssl.SSLObject */
@@ -29,36 +49,60 @@ static PyObject *parent_get_buffer, *parent_buffer_updated, *parent_write_appdat
     *parent_control_app_writing, *parent_control_ssl_reading;
 static PyObject *msg_fatal;               /* 'Fatal error on SSL protocol' */
 
-static PyObject *s_state, *s_incoming, *s_outgoing, *s_sslobj, *s_ssl_buffer, *s_ssl_buffer_view,
-    *s_max_size, *s_app_protocol, *s_app_protocol_is_buffer, *s_app_reading_paused,
-    *s_write_backlog, *s_write_buffer_size, *s_ssl_writing_paused, *s_transport,
-    *s_outgoing_high_water, *s_outgoing_low_water, *s_app_writing_paused,
-    *s_incoming_high_water, *s_incoming_low_water, *s_ssl_reading_paused, *s_pending, *s_read,
-    *s_write, *s_data_received, *s_fatal_error, *s_call_eof_received, *s_start_shutdown,
-    *s_do_read_buffered, *s_do_write, *s_do_handshake, *s_do_flush, *s_do_shutdown,
-    *s_ssl_protocol, *s_append, *s_write_appdata;
+static PyObject *s_sslobj, *s_max_size, *s_pending, *s_read, *s_write, *s_data_received,
+    *s_fatal_error, *s_call_eof_received, *s_start_shutdown, *s_do_read_buffered, *s_do_write,
+    *s_do_handshake, *s_do_flush, *s_do_shutdown, *s_ssl_protocol, *s_append, *s_write_appdata;
 
 static int ready(void) {
     if (st_WRAPPED == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "goloop: _ssl_setup() has not been called");
+        PyErr_SetString(PyExc_RuntimeError, "goloop: SSLProtocolFast._setup() has not been called");
         return 0;
     }
     return 1;
 }
 
-static int attr_true(PyObject *o, PyObject *name) {
-    PyObject *v = PyObject_GetAttr(o, name);
+/* A slot's value (borrowed), or NULL with AttributeError when unset. */
+static PyObject *need(PyObject *self, PyObject *v, const char *name) {
+    if (v == NULL)
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%s'",
+                     Py_TYPE(self)->tp_name, name);
+    return v;
+}
+#define NEED(self, f) need((self), ((SP *)(self))->f, "_" #f)
+
+static int truth(PyObject *v) {
+    if (v == Py_True) return 1;
+    if (v == Py_False || v == Py_None) return 0;
+    return PyObject_IsTrue(v);
+}
+
+/* A slot's truth value; -1 with an exception set (AttributeError when unset). */
+static int flag(PyObject *self, PyObject *v, const char *name) {
+    return need(self, v, name) == NULL ? -1 : truth(v);
+}
+#define FLAG(self, f) flag((self), ((SP *)(self))->f, "_" #f)
+
+/* A BIO's pending count; -1 with an exception set. */
+static Py_ssize_t bio_pending(PyObject *bio) {
+    PyObject *v = PyObject_GetAttr(bio, s_pending);
     if (v == NULL) return -1;
-    int r = PyObject_IsTrue(v);
+    Py_ssize_t r = PyNumber_AsSsize_t(v, PyExc_OverflowError);
     Py_DECREF(v);
     return r;
 }
 
-/* An int attribute; -1 with an exception set on failure (the sizes read here are >= 0). */
-static Py_ssize_t attr_size(PyObject *o, PyObject *name) {
-    PyObject *v = PyObject_GetAttr(o, name);
+/* `size >= mark` (op Py_GE) or `size <= mark` (Py_LE), Python's comparison for any mark. */
+static int compare(Py_ssize_t size, PyObject *mark, int op) {
+    if (PyLong_CheckExact(mark)) {
+        int overflow;
+        long long m = PyLong_AsLongLongAndOverflow(mark, &overflow);
+        if (!overflow && !(m == -1 && PyErr_Occurred()))
+            return op == Py_GE ? size >= m : size <= m;
+        PyErr_Clear();
+    }
+    PyObject *v = PyLong_FromSsize_t(size);
     if (v == NULL) return -1;
-    Py_ssize_t r = PyNumber_AsSsize_t(v, PyExc_OverflowError);
+    int r = PyObject_RichCompareBool(v, mark, op);
     Py_DECREF(v);
     return r;
 }
@@ -75,17 +119,6 @@ static PyObject *call_method0(PyObject *self, PyObject *name) {
 static PyObject *call_method1(PyObject *self, PyObject *name, PyObject *arg) {
     PyObject *args[2] = {self, arg};
     return PyObject_VectorcallMethod(name, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-}
-
-/* self._sslobj, or the _ssl object behind it when it is a plain ssl.SSLObject, whose read,
- * write and pending only forward there. A context's sslobject_class may be a subclass with
- * its own methods: that one is used as it is. */
-static PyObject *get_sslobj(PyObject *self) {
-    PyObject *o = PyObject_GetAttr(self, s_sslobj);
-    if (o == NULL || Py_TYPE(o) != sslobject_type) return o;
-    PyObject *inner = PyObject_GetAttr(o, s_sslobj);
-    Py_DECREF(o);
-    return inner;
 }
 
 /* `except Exception as ex: self._fatal_error(ex, 'Fatal error on SSL protocol')` for the
@@ -118,48 +151,56 @@ static PyObject *fatal_from_current(PyObject *self) {
 
 static PyObject *sp_control_app_writing(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     if (!ready()) return NULL;
-    PyObject *outgoing = PyObject_GetAttr(self, s_outgoing);
+    PyObject *outgoing = NEED(self, outgoing);
     if (outgoing == NULL) return NULL;
-    Py_ssize_t size = attr_size(outgoing, s_pending);
-    Py_DECREF(outgoing);
-    if (size < 0 && PyErr_Occurred()) return NULL;
-    Py_ssize_t backlog = attr_size(self, s_write_buffer_size);
-    if (backlog == -1 && PyErr_Occurred()) return NULL;
-    size += backlog;
-    int paused = attr_true(self, s_app_writing_paused);
+    Py_ssize_t size = bio_pending(outgoing);
+    if (size == -1 && PyErr_Occurred()) return NULL;
+    PyObject *backlog = NEED(self, write_buffer_size);
+    if (backlog == NULL) return NULL;
+    int paused = FLAG(self, app_writing_paused);
     if (paused < 0) return NULL;
-    Py_ssize_t mark = attr_size(self, paused ? s_outgoing_low_water : s_outgoing_high_water);
-    if (mark == -1 && PyErr_Occurred()) return NULL;
-    if (paused ? size <= mark : size >= mark)  /* a pause_writing/resume_writing call is due */
+    PyObject *mark = paused ? NEED(self, outgoing_low_water) : NEED(self, outgoing_high_water);
+    if (mark == NULL) return NULL;
+    int due;
+    if (PyLong_CheckExact(backlog)) {
+        Py_ssize_t b = PyLong_AsSsize_t(backlog);
+        if (b == -1 && PyErr_Occurred()) return NULL;
+        due = compare(size + b, mark, paused ? Py_LE : Py_GE);
+        if (due < 0) return NULL;
+    } else {
+        due = 1;  /* not an int: let asyncio's code compute it */
+    }
+    if (due)  /* a pause_writing/resume_writing call is due */
         return call_parent(parent_control_app_writing, self, NULL);
     Py_RETURN_NONE;
 }
 
 static PyObject *sp_control_ssl_reading(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     if (!ready()) return NULL;
-    PyObject *incoming = PyObject_GetAttr(self, s_incoming);
+    PyObject *incoming = NEED(self, incoming);
     if (incoming == NULL) return NULL;
-    Py_ssize_t size = attr_size(incoming, s_pending);
-    Py_DECREF(incoming);
-    if (size < 0 && PyErr_Occurred()) return NULL;
-    int paused = attr_true(self, s_ssl_reading_paused);
+    Py_ssize_t size = bio_pending(incoming);
+    if (size == -1 && PyErr_Occurred()) return NULL;
+    int paused = FLAG(self, ssl_reading_paused);
     if (paused < 0) return NULL;
-    Py_ssize_t mark = attr_size(self, paused ? s_incoming_low_water : s_incoming_high_water);
-    if (mark == -1 && PyErr_Occurred()) return NULL;
-    if (paused ? size <= mark : size >= mark)
-        return call_parent(parent_control_ssl_reading, self, NULL);
+    PyObject *mark = paused ? NEED(self, incoming_low_water) : NEED(self, incoming_high_water);
+    if (mark == NULL) return NULL;
+    int due = compare(size, mark, paused ? Py_LE : Py_GE);
+    if (due < 0) return NULL;
+    if (due) return call_parent(parent_control_ssl_reading, self, NULL);
     Py_RETURN_NONE;
 }
 
 static PyObject *sp_process_outgoing(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     if (!ready()) return NULL;
-    int paused = attr_true(self, s_ssl_writing_paused);
+    int paused = FLAG(self, ssl_writing_paused);
     if (paused < 0) return NULL;
     if (!paused) {
-        PyObject *outgoing = PyObject_GetAttr(self, s_outgoing);
+        PyObject *outgoing = NEED(self, outgoing);
         if (outgoing == NULL) return NULL;
-        Py_ssize_t pending = attr_size(outgoing, s_pending);
-        if (pending < 0 && PyErr_Occurred()) {
+        Py_INCREF(outgoing);
+        Py_ssize_t pending = bio_pending(outgoing);
+        if (pending == -1 && PyErr_Occurred()) {
             Py_DECREF(outgoing);
             return NULL;
         }
@@ -170,8 +211,9 @@ static PyObject *sp_process_outgoing(PyObject *self, PyObject *Py_UNUSED(ignored
             Py_ssize_t n = PyObject_Size(data);
             PyObject *r = NULL;
             if (n > 0) {
-                PyObject *transport = PyObject_GetAttr(self, s_transport);
+                PyObject *transport = NEED(self, transport);
                 if (transport != NULL) {
+                    Py_INCREF(transport);
                     r = call_method1(transport, s_write, data);
                     Py_DECREF(transport);
                 }
@@ -192,20 +234,22 @@ static PyObject *sp_process_outgoing(PyObject *self, PyObject *Py_UNUSED(ignored
 /* _do_read__copied: decrypt every complete record, one data_received with all of it. */
 static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     if (!ready()) return NULL;
-    PyObject *sslobj = get_sslobj(self);
-    if (sslobj == NULL) return NULL;
-    PyObject *incoming = NULL, *max_size = NULL, *first = NULL, *list = NULL, *result = NULL;
+    SP *sp = (SP *)self;
+    if (NEED(self, sslobj) == NULL || NEED(self, incoming) == NULL) return NULL;
+    PyObject *sslobj = sp->inner, *incoming = sp->incoming;
+    Py_INCREF(sslobj);
+    Py_INCREF(incoming);
+    PyObject *max_size = NULL, *first = NULL, *list = NULL, *result = NULL;
     int nchunks = 0, closed = 0;
-    incoming = PyObject_GetAttr(self, s_incoming);
-    max_size = incoming ? PyObject_GetAttr(self, s_max_size) : NULL;
+    max_size = PyObject_GetAttr(self, s_max_size);
     if (max_size == NULL) goto done;
     for (;;) {
-        Py_ssize_t left = attr_size(incoming, s_pending);
-        if (left < 0 && PyErr_Occurred()) goto done;
+        Py_ssize_t left = bio_pending(incoming);
+        if (left == -1 && PyErr_Occurred()) goto done;
         if (left == 0) {  /* would SSL_read only ask for more input? */
             PyObject *p = call_method0(sslobj, s_pending);
             if (p == NULL) goto done;
-            Py_ssize_t inside = PyLong_AsSsize_t(p);
+            Py_ssize_t inside = PyNumber_AsSsize_t(p, PyExc_OverflowError);
             Py_DECREF(p);
             if (inside == -1 && PyErr_Occurred()) goto done;
             if (inside == 0) break;
@@ -218,7 +262,12 @@ static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored))
             }
             goto done;
         }
-        Py_ssize_t n = PyObject_Size(chunk);
+        if (!PyBytes_Check(chunk)) {  /* a custom SSLObject's read(): join as asyncio would */
+            Py_DECREF(chunk);
+            PyErr_SetString(PyExc_TypeError, "SSLObject.read() did not return bytes");
+            goto done;
+        }
+        Py_ssize_t n = PyBytes_GET_SIZE(chunk);
         if (n <= 0) {
             Py_DECREF(chunk);
             if (n < 0) goto done;
@@ -259,9 +308,13 @@ static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored))
         } else {
             Py_INCREF(data);
         }
-        PyObject *app = PyObject_GetAttr(self, s_app_protocol);
-        PyObject *r = app ? call_method1(app, s_data_received, data) : NULL;
-        Py_XDECREF(app);
+        PyObject *app = NEED(self, app_protocol);
+        PyObject *r = NULL;
+        if (app != NULL) {
+            Py_INCREF(app);
+            r = call_method1(app, s_data_received, data);
+            Py_DECREF(app);
+        }
         Py_DECREF(data);
         if (r == NULL) goto done;
         Py_DECREF(r);
@@ -278,7 +331,7 @@ static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_INCREF(result);
 done:
     Py_DECREF(sslobj);
-    Py_XDECREF(incoming);
+    Py_DECREF(incoming);
     Py_XDECREF(max_size);
     Py_XDECREF(first);
     Py_XDECREF(list);
@@ -287,22 +340,19 @@ done:
 
 static PyObject *sp_do_read(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     if (!ready()) return NULL;
-    PyObject *state = PyObject_GetAttr(self, s_state);
+    PyObject *state = NEED(self, state);
     if (state == NULL) return NULL;
-    Py_DECREF(state);  /* compared by identity only; the enum keeps its members alive */
     if (state != st_WRAPPED && state != st_FLUSHING) Py_RETURN_NONE;
-    int paused = attr_true(self, s_app_reading_paused);
+    int paused = FLAG(self, app_reading_paused);
     if (paused < 0) goto error;
     if (!paused) {
-        int buffered = attr_true(self, s_app_protocol_is_buffer);
+        int buffered = FLAG(self, app_protocol_is_buffer);
         if (buffered < 0) goto error;
         PyObject *r = buffered ? call_method0(self, s_do_read_buffered) : sp_do_read_copied(self, NULL);
         if (r == NULL) goto error;
         Py_DECREF(r);
-        PyObject *backlog = PyObject_GetAttr(self, s_write_backlog);
-        if (backlog == NULL) goto error;
-        int more = PyObject_IsTrue(backlog);
-        Py_DECREF(backlog);
+        PyObject *backlog = NEED(self, write_backlog);
+        int more = backlog ? PyObject_IsTrue(backlog) : -1;
         if (more < 0) goto error;
         r = more ? call_method0(self, s_do_write) : sp_process_outgoing(self, NULL);
         if (r == NULL) goto error;
@@ -318,22 +368,24 @@ error:
 
 static PyObject *sp_get_buffer(PyObject *self, PyObject *n) {
     if (!ready()) return NULL;
+    SP *sp = (SP *)self;
     if (!PyLong_CheckExact(n)) return call_parent(parent_get_buffer, self, n);
     Py_ssize_t want = PyLong_AsSsize_t(n);
     if (want == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         return call_parent(parent_get_buffer, self, n);
     }
-    Py_ssize_t max = attr_size(self, s_max_size);
+    PyObject *m = PyObject_GetAttr(self, s_max_size);
+    if (m == NULL) return NULL;
+    Py_ssize_t max = PyNumber_AsSsize_t(m, PyExc_OverflowError);
+    Py_DECREF(m);
     if (max == -1 && PyErr_Occurred()) return NULL;
     if (want <= 0 || want > max) want = max;
-    PyObject *buf = PyObject_GetAttr(self, s_ssl_buffer);
-    if (buf == NULL) return NULL;
-    Py_ssize_t have = PyObject_Size(buf);
-    Py_DECREF(buf);
-    if (have < 0) return NULL;
-    if (have < want) return call_parent(parent_get_buffer, self, n);  /* grows the buffer */
-    return PyObject_GetAttr(self, s_ssl_buffer_view);
+    if (sp->ssl_buffer == NULL || !PyByteArray_CheckExact(sp->ssl_buffer) || sp->ssl_buffer_view == NULL ||
+        PyByteArray_GET_SIZE(sp->ssl_buffer) < want)
+        return call_parent(parent_get_buffer, self, n);  /* grows the buffer */
+    Py_INCREF(sp->ssl_buffer_view);
+    return sp->ssl_buffer_view;
 }
 
 static PyObject *sp_buffer_updated(PyObject *self, PyObject *nbytes) {
@@ -344,32 +396,28 @@ static PyObject *sp_buffer_updated(PyObject *self, PyObject *nbytes) {
         PyErr_Clear();
         return call_parent(parent_buffer_updated, self, nbytes);
     }
-    PyObject *view = PyObject_GetAttr(self, s_ssl_buffer_view);
-    if (view == NULL) return NULL;
+    PyObject *view = NEED(self, ssl_buffer_view);
+    PyObject *incoming = NEED(self, incoming);
+    if (view == NULL || incoming == NULL) return NULL;
     Py_buffer vb;
-    if (PyObject_GetBuffer(view, &vb, PyBUF_SIMPLE) < 0) {
-        Py_DECREF(view);
-        return NULL;
-    }
-    Py_DECREF(view);  /* vb holds the export */
+    if (PyObject_GetBuffer(view, &vb, PyBUF_SIMPLE) < 0) return NULL;
     if (n < 0 || n > vb.len) {  /* slicing semantics: leave them to asyncio's method */
         PyBuffer_Release(&vb);
         return call_parent(parent_buffer_updated, self, nbytes);
     }
     /* self._incoming.write(self._ssl_buffer_view[:nbytes]); MemoryBIO.write copies the bytes
      * and keeps no reference to its argument. */
-    PyObject *incoming = PyObject_GetAttr(self, s_incoming);
-    PyObject *mv = incoming ? PyMemoryView_FromMemory((char *)vb.buf, n, PyBUF_READ) : NULL;
+    Py_INCREF(incoming);
+    PyObject *mv = PyMemoryView_FromMemory((char *)vb.buf, n, PyBUF_READ);
     PyObject *r = mv ? call_method1(incoming, s_write, mv) : NULL;
     Py_XDECREF(mv);
-    Py_XDECREF(incoming);
+    Py_DECREF(incoming);
     PyBuffer_Release(&vb);
     if (r == NULL) return NULL;
     Py_DECREF(r);
 
-    PyObject *state = PyObject_GetAttr(self, s_state);
+    PyObject *state = NEED(self, state);
     if (state == NULL) return NULL;
-    Py_DECREF(state);
     if (state == st_DO_HANDSHAKE) return call_method0(self, s_do_handshake);
     if (state == st_WRAPPED) return sp_do_read(self, NULL);
     if (state == st_FLUSHING) return call_method0(self, s_do_flush);
@@ -378,38 +426,37 @@ static PyObject *sp_buffer_updated(PyObject *self, PyObject *nbytes) {
 }
 
 static int append_backlog(PyObject *self, PyObject *data, Py_ssize_t len) {
-    PyObject *backlog = PyObject_GetAttr(self, s_write_backlog);
+    SP *sp = (SP *)self;
+    PyObject *backlog = NEED(self, write_backlog);
     if (backlog == NULL) return -1;
     PyObject *r = call_method1(backlog, s_append, data);
-    Py_DECREF(backlog);
     if (r == NULL) return -1;
     Py_DECREF(r);
-    Py_ssize_t size = attr_size(self, s_write_buffer_size);
-    if (size == -1 && PyErr_Occurred()) return -1;
-    PyObject *v = PyLong_FromSsize_t(size + len);
-    if (v == NULL) return -1;
-    int rc = PyObject_SetAttr(self, s_write_buffer_size, v);
-    Py_DECREF(v);
-    return rc;
+    PyObject *size = NEED(self, write_buffer_size);
+    if (size == NULL) return -1;
+    PyObject *add = PyLong_FromSsize_t(len);
+    PyObject *sum = add ? PyNumber_Add(size, add) : NULL;
+    Py_XDECREF(add);
+    if (sum == NULL) return -1;
+    Py_XSETREF(sp->write_buffer_size, sum);
+    return 0;
 }
 
 /* One write of application data (_SSLProtocolTransport.write -> _write_appdata((data,))) in
  * the WRAPPED state with nothing queued: straight to SSL_write, then _process_outgoing. The
  * backlog and its size end as asyncio's _do_write leaves them. Anything else is asyncio's. */
 static PyObject *write_one(PyObject *self, PyObject *data) {
-    PyObject *state = PyObject_GetAttr(self, s_state);
+    SP *sp = (SP *)self;
+    PyObject *state = NEED(self, state);
     if (state == NULL) return NULL;
-    Py_DECREF(state);
     int queued = 1;
     if (state == st_WRAPPED) {
-        PyObject *backlog = PyObject_GetAttr(self, s_write_backlog);
-        if (backlog == NULL) return NULL;
-        queued = PyObject_IsTrue(backlog);
-        Py_DECREF(backlog);
+        PyObject *backlog = NEED(self, write_backlog);
+        queued = backlog ? PyObject_IsTrue(backlog) : -1;
         if (queued < 0) return NULL;
     }
     Py_ssize_t len = queued ? -1 : PyObject_Size(data);
-    if (len < 0) {
+    if (len < 0 || sp->sslobj == NULL) {
         PyErr_Clear();
         PyObject *tuple = PyTuple_Pack(1, data);
         if (tuple == NULL) return NULL;
@@ -417,8 +464,8 @@ static PyObject *write_one(PyObject *self, PyObject *data) {
         Py_DECREF(tuple);
         return r;
     }
-    PyObject *sslobj = get_sslobj(self);
-    if (sslobj == NULL) return NULL;  /* asyncio's _do_write would fail the same way, in its try */
+    PyObject *sslobj = sp->inner;
+    Py_INCREF(sslobj);
     PyObject *res = call_method1(sslobj, s_write, data);
     Py_DECREF(sslobj);
     if (res == NULL) {
@@ -460,6 +507,76 @@ static PyObject *sp_write_appdata(PyObject *self, PyObject *list_of_data) {
         return call_parent(parent_write_appdata, self, list_of_data);
     return write_one(self, PyTuple_GET_ITEM(list_of_data, 0));
 }
+
+/* _sslobj: read, write and pending go to `inner`, the _ssl object behind a plain
+ * ssl.SSLObject (whose methods only forward there); a context's sslobject_class may be a
+ * subclass with its own methods, and that one is used as it is. */
+static PyObject *sp_get_sslobj(PyObject *self, void *Py_UNUSED(closure)) {
+    PyObject *v = NEED(self, sslobj);
+    Py_XINCREF(v);
+    return v;
+}
+
+static int sp_set_sslobj(PyObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    SP *sp = (SP *)self;
+    PyObject *inner = NULL;
+    if (value != NULL) {
+        if (Py_TYPE(value) == sslobject_type) {
+            inner = PyObject_GetAttr(value, s_sslobj);
+            if (inner == NULL) return -1;
+        } else {
+            inner = value;
+            Py_INCREF(inner);
+        }
+        Py_INCREF(value);
+    } else if (sp->sslobj == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_sslobj");
+        return -1;
+    }
+    Py_XSETREF(sp->sslobj, value);
+    Py_XSETREF(sp->inner, inner);
+    return 0;
+}
+
+static int sp_traverse(PyObject *self, visitproc visit, void *arg) {
+    SP *sp = (SP *)self;
+    Py_VISIT(Py_TYPE(self));
+#define V(f) Py_VISIT(sp->f);
+    SP_FIELDS(V)
+#undef V
+    return 0;
+}
+
+static int sp_clear(PyObject *self) {
+    SP *sp = (SP *)self;
+#define C(f) Py_CLEAR(sp->f);
+    SP_FIELDS(C)
+#undef C
+    return 0;
+}
+
+static void sp_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    sp_clear(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);  /* a heap type's instances own a reference to it */
+}
+
+static PyMemberDef sp_members[] = {
+#define M(f) {"_" #f, T_OBJECT_EX, offsetof(SP, f), 0, NULL},
+    M(state) M(incoming) M(outgoing) M(ssl_buffer) M(ssl_buffer_view) M(app_protocol)
+    M(app_protocol_is_buffer) M(app_reading_paused) M(write_backlog) M(write_buffer_size)
+    M(ssl_writing_paused) M(transport) M(outgoing_high_water) M(outgoing_low_water)
+    M(app_writing_paused) M(incoming_high_water) M(incoming_low_water) M(ssl_reading_paused)
+#undef M
+    {NULL}
+};
+
+static PyGetSetDef sp_getset[] = {
+    {"_sslobj", sp_get_sslobj, sp_set_sslobj, NULL, NULL},
+    {NULL}
+};
 
 /* _setup(sslproto, ssl): binds the mixins to asyncio.sslproto's states, errors and methods. */
 static PyObject *sp_setup(PyObject *Py_UNUSED(cls), PyObject *const *args, Py_ssize_t nargs) {
@@ -527,6 +644,7 @@ static PyMethodDef sp_methods[] = {
     {NULL}
 };
 
+
 /* ---- SSLTransportFast ------------------------------------------------------------------ */
 
 static PyObject *tf_write(PyObject *self, PyObject *data) {
@@ -566,6 +684,11 @@ static PyMethodDef tf_methods[] = {
 static PyType_Slot sp_slots[] = {
     {Py_tp_doc, "C methods of goloop's SSLProtocol (a mixin over asyncio.sslproto.SSLProtocol)."},
     {Py_tp_methods, sp_methods},
+    {Py_tp_members, sp_members},
+    {Py_tp_getset, sp_getset},
+    {Py_tp_traverse, sp_traverse},
+    {Py_tp_clear, sp_clear},
+    {Py_tp_dealloc, sp_dealloc},
     {0, NULL},
 };
 
@@ -577,24 +700,14 @@ static PyType_Slot tf_slots[] = {
 
 int gl_init_ssl(PyObject *module) {
     struct { PyObject **slot; const char *name; } names[] = {
-        {&s_state, "_state"}, {&s_incoming, "_incoming"}, {&s_outgoing, "_outgoing"},
-        {&s_sslobj, "_sslobj"}, {&s_ssl_buffer, "_ssl_buffer"},
-        {&s_ssl_buffer_view, "_ssl_buffer_view"}, {&s_max_size, "max_size"},
-        {&s_app_protocol, "_app_protocol"}, {&s_app_protocol_is_buffer, "_app_protocol_is_buffer"},
-        {&s_app_reading_paused, "_app_reading_paused"}, {&s_write_backlog, "_write_backlog"},
-        {&s_write_buffer_size, "_write_buffer_size"}, {&s_ssl_writing_paused, "_ssl_writing_paused"},
-        {&s_transport, "_transport"}, {&s_outgoing_high_water, "_outgoing_high_water"},
-        {&s_outgoing_low_water, "_outgoing_low_water"}, {&s_app_writing_paused, "_app_writing_paused"},
-        {&s_incoming_high_water, "_incoming_high_water"},
-        {&s_incoming_low_water, "_incoming_low_water"}, {&s_ssl_reading_paused, "_ssl_reading_paused"},
-        {&s_pending, "pending"}, {&s_read, "read"}, {&s_write, "write"},
-        {&s_data_received, "data_received"}, {&s_fatal_error, "_fatal_error"},
-        {&s_call_eof_received, "_call_eof_received"}, {&s_start_shutdown, "_start_shutdown"},
-        {&s_do_read_buffered, "_do_read__buffered"}, {&s_do_write, "_do_write"},
-        {&s_do_handshake, "_do_handshake"}, {&s_do_flush, "_do_flush"},
-        {&s_do_shutdown, "_do_shutdown"}, {&s_ssl_protocol, "_ssl_protocol"}, {&s_append, "append"},
-        {&s_write_appdata, "_write_appdata"},
-        {&msg_fatal, "Fatal error on SSL protocol"},
+        {&s_sslobj, "_sslobj"}, {&s_max_size, "max_size"}, {&s_pending, "pending"},
+        {&s_read, "read"}, {&s_write, "write"}, {&s_data_received, "data_received"},
+        {&s_fatal_error, "_fatal_error"}, {&s_call_eof_received, "_call_eof_received"},
+        {&s_start_shutdown, "_start_shutdown"}, {&s_do_read_buffered, "_do_read__buffered"},
+        {&s_do_write, "_do_write"}, {&s_do_handshake, "_do_handshake"},
+        {&s_do_flush, "_do_flush"}, {&s_do_shutdown, "_do_shutdown"},
+        {&s_ssl_protocol, "_ssl_protocol"}, {&s_append, "append"},
+        {&s_write_appdata, "_write_appdata"}, {&msg_fatal, "Fatal error on SSL protocol"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);
@@ -602,9 +715,9 @@ int gl_init_ssl(PyObject *module) {
     }
     PyType_Spec sp_spec = {
         .name = "goloop._goloop.SSLProtocolFast",
-        .basicsize = 0,
+        .basicsize = sizeof(SP),
         .itemsize = 0,
-        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
         .slots = sp_slots,
     };
     PyType_Spec tf_spec = {
