@@ -608,9 +608,23 @@ def _lingering_reset(sock):
     sock.close()
 
 
+class BufRec(asyncio.BufferedProtocol, Rec):
+    """Rec as a BufferedProtocol (reads go through get_buffer/buffer_updated)."""
+
+    def get_buffer(self, sizehint):
+        self.buf = bytearray(64 * 1024)
+        return self.buf
+
+    def buffer_updated(self, nbytes):
+        self.data_received(bytes(self.buf[:nbytes]))
+
+
+@pytest.mark.parametrize("proto", [Rec, BufRec], ids=["protocol", "buffered"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_peer_reset_while_reading(loop, family, unix_dir):
+def test_peer_reset_while_reading(loop, family, unix_dir, proto):
     """The peer closes with SO_LINGER 0 (TCP RST); Unix: the peer closes with unread data."""
+    Rec = proto  # noqa: N806
+
     async def main():
         lp = asyncio.get_running_loop()
         if family == "tcp":
@@ -772,6 +786,24 @@ def test_buffered_protocol_empty_buffer(loop, family, unix_dir):
     exc = pair_test(loop, family, unix_dir, body, server_proto=P)
     assert type(exc) is RuntimeError and str(exc) == "get_buffer() returned an empty buffer"
     assert [c["message"] for c in contexts] == ["Fatal error: protocol.get_buffer() call failed."]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_buffered_protocol_buffer_updated_raises(loop, family, unix_dir):
+    class P(BufRec):
+        def buffer_updated(self, n):
+            raise Boom("updated")
+
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    async def body(p):
+        p.ctr.write(b"hello")
+        return await asyncio.wait_for(p.spr.lost, 10)
+
+    exc = pair_test(loop, family, unix_dir, body, server_proto=P)
+    assert type(exc) is Boom and str(exc) == "updated"
+    assert [c["message"] for c in contexts] == ["Fatal error: protocol.buffer_updated() call failed."]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

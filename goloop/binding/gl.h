@@ -84,7 +84,10 @@ void gl_set_oserror(int err);
 int gl_exc_is_fatal(void);
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
                         Py_ssize_t nargs, PyObject *context, double when);
-Py_ssize_t gl_read_buffered(PyObject *get_buffer, PyObject *buffer_updated, int fd, int *stage, int *err);
+Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, int fd);
+#define GL_RB_GETBUF (-1)   /* gl_read_buffered_u's failures */
+#define GL_RB_UPDATED (-2)
+#define GL_RB_ERRNO (-1000) /* minus errno */
 int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *err, int *sig);
 int gl_deliver_bytes(PyObject *meth, const char *buf, Py_ssize_t n);
 int gl_call_fatal(PyObject *tr, const char *msg);

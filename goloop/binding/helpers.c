@@ -261,25 +261,26 @@ int gl_call_fatal(PyObject *tr, const char *msg) {
 PyObject *gl_getattr(PyObject *o, const char *name) { return PyObject_GetAttrString(o, name); }
 
 /* One BufferedProtocol read, in one call from Go: buf = get_buffer(-1), read(2) from the
- * (non-blocking) socket straight into it, buffer_updated(n). Returns the bytes delivered,
- * 0 at EOF, -1 with a Python exception set (*stage: 1 from get_buffer or its buffer, 2 from
- * buffer_updated), or -2 with *err set to errno. */
-Py_ssize_t gl_read_buffered(PyObject *get_buffer, PyObject *buffer_updated, int fd, int *stage, int *err) {
+ * (non-blocking) socket straight into it, buffer_updated(n). The methods come as integers
+ * (see gl.h). Returns the bytes delivered, 0 at EOF, GL_RB_GETBUF with a Python exception
+ * set by get_buffer or its buffer, GL_RB_UPDATED with one set by buffer_updated, or
+ * GL_RB_ERRNO - errno when read(2) failed. */
+Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer_u, uintptr_t buffer_updated_u, int fd) {
+    PyObject *get_buffer = (PyObject *)get_buffer_u, *buffer_updated = (PyObject *)buffer_updated_u;
     static PyObject *minus_one;
-    if (minus_one == NULL && (minus_one = PyLong_FromLong(-1)) == NULL) return -1;
-    *stage = 1;
+    if (minus_one == NULL && (minus_one = PyLong_FromLong(-1)) == NULL) return GL_RB_GETBUF;
     PyObject *buf = PyObject_Vectorcall(get_buffer, &minus_one, 1, NULL);
-    if (buf == NULL) return -1;
+    if (buf == NULL) return GL_RB_GETBUF;
     Py_buffer view;
     if (PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE | PyBUF_SIMPLE) < 0) {
         Py_DECREF(buf);
-        return -1;
+        return GL_RB_GETBUF;
     }
     if (view.len == 0) {
         PyBuffer_Release(&view);
         Py_DECREF(buf);
         PyErr_SetString(PyExc_RuntimeError, "get_buffer() returned an empty buffer");
-        return -1;
+        return GL_RB_GETBUF;
     }
     ssize_t n;
     do {
@@ -288,17 +289,13 @@ Py_ssize_t gl_read_buffered(PyObject *get_buffer, PyObject *buffer_updated, int 
     int e = errno;
     PyBuffer_Release(&view);
     Py_DECREF(buf);
-    if (n < 0) {
-        *err = e;
-        return -2;
-    }
+    if (n < 0) return GL_RB_ERRNO - e;
     if (n == 0) return 0;
-    *stage = 2;
     PyObject *num = PyLong_FromSsize_t(n);
-    if (num == NULL) return -1;
+    if (num == NULL) return GL_RB_UPDATED;
     PyObject *r = PyObject_Vectorcall(buffer_updated, &num, 1, NULL);
     Py_DECREF(num);
-    if (r == NULL) return -1;
+    if (r == NULL) return GL_RB_UPDATED;
     Py_DECREF(r);
     return n;
 }

@@ -425,16 +425,17 @@ func (c *conn) readError(err error) bool {
 }
 
 func (c *conn) readBuffered() bool {
-	var stage, errno C.int
-	n := C.gl_read_buffered(c.getBuffer, c.bufferUpdated, C.int(c.fd), &stage, &errno)
+	// PyObject pointers as plain integers for cgo (see gl.h)
+	n := C.gl_read_buffered_u(C.uintptr_t(uintptr(unsafe.Pointer(c.getBuffer))),
+		C.uintptr_t(uintptr(unsafe.Pointer(c.bufferUpdated))), C.int(c.fd))
 	switch {
 	case n > 0:
 		return true
 	case n == 0:
 		return callMethod0(trObj(c.tr), cReadEOF)
-	case n == -2:
-		return c.readError(unix.Errno(errno))
-	case stage == 1:
+	case n <= C.GL_RB_ERRNO:
+		return c.readError(unix.Errno(C.GL_RB_ERRNO - n))
+	case n == C.GL_RB_GETBUF:
 		return C.gl_call_fatal(trObj(c.tr), msgGetBufErr) == 0
 	default:
 		return C.gl_call_fatal(trObj(c.tr), msgBufUpdErr) == 0
