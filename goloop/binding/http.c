@@ -113,10 +113,38 @@ static inline void set_method(GLHttpParser *self, const char *p, Py_ssize_t n) {
     self->method_len = (unsigned char)n;
 }
 
+/* a[:n] == b[:n], inline for the short strings of request lines and headers (no call). */
+static inline int same_bytes(const char *a, const char *b, Py_ssize_t n) {
+    uint64_t x, y;
+    if (n >= 8) {
+        Py_ssize_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&x, a + i, 8);
+            memcpy(&y, b + i, 8);
+            if (x != y) return 0;
+        }
+        if (i == n) return 1;
+        memcpy(&x, a + n - 8, 8); /* the tail, overlapping */
+        memcpy(&y, b + n - 8, 8);
+        return x == y;
+    }
+    if (n >= 4) {
+        uint32_t u, v, w, z;
+        memcpy(&u, a, 4);
+        memcpy(&v, b, 4);
+        memcpy(&w, a + n - 4, 4);
+        memcpy(&z, b + n - 4, 4);
+        return u == v && w == z;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
 /* New reference to bytes(p[:n]), or to *slot if it holds the same bytes (then kept). */
 static inline PyObject *cached_bytes(PyObject **slot, const char *p, Py_ssize_t n) {
     PyObject *o = *slot;
-    if (o != NULL && PyBytes_GET_SIZE(o) == n && memcmp(PyBytes_AS_STRING(o), p, n) == 0) {
+    if (o != NULL && PyBytes_GET_SIZE(o) == n && same_bytes(PyBytes_AS_STRING(o), p, n)) {
         Py_INCREF(o);
         return o;
     }
@@ -134,16 +162,15 @@ static int dispatch(GLHttpParser *self, GLHttpBatch *b, const char *input) {
     GLHttpEvent *ev = b->ev, *end = b->ev + b->nev;
     for (; ev < end; ev++) {
         int slot = ev->kind;
-        self->major = ev->major;
-        self->minor = ev->minor;
-        self->keep_alive = ev->keep_alive;
-        self->upgrade = ev->upgrade;
+        memcpy(&self->major, &ev->major, 4); /* major, minor, keep_alive, upgrade */
         self->status = ev->status;
         const char *p1 = ((ev->arena & 1) ? b->arena : input) + ev->off1;
         if (slot == GL_HCB_URL || slot == GL_HCB_STATUS) {
             self->hidx = 0;
-            if (slot == GL_HCB_URL)
-                set_method(self, ((ev->arena & 2) ? b->arena : input) + ev->off2, ev->len2);
+            if (slot == GL_HCB_URL) {
+                if (ev->arena & 4) set_method(self, (const char *)&ev->off2, ev->len2);
+                else set_method(self, ((ev->arena & 2) ? b->arena : input) + ev->off2, ev->len2);
+            }
         }
         PyObject *fn = self->fn[slot], *r;
         if (fn == NULL) continue;
@@ -180,13 +207,15 @@ static int dispatch(GLHttpParser *self, GLHttpBatch *b, const char *input) {
             break;
         }
         }
-        PyObject *cb = self->cb[slot];
-        Py_INCREF(cb); /* fn and fself are borrowed from it */
+        /* fn and fself are borrowed from self->cb[slot], which nothing can release during the
+         * call (re-initializing is refused while busy; the caller owns self). fn is held all
+         * the same: the call reads it anyway, where cb would be one more cold line. */
+        Py_INCREF(fn);
         if (args[0] != NULL)
             r = PyObject_Vectorcall(fn, args, nargs + 1, NULL);
         else
             r = PyObject_Vectorcall(fn, args + 1, nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        Py_DECREF(cb);
+        Py_DECREF(fn);
         Py_XDECREF(args[1]);
         Py_XDECREF(args[2]);
         if (r == NULL) goto failed;
@@ -204,7 +233,7 @@ static int dispatch(GLHttpParser *self, GLHttpBatch *b, const char *input) {
     self->status = b->status;
     if (!self->response) {
         if (b->method_len == 255) self->method_len = 255;
-        else set_method(self, b->method, b->method_len);
+        else if (b->method_len != 254) set_method(self, b->method, b->method_len);
     }
     if (b->err_exc >= 0) {
         raise_outcome(b);

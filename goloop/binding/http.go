@@ -23,6 +23,8 @@ type hparser struct {
 	b        *C.GLHttpBatch // batch of the feed_data in progress
 	base     uintptr        // the input of that feed_data
 	end      uintptr
+	// h.p.StateKey() when sword was computed, and state() then
+	skey, sword uint64
 }
 
 // httpParsers maps GLHttpParser.id to its Go state. Only threads holding the GIL touch it.
@@ -83,24 +85,36 @@ func (h *hparser) copyToArena(s []byte) C.Py_ssize_t {
 }
 
 // event appends an event with the parser's current state to the batch.
-func (h *hparser) event(kind C.uchar) *C.GLHttpEvent {
+func (h *hparser) event(kind uint64) *C.GLHttpEvent {
 	b := h.b
-	if b.nev == b.evcap {
+	n := b.nev
+	if n == b.evcap {
 		h.growEvents()
 	}
-	ev := (*C.GLHttpEvent)(unsafe.Add(unsafe.Pointer(b.ev), uintptr(b.nev)*evSize))
-	b.nev++
-	// Field by field: a struct literal goes through a stack temporary whose narrow stores
-	// stall the wide loads that copy it.
-	p := h.p
-	ev.kind = kind
-	ev.major = C.uchar(p.Major())
-	ev.minor = C.uchar(p.Minor())
-	ev.keep_alive = b2c(p.ShouldKeepAlive())
-	ev.upgrade = b2c(p.ShouldUpgrade())
-	ev.arena = 0
-	ev.status = C.int(p.StatusCode())
+	ev := (*C.GLHttpEvent)(unsafe.Add(unsafe.Pointer(b.ev), uintptr(n)*evSize))
+	b.nev = n + 1
+	// The first 16 bytes (kind, major, minor, keep_alive, upgrade, arena; status) in two
+	// stores: field by field they cost several narrow stores each.
+	if k := h.p.StateKey(); k != h.skey {
+		h.skey, h.sword = k, h.state()
+	}
+	w := (*[2]uint64)(unsafe.Pointer(ev))
+	w[0] = kind | h.sword
+	w[1] = h.skey >> 32 // the status (and zero padding)
 	return ev
+}
+
+// state packs major, minor, keep_alive and upgrade as GLHttpEvent's bytes 1-4.
+func (h *hparser) state() uint64 {
+	p := h.p
+	s := uint64(p.Major())<<8 | uint64(p.Minor())<<16
+	if p.ShouldKeepAlive() {
+		s |= 1 << 24
+	}
+	if p.ShouldUpgrade() {
+		s |= 1 << 32
+	}
+	return s
 }
 
 func (h *hparser) growEvents() {
@@ -117,7 +131,7 @@ func (h *hparser) growEvents() {
 }
 
 // push records an event and its data (s1, s2 may be empty).
-func (h *hparser) push(kind C.uchar, s1, s2 []byte) {
+func (h *hparser) push(kind uint64, s1, s2 []byte) {
 	ev := h.event(kind)
 	var arena C.uchar
 	var in bool
@@ -135,35 +149,84 @@ func (h *hparser) push(kind C.uchar, s1, s2 []byte) {
 	ev.arena = arena
 }
 
-func (h *hparser) push0(kind C.uchar) { h.event(kind) }
+// push1 records an event with one piece of data.
+func (h *hparser) push1(kind uint64, s []byte) {
+	ev := h.event(kind)
+	ev.off2, ev.len2 = 0, 0
+	if len(s) == 0 {
+		ev.off1, ev.len1 = 0, 0
+		return
+	}
+	var in bool
+	if ev.off1, ev.len1, in = h.place(s); in {
+		ev.arena = 1
+	}
+}
+
+func (h *hparser) push0(kind uint64) { h.event(kind) }
 
 func (h *hparser) OnMessageBegin() error { h.push0(C.GL_HCB_MESSAGE_BEGIN); return nil }
 
-// OnURL is always wanted by a request parser: its event carries the method to C.
+// OnURL is always wanted by a request parser: its event carries the method to C (in the
+// event itself when it has at most 8 bytes, the usual case).
 func (h *hparser) OnURL(url []byte) error {
-	h.push(C.GL_HCB_URL, url, h.p.Method())
+	m := h.p.Method()
+	if len(m) > 8 {
+		h.push(C.GL_HCB_URL, url, m)
+		return nil
+	}
+	ev := h.event(C.GL_HCB_URL | 4<<40)
+	var packed uint64
+	for i := len(m) - 1; i >= 0; i-- {
+		packed = packed<<8 | uint64(m[i])
+	}
+	ev.off2, ev.len2 = C.Py_ssize_t(packed), C.Py_ssize_t(len(m))
+	ev.off1, ev.len1 = 0, 0
+	if len(url) > 0 {
+		var in bool
+		if ev.off1, ev.len1, in = h.place(url); in {
+			ev.arena = 1 | 4
+		}
+	}
 	return nil
 }
-func (h *hparser) OnStatus(reason []byte) error { h.push(C.GL_HCB_STATUS, reason, nil); return nil }
+func (h *hparser) OnStatus(reason []byte) error { h.push1(C.GL_HCB_STATUS, reason); return nil }
 func (h *hparser) OnHeader(name, value []byte) error {
+	// The usual case inline: both in the input (event leaves arena 0).
+	np := uintptr(unsafe.Pointer(unsafe.SliceData(name)))
+	vp := uintptr(unsafe.Pointer(unsafe.SliceData(value)))
+	base, end := h.base, h.end
+	if np-base < end-base && np+uintptr(len(name)) <= end && vp-base < end-base &&
+		vp+uintptr(len(value)) <= end {
+		ev := h.event(C.GL_HCB_HEADER)
+		ev.off1, ev.len1 = C.Py_ssize_t(np-base), C.Py_ssize_t(len(name))
+		ev.off2, ev.len2 = C.Py_ssize_t(vp-base), C.Py_ssize_t(len(value))
+		return nil
+	}
 	h.push(C.GL_HCB_HEADER, name, value)
 	return nil
 }
 func (h *hparser) OnHeadersComplete() error  { h.push0(C.GL_HCB_HEADERS_COMPLETE); return nil }
-func (h *hparser) OnBody(chunk []byte) error { h.push(C.GL_HCB_BODY, chunk, nil); return nil }
+func (h *hparser) OnBody(chunk []byte) error { h.push1(C.GL_HCB_BODY, chunk); return nil }
 func (h *hparser) OnMessageComplete() error  { h.push0(C.GL_HCB_MESSAGE_COMPLETE); return nil }
 func (h *hparser) OnChunkHeader() error      { h.push0(C.GL_HCB_CHUNK_HEADER); return nil }
 func (h *hparser) OnChunkComplete() error    { h.push0(C.GL_HCB_CHUNK_COMPLETE); return nil }
 
-// final writes the state after the feed into the batch (and the parser object, for a
-// parser whose events are all dispatched).
-func (h *hparser) final(b *C.GLHttpBatch) {
+// final writes the state after the feed into the batch. The method is copied only after
+// an error: otherwise it is the one the last URL event carried (a request line sets it and
+// then yields a URL event or fails), or unchanged.
+func (h *hparser) final(b *C.GLHttpBatch, err error) {
 	p := h.p
-	b.major = C.uchar(p.Major())
-	b.minor = C.uchar(p.Minor())
-	b.keep_alive = b2c(p.ShouldKeepAlive())
-	b.upgrade = b2c(p.ShouldUpgrade())
+	s := h.state()
+	b.major = C.uchar(s >> 8)
+	b.minor = C.uchar(s >> 16)
+	b.keep_alive = C.uchar(s >> 24)
+	b.upgrade = C.uchar(s >> 32)
 	b.status = C.int(p.StatusCode())
+	if err == nil {
+		b.method_len = 254
+		return
+	}
 	m := p.Method()
 	if len(m) > C.GL_HTTP_METHOD_MAX {
 		b.method_len = 255
@@ -248,7 +311,7 @@ func glHttpFeed(self *C.GLHttpParser, b *C.GLHttpBatch, buf *C.char, n C.Py_ssiz
 	b.nev, b.alen, b.err_exc = 0, 0, -1
 	err := h.p.Feed(data)
 	h.b, h.base, h.end = nil, 0, 0
-	h.final(b)
+	h.final(b, err)
 	if err != nil {
 		setOutcome(b, err)
 	}

@@ -40,10 +40,13 @@ enum {
  * point of the parse. Data: (off, len) into the input, or into the batch's arena when the
  * bytes live in the parser (a line split across feed_data calls); arena bit 1/2 tells. */
 typedef struct {
+    /* Go writes the first 16 bytes with two 8-byte stores: keep this layout. */
     unsigned char kind;            /* GL_HCB_* */
     unsigned char major, minor, keep_alive, upgrade;
-    unsigned char arena;
+    unsigned char arena;           /* 4: off2 holds the method's bytes (len2 <= 8) */
+    unsigned char pad[2];
     int status;
+    int pad2;
     Py_ssize_t off1, len1;         /* url, reason, header name, body */
     Py_ssize_t off2, len2;         /* header value; the method with GL_HCB_URL */
 } GLHttpEvent;
@@ -58,7 +61,8 @@ typedef struct GLHttpBatch {
     /* the state after the whole feed */
     int status;
     unsigned char major, minor, keep_alive, upgrade;
-    unsigned char method_len;      /* 255: longer than GL_HTTP_METHOD_MAX */
+    unsigned char method_len;      /* 255: longer than GL_HTTP_METHOD_MAX; 254: as the last
+                                      URL event said (or unchanged when there was none) */
     char method[GL_HTTP_METHOD_MAX];
     /* outcome: err_exc is -1, or the GL_HEXC_* class to raise after the events */
     int err_exc;
@@ -84,7 +88,7 @@ typedef struct {
     PyObject *hcache[GL_HCACHE][2];
     unsigned int hidx;             /* position of the next header in the current message */
     int status;
-    unsigned char major, minor;
+    unsigned char major, minor;    /* these four in this order: copied from an event as one */
     unsigned char keep_alive, upgrade;
     unsigned char response;        /* a response parser */
     unsigned char busy;            /* inside feed_data */

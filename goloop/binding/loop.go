@@ -158,8 +158,8 @@ type loop struct {
 	fds    fdTable
 
 	conns map[*conn]struct{}
-	dirty []*conn  // connections with writes queued this iteration
-	rbuf  []byte   // read buffer shared by the loop's connections (C memory)
+	dirty []*conn // connections with writes queued this iteration
+	rbuf  []byte  // read buffer shared by the loop's connections (C memory)
 
 	threadID     C.ulong
 	lastPoll     int64 // nanotime of the last poll

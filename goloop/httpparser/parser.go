@@ -13,6 +13,7 @@ package httpparser
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 )
 
 // Handler receives parse events. Every method may return an error, which
@@ -265,6 +266,16 @@ func (p *Parser) ShouldKeepAlive() bool {
 	return !p.needsEOF()
 }
 
+// StateKey returns a value that is the same as long as Major, Minor, StatusCode,
+// ShouldKeepAlive and ShouldUpgrade return the same (cheap, for callers that cache them).
+func (p *Parser) StateKey() uint64 {
+	k := uint64(p.major) | uint64(p.minor)<<8 | uint64(p.flags)<<16 | uint64(uint32(p.status))<<32
+	if p.SkipBody {
+		k |= 1 << 31 // the flags use 9 bits
+	}
+	return k
+}
+
 func (p *Parser) needsEOF() bool {
 	if !p.response {
 		return false
@@ -342,6 +353,16 @@ func (p *Parser) Feed(data []byte) error {
 			}
 
 		case stStartLine:
+			if p.lenient == 0 && !p.partial && !p.response {
+				if next := p.fastRequestLine(data, i); next > 0 {
+					i = next
+					p.state = stHeaders
+					break
+				}
+				if p.state == stError { // a callback failed
+					return p.err
+				}
+			}
 			line, next, err := p.readLine(data, i, p.MaxHeaderSize-p.headSize, !p.response)
 			if err != nil {
 				return err
@@ -363,6 +384,16 @@ func (p *Parser) Feed(data []byte) error {
 			p.state = stHeaders
 
 		case stHeaders, stTrailers:
+			if p.lenient == 0 && !p.partial && p.state == stHeaders {
+				next, err := p.fastHeaderLine(data, i)
+				if err != nil {
+					return err
+				}
+				if next > 0 {
+					i = next
+					break
+				}
+			}
 			line, next, err := p.readLine(data, i, p.MaxHeaderSize-p.headSize, false)
 			if err != nil {
 				return err
@@ -1157,4 +1188,139 @@ func validChunkExt(b []byte) bool {
 			return false
 		}
 	}
+}
+
+// fastRequestLine handles a well-formed request line ("METHOD target HTTP/1.x" CRLF) that
+// lies whole in data[i:], without leniencies, in one pass: it returns the index after it,
+// or 0 when the line needs the general path (incomplete, unusual or invalid), having then
+// changed nothing. It returns 0 with p.err set when a callback failed.
+func (p *Parser) fastRequestLine(data []byte, i int) int {
+	n := len(data)
+	j := i
+	for j < n && ctab[data[j]]&cToken != 0 {
+		j++
+	}
+	if j == i || j >= n || data[j] != ' ' {
+		return 0
+	}
+	k := j + 1
+	for k < n && ctab[data[k]]&cTarget != 0 {
+		k++
+	}
+	if k == j+1 || k+11 > n || data[k] != ' ' {
+		return 0
+	}
+	v := data[k+1 : k+11]
+	if binary.LittleEndian.Uint64(v) != 0x312e312f50545448 && // "HTTP/1.1"
+		binary.LittleEndian.Uint64(v) != 0x302e312f50545448 || // "HTTP/1.0"
+		v[8] != '\r' || v[9] != '\n' {
+		return 0
+	}
+	next := k + 11
+	limit := p.MaxHeaderSize - p.headSize
+	if next-i > limit {
+		return 0
+	}
+	p.headSize += next - i
+	p.lineLen = next - i
+	m := data[i:j]
+	if len(m) <= cap(p.method) && len(m) <= 8 {
+		p.method = p.method[:len(m)]
+		for x := range m {
+			p.method[x] = m[x]
+		}
+	} else {
+		p.method = append(p.method[:0], m...)
+	}
+	p.mclass = mOther
+	switch len(m) {
+	case 7:
+		if string(m) == "CONNECT" {
+			p.mclass = mConnect
+		}
+	case 4:
+		if string(m) == "HEAD" {
+			p.mclass = mHead
+		}
+	}
+	p.major, p.minor = 1, v[7]-'0'
+	if p.Want&WantURL != 0 {
+		if err := p.h.OnURL(data[j+1 : k]); err != nil {
+			p.cbErr(err, next)
+			return 0
+		}
+	}
+	return next
+}
+
+// fastHeaderLine handles a well-formed header line (or the empty line ending the header
+// section) that lies whole in data[i:], without leniencies, in one pass: it returns the
+// index after it, or 0 when the line needs the general path, having then changed nothing.
+func (p *Parser) fastHeaderLine(data []byte, i int) (int, error) {
+	n := len(data)
+	if i+1 < n && data[i] == '\r' && data[i+1] == '\n' {
+		if p.hasPend || 2 > p.MaxHeaderSize-p.headSize {
+			return 0, nil
+		}
+		p.headSize += 2
+		p.lineLen = 2
+		i += 2
+		return i, p.headersComplete(i)
+	}
+	j := i
+	for j < n && ctab[data[j]]&cToken != 0 {
+		j++
+	}
+	if j == i || j >= n || data[j] != ':' {
+		return 0, nil
+	}
+	v := j + 1
+	for v < n && (data[v] == ' ' || data[v] == '\t') {
+		v++
+	}
+	// The value ends at its first byte that is not VCHAR, SP, HTAB or obs-text, found eight
+	// bytes at a time (the lowest byte flagged by this test is exact).
+	const lo = 0x0101010101010101
+	const hi = 0x8080808080808080
+	d := data[v:]
+	for {
+		if len(d) >= 8 {
+			x := binary.LittleEndian.Uint64(d)
+			y := x ^ (lo * 0x7f)
+			m := ((x-lo*0x20) & ^x | (y-lo) & ^y) & hi // a byte < 0x20, or 0x7f
+			if m == 0 {
+				d = d[8:]
+				continue
+			}
+			d = d[bits.TrailingZeros64(m)>>3:]
+		} else {
+			for len(d) > 0 && ctab[d[0]]&cValue != 0 {
+				d = d[1:]
+			}
+			if len(d) == 0 {
+				return 0, nil
+			}
+		}
+		if d[0] != '\t' {
+			break
+		}
+		d = d[1:]
+	}
+	if len(d) < 2 || d[0] != '\r' || d[1] != '\n' {
+		return 0, nil
+	}
+	e := n - len(d)
+	next := e + 2
+	if next-i > p.MaxHeaderSize-p.headSize {
+		return 0, nil
+	}
+	for e > v && (data[e-1] == ' ' || data[e-1] == '\t') {
+		e--
+	}
+	p.headSize += next - i
+	p.lineLen = next - i
+	if err := p.emitHeader(data[i:j], data[v:e], false, next); err != nil {
+		return 0, err
+	}
+	return next, nil
 }
