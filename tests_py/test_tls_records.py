@@ -59,6 +59,17 @@ def test_connections_use_the_c_record_path(gloop, certs):
     run(gloop, main())
 
 
+def test_c_path_only_for_the_asyncio_code_it_ports(monkeypatch):
+    mod = _goloop_sslproto()
+    assert mod._compatible()
+
+    def _do_read(self):  # an asyncio whose method differs from the ported one
+        pass
+
+    monkeypatch.setattr(sslproto.SSLProtocol, "_do_read", _do_read)
+    assert not mod._compatible()
+
+
 def test_start_tls_uses_the_c_record_path(gloop, certs):
     from goloop import _goloop
 

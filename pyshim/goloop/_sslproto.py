@@ -8,12 +8,16 @@ errors: asyncio's code and behaviour). The methods that every TLS record goes th
 (goloop/binding/sslfast.c), placed first in the MRO by the mixins ``SSLProtocolFast`` and
 ``SSLTransportFast``. They keep their state in the same attributes as asyncio's methods.
 
-The port follows one asyncio version's code; an asyncio whose SSLProtocol lacks any of
-these names gets asyncio's class unchanged (``FAST`` is False then).
+The port follows asyncio's code as of Python 3.11. It is used only when the asyncio at
+hand has exactly that code in the ported methods (a fingerprint of their bytecode, see
+``_VERIFIED``); any other asyncio gets its own class unchanged (``FAST`` is False then),
+until its sslproto has been compared with the C port and its fingerprint added.
 """
 from __future__ import annotations
 
+import hashlib
 import ssl
+import sys
 from asyncio import sslproto
 
 from . import _goloop
@@ -26,6 +30,20 @@ _NEEDED = (
     "_do_flush", "_do_shutdown", "_get_app_transport",
 )
 _STATES = ("DO_HANDSHAKE", "WRAPPED", "FLUSHING", "SHUTDOWN", "UNWRAPPED")
+_PORTED = ("get_buffer", "buffer_updated", "_do_read", "_do_read__copied", "_process_outgoing",
+           "_control_app_writing", "_control_ssl_reading", "_write_appdata", "_get_app_transport")
+# (major, minor) -> fingerprint of the asyncio methods sslfast.c was checked against.
+_VERIFIED = {(3, 11): "4585f1fa409f98d3"}
+
+
+def _fingerprint() -> str:
+    h = hashlib.sha256()
+    codes = [getattr(sslproto.SSLProtocol, n).__code__ for n in _PORTED]
+    codes.append(sslproto._SSLProtocolTransport.write.__code__)
+    for code in codes:
+        h.update(code.co_code)
+        h.update(repr(code.co_names).encode())
+    return h.hexdigest()[:16]
 
 
 def _compatible() -> bool:
@@ -39,6 +57,7 @@ def _compatible() -> bool:
         and all(callable(getattr(base, name, None)) for name in _NEEDED)
         and all(hasattr(states, name) for name in _STATES)
         and isinstance(getattr(ssl, "SSLObject", None), type)
+        and _VERIFIED.get(sys.version_info[:2]) == _fingerprint()
     )
 
 
