@@ -663,3 +663,72 @@ def test_sock_recv_many_waits_leave_no_registration(gloop):
             b.close()
 
     gloop.run_until_complete(main())
+
+
+def test_sock_recv_paths_match_asyncio(loop):
+    """goloop reads a plain non-blocking socket with one recv(2) that does not raise when
+    nothing is there; sockets of other kinds go through their own recv()/recv_into(), as
+    with asyncio. Every variant must give asyncio's results."""
+    calls = []
+
+    class Counting(socket.socket):
+        def recv(self, n, *a):
+            calls.append("recv")
+            return super().recv(n, *a)
+
+        def recv_into(self, buf, *a):
+            calls.append("recv_into")
+            return super().recv_into(buf, *a)
+
+    async def f(lp):
+        lsock = socket.create_server(("127.0.0.1", 0))
+        lsock.setblocking(False)
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            (conn, _), _ = await asyncio.gather(lp.sock_accept(lsock),
+                                                lp.sock_connect(c, lsock.getsockname()))
+            assert await lp.sock_recv(conn, 0) == b""  # at once, nothing read
+            # data arriving while the recv waits; then a large n (past any small buffer)
+            t = asyncio.ensure_future(lp.sock_recv(conn, 200_000))
+            await asyncio.sleep(0.01)
+            big = bytes(range(256)) * 600
+            await lp.sock_sendall(c, big)
+            got = await asyncio.wait_for(t, 5)
+            while len(got) < len(big):
+                got += await asyncio.wait_for(lp.sock_recv(conn, 200_000), 5)
+            assert got == big
+            # recv_into: a memoryview slice, and an empty buffer (0 at once)
+            await lp.sock_sendall(c, b"0123456789")
+            buf = bytearray(20)
+            n = await asyncio.wait_for(lp.sock_recv_into(conn, memoryview(buf)[5:]), 5)
+            assert bytes(buf[5:5 + n]) == b"0123456789"[:n]
+            assert await lp.sock_recv_into(conn, bytearray()) == 0
+            rest = 10 - n
+            while rest:
+                rest -= len(await asyncio.wait_for(lp.sock_recv(conn, rest), 5))
+            # a socket subclass: its own recv()/recv_into() are called
+            sub = Counting(fileno=os.dup(conn.fileno()))
+            sub.setblocking(False)
+            try:
+                await lp.sock_sendall(c, b"sub")
+                assert await asyncio.wait_for(lp.sock_recv(sub, 10), 5) == b"sub"
+                await lp.sock_sendall(c, b"SUB")
+                buf = bytearray(10)
+                assert await asyncio.wait_for(lp.sock_recv_into(sub, buf), 5) == 3
+                assert bytes(buf[:3]) == b"SUB"
+            finally:
+                sub.close()
+            assert calls[0] == "recv" and "recv_into" in calls
+            # a reset peer: the error recv(2) gives, as socket.recv raises it
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            c.close()
+            with pytest.raises(ConnectionResetError):
+                await asyncio.wait_for(lp.sock_recv(conn, 10), 5)
+            conn.close()
+            return True
+        finally:
+            c.close()
+            lsock.close()
+
+    assert run(loop, f(loop))

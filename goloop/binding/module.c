@@ -1,5 +1,7 @@
 /* The _goloop extension module: type objects, method tables and the thin C wrappers that
  * normalize arguments and call into Go (the exported gl* functions in the .go files). */
+#include <errno.h>
+#include <sys/socket.h>
 #include <time.h>
 #include "gl.h"
 #include "_cgo_export.h"
@@ -630,8 +632,103 @@ static PyObject *mod_forked(PyObject *m, PyObject *Py_UNUSED(ignored)) {
     return PyBool_FromLong(gl_forked);
 }
 
+/* sock_recv's first attempt without an exception: asyncio's sock_recv calls sock.recv() and
+ * catches BlockingIOError when nothing is there, and raising that costs more than the
+ * receive (strerror, locale decoding, the exception). For a non-blocking socket.socket
+ * (checked by the caller) one recv(2) says the same: bytes, or None when it would block.
+ * The GIL stays held: the call does not block. Errors raise OSError as socket.recv does. */
+static char try_recv_buf[64 * 1024];
+
+static int try_recv_args(PyObject *const *args, Py_ssize_t nargs, int *fd) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "expected (fd, n) or (fd, buffer)");
+        return -1;
+    }
+    long v = PyLong_AsLong(args[0]);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *fd = (v < 0 || v > INT_MAX) ? -1 : (int)v;
+    return 0;
+}
+
+static PyObject *mod_try_recv(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+    int fd;
+    if (try_recv_args(args, nargs, &fd) < 0) return NULL;
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n <= 0 || fd < 0) {
+        PyErr_SetString(PyExc_ValueError, "_try_recv needs a descriptor and n > 0");
+        return NULL;
+    }
+    /* Small reads land in a static buffer and are copied into bytes of their exact size: a
+     * large n (asyncio code often asks for 64 KiB or more) costs no large allocation. */
+    PyObject *big = NULL;
+    char *buf = try_recv_buf;
+    if (n > (Py_ssize_t)sizeof(try_recv_buf)) {
+        big = PyBytes_FromStringAndSize(NULL, n);
+        if (big == NULL) return NULL;
+        buf = PyBytes_AS_STRING(big);
+    }
+    ssize_t got;
+    for (;;) {
+        got = recv(fd, buf, (size_t)n, 0);
+        if (got >= 0) break;
+        if (errno == EINTR) {
+            if (PyErr_CheckSignals() < 0) {
+                Py_XDECREF(big);
+                return NULL;
+            }
+            continue;
+        }
+        Py_XDECREF(big);
+        if (errno == EAGAIN || errno == EWOULDBLOCK) Py_RETURN_NONE;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (big == NULL) return PyBytes_FromStringAndSize(buf, got);
+    if (got != n && _PyBytes_Resize(&big, got) < 0) return NULL;
+    return big;
+}
+
+static PyObject *mod_try_recv_into(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+    int fd;
+    if (try_recv_args(args, nargs, &fd) < 0) return NULL;
+    Py_buffer view;
+    if (fd < 0 || PyObject_GetBuffer(args[1], &view, PyBUF_WRITABLE) < 0) {
+        /* not a writable buffer: socket.recv_into's own error is wanted, let it raise it */
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (view.len == 0) {  /* socket.recv_into returns 0 at once here */
+        PyBuffer_Release(&view);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    ssize_t got;
+    for (;;) {
+        got = recv(fd, view.buf, (size_t)view.len, 0);
+        if (got >= 0) break;
+        if (errno == EINTR) {
+            if (PyErr_CheckSignals() < 0) {
+                PyBuffer_Release(&view);
+                return NULL;
+            }
+            continue;
+        }
+        int e = errno;
+        PyBuffer_Release(&view);
+        if (e == EAGAIN || e == EWOULDBLOCK) Py_RETURN_NONE;
+        errno = e;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(got);
+}
+
 static PyMethodDef module_methods[] = {
     {"_mark_forked", mod_mark_forked, METH_NOARGS, "Called in a forked child: goloop refuses to run there."},
+    {"_try_recv", (PyCFunction)(void (*)(void))mod_try_recv, METH_FASTCALL,
+     "_try_recv(fd, n): one recv(2) on a non-blocking socket: bytes, or None if it would block."},
+    {"_try_recv_into", (PyCFunction)(void (*)(void))mod_try_recv_into, METH_FASTCALL,
+     "_try_recv_into(fd, buffer): one recv(2) into buffer: the count, None if it would block, "
+     "NotImplemented for what socket.recv_into must handle (not a writable buffer, empty)."},
     {"_forked", mod_forked, METH_NOARGS, NULL},
     {NULL}
 };

@@ -22,6 +22,8 @@ from ._transports import SocketTransport
 from ._unix import UnixMixin
 
 _LOADED_PID = os.getpid()
+_try_recv = _goloop._try_recv
+_try_recv_into = _goloop._try_recv_into
 
 
 def _numeric_host(host) -> bool:
@@ -180,11 +182,20 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         base_events._check_ssl_socket(sock)
         if self._debug and sock.gettimeout() != 0:
             raise ValueError("the socket must be non-blocking")
+        # A plain non-blocking socket is read with one recv(2) that answers None instead of
+        # raising BlockingIOError (the exception costs more than the read); anything else
+        # goes through sock.recv() as asyncio does.
+        plain = type(n) is int and n > 0 and type(sock) is socket.socket and sock.gettimeout() == 0
         while True:
-            try:
-                return sock.recv(n)
-            except (BlockingIOError, InterruptedError):
-                pass
+            if plain and (fd := sock.fileno()) >= 0:
+                data = _try_recv(fd, n)
+                if data is not None:
+                    return data
+            else:
+                try:
+                    return sock.recv(n)
+                except (BlockingIOError, InterruptedError):
+                    pass
             await self._sock_wait_readable(sock)
 
     async def sock_recv_into(self, sock, buf):
@@ -192,11 +203,20 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         base_events._check_ssl_socket(sock)
         if self._debug and sock.gettimeout() != 0:
             raise ValueError("the socket must be non-blocking")
+        plain = type(sock) is socket.socket and sock.gettimeout() == 0
         while True:
-            try:
-                return sock.recv_into(buf)
-            except (BlockingIOError, InterruptedError):
-                pass
+            if plain and (fd := sock.fileno()) >= 0:
+                got = _try_recv_into(fd, buf)
+                if got is NotImplemented:
+                    plain = False
+                    continue
+                if got is not None:
+                    return got
+            else:
+                try:
+                    return sock.recv_into(buf)
+                except (BlockingIOError, InterruptedError):
+                    pass
             await self._sock_wait_readable(sock)
 
     async def _sock_wait_readable(self, sock):
