@@ -41,6 +41,8 @@ typedef struct {
 
 static PyTypeObject *ProtoFastType, *TransportFastType;
 
+#define TLS_MAX_PLAINTEXT 16384  /* 2^14: the most plaintext one TLS record carries */
+
 /* Set by _setup() from asyncio.sslproto and ssl (see _sslproto.py). */
 static PyObject *st_DO_HANDSHAKE, *st_WRAPPED, *st_FLUSHING, *st_SHUTDOWN;
 static PyObject *again_errors;            /* sslproto.SSLAgainErrors */
@@ -243,6 +245,19 @@ static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored))
     int nchunks = 0, closed = 0;
     max_size = PyObject_GetAttr(self, s_max_size);
     if (max_size == NULL) goto done;
+    /* asyncio reads with read(max_size), 256 KiB: _ssl allocates bytes of that size and
+     * shrinks them to the record, and glibc serves 256 KiB with mmap (page faults, munmap)
+     * unless a free of that size raised its threshold first (in asyncio, the failing read
+     * does that by accident). SSL_read returns one record at most, and a record carries at
+     * most 16 KiB of plaintext (RFC 8446 5.1), so read(16 KiB) returns the same chunks. */
+    if (PyLong_CheckExact(max_size)) {
+        Py_ssize_t m = PyLong_AsSsize_t(max_size);
+        if (m == -1 && PyErr_Occurred()) goto done;
+        if (m > TLS_MAX_PLAINTEXT) {
+            Py_SETREF(max_size, PyLong_FromLong(TLS_MAX_PLAINTEXT));
+            if (max_size == NULL) goto done;
+        }
+    }
     for (;;) {
         Py_ssize_t left = bio_pending(incoming);
         if (left == -1 && PyErr_Occurred()) goto done;
