@@ -637,7 +637,7 @@ static PyObject *mod_forked(PyObject *m, PyObject *Py_UNUSED(ignored)) {
  * receive (strerror, locale decoding, the exception). For a non-blocking socket.socket
  * (checked by the caller) one recv(2) says the same: bytes, or None when it would block.
  * The GIL stays held: the call does not block. Errors raise OSError as socket.recv does. */
-static char try_recv_buf[64 * 1024];
+static char try_recv_buf[256 * 1024];
 
 static int try_recv_args(PyObject *const *args, Py_ssize_t nargs, int *fd) {
     if (nargs != 2) {
@@ -659,8 +659,9 @@ static PyObject *mod_try_recv(PyObject *m, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_ValueError, "_try_recv needs a descriptor and n > 0");
         return NULL;
     }
-    /* Small reads land in a static buffer and are copied into bytes of their exact size: a
-     * large n (asyncio code often asks for 64 KiB or more) costs no large allocation. */
+    /* Reads land in a static buffer and are copied into bytes of their exact size: a large n
+     * (asyncio code often asks for 64 KiB or more) costs no large allocation, which glibc
+     * would serve with mmap and page faults from 128 KiB on. */
     PyObject *big = NULL;
     char *buf = try_recv_buf;
     if (n > (Py_ssize_t)sizeof(try_recv_buf)) {
