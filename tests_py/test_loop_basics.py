@@ -111,6 +111,82 @@ def test_handle_cancelled_by_earlier_callback_in_same_iteration(loop):
     assert calls == [1, 3]
 
 
+def test_scheduling_order_across_call_soon_paths(loop):
+    """call_soon, call_soon_threadsafe, debug-mode call_soon, reader callbacks and timers
+    queue in one order (goloop stages plain call_soon in C and the others in Go)."""
+    calls = []
+    r, w = socket.socketpair()
+    try:
+        loop.call_soon(calls.append, "a")
+        loop.call_soon_threadsafe(calls.append, "b")
+        loop.call_soon(calls.append, "c")
+        loop.set_debug(True)
+        loop.call_soon(calls.append, "d")
+        loop.set_debug(False)
+        loop.call_soon(calls.append, "e")
+
+        def first_of_next():
+            calls.append("f")
+            loop.call_soon(calls.append, "h")  # runs in the next iteration
+            loop.call_soon_threadsafe(calls.append, "i")
+            loop.call_soon(calls.append, "j")
+
+        loop.call_soon(first_of_next)
+        loop.call_soon(calls.append, "g")
+        run_one_iteration(loop)
+        assert calls == ["a", "b", "c", "d", "e", "f", "g"]
+        run_one_iteration(loop)
+        assert calls[7:] == ["h", "i", "j"]
+
+        # a reader callback scheduling call_soon: those run after it, in the next iteration
+        def on_read():
+            r.recv(10)
+            calls.append("read")
+            loop.remove_reader(r.fileno())
+            loop.call_soon(calls.append, "after-read")
+
+        loop.add_reader(r.fileno(), on_read)
+        w.send(b"x")
+        loop.call_soon(calls.append, "queued")
+        for _ in range(5):
+            run_one_iteration(loop)
+            if "after-read" in calls:
+                break
+        assert calls[10:] == ["queued", "read", "after-read"]
+    finally:
+        r.close()
+        w.close()
+
+
+def test_call_soon_queue_released_by_close_and_gc(loop):
+    import weakref
+
+    class Big:
+        pass
+
+    obj = Big()
+    ref = weakref.ref(obj)
+    loop.call_soon(lambda o: None, obj)
+    del obj
+    loop.close()
+    gc.collect()
+    assert ref() is None
+
+    # an unclosed loop holding queued callbacks is collected with them
+    lp = type(loop)()
+    obj = Big()
+    ref = weakref.ref(obj)
+    lp.call_soon(lambda o, lp=lp: None, obj)  # the callback also refers to the loop: a cycle
+    del obj
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        del lp
+        gc.collect()
+    assert ref() is None
+
+
 def test_handle_releases_callback_on_cancel(loop):
     class Big:
         pass

@@ -23,6 +23,10 @@ typedef struct {
     double slow_callback_duration;
     double clock_resolution;
     PyObject *task_factory;      /* asyncio's _task_factory; NULL reads as None */
+    /* Handles call_soon queued from C (no C->Go call), in order; Go moves them to its ready
+     * queue before it next touches that queue (loop.go, drainStaged). */
+    PyObject **staged;
+    Py_ssize_t nstaged, staged_cap;
 } GLLoop;
 
 /* goloop's Handle and TimerHandle (one layout; the TimerHandle type adds when()). */

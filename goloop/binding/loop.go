@@ -239,6 +239,31 @@ func glLoopFree(self *C.GLLoop) {
 	self.id = -1
 }
 
+// drainStaged moves the handles C's call_soon staged (GLLoop.staged) to the ready queue, in
+// order. Every use of the ready queue starts with it (readyPush, readyLen), so handles keep
+// the order in which they were scheduled, whichever side queued them.
+func (l *loop) drainStaged() {
+	self := l.self
+	n := int(self.nstaged)
+	if n == 0 {
+		return
+	}
+	for _, h := range unsafe.Slice((*pyObj)(unsafe.Pointer(self.staged)), n) {
+		l.ready.Push(h)
+	}
+	self.nstaged = 0
+}
+
+func (l *loop) readyPush(h pyObj) {
+	l.drainStaged()
+	l.ready.Push(h)
+}
+
+func (l *loop) readyLen() int {
+	l.drainStaged()
+	return l.ready.Len()
+}
+
 func (l *loop) checkClosed() bool {
 	if l.self.closed != 0 {
 		raise(C.PyExc_RuntimeError, "Event loop is closed")
@@ -262,12 +287,12 @@ func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
 		if self.debug != 0 && !l.checkThread() {
 			return -1
 		}
-		l.ready.Push(h)
+		l.readyPush(h)
 	case modeThreadsafe:
 		// Every caller holds the GIL, and the loop thread touches the ready queue only
 		// while holding it too, so the handle goes straight to the ready queue, in order
 		// with call_soon's; the wake-up ends a poll in progress.
-		l.ready.Push(h)
+		l.readyPush(h)
 		if err := l.poll.Wake(); err != nil {
 			raiseErr(err)
 			return -1
@@ -358,7 +383,7 @@ func (l *loop) runOnce() bool {
 	l.purgeTimers()
 
 	timeout := -1
-	if l.ready.Len() > 0 || self.stopping != 0 {
+	if l.readyLen() > 0 || self.stopping != 0 {
 		timeout = 0
 	} else if t, ok := l.timers.Peek(); ok {
 		d := math.Min(math.Max(0, t.When-monotonic()), maxSelectTimeout)
@@ -405,11 +430,11 @@ func (l *loop) runOnce() bool {
 				C.gl_decref(t.Item)
 				continue
 			}
-			l.ready.Push(t.Item)
+			l.readyPush(t.Item)
 		}
 	}
 
-	ntodo := l.ready.Len()
+	ntodo := l.readyLen()
 	if self.debug != 0 {
 		for i := 0; i < ntodo; i++ {
 			h, _ := l.ready.Pop()
@@ -471,12 +496,12 @@ func (l *loop) fire(fd int, e *fdEntry, slot *pyObj, bit uint32) {
 	if e.oneshot&bit != 0 {
 		e.oneshot &^= bit
 		*slot = nil
-		l.ready.Push(h)
+		l.readyPush(h)
 		l.sync(fd, e)
 		return
 	}
 	C.gl_incref(h)
-	l.ready.Push(h)
+	l.readyPush(h)
 }
 
 // glWaitIO installs h as a one-shot reader (or writer) of fd. It returns -2 when a
@@ -623,6 +648,7 @@ func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
 
 // release drops every reference the Go side holds and closes the poller.
 func (l *loop) release() {
+	l.drainStaged()
 	l.ready.Drain(func(h pyObj) { C.gl_decref(h) })
 	for l.timers.Len() > 0 {
 		t, _ := l.timers.Pop()
@@ -705,7 +731,7 @@ func glStats(self *C.GLLoop) (ret pyObj) {
 		}
 		return true
 	})
-	vals := []int{l.ready.Len(), l.timers.Len(), nfds}
+	vals := []int{l.readyLen(), l.timers.Len(), nfds}
 	t := C.PyTuple_New(C.Py_ssize_t(len(vals)))
 	for i, v := range vals {
 		C.PyTuple_SetItem(t, C.Py_ssize_t(i), C.PyLong_FromLong(C.long(v)))

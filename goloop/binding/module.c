@@ -260,6 +260,25 @@ static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t na
     return 0;
 }
 
+
+enum { MODE_SOON = 0, MODE_THREADSAFE = 1, MODE_TIMER = 2 };
+
+/* Queues h (taking over one reference) for Go's ready queue, from C. */
+static int stage(GLLoop *self, PyObject *h) {
+    if (self->nstaged == self->staged_cap) {
+        Py_ssize_t cap = self->staged_cap ? 2 * self->staged_cap : 64;
+        PyObject **p = PyMem_Realloc(self->staged, (size_t)cap * sizeof(PyObject *));
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->staged = p;
+        self->staged_cap = cap;
+    }
+    self->staged[self->nstaged++] = h;
+    return 0;
+}
+
 static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, double when, int mode,
                           PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, Py_ssize_t skip) {
     GUARD_NULL();
@@ -271,9 +290,23 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
     if (parse_context(fname, args, nargs, kwnames, &ctx) < 0) return NULL;
     PyObject *cb = args[skip];
     if (gl_check_callback(cb, fname) < 0) return NULL;
+    /* call_soon outside debug mode (which checks the calling thread in Go) is staged here. */
+    int staged = mode == MODE_SOON && !self->debug && self->id >= 0;
+    if (staged && self->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return NULL;
+    }
     PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
     if (h == NULL) return NULL;
-    Py_INCREF(h); /* the reference Go keeps on success */
+    Py_INCREF(h); /* the reference the ready queue keeps on success */
+    if (staged) {
+        if (stage(self, h) < 0) {
+            Py_DECREF(h);
+            Py_DECREF(h);
+            return NULL;
+        }
+        return h;
+    }
     if (glSchedule(self, h, mode) < 0) {
         Py_DECREF(h);
         Py_DECREF(h);
@@ -282,7 +315,6 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
     return h;
 }
 
-enum { MODE_SOON = 0, MODE_THREADSAFE = 1, MODE_TIMER = 2 };
 
 static double mono_now(void) {
     struct timespec ts;
@@ -515,7 +547,9 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 static void loop_dealloc(GLLoop *self) {
     PyObject_GC_UnTrack(self);
-    if (self->id >= 0 && !gl_forked) glLoopFree(self);
+    if (self->id >= 0 && !gl_forked) glLoopFree(self);  /* drains the staged handles */
+    PyMem_Free(self->staged);
+    self->staged = NULL;
     Py_CLEAR(self->thread_id);
     Py_CLEAR(self->task_factory);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -527,6 +561,7 @@ static void loop_dealloc(GLLoop *self) {
 static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
     Py_VISIT(self->thread_id);
     Py_VISIT(self->task_factory);
+    for (Py_ssize_t i = 0; i < self->nstaged; i++) Py_VISIT(self->staged[i]);
     if (self->id >= 0 && !gl_forked) return glLoopTraverse(self, visit, arg);
     return 0;
 }
