@@ -1164,3 +1164,111 @@ def test_many_small_writes_under_backpressure_arrive_in_order(loop):
         return bytes(received) == expected
 
     assert loop.run_until_complete(main())
+
+
+# ---------------------------------------------------------------------------------------
+# accepting connections (goloop makes plain transports at once, not in a task each)
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_accepted_connections_each_get_a_context_copy(loop, family, unix_dir):
+    """The protocol factory runs in a copy of the context per connection, as asyncio's
+    per-connection task does: what it sets is seen by that connection's connection_made and
+    by no other connection."""
+    import contextvars
+
+    var = contextvars.ContextVar("var", default=0)
+    seen = []
+
+    class P(asyncio.Protocol):
+        def connection_made(self, tr):
+            seen.append(var.get())
+            tr.close()
+
+    def factory():
+        var.set(var.get() + 1)
+        return P()
+
+    async def main():
+        if family == "tcp":
+            server = await loop.create_server(factory, "127.0.0.1", 0)
+            addr = server.sockets[0].getsockname()
+            opener = lambda: asyncio.open_connection(*addr)  # noqa: E731
+        else:
+            path = unix_dir.sock()
+            server = await loop.create_unix_server(factory, path)
+            opener = lambda: asyncio.open_unix_connection(path)  # noqa: E731
+        try:
+            for _ in range(5):
+                reader, writer = await opener()
+                assert await asyncio.wait_for(reader.read(), 10) == b""
+                writer.close()
+            await until(lambda: len(seen) == 5)
+        finally:
+            server.close()
+            await server.wait_closed()
+        return seen, var.get()
+
+    assert run(loop, main()) == ([1, 1, 1, 1, 1], 0)
+
+
+def test_failing_protocol_factory_drops_only_that_connection(loop):
+    calls = []
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    lost = []
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, tr):
+            self.tr = tr
+
+        def data_received(self, data):
+            self.tr.write(data)
+
+        def connection_lost(self, exc):
+            lost.append(exc)
+
+    def factory():
+        calls.append(1)
+        if len(calls) == 1:
+            raise ZeroDivisionError("no protocol")
+        return Echo()
+
+    async def main():
+        server = await loop.create_server(factory, "127.0.0.1", 0)
+        addr = server.sockets[0].getsockname()
+        try:
+            r1, w1 = await asyncio.open_connection(*addr)
+            # the first connection has no transport: the peer sees it closed
+            import gc
+
+            for _ in range(50):
+                gc.collect()  # asyncio's task frame may hold the socket a little longer
+                try:
+                    got = await asyncio.wait_for(r1.read(), 0.1)
+                    break
+                except asyncio.TimeoutError:
+                    continue
+            else:
+                got = None
+            w1.close()
+            r2, w2 = await asyncio.open_connection(*addr)
+            w2.write(b"ping")
+            echoed = await asyncio.wait_for(r2.readexactly(4), 10)
+            w2.close()
+            await w2.wait_closed()
+            await until(lambda: lost)
+            return got, echoed
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        got, echoed = run(loop, main())
+    assert got in (b"", None) and echoed == b"ping"
+    assert contexts == []  # reported only in debug mode, as asyncio does

@@ -7,6 +7,9 @@ signals, create_connection's address logic ...), so behaviour and exceptions mat
 """
 from __future__ import annotations
 
+import _socket
+import contextvars
+import errno
 import os
 import selectors
 import signal
@@ -14,7 +17,7 @@ import socket
 import sys
 import threading
 import weakref
-from asyncio import base_events, constants, events, format_helpers, unix_events
+from asyncio import base_events, constants, events, format_helpers, trsock, unix_events
 from typing import Any, Mapping
 
 from . import _goloop
@@ -22,6 +25,10 @@ from ._transports import SocketTransport
 from ._unix import UnixMixin
 
 _LOADED_PID = os.getpid()
+# The ints behind socket.socket's family/type/proto properties (which convert to enums).
+_raw_family = _socket.socket.family.__get__
+_raw_type = _socket.socket.type.__get__
+_raw_proto = _socket.socket.proto.__get__
 _try_recv = _goloop._try_recv
 _try_recv_into = _goloop._try_recv_into
 
@@ -252,6 +259,54 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         return await super().getnameinfo(sockaddr, flags)
 
     # -- transports ------------------------------------------------------------------
+
+    def _accept_connection(self, protocol_factory, sock, sslcontext=None, server=None,
+                           backlog=100, ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
+                           ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+        """asyncio's accept loop. For plain TCP/Unix connections of a socket.socket (no TLS,
+        not in debug mode) each transport is made at once, in a copy of the context as
+        asyncio's per-connection task would, instead of in a task of its own: asyncio's
+        _accept_connection2 there only awaits the transport's waiter."""
+        if sslcontext or self._debug or type(sock) is not socket.socket:
+            return super()._accept_connection(
+                protocol_factory, sock, sslcontext, server, backlog,
+                ssl_handshake_timeout, ssl_shutdown_timeout)
+        family, stype, proto = _raw_family(sock), _raw_type(sock), _raw_proto(sock)
+        for _ in range(backlog):
+            try:
+                fd, addr = sock._accept()
+                conn = socket.socket(family, stype, proto, fileno=fd)
+                conn.setblocking(False)
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return None
+            except OSError as exc:
+                # asyncio's handling, unchanged.
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self.call_exception_handler({
+                        'message': 'socket.accept() out of system resource',
+                        'exception': exc,
+                        'socket': trsock.TransportSocket(sock),
+                    })
+                    self._remove_reader(sock.fileno())
+                    self.call_later(constants.ACCEPT_RETRY_DELAY, self._start_serving,
+                                    protocol_factory, sock, sslcontext, server, backlog,
+                                    ssl_handshake_timeout, ssl_shutdown_timeout)
+                else:
+                    raise  # The event loop will catch, log and ignore it.
+            else:
+                contextvars.copy_context().run(
+                    self._accept_plain, protocol_factory, conn, {'peername': addr}, server)
+
+    def _accept_plain(self, protocol_factory, conn, extra, server):
+        # asyncio's _accept_connection2 without TLS, minus the waiter it awaits: errors are
+        # dropped as there (reported in debug mode, which takes asyncio's path).
+        try:
+            protocol = protocol_factory()
+            self._make_socket_transport(conn, protocol, extra=extra, server=server)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException:
+            pass
 
     def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
         return SocketTransport(self, sock, protocol, waiter, extra, server)

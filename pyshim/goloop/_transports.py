@@ -8,12 +8,29 @@ behaviour and exceptions match. Instances are real asyncio.Transport objects.
 """
 from __future__ import annotations
 
+import _socket
 import socket
 from asyncio import base_events, constants, futures, protocols, trsock
 from asyncio.log import logger
 import warnings
 
 from . import _goloop
+
+_raw_family = _socket.socket.family.__get__
+_raw_type = _socket.socket.type.__get__
+_raw_proto = _socket.socket.proto.__get__
+_TCP_FAMILIES = (socket.AF_INET, socket.AF_INET6)
+
+
+def _set_nodelay(sock):
+    """asyncio's base_events._set_nodelay, reading the socket's ints rather than its
+    enum-converting properties."""
+    if isinstance(sock, _socket.socket):
+        if (_raw_family(sock) in _TCP_FAMILIES and _raw_type(sock) == socket.SOCK_STREAM
+                and _raw_proto(sock) == socket.IPPROTO_TCP):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    else:
+        base_events._set_nodelay(sock)
 
 
 class SocketTransport(_goloop.SocketTransportCore):
@@ -52,7 +69,7 @@ class SocketTransport(_goloop.SocketTransportCore):
         if server is not None:
             server._attach()
         loop._transports[self._sock_fd] = self
-        base_events._set_nodelay(sock)
+        _set_nodelay(sock)
         loop.call_soon(self._protocol.connection_made, self)
         # only start reading when connection_made() has been called
         loop.call_soon(self._start_reading)
