@@ -340,38 +340,53 @@ def measure_http(loop, parser, size, depth, cfg, certs=None):
     tls = ["--cert", certs[0], "--key", certs[1]] if certs else []
     with Server([os.path.join(BENCH, "http_server.py"), "--loop", loop, "--parser", parser,
                  "--size", str(size), "--addr", f"127.0.0.1:{port}"] + tls) as srv:
-        if not certs:
-            try:
-                http_check(port, size)
-            except (Failure, OSError) as e:
-                raise srv.failure(f"check before load: {e}")
         url = f"{'https' if certs else 'http'}://127.0.0.1:{port}/"
-        base = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c100"]
-        script = ["-s", os.path.join(BENCH, "pipeline.lua"), url, "--", str(depth)] if depth > 1 else [url]
-        if cfg.http_warm:
-            run_cmd(base + [f"-d{cfg.http_warm}s"] + script, cfg.http_warm + 30)
-            srv.check_alive()
-        rc, out, err, cpu = run_load(base + [f"-d{cfg.http_dur}s", "--latency"] + script,
-                                     cfg.http_dur + 30, srv.proc.pid, 0, cfg.http_dur)
+        return under_wrk(srv, url, depth, cfg, None if certs else (lambda: http_check(port, size)))
+
+
+def measure_asgi(loop, cfg):
+    """uvicorn with an ASGI hello world (bench/asgi_server.py) under wrk."""
+    port = free_port()
+    with Server([os.path.join(BENCH, "asgi_server.py"), "--loop", loop,
+                 "--addr", f"127.0.0.1:{port}"]) as srv:
+        return under_wrk(srv, f"http://127.0.0.1:{port}/", 1, cfg,
+                         lambda: http_check(port, len(b"Hello, world!")))
+
+
+def under_wrk(srv, url, depth, cfg, check):
+    """wrk -t1 -c100 against a running server (`depth` pipelined requests per write);
+    `check()`, when given, verifies the server's answers before and after the load."""
+    if check is not None:
+        try:
+            check()
+        except (Failure, OSError) as e:
+            raise srv.failure(f"check before load: {e}")
+    base = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c100"]
+    script = ["-s", os.path.join(BENCH, "pipeline.lua"), url, "--", str(depth)] if depth > 1 else [url]
+    if cfg.http_warm:
+        run_cmd(base + [f"-d{cfg.http_warm}s"] + script, cfg.http_warm + 30)
         srv.check_alive()
-        res = parse_wrk(out)
-        if res is None or not res["value"]:
-            raise srv.failure(f"wrk failed ({rc}): {(err or out).strip()[-300:]}")
-        if cpu:
-            res["cpu_us"] = cpu * 1e6 / (res["value"] * cfg.http_dur)
-        # wrk counts each response it can parse; a broken server still shows
-        # up here as errors even when the throughput looks fine
-        if res["errors"]:
-            res["warning"] = f"wrk reported {res['errors']} socket errors / non-2xx responses"
-        if not certs:
-            try:
-                http_check(port, size)
-            except (Failure, OSError) as e:
-                raise srv.failure(f"check after load: {e}")
-        res["warning"] = res.get("warning") or srv.problems()
-        if not res["warning"]:
-            del res["warning"]
-        return res
+    rc, out, err, cpu = run_load(base + [f"-d{cfg.http_dur}s", "--latency"] + script,
+                                 cfg.http_dur + 30, srv.proc.pid, 0, cfg.http_dur)
+    srv.check_alive()
+    res = parse_wrk(out)
+    if res is None or not res["value"]:
+        raise srv.failure(f"wrk failed ({rc}): {(err or out).strip()[-300:]}")
+    if cpu:
+        res["cpu_us"] = cpu * 1e6 / (res["value"] * cfg.http_dur)
+    # wrk counts each response it can parse; a broken server still shows
+    # up here as errors even when the throughput looks fine
+    if res["errors"]:
+        res["warning"] = f"wrk reported {res['errors']} socket errors / non-2xx responses"
+    if check is not None:
+        try:
+            check()
+        except (Failure, OSError) as e:
+            raise srv.failure(f"check after load: {e}")
+    res["warning"] = res.get("warning") or srv.problems()
+    if not res["warning"]:
+        del res["warning"]
+    return res
 
 
 def measure_micro(loop, bench, n, cfg):
@@ -751,6 +766,20 @@ def main():
                 record("http", label, key, res, "req/s")
             table.add(label, results)
         show(table)
+        try:
+            import uvicorn  # noqa: F401
+        except ImportError:
+            say("uvicorn is not installed: skipping the ASGI server")
+        else:
+            table = Table("uvicorn (ASGI hello world, its httptools protocol), requests/s (wrk -t1 -c100)",
+                          [(l, labels[l]) for l in loops], "server", latency=True)
+            results = {}
+            for l in loops:
+                res = best_of(lambda: measure_asgi(l, cfg), args.repeat)
+                results[l] = res
+                record("asgi", "uvicorn hello world", l, res, "req/s")
+            table.add("uvicorn, 13 B", results)
+            show(table)
 
     # ---------------------------------------------------------------- micro
     if "micro" in sections:
@@ -861,7 +890,9 @@ def render(command, started, elapsed, facts, cfg, args, loops, remarks, tables, 
         f"- HTTP: `bench/http_server.py` (asyncio.Protocol + HttpRequestParser, fixed body, keep-alive), "
         f"`wrk -t1 -c100` for {cfg.http_dur} s after {cfg.http_warm} s of warm-up; pipelined with "
         "`bench/pipeline.lua` (16 requests per write). Each server is checked with two pipelined "
-        "requests before and after the load.",
+        "requests before and after the load. uvicorn: `bench/asgi_server.py`, an ASGI hello world "
+        "on uvicorn's httptools protocol, the loop given as users do (`--loop goloop:new_event_loop`), "
+        "under the same wrk.",
         "- TLS: `bench/tls_bench.py`, a TLS echo server (asyncio.Protocol over ssl=) on core 0 and "
         "`bench/echoclient -tls` (Go crypto/tls) on core 1, 10 connections; HTTPS: `bench/http_server.py "
         "--cert` (goloop with goloop.http, the others with httptools) under `wrk -t1 -c100` over https.",
