@@ -671,7 +671,8 @@ static PyObject *mod_forked(PyObject *m, PyObject *Py_UNUSED(ignored)) {
  * catches BlockingIOError when nothing is there, and raising that costs more than the
  * receive (strerror, locale decoding, the exception). For a non-blocking socket.socket
  * (checked by the caller) one recv(2) says the same: bytes, or None when it would block.
- * The GIL stays held: the call does not block. Errors raise OSError as socket.recv does. */
+ * The GIL stays held: MSG_DONTWAIT keeps the call from blocking even if the descriptor was
+ * made blocking behind the socket object's back. Errors raise OSError as socket.recv does. */
 static char try_recv_buf[256 * 1024];
 
 static int try_recv_args(PyObject *const *args, Py_ssize_t nargs, int *fd) {
@@ -706,7 +707,7 @@ static PyObject *mod_try_recv(PyObject *m, PyObject *const *args, Py_ssize_t nar
     }
     ssize_t got;
     for (;;) {
-        got = recv(fd, buf, (size_t)n, 0);
+        got = recv(fd, buf, (size_t)n, MSG_DONTWAIT);
         if (got >= 0) break;
         if (errno == EINTR) {
             if (PyErr_CheckSignals() < 0) {
@@ -739,7 +740,7 @@ static PyObject *mod_try_recv_into(PyObject *m, PyObject *const *args, Py_ssize_
     }
     ssize_t got;
     for (;;) {
-        got = recv(fd, view.buf, (size_t)view.len, 0);
+        got = recv(fd, view.buf, (size_t)view.len, MSG_DONTWAIT);
         if (got >= 0) break;
         if (errno == EINTR) {
             if (PyErr_CheckSignals() < 0) {

@@ -167,7 +167,9 @@ static PyObject *sp_control_app_writing(PyObject *self, PyObject *Py_UNUSED(igno
     if (PyLong_CheckExact(backlog)) {
         Py_ssize_t b = PyLong_AsSsize_t(backlog);
         if (b == -1 && PyErr_Occurred()) return NULL;
+        Py_INCREF(mark);  /* a mark of another type may run Python code to compare */
         due = compare(size + b, mark, paused ? Py_LE : Py_GE);
+        Py_DECREF(mark);
         if (due < 0) return NULL;
     } else {
         due = 1;  /* not an int: let asyncio's code compute it */
@@ -187,7 +189,9 @@ static PyObject *sp_control_ssl_reading(PyObject *self, PyObject *Py_UNUSED(igno
     if (paused < 0) return NULL;
     PyObject *mark = paused ? NEED(self, incoming_low_water) : NEED(self, incoming_high_water);
     if (mark == NULL) return NULL;
+    Py_INCREF(mark);
     int due = compare(size, mark, paused ? Py_LE : Py_GE);
+    Py_DECREF(mark);
     if (due < 0) return NULL;
     if (due) return call_parent(parent_control_ssl_reading, self, NULL);
     Py_RETURN_NONE;
