@@ -201,11 +201,13 @@ def _drive(loop, proto_cls, certs, *, chunk):
                 got += client.read(1 << 20)
             except ssl.SSLWantReadError:
                 break
+    client.write(b"last words")  # then close_notify and the socket's EOF, in one go
     try:
-        client.unwrap()  # close_notify
+        client.unwrap()
     except ssl.SSLWantReadError:
         pass
     to_server()
+    proto.eof_received()  # the transport's EOF: asyncio's FLUSHING state reads the rest
     loop.run_until_complete(asyncio.sleep(0.01))
     return app, bytes(got), proto
 
@@ -216,7 +218,7 @@ def test_records_split_anywhere_give_asyncios_events(gloop, certs, chunk):
     ours, got, proto = _drive(gloop, mod.SSLProtocol, certs, chunk=chunk)
     theirs, their_got, _ = _drive(gloop, sslproto.SSLProtocol, certs, chunk=chunk)
     sent = b"a" + b"hello " * 1000 + b"x" * 40000 + b"-and-more" + b"three"
-    assert bytes(ours.data) == sent
+    assert bytes(ours.data) == sent + b"last words"
     assert got == sent.upper()
     assert ours.events == theirs.events
     assert got == their_got
