@@ -732,3 +732,26 @@ def test_sock_recv_paths_match_asyncio(loop):
             lsock.close()
 
     assert run(loop, f(loop))
+
+
+def test_sock_recv_never_blocks_the_loop_on_a_descriptor_made_blocking(gloop):
+    """goloop's first recv(2) holds the GIL; MSG_DONTWAIT keeps it from blocking even when
+    the descriptor was made blocking behind the socket object's back (gettimeout() == 0)."""
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    os.set_blocking(a.fileno(), True)
+    try:
+        async def main():
+            ticks = []
+            t = asyncio.ensure_future(gloop.sock_recv(a, 10))
+            for i in range(3):
+                await asyncio.sleep(0.01)
+                ticks.append(i)  # the loop keeps running while the recv waits
+            b.send(b"late")
+            return ticks, await asyncio.wait_for(t, 5)
+
+        assert run(gloop, main()) == ([0, 1, 2], b"late")
+    finally:
+        a.close()
+        b.close()
