@@ -17,7 +17,8 @@
  * for more input, and raising that exception costs more than a whole record's decryption.
  * (OpenSSL reads a TLS record's bytes from the BIO only as it processes the record; CPython
  * never turns on read-ahead. Checked by reading anyway in a test build: in WRAPPED the skip
- * was right every time; while FLUSHING it was not, see sp_do_read_copied.)
+ * was right every time; while FLUSHING it was not, see sp_do_read_copied. uvloop's
+ * sslproto.pyx loops on the same two checks, in every state.)
  *
  * All of this runs on the loop thread with the GIL held; nothing here calls Go. */
 #include "gl.h"
