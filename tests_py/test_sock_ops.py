@@ -689,14 +689,14 @@ def test_sock_recv_paths_match_asyncio(loop):
             (conn, _), _ = await asyncio.gather(lp.sock_accept(lsock),
                                                 lp.sock_connect(c, lsock.getsockname()))
             assert await lp.sock_recv(conn, 0) == b""  # at once, nothing read
-            # data arriving while the recv waits; then a large n (past any small buffer)
-            t = asyncio.ensure_future(lp.sock_recv(conn, 200_000))
+            # data arriving while the recv waits; then a large n (past goloop's 256 KiB buffer)
+            t = asyncio.ensure_future(lp.sock_recv(conn, 300_000))
             await asyncio.sleep(0.01)
             big = bytes(range(256)) * 600
             await lp.sock_sendall(c, big)
             got = await asyncio.wait_for(t, 5)
             while len(got) < len(big):
-                got += await asyncio.wait_for(lp.sock_recv(conn, 200_000), 5)
+                got += await asyncio.wait_for(lp.sock_recv(conn, 300_000), 5)
             assert got == big
             # recv_into: a memoryview slice, and an empty buffer (0 at once)
             await lp.sock_sendall(c, b"0123456789")

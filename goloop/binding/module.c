@@ -670,99 +670,88 @@ static PyObject *mod_forked(PyObject *m, PyObject *Py_UNUSED(ignored)) {
 /* sock_recv's first attempt without an exception: asyncio's sock_recv calls sock.recv() and
  * catches BlockingIOError when nothing is there, and raising that costs more than the
  * receive (strerror, locale decoding, the exception). For a non-blocking socket.socket
- * (checked by the caller) one recv(2) says the same: bytes, or None when it would block.
+ * (checked by the caller) one recv(2) says the same: the data, or None when it would block.
  * The GIL stays held: MSG_DONTWAIT keeps the call from blocking even if the descriptor was
- * made blocking behind the socket object's back. Errors raise OSError as socket.recv does. */
+ * made blocking behind the socket object's back. Errors raise OSError as socket.recv does;
+ * arguments whose errors are socket's own to raise give NotImplemented (the caller then
+ * calls the socket's method). */
 static char try_recv_buf[256 * 1024];
 
-static int try_recv_args(PyObject *const *args, Py_ssize_t nargs, int *fd) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "expected (fd, n) or (fd, buffer)");
+/* One recv(2) with MSG_DONTWAIT, retried on EINTR: the count, -2 when it would block, or
+ * -1 with an exception set. */
+static Py_ssize_t recv_nowait(int fd, char *buf, Py_ssize_t n) {
+    for (;;) {
+        ssize_t got = recv(fd, buf, (size_t)n, MSG_DONTWAIT);
+        if (got >= 0) return got;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return -2;
+        if (errno != EINTR) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        if (PyErr_CheckSignals() < 0) return -1;
+    }
+}
+
+/* The descriptor of a (fd, arg) call; -1 when it is not one a recv can use. */
+static int try_recv_fd(PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyLong_CheckExact(args[0])) return -1;
+    long v = PyLong_AsLong(args[0]);
+    if (v < 0 || v > INT_MAX) {
+        PyErr_Clear();
         return -1;
     }
-    long v = PyLong_AsLong(args[0]);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    *fd = (v < 0 || v > INT_MAX) ? -1 : (int)v;
-    return 0;
+    return (int)v;
 }
 
 static PyObject *mod_try_recv(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
-    int fd;
-    if (try_recv_args(args, nargs, &fd) < 0) return NULL;
-    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n <= 0 || fd < 0) {
-        PyErr_SetString(PyExc_ValueError, "_try_recv needs a descriptor and n > 0");
-        return NULL;
+    int fd = try_recv_fd(args, nargs);
+    Py_ssize_t n = fd >= 0 && PyLong_CheckExact(args[1]) ? PyLong_AsSsize_t(args[1]) : -1;
+    if (n <= 0) {  /* socket.recv returns b'' for 0 and raises its own errors for the rest */
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
     }
     /* Reads land in a static buffer and are copied into bytes of their exact size: a large n
      * (asyncio code often asks for 64 KiB or more) costs no large allocation, which glibc
      * would serve with mmap and page faults from 128 KiB on. */
-    PyObject *big = NULL;
-    char *buf = try_recv_buf;
-    if (n > (Py_ssize_t)sizeof(try_recv_buf)) {
-        big = PyBytes_FromStringAndSize(NULL, n);
-        if (big == NULL) return NULL;
-        buf = PyBytes_AS_STRING(big);
+    if (n <= (Py_ssize_t)sizeof(try_recv_buf)) {
+        Py_ssize_t got = recv_nowait(fd, try_recv_buf, n);
+        if (got == -2) Py_RETURN_NONE;
+        return got < 0 ? NULL : PyBytes_FromStringAndSize(try_recv_buf, got);
     }
-    ssize_t got;
-    for (;;) {
-        got = recv(fd, buf, (size_t)n, MSG_DONTWAIT);
-        if (got >= 0) break;
-        if (errno == EINTR) {
-            if (PyErr_CheckSignals() < 0) {
-                Py_XDECREF(big);
-                return NULL;
-            }
-            continue;
-        }
-        Py_XDECREF(big);
-        if (errno == EAGAIN || errno == EWOULDBLOCK) Py_RETURN_NONE;
-        return PyErr_SetFromErrno(PyExc_OSError);
+    PyObject *big = PyBytes_FromStringAndSize(NULL, n);
+    if (big == NULL) return NULL;
+    Py_ssize_t got = recv_nowait(fd, PyBytes_AS_STRING(big), n);
+    if (got < 0) {
+        Py_DECREF(big);
+        if (got == -2) Py_RETURN_NONE;
+        return NULL;
     }
-    if (big == NULL) return PyBytes_FromStringAndSize(buf, got);
     if (got != n && _PyBytes_Resize(&big, got) < 0) return NULL;
     return big;
 }
 
 static PyObject *mod_try_recv_into(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
-    int fd;
-    if (try_recv_args(args, nargs, &fd) < 0) return NULL;
+    int fd = try_recv_fd(args, nargs);
     Py_buffer view;
     if (fd < 0 || PyObject_GetBuffer(args[1], &view, PyBUF_WRITABLE) < 0) {
-        /* not a writable buffer: socket.recv_into's own error is wanted, let it raise it */
-        PyErr_Clear();
+        PyErr_Clear();  /* not a writable buffer: socket.recv_into raises its own error */
         Py_RETURN_NOTIMPLEMENTED;
     }
     if (view.len == 0) {  /* socket.recv_into returns 0 at once here */
         PyBuffer_Release(&view);
         Py_RETURN_NOTIMPLEMENTED;
     }
-    ssize_t got;
-    for (;;) {
-        got = recv(fd, view.buf, (size_t)view.len, MSG_DONTWAIT);
-        if (got >= 0) break;
-        if (errno == EINTR) {
-            if (PyErr_CheckSignals() < 0) {
-                PyBuffer_Release(&view);
-                return NULL;
-            }
-            continue;
-        }
-        int e = errno;
-        PyBuffer_Release(&view);
-        if (e == EAGAIN || e == EWOULDBLOCK) Py_RETURN_NONE;
-        errno = e;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
+    Py_ssize_t got = recv_nowait(fd, view.buf, view.len);
     PyBuffer_Release(&view);
-    return PyLong_FromSsize_t(got);
+    if (got == -2) Py_RETURN_NONE;
+    return got < 0 ? NULL : PyLong_FromSsize_t(got);
 }
 
 static PyMethodDef module_methods[] = {
     {"_mark_forked", mod_mark_forked, METH_NOARGS, "Called in a forked child: goloop refuses to run there."},
     {"_try_recv", (PyCFunction)(void (*)(void))mod_try_recv, METH_FASTCALL,
-     "_try_recv(fd, n): one recv(2) on a non-blocking socket: bytes, or None if it would block."},
+     "_try_recv(fd, n): one recv(2) on a non-blocking socket: bytes, None if it would block, "
+     "NotImplemented for what socket.recv must handle (n not a positive int)."},
     {"_try_recv_into", (PyCFunction)(void (*)(void))mod_try_recv_into, METH_FASTCALL,
      "_try_recv_into(fd, buffer): one recv(2) into buffer: the count, None if it would block, "
      "NotImplemented for what socket.recv_into must handle (not a writable buffer, empty)."},

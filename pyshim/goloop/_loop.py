@@ -7,7 +7,6 @@ signals, create_connection's address logic ...), so behaviour and exceptions mat
 """
 from __future__ import annotations
 
-import _socket
 import contextvars
 import errno
 import os
@@ -21,14 +20,10 @@ from asyncio import base_events, constants, events, format_helpers, trsock, unix
 from typing import Any, Mapping
 
 from . import _goloop
-from ._transports import SocketTransport
+from ._transports import SocketTransport, _raw_family, _raw_proto, _raw_type
 from ._unix import UnixMixin
 
 _LOADED_PID = os.getpid()
-# The ints behind socket.socket's family/type/proto properties (which convert to enums).
-_raw_family = _socket.socket.family.__get__
-_raw_type = _socket.socket.type.__get__
-_raw_proto = _socket.socket.proto.__get__
 _try_recv = _goloop._try_recv
 _try_recv_into = _goloop._try_recv_into
 
@@ -186,34 +181,24 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
 
     async def sock_recv(self, sock, n):
         """Receive up to n bytes from sock (non-blocking); asyncio's contract."""
-        base_events._check_ssl_socket(sock)
-        if self._debug and sock.gettimeout() != 0:
-            raise ValueError("the socket must be non-blocking")
-        # A plain non-blocking socket is read with one recv(2) that answers None instead of
-        # raising BlockingIOError (the exception costs more than the read); anything else
-        # goes through sock.recv() as asyncio does.
-        plain = type(n) is int and n > 0 and type(sock) is socket.socket and sock.gettimeout() == 0
-        while True:
-            if plain and (fd := sock.fileno()) >= 0:
-                data = _try_recv(fd, n)
-                if data is not None:
-                    return data
-            else:
-                try:
-                    return sock.recv(n)
-                except (BlockingIOError, InterruptedError):
-                    pass
-            await self._sock_wait_readable(sock)
+        return await self._sock_read(sock, _try_recv, sock.recv, n)
 
     async def sock_recv_into(self, sock, buf):
         """Receive into buf from sock (non-blocking); asyncio's contract."""
+        return await self._sock_read(sock, _try_recv_into, sock.recv_into, buf)
+
+    async def _sock_read(self, sock, try_read, read, arg):
+        # asyncio's loop: read(arg), and on BlockingIOError wait until sock is readable. A
+        # plain non-blocking socket.socket is read with try_read(fd, arg), one recv(2) that
+        # answers None instead of raising (the exception costs more than the read), or
+        # NotImplemented for an argument only socket's own method handles (its errors).
         base_events._check_ssl_socket(sock)
         if self._debug and sock.gettimeout() != 0:
             raise ValueError("the socket must be non-blocking")
         plain = type(sock) is socket.socket and sock.gettimeout() == 0
         while True:
             if plain and (fd := sock.fileno()) >= 0:
-                got = _try_recv_into(fd, buf)
+                got = try_read(fd, arg)
                 if got is NotImplemented:
                     plain = False
                     continue
@@ -221,7 +206,7 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
                     return got
             else:
                 try:
-                    return sock.recv_into(buf)
+                    return read(arg)
                 except (BlockingIOError, InterruptedError):
                     pass
             await self._sock_wait_readable(sock)

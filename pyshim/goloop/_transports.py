@@ -16,6 +16,7 @@ import warnings
 
 from . import _goloop
 
+# The ints behind socket.socket's family/type/proto properties (which convert to enums).
 _raw_family = _socket.socket.family.__get__
 _raw_type = _socket.socket.type.__get__
 _raw_proto = _socket.socket.proto.__get__
