@@ -15,6 +15,7 @@ import gc
 import os
 import resource
 import shutil
+import socket
 import tempfile
 
 import pytest
@@ -146,3 +147,12 @@ def asyncio_outcome(factory):
 def run(loop, coro, timeout: float = 30):
     """Runs a coroutine on the loop, bounded by a timeout."""
     return loop.run_until_complete(asyncio.wait_for(coro, timeout))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (it was free a moment ago)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

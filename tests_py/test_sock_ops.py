@@ -16,17 +16,9 @@ import socket
 
 import pytest
 
-from nethelpers import asyncio_outcome, no_fd_leak, outcome, run, unix_dir  # noqa: F401
+from nethelpers import free_port, asyncio_outcome, no_fd_leak, outcome, run, unix_dir  # noqa: F401
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_fd_leak")]
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def _norm(o):
@@ -548,7 +540,7 @@ def test_create_connection_local_addr(loop):
         addr = srv.sockets[0].getsockname()
         try:
             for _ in range(5):  # a free port may be taken in between: retry
-                port = _free_port()
+                port = free_port()
                 try:
                     tr, pr = await lp.create_connection(Collect, *addr,
                                                         local_addr=("127.0.0.1", port))
@@ -583,7 +575,7 @@ def test_happy_eyeballs_single_address(loop, interleave):
             tr.close()
             await pr.lost
             with pytest.raises(OSError) as ei:
-                await lp.create_connection(Collect, "127.0.0.1", _free_port(),
+                await lp.create_connection(Collect, "127.0.0.1", free_port(),
                                            happy_eyeballs_delay=0.25, interleave=interleave)
             return type(ei.value)
         finally:

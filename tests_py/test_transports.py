@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from nethelpers import (asyncio_outcome, goloop_xfail, no_fd_leak, outcome,  # noqa: F401
+from nethelpers import (free_port, asyncio_outcome, goloop_xfail, no_fd_leak, outcome,  # noqa: F401
                         raise_nofile, run, unix_dir)
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_fd_leak")]
@@ -619,36 +619,40 @@ class BufRec(asyncio.BufferedProtocol, Rec):
         self.data_received(bytes(self.buf[:nbytes]))
 
 
+async def _raw_peer(family, unix_dir, proto):
+    """A transport (protocol `proto`) connected to a plain socket: (tr, pr, peer)."""
+    lp = asyncio.get_running_loop()
+    if family == "tcp":
+        lsock = socket.create_server(("127.0.0.1", 0))
+    else:
+        lsock = socket.socket(socket.AF_UNIX)
+        lsock.bind(unix_dir.sock())
+        lsock.listen()
+    lsock.setblocking(False)
+    try:
+        addr = lsock.getsockname()
+        if family == "tcp":
+            conn_t = lp.create_connection(proto, *addr)
+        else:
+            conn_t = lp.create_unix_connection(proto, addr)
+        (tr, pr), (peer, _) = await asyncio.gather(conn_t, lp.sock_accept(lsock))
+        return tr, pr, peer
+    finally:
+        lsock.close()
+
+
 @pytest.mark.parametrize("proto", [Rec, BufRec], ids=["protocol", "buffered"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_peer_reset_while_reading(loop, family, unix_dir, proto):
     """The peer closes with SO_LINGER 0 (TCP RST); Unix: the peer closes with unread data."""
-    Rec = proto  # noqa: N806
-
     async def main():
-        lp = asyncio.get_running_loop()
-        if family == "tcp":
-            lsock = socket.create_server(("127.0.0.1", 0))
-        else:
-            lsock = socket.socket(socket.AF_UNIX)
-            lsock.bind(unix_dir.sock())
-            lsock.listen()
-        lsock.setblocking(False)
-        try:
-            addr = lsock.getsockname()
-            if family == "tcp":
-                conn_t = lp.create_connection(Rec, *addr)
-            else:
-                conn_t = lp.create_unix_connection(Rec, addr)
-            (tr, pr), (peer, _) = await asyncio.gather(conn_t, lp.sock_accept(lsock))
-            tr.write(b"unread data")  # unread by the peer: a Unix close resets too
-            await asyncio.sleep(0.05)
-            _lingering_reset(peer)
-            exc = await asyncio.wait_for(pr.lost, 10)
-            assert tr.is_closing()
-            return type(exc)
-        finally:
-            lsock.close()
+        tr, pr, peer = await _raw_peer(family, unix_dir, proto)
+        tr.write(b"unread data")  # unread by the peer: a Unix close resets too
+        await asyncio.sleep(0.05)
+        _lingering_reset(peer)
+        exc = await asyncio.wait_for(pr.lost, 10)
+        assert tr.is_closing()
+        return type(exc)
 
     got = run(loop, main())
     assert got is ConnectionResetError
@@ -657,33 +661,17 @@ def test_peer_reset_while_reading(loop, family, unix_dir, proto):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_peer_reset_while_writing(loop, family, unix_dir):
     async def main():
-        lp = asyncio.get_running_loop()
-        if family == "tcp":
-            lsock = socket.create_server(("127.0.0.1", 0))
-        else:
-            lsock = socket.socket(socket.AF_UNIX)
-            lsock.bind(unix_dir.sock())
-            lsock.listen()
-        lsock.setblocking(False)
-        try:
-            addr = lsock.getsockname()
-            if family == "tcp":
-                conn_t = lp.create_connection(Rec, *addr)
-            else:
-                conn_t = lp.create_unix_connection(Rec, addr)
-            (tr, pr), (peer, _) = await asyncio.gather(conn_t, lp.sock_accept(lsock))
-            tr.pause_reading()  # only the write path can notice
-            while tr.get_write_buffer_size() < 1_000_000:
-                tr.write(b"w" * 100_000)
-                await asyncio.sleep(0)
-            _lingering_reset(peer)
-            exc = await asyncio.wait_for(pr.lost, 10)
-            assert isinstance(exc, OSError), exc
-            assert tr.get_write_buffer_size() == 0
-            tr.write(b"after the reset")  # ignored
-            return type(exc)
-        finally:
-            lsock.close()
+        tr, pr, peer = await _raw_peer(family, unix_dir, Rec)
+        tr.pause_reading()  # only the write path can notice
+        while tr.get_write_buffer_size() < 1_000_000:
+            tr.write(b"w" * 100_000)
+            await asyncio.sleep(0)
+        _lingering_reset(peer)
+        exc = await asyncio.wait_for(pr.lost, 10)
+        assert isinstance(exc, OSError), exc
+        assert tr.get_write_buffer_size() == 0
+        tr.write(b"after the reset")  # ignored
+        return type(exc)
 
     got = run(loop, main())
     assert got in (ConnectionResetError, BrokenPipeError)
@@ -981,18 +969,10 @@ def test_server_sockets_are_transport_sockets(loop):
 # connects: refused, timed out; many connections
 # ---------------------------------------------------------------------------------------
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_connect_refused(loop, unix_dir):
     async def main():
         lp = asyncio.get_running_loop()
-        port = _free_port()
+        port = free_port()
         with pytest.raises(ConnectionRefusedError):
             await lp.create_connection(asyncio.Protocol, "127.0.0.1", port)
         with pytest.raises(ConnectionRefusedError):
