@@ -454,3 +454,48 @@ def test_closed_tls_connections_are_collected(gloop, certs):
     run(gloop, main())
     gc.collect()
     assert [r() for r in refs] == [None] * len(refs)
+
+
+def test_short_ssl_writes_and_write_errors_like_asyncio(loop, certs):
+    """SSLObject.write() accepting less than it was given leaves the rest queued (asyncio's
+    _write_backlog), and an error from it is asyncio's fatal SSL error: both through a
+    context's sslobject_class, so they reach goloop's C write path."""
+    class Halves(ssl.SSLObject):
+        def write(self, data):
+            data = memoryview(data)
+            if bytes(data[:4]) == b"boom":
+                raise ValueError("refused")
+            return super().write(data[:max(1, len(data) // 2)])
+
+    ctx = certs.client_context()
+    ctx.sslobject_class = Halves
+    contexts = []
+    loop.set_exception_handler(lambda lp, c: contexts.append(c))
+    payload = bytes(range(256)) * 400  # 100 KiB in shrinking pieces
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, tr):
+            self.tr = tr
+
+        def data_received(self, data):
+            self.tr.write(data)
+
+    async def main():
+        server, tr, pr, _ = await _pair(loop, certs, Echo,
+                                        lambda: _Collect(loop, want=len(payload)), ssl=ctx)
+        try:
+            tr.write(payload[:50_000])
+            tr.write(payload[50_000:])  # queued behind the first one's rest
+            await pr.done
+            assert bytes(pr.data) == payload
+            assert tr.get_write_buffer_size() == 0
+            tr.write(b"boom and more")
+            exc = await pr.lost
+            assert isinstance(exc, ValueError) and str(exc) == "refused"
+        finally:
+            tr.close()
+            server.close()
+            await server.wait_closed()
+
+    run(loop, main())
+    assert [c["message"] for c in contexts] == ["Fatal error on SSL protocol"]
