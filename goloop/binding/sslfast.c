@@ -52,6 +52,7 @@ static PyTypeObject *sslobject_type;      /* ssl.SSLObject */
 static PyObject *parent_get_buffer, *parent_buffer_updated, *parent_write_appdata,
     *parent_control_app_writing, *parent_control_ssl_reading;
 static PyObject *msg_fatal;               /* 'Fatal error on SSL protocol' */
+static PyObject *record_max;              /* TLS_MAX_PLAINTEXT as an int */
 
 static PyObject *s_sslobj, *s_max_size, *s_pending, *s_read, *s_write, *s_data_received,
     *s_fatal_error, *s_call_eof_received, *s_start_shutdown, *s_do_read_buffered, *s_do_write,
@@ -260,8 +261,8 @@ static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored))
         Py_ssize_t m = PyLong_AsSsize_t(max_size);
         if (m == -1 && PyErr_Occurred()) goto done;
         if (m > TLS_MAX_PLAINTEXT) {
-            Py_SETREF(max_size, PyLong_FromLong(TLS_MAX_PLAINTEXT));
-            if (max_size == NULL) goto done;
+            Py_INCREF(record_max);
+            Py_SETREF(max_size, record_max);
         }
     }
     for (;;) {
@@ -738,6 +739,8 @@ int gl_init_ssl(PyObject *module) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);
         if (*names[i].slot == NULL) return -1;
     }
+    record_max = PyLong_FromLong(TLS_MAX_PLAINTEXT);
+    if (record_max == NULL) return -1;
     PyType_Spec sp_spec = {
         .name = "goloop._goloop.SSLProtocolFast",
         .basicsize = sizeof(SP),
