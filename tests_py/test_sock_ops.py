@@ -726,6 +726,48 @@ def test_sock_recv_paths_match_asyncio(loop):
     assert run(loop, f(loop))
 
 
+def test_sock_recv_small_and_large_reads_in_any_order(loop):
+    """goloop copies small reads out of one buffer and receives large ones straight into
+    their bytes, choosing by the size of the previous read; whatever the order of sizes and
+    of n, every read must give the bytes sent, in order, at most n at a time, and a
+    datagram socket must keep its boundaries."""
+    async def read_exactly(lp, sock, total, n):
+        out = b""
+        while len(out) < total:
+            chunk = await asyncio.wait_for(lp.sock_recv(sock, n), 5)
+            assert 0 < len(chunk) <= n
+            out += chunk
+        return out
+
+    async def f(lp):
+        a, b = socket.socketpair()
+        d1, d2 = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        for s in (a, b, d1, d2):
+            s.setblocking(False)
+        try:
+            # (message size, n): small after small, large (direct), a short read into a
+            # large n, n past the direct limit after a large read, tiny n after large reads
+            plan = [(100, 65536), (40_000, 65536), (50_000, 65536), (7, 65536),
+                    (60_000, 200_000), (30_000, 100_000), (5_000, 3), (20_000, 65536),
+                    (1, 65536)]
+            for i, (size, n) in enumerate(plan):
+                msg = bytes((i * 7 + j) % 251 for j in range(size))
+                await lp.sock_sendall(b, msg)
+                assert await read_exactly(lp, a, size, n) == msg, (size, n)
+            # datagrams after large stream reads: one datagram a read, truncated to n
+            for size, n in [(30_000, 65536), (10, 65536), (40_000, 100_000), (9, 4)]:
+                msg = os.urandom(size)
+                d2.send(msg)
+                got = await asyncio.wait_for(lp.sock_recv(d1, n), 5)
+                assert got == msg[:n], (size, n)
+            return True
+        finally:
+            for s in (a, b, d1, d2):
+                s.close()
+
+    assert run(loop, f(loop))
+
+
 def test_sock_recv_never_blocks_the_loop_on_a_descriptor_made_blocking(gloop):
     """goloop's first recv(2) holds the GIL; MSG_DONTWAIT keeps it from blocking even when
     the descriptor was made blocking behind the socket object's back (gettimeout() == 0)."""
