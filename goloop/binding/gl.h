@@ -76,7 +76,6 @@ int gl_handle_run(PyObject *h);
 /* The same for Go's hot loops: C pointers passed as integers, which cgo does not inspect
  * (its pointer check costs more than these calls' own work). */
 int gl_handle_run_u(uintptr_t h);
-int gl_deliver_bytes_u(uintptr_t meth, uintptr_t buf, Py_ssize_t n);
 PyObject *gl_none(void);
 int gl_is_none(PyObject *o);
 void gl_incref(PyObject *o);
@@ -93,7 +92,10 @@ Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, in
 #define GL_RB_UPDATED (-2)
 #define GL_RB_ERRNO (-1000) /* minus errno */
 int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *err, int *sig);
-int gl_deliver_bytes(PyObject *meth, const char *buf, Py_ssize_t n);
+Py_ssize_t gl_read_deliver_u(uintptr_t meth, int fd, uintptr_t rbuf, Py_ssize_t rbuf_len,
+                             Py_ssize_t last);
+#define GL_DIRECT_MIN (16 * 1024)        /* reads this large go straight into bytes next */
+#define GL_DIRECT_MAX (128 * 1024 - 64)  /* their size: under glibc's mmap threshold */
 int gl_call_fatal(PyObject *tr, const char *msg);
 PyObject *gl_getattr(PyObject *o, const char *name);
 int gl_check_callback(PyObject *cb, const char *method);

@@ -38,9 +38,10 @@ type conn struct {
 	dirty    bool // on l.dirty: has writes to flush at the end of this iteration
 
 	buffered      bool
-	onData        pyObj // protocol.data_received
-	getBuffer     pyObj // BufferedProtocol.get_buffer
-	bufferUpdated pyObj // BufferedProtocol.buffer_updated
+	onData        pyObj        // protocol.data_received
+	lastRead      C.Py_ssize_t // bytes the last data_received got (picks the next read's buffer)
+	getBuffer     pyObj        // BufferedProtocol.get_buffer
+	bufferUpdated pyObj        // BufferedProtocol.buffer_updated
 
 	wq    []seg
 	whead int // first unsent segment
@@ -402,18 +403,20 @@ func (c *conn) onReadable() bool {
 	if c.buffered {
 		return c.readBuffered()
 	}
-	n, err := poller.RawRead(c.fd, c.l.rbuf)
-	if err != nil {
-		return c.readError(err)
-	}
-	if n == 0 {
+	// onData a PyObject, rbuf C memory: plain integers for cgo (see gl.h)
+	n := C.gl_read_deliver_u(C.uintptr_t(uintptr(unsafe.Pointer(c.onData))), C.int(c.fd),
+		C.uintptr_t(uintptr(unsafe.Pointer(&c.l.rbuf[0]))), C.Py_ssize_t(len(c.l.rbuf)), c.lastRead)
+	switch {
+	case n > 0:
+		c.lastRead = n
+		return true
+	case n == 0:
 		return callMethod0(trObj(tr), cReadEOF)
-	}
-	// rbuf is C memory, onData a PyObject: plain integers for cgo (see gl.h)
-	if C.gl_deliver_bytes_u(C.uintptr_t(uintptr(unsafe.Pointer(c.onData))), C.uintptr_t(uintptr(unsafe.Pointer(&c.l.rbuf[0]))), C.Py_ssize_t(n)) < 0 {
+	case n <= C.GL_RB_ERRNO:
+		return c.readError(unix.Errno(C.GL_RB_ERRNO - n))
+	default:
 		return C.gl_call_fatal(trObj(tr), msgDataErr) == 0
 	}
-	return true
 }
 
 func (c *conn) readError(err error) bool {
