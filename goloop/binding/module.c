@@ -676,8 +676,6 @@ static PyObject *mod_forked(PyObject *m, PyObject *Py_UNUSED(ignored)) {
  * arguments whose errors are socket's own to raise give NotImplemented (the caller then
  * calls the socket's method). */
 static char try_recv_buf[256 * 1024];
-#define TRY_RECV_DIRECT_MIN (16 * 1024)
-#define TRY_RECV_DIRECT_MAX (128 * 1024)
 
 /* One recv(2) with MSG_DONTWAIT, retried on EINTR: the count, -2 when it would block, or
  * -1 with an exception set. */
@@ -717,11 +715,11 @@ static PyObject *mod_try_recv(PyObject *m, PyObject *const *args, Py_ssize_t nar
      * which glibc would serve with mmap and page faults from 128 KiB on, nor a shrink.
      * Large reads go straight into the bytes: copying them again cost 7.5 % of a sock_*
      * echo server's CPU at 100 KiB a message. Which reads are large is judged by the last
-     * one (the same code tends to read the same sizes); n must stay below glibc's mmap
-     * threshold (128 KiB) for the straight path. */
+     * one (the same code tends to read the same sizes); n must keep the bytes under glibc's
+     * mmap threshold for the straight path (gl.h). */
     static Py_ssize_t last_got;
     if (n <= (Py_ssize_t)sizeof(try_recv_buf) &&
-        (last_got < TRY_RECV_DIRECT_MIN || n > TRY_RECV_DIRECT_MAX)) {
+        (last_got < GL_DIRECT_MIN || n > GL_DIRECT_MAX)) {
         Py_ssize_t got = recv_nowait(fd, try_recv_buf, n);
         if (got == -2) Py_RETURN_NONE;
         if (got < 0) return NULL;
