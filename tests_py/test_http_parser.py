@@ -178,6 +178,49 @@ def test_every_response_callback():
     ]
 
 
+@pytest.mark.parametrize("mod", [gh] + ([ht] if ht is not None else []), ids=lambda m: m.__name__)
+def test_callback_lookup(mod):
+    """Callbacks are looked up once, at construction, as attributes of any kind; a missing
+    one (or None) is skipped; an error other than AttributeError from the lookup propagates."""
+    data = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+    seen = []
+
+    class Dynamic:  # __getattr__ answers for some names and raises AttributeError for others
+        def __getattr__(self, name):
+            if name == "on_url":
+                return lambda url: seen.append(("dyn-url", url))
+            raise AttributeError(name)
+
+    class Slots:
+        __slots__ = ("on_header", "on_message_complete")
+
+    s = Slots()
+    s.on_header = lambda n, v: seen.append(("slot-header", n, v))  # on_message_complete unset
+
+    inst = type("Inst", (), {})()
+    inst.on_message_complete = lambda: seen.append(("inst-complete",))
+    inst.on_url = None  # None means no callback
+
+    for proto in (Dynamic(), s, inst):
+        mod.HttpRequestParser(proto).feed_data(data)
+    assert seen == [("dyn-url", b"/a"), ("slot-header", b"Host", b"h"), ("inst-complete",)]
+
+    class Broken:
+        @property
+        def on_header(self):
+            raise KeyError("from the property")
+
+    with pytest.raises(KeyError, match="from the property"):
+        mod.HttpRequestParser(Broken())
+    # looked up once: replacing a callback later changes nothing
+    calls = []
+    proto = type("P", (), {"on_url": lambda self, u: calls.append(1)})()
+    p = mod.HttpRequestParser(proto)
+    proto.on_url = lambda u: calls.append(2)
+    p.feed_data(data)
+    assert calls == [1]
+
+
 def test_callbacks_are_optional():
     class OnlyComplete:
         def __init__(self):
