@@ -1252,3 +1252,87 @@ def test_failing_protocol_factory_drops_only_that_connection(loop):
         got, echoed = run(loop, main())
     assert got in (b"", None) and echoed == b"ping"
     assert contexts == []  # reported only in debug mode, as asyncio does
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_accepted_socket_as_asyncio_gives_it(loop, host):
+    """goloop accepts TCP connections with its own accept4(); the transport's socket and
+    peername must be what asyncio's sock.accept() path gives: same family, type and proto,
+    non-blocking, the peer's address in the socket module's format, TCP_NODELAY on."""
+    got = []
+
+    class P(asyncio.Protocol):
+        def connection_made(self, tr):
+            s = tr.get_extra_info("socket")
+            got.append((s.family, s.type, s.proto, s.gettimeout(),
+                        s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0,
+                        tr.get_extra_info("peername"), tr.get_extra_info("sockname")))
+            tr.close()
+
+    async def main():
+        try:
+            server = await loop.create_server(P, host, 0)
+        except OSError:
+            pytest.skip(f"no {host} here")
+        addr = server.sockets[0].getsockname()
+        try:
+            c = socket.socket(server.sockets[0].family)
+            c.setblocking(False)
+            await loop.sock_connect(c, addr[:2])
+            await until(lambda: got)
+            mine, peer = c.getsockname(), c.getpeername()
+            c.close()
+            return got[0], mine, peer
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    (family, stype, proto, timeout, nodelay, peername, sockname), mine, peer = run(loop, main())
+    assert family == (socket.AF_INET6 if ":" in host else socket.AF_INET)
+    assert stype == socket.SOCK_STREAM and timeout == 0.0 and nodelay
+    assert peername == mine and sockname == peer
+    assert type(peername) is tuple and all(type(a) is type(b) for a, b in zip(peername, mine))
+
+
+def test_accept_out_of_descriptors_pauses_then_resumes(gloop, monkeypatch):
+    """accept() failing with EMFILE: asyncio reports it to the exception handler, stops
+    accepting and tries again ACCEPT_RETRY_DELAY later; goloop's accept path does the same."""
+    from asyncio import constants
+
+    from goloop import _loop
+
+    real = _loop._accept_inet
+    fails = []
+
+    def accept_inet(fd):
+        if not fails:
+            fails.append(1)
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real(fd)
+
+    monkeypatch.setattr(_loop, "_accept_inet", accept_inet)
+    monkeypatch.setattr(constants, "ACCEPT_RETRY_DELAY", 0.05)
+    contexts = []
+    gloop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+    served = []
+
+    class P(asyncio.Protocol):
+        def connection_made(self, tr):
+            served.append(1)
+            tr.close()
+
+    async def main():
+        server = await gloop.create_server(P, "127.0.0.1", 0)
+        addr = server.sockets[0].getsockname()
+        try:
+            c = socket.create_connection(addr)
+            await until(lambda: served, timeout=10)
+            c.close()
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    run(gloop, main())
+    assert fails and served == [1]
+    assert [c["message"] for c in contexts] == ["socket.accept() out of system resource"]
+    assert contexts[0]["exception"].errno == errno.EMFILE

@@ -1,8 +1,13 @@
 /* The _goloop extension module: type objects, method tables and the thin C wrappers that
  * normalize arguments and call into Go (the exported gl* functions in the .go files). */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "gl.h"
 #include "_cgo_export.h"
 
@@ -756,8 +761,65 @@ static PyObject *mod_try_recv_into(PyObject *m, PyObject *const *args, Py_ssize_
     return got < 0 ? NULL : PyLong_FromSsize_t(got);
 }
 
+/* asyncio's accept loop calls sock._accept() until it raises BlockingIOError, then sets
+ * the new socket non-blocking (an ioctl). Raising that exception (strerror, its decoding)
+ * cost more than the accept itself, once per batch; with a connection per wake-up, once per
+ * connection. _accept_inet(fd) makes one accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC on an
+ * AF_INET or AF_INET6 listening socket: (new fd, peer address as the socket module gives
+ * it), None when no connection is waiting, or OSError as sock._accept() raises it. */
+static PyObject *mod_accept_inet(PyObject *m, PyObject *arg) {
+    long lfd = PyLong_AsLong(arg);
+    if (lfd == -1 && PyErr_Occurred()) return NULL;
+    if (lfd < 0 || lfd > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "negative file descriptor");
+        return NULL;
+    }
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fd;
+    for (;;) {
+        len = sizeof(ss);
+        memset(&ss, 0, sizeof(ss));
+        fd = accept4((int)lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) break;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) Py_RETURN_NONE;
+        if (errno != EINTR) return PyErr_SetFromErrno(PyExc_OSError);
+        if (PyErr_CheckSignals() < 0) return NULL;
+    }
+    char host[INET6_ADDRSTRLEN];
+    PyObject *addr = NULL;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        if (inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host)) != NULL)
+            addr = Py_BuildValue("(si)", host, ntohs(a->sin_port));
+        else
+            PyErr_SetFromErrno(PyExc_OSError);
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        if (inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host)) != NULL)
+            addr = Py_BuildValue("(siII)", host, ntohs(a->sin6_port), ntohl(a->sin6_flowinfo),
+                                 a->sin6_scope_id);
+        else
+            PyErr_SetFromErrno(PyExc_OSError);
+    } else {
+        PyErr_Format(PyExc_ValueError, "_accept_inet: not an AF_INET or AF_INET6 socket (family %d)",
+                     (int)ss.ss_family);
+    }
+    if (addr == NULL) {
+        close(fd);
+        return NULL;
+    }
+    PyObject *r = Py_BuildValue("(iN)", fd, addr);
+    if (r == NULL) close(fd);
+    return r;
+}
+
 static PyMethodDef module_methods[] = {
     {"_mark_forked", mod_mark_forked, METH_NOARGS, "Called in a forked child: goloop refuses to run there."},
+    {"_accept_inet", mod_accept_inet, METH_O,
+     "_accept_inet(fd): one accept4(2) on a non-blocking AF_INET/AF_INET6 listening socket: "
+     "(new non-blocking fd, peer address), None if no connection waits, OSError as "
+     "socket.accept() raises it."},
     {"_try_recv", (PyCFunction)(void (*)(void))mod_try_recv, METH_FASTCALL,
      "_try_recv(fd, n): one recv(2) on a non-blocking socket: bytes, None if it would block, "
      "NotImplemented for what socket.recv must handle (n not a positive int)."},

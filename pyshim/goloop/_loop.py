@@ -20,11 +20,14 @@ from asyncio import base_events, constants, events, format_helpers, trsock, unix
 from typing import Any, Mapping
 
 from . import _goloop
-from ._transports import SocketTransport, _raw_family, _raw_proto, _raw_type
+from ._transports import SocketTransport, TransportMap, _raw_family, _raw_proto, _raw_type
 from ._unix import UnixMixin
 
 _LOADED_PID = os.getpid()
 _try_recv = _goloop._try_recv
+_accept_inet = _goloop._accept_inet
+_SOCK_NONBLOCK = socket.SOCK_NONBLOCK
+_TCP_FAMILIES = (socket.AF_INET, socket.AF_INET6)
 _try_recv_into = _goloop._try_recv_into
 
 
@@ -100,6 +103,7 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
     def __init__(self) -> None:
         _goloop.LoopCore.__init__(self)
         unix_events._UnixSelectorEventLoop.__init__(self, _GoSelector(self))
+        self._transports = TransportMap()
 
     def __repr__(self) -> str:
         return (f"<goloop.Loop running={self.is_running()} "
@@ -257,11 +261,23 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
                 protocol_factory, sock, sslcontext, server, backlog,
                 ssl_handshake_timeout, ssl_shutdown_timeout)
         family, stype, proto = _raw_family(sock), _raw_type(sock), _raw_proto(sock)
+        # TCP: one C accept4() that answers None rather than raising BlockingIOError at the
+        # end of each batch, and makes the socket non-blocking (socket.socket then knows it
+        # from SOCK_NONBLOCK, without the ioctl of setblocking()).
+        inet = family in _TCP_FAMILIES
+        lfd = sock.fileno()
         for _ in range(backlog):
             try:
-                fd, addr = sock._accept()
-                conn = socket.socket(family, stype, proto, fileno=fd)
-                conn.setblocking(False)
+                if inet:
+                    got = _accept_inet(lfd)
+                    if got is None:
+                        return None
+                    fd, addr = got
+                    conn = socket.socket(family, stype | _SOCK_NONBLOCK, proto, fileno=fd)
+                else:
+                    fd, addr = sock._accept()
+                    conn = socket.socket(family, stype, proto, fileno=fd)
+                    conn.setblocking(False)
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 return None
             except OSError as exc:
