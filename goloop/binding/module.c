@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* accept4 */
 /* The _goloop extension module: type objects, method tables and the thin C wrappers that
  * normalize arguments and call into Go (the exported gl* functions in the .go files). */
 #include <arpa/inet.h>

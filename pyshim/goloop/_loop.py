@@ -256,7 +256,8 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         not in debug mode) each transport is made at once, in a copy of the context as
         asyncio's per-connection task would, instead of in a task of its own: asyncio's
         _accept_connection2 there only awaits the transport's waiter."""
-        if sslcontext or self._debug or type(sock) is not socket.socket:
+        if (sslcontext or self._debug or type(sock) is not socket.socket
+                or type(self)._make_socket_transport is not Loop._make_socket_transport):
             return super()._accept_connection(
                 protocol_factory, sock, sslcontext, server, backlog,
                 ssl_handshake_timeout, ssl_shutdown_timeout)
@@ -303,7 +304,7 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         # dropped as there (reported in debug mode, which takes asyncio's path).
         try:
             protocol = protocol_factory()
-            self._make_socket_transport(conn, protocol, extra=extra, server=server)
+            SocketTransport(self, conn, protocol, None, extra, server)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException:

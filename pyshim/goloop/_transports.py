@@ -99,7 +99,9 @@ class SocketTransport(_goloop.SocketTransportCore):
         self._paused = False
         self._eof = False
         self._empty_waiter = None
-        self._set_write_buffer_limits()
+        # _set_write_buffer_limits()'s defaults without the call (a transport per connection)
+        self._high_water = 64 * 1024
+        self._low_water = 16 * 1024
         if server is not None:
             server._attach()
         _register(loop._transports, self._sock_fd, weakref.ref(self))  # see TransportMap
