@@ -27,6 +27,7 @@ linux-perf), wrk and the benchmark's echo client (bench/run.py builds it).
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -191,7 +192,7 @@ def main():
                     help="measure each workload this many times and keep the highest bound")
     args = ap.parse_args()
     for tool in ("perf", "wrk", "taskset"):
-        if not run.shutil.which(tool):
+        if not shutil.which(tool):
             sys.exit(f"{tool} is not installed")
     if not os.path.exists(run.ECHOCLIENT) and (err := run.build_echoclient()):
         sys.exit(f"cannot build the echo client: {err}")

@@ -1,8 +1,9 @@
 """goloop's socket transport: asyncio's _SelectorSocketTransport with its hot paths in Go.
 
-Reading (recv into a reused buffer, data_received / get_buffer+buffer_updated), writing
-(queueing, one writev per loop iteration, flow control) and readiness live in Go
-(goloop/binding/transport.go). What stays here is the lifecycle asyncio defines: closing,
+Reading (one C read into a reused buffer, or straight into a bytes object after large
+reads; data_received / get_buffer+buffer_updated), writing (queueing, one writev per loop
+iteration, flow control) and readiness live in Go and C (goloop/binding/transport.go,
+helpers.c). What stays here is the lifecycle asyncio defines: closing,
 EOF, fatal errors, connection_lost, sendfile hand-off; kept close to asyncio's own code so
 behaviour and exceptions match. Instances are real asyncio.Transport objects.
 """
