@@ -1336,3 +1336,42 @@ def test_accept_out_of_descriptors_pauses_then_resumes(gloop, monkeypatch):
     assert fails and served == [1]
     assert [c["message"] for c in contexts] == ["socket.accept() out of system resource"]
     assert contexts[0]["exception"].errno == errno.EMFILE
+
+
+def test_extra_info_socket_before_and_after_close(loop):
+    """get_extra_info('socket') is one TransportSocket for the transport's whole life (goloop
+    makes it on first request; asyncio in __init__), also when first asked after close."""
+    seen = {}
+
+    class P(asyncio.Protocol):
+        def connection_made(self, tr):
+            self.tr = tr
+
+        def connection_lost(self, exc):
+            seen["lost"] = True
+
+    async def main():
+        server = await loop.create_server(P, "127.0.0.1", 0)
+        addr = server.sockets[0].getsockname()
+        try:
+            results = []
+            for ask_before in (True, False):
+                tr, pr = await loop.create_connection(P, *addr)
+                if ask_before:
+                    s1 = tr.get_extra_info("socket")
+                    assert s1 is tr.get_extra_info("socket")
+                    assert s1.fileno() >= 0 and s1.getpeername() == addr
+                seen.clear()
+                tr.close()
+                await until(lambda: seen.get("lost"))
+                s2 = tr.get_extra_info("socket")
+                results.append((type(s2).__name__, s2.fileno(),
+                                s2 is tr.get_extra_info("socket"),
+                                (s2 is s1) if ask_before else None))
+            return results
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert run(loop, main()) == [("TransportSocket", -1, True, True),
+                                 ("TransportSocket", -1, True, None)]
