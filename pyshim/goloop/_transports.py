@@ -75,6 +75,7 @@ class SocketTransport(_goloop.SocketTransportCore):
     _sendfile_compatible = constants._SendfileMode.TRY_NATIVE
     max_size = 256 * 1024
     _sock = None
+    _empty_waiter = None
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
         self._extra = {} if extra is None else extra
@@ -91,15 +92,10 @@ class SocketTransport(_goloop.SocketTransportCore):
                 self._extra['peername'] = None
         self._sock = sock
         self._core_attach(loop, sock.fileno())  # sets _sock_fd
-        self._protocol_connected = False
-        self._protocol = None
         self.set_protocol(protocol)
         self._server = server
-        self._conn_lost = 0
-        self._closing = False
-        self._paused = False
-        self._eof = False
-        self._empty_waiter = None
+        # _conn_lost, _closing, _paused, _eof start at 0/False (C members); _empty_waiter
+        # starts as the class's None: no stores per connection for them
         # _set_write_buffer_limits()'s defaults without the call (a transport per connection)
         self._high_water = 64 * 1024
         self._low_water = 16 * 1024
