@@ -10,7 +10,8 @@ under `valgrind --tool=callgrind`, twice: serving N1 and then N2 sequential conn
 from a plain-socket client. (instructions(N2) - instructions(N1)) / (N2 - N1) is the cost
 of one connection: accept, transport and protocol set-up, parser, one read, one write,
 close. Go's asynchronous preemption signals crash callgrind, so goloop runs with
-GODEBUG=asyncpreemptoff=1. Measured 2026-11-30: goloop ~91k instructions, uvloop ~38k.
+GODEBUG=asyncpreemptoff=1. Measured 2026-11-30: goloop ~88k instructions, uvloop ~37k;
+counts vary by about ±1.5k between runs.
 Needs valgrind (Debian's valgrind package).
 """
 
