@@ -147,15 +147,27 @@ def test_sock_ops_on_transport_socket(loop):
     assert len(got) == 2 and all(r.startswith("File descriptor") for r in got), got
 
 
+async def _accepted_pair(lp):
+    """A non-blocking listening socket, a client socket connected to it with sock_connect
+    and the (conn, address) sock_accept gave for it."""
+    lsock = socket.create_server(("127.0.0.1", 0))
+    lsock.setblocking(False)
+    c = socket.socket()
+    c.setblocking(False)
+    try:
+        accepted, _ = await asyncio.gather(lp.sock_accept(lsock),
+                                           lp.sock_connect(c, lsock.getsockname()))
+    except BaseException:
+        c.close()
+        lsock.close()
+        raise
+    return lsock, c, accepted
+
+
 def test_sock_basic_ops(loop):
     async def f(lp):
-        lsock = socket.create_server(("127.0.0.1", 0))
-        lsock.setblocking(False)
-        c = socket.socket()
-        c.setblocking(False)
+        lsock, c, (conn, peer) = await _accepted_pair(lp)
         try:
-            (conn, peer), _ = await asyncio.gather(lp.sock_accept(lsock),
-                                                   lp.sock_connect(c, lsock.getsockname()))
             assert conn.gettimeout() == 0  # asyncio hands out non-blocking sockets
             assert peer == c.getsockname()
             await lp.sock_sendall(c, b"")  # nothing to send
@@ -673,13 +685,8 @@ def test_sock_recv_paths_match_asyncio(loop):
             return super().recv_into(buf, *a)
 
     async def f(lp):
-        lsock = socket.create_server(("127.0.0.1", 0))
-        lsock.setblocking(False)
-        c = socket.socket()
-        c.setblocking(False)
+        lsock, c, (conn, _) = await _accepted_pair(lp)
         try:
-            (conn, _), _ = await asyncio.gather(lp.sock_accept(lsock),
-                                                lp.sock_connect(c, lsock.getsockname()))
             assert await lp.sock_recv(conn, 0) == b""  # at once, nothing read
             # data arriving while the recv waits; then a large n (past goloop's 256 KiB buffer)
             t = asyncio.ensure_future(lp.sock_recv(conn, 300_000))

@@ -246,6 +246,14 @@ async def _pair(loop, certs, server_factory, client_factory, **client_kw):
     return server, tr, pr, await accepted
 
 
+class _Echo(asyncio.Protocol):
+    def connection_made(self, tr):
+        self.tr = tr
+
+    def data_received(self, data):
+        self.tr.write(data)
+
+
 class _Collect(asyncio.Protocol):
     def __init__(self, loop, want=None):
         self.data = bytearray()
@@ -315,15 +323,8 @@ def test_custom_sslobject_class_is_honoured(loop, certs):
     ctx = certs.client_context()
     ctx.sslobject_class = Counting
 
-    class Echo(asyncio.Protocol):
-        def connection_made(self, tr):
-            self.tr = tr
-
-        def data_received(self, data):
-            self.tr.write(data)
-
     async def main():
-        server, tr, pr, _ = await _pair(loop, certs, Echo, lambda: _Collect(loop, want=30000),
+        server, tr, pr, _ = await _pair(loop, certs, _Echo, lambda: _Collect(loop, want=30000),
                                         ssl=ctx)
         try:
             tr.write(b"z" * 30000)
@@ -473,15 +474,8 @@ def test_short_ssl_writes_and_write_errors_like_asyncio(loop, certs):
     loop.set_exception_handler(lambda lp, c: contexts.append(c))
     payload = bytes(range(256)) * 400  # 100 KiB in shrinking pieces
 
-    class Echo(asyncio.Protocol):
-        def connection_made(self, tr):
-            self.tr = tr
-
-        def data_received(self, data):
-            self.tr.write(data)
-
     async def main():
-        server, tr, pr, _ = await _pair(loop, certs, Echo,
+        server, tr, pr, _ = await _pair(loop, certs, _Echo,
                                         lambda: _Collect(loop, want=len(payload)), ssl=ctx)
         try:
             tr.write(payload[:50_000])
