@@ -1375,3 +1375,75 @@ def test_extra_info_socket_before_and_after_close(loop):
 
     assert run(loop, main()) == [("TransportSocket", -1, True, True),
                                  ("TransportSocket", -1, True, None)]
+
+
+def test_transport_map_holds_transports_weakly():
+    """loop._transports (goloop's TransportMap) as asyncio's code uses it: set, look up,
+    delete; a transport that is gone reads as missing and does not stay alive."""
+    import gc
+    import weakref
+
+    from goloop._transports import TransportMap
+
+    class T:
+        pass
+
+    m = TransportMap()
+    a = T()
+    m[5] = a  # asyncio's own transports register this way
+    dict.__setitem__(m, 6, weakref.ref(T()))  # goloop's way, for an object already gone
+    assert m[5] is a
+    gc.collect()
+    with pytest.raises(KeyError):
+        m[6]
+    with pytest.raises(KeyError):
+        m[7]
+    del m[5]  # sendfile steps the transport aside, then puts it back
+    with pytest.raises(KeyError):
+        m[5]
+    m[5] = a
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    assert ref() is None  # the map kept no strong reference
+    with pytest.raises(KeyError):
+        m[5]
+
+
+def test_fd_of_a_closed_transport_is_free_again(gloop):
+    """While a transport uses an fd, add_reader on it raises; once the transport is closed,
+    and also once it is gone, the fd number may serve add_reader again (asyncio's
+    _ensure_fd_no_transport looks it up in loop._transports)."""
+    import gc
+    import os
+
+    lost = []
+
+    class P(asyncio.Protocol):
+        def connection_lost(self, exc):
+            lost.append(exc)
+
+    async def main():
+        a, b = socket.socketpair()
+        c, d = socket.socketpair()  # made now, so that neither takes a's number later
+        tr, pr = await gloop.connect_accepted_socket(P, a)
+        fd = a.fileno()
+        with pytest.raises(RuntimeError, match="is used by transport"):
+            gloop.add_reader(fd, lambda: None)
+        tr.close()
+        await until(lambda: lost)  # the transport has closed its socket
+        try:
+            os.dup2(c.fileno(), fd)  # the transport's fd number, now another socket
+            gloop.add_reader(fd, lambda: None)  # the transport is closing
+            gloop.remove_reader(fd)
+            del tr, pr
+            gc.collect()
+            gloop.add_reader(fd, lambda: None)  # the transport is gone
+            gloop.remove_reader(fd)
+        finally:
+            os.close(fd)
+            for s in (b, c, d):
+                s.close()
+        return True
+
+    assert run(gloop, main())

@@ -31,8 +31,8 @@ class TransportMap(dict):
     Python functions to add a transport and one more when it dies (~0.7 us per connection).
     goloop's transports add themselves with dict's own __setitem__ and a weakref.ref; an
     entry whose transport is gone reads as missing, and the next transport on the same fd
-    replaces it. asyncio's code (lookups, sendfile's del and re-add) goes through the
-    methods below."""
+    replaces it. asyncio's code (its fd-in-use lookup, sendfile's del and re-add: the only
+    uses in 3.11) goes through the methods below."""
 
     __slots__ = ()
 
@@ -44,14 +44,6 @@ class TransportMap(dict):
         if transport is None:
             raise KeyError(fd)
         return transport
-
-    def get(self, fd, default=None):
-        ref = dict.get(self, fd)
-        transport = ref() if ref is not None else None
-        return default if transport is None else transport
-
-    def __contains__(self, fd):
-        return self.get(fd) is not None
 
 
 _register = dict.__setitem__
