@@ -77,7 +77,14 @@ MODULES = {
     "test_context": 1,
     "test_protocols": 1,
     "test_transports": 1,
+    # 3.12+
+    "test_eager_task_factory": 2,
+    "test_staggered": 1,
 }
+# Only the modules the running Python has.
+MODULES = {m: t for m, t in MODULES.items()
+           if os.path.exists(os.path.join(os.path.dirname(os.__file__), "test", "test_asyncio",
+                                          m + ".py"))}
 MODES = ("asyncio", "goloop")
 # Tests that legitimately take long (gc-heavy), seconds: their own timeout.
 SLOW_TESTS = {"test_task_del_collect": 90.0, "test_future_del_collect": 90.0}
@@ -446,15 +453,25 @@ def collect_ids(module, mode):
 
 
 def load_known_failures(path):
-    """Lines `<test id or fnmatch pattern> <reason>`; lines starting with `#` are comments."""
+    """Lines `[python-versions] <test id or fnmatch pattern> <reason>`; lines starting with
+    `#` are comments. The optional first field, e.g. `[>=3.12]` or `[3.13]`, limits the
+    entry to those Python versions."""
     known = {}
     if not os.path.exists(path):
         return known
+    here = sys.version_info[:2]
     with open(path) as f:
         for n, ln in enumerate(f, 1):
             ln = ln.strip()
             if not ln or ln.startswith("#"):
                 continue
+            if ln.startswith("["):
+                spec, _, ln = ln[1:].partition("]")
+                op = ">=" if spec.startswith(">=") else "<" if spec.startswith("<") else "=="
+                ver = tuple(int(x) for x in spec.lstrip("><=").split("."))
+                if not {">=": here >= ver, "<": here < ver, "==": here == ver}[op]:
+                    continue
+                ln = ln.strip()
             parts = ln.split(None, 1)
             if len(parts) < 2:
                 raise SystemExit(f"{path}:{n}: entry without a reason: {ln!r}")

@@ -318,21 +318,60 @@ def test_goloop_ignores_other_sigchld_users(gloop):
         signal.signal(signal.SIGCHLD, old)
 
 
-def test_pidfd_unavailable_falls_back_to_asyncio_watcher(gloop, monkeypatch):
+def test_pidfd_unavailable_falls_back_to_a_waitpid_thread(gloop, monkeypatch):
     monkeypatch.setattr(_unix, "_pidfd_supported", False)
+    names = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        names.append(self.name)
+        return real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
 
     async def main():
         p = await asyncio.create_subprocess_exec(PY, "-c", "import sys; sys.exit(4)",
                                                  stdout=subprocess.PIPE)
         out, _ = await p.communicate()
-        return await p.wait()
+        return p.pid, await p.wait()
 
-    assert run(gloop, main()) == 4
+    pid, rc = run(gloop, main())
+    assert rc == 4
     assert not gloop._pidfd_children
+    assert f"goloop-waitpid-{pid}" in names
+    assert_reaped(pid)
+
+
+def test_goloop_never_consults_the_policys_child_watcher(gloop):
+    # asyncio 3.11-3.13 ask the policy's child watcher; goloop watches its children itself
+    # (and 3.14 has no watchers at all), so a policy whose watcher fails changes nothing.
+    if sys.version_info >= (3, 14):
+        pytest.skip("no child watchers in 3.14")
+    import warnings
+
+    class Policy(asyncio.DefaultEventLoopPolicy):
+        def get_child_watcher(self):
+            raise AssertionError("goloop asked the policy for a child watcher")
+
+    old = asyncio.get_event_loop_policy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        asyncio.set_event_loop_policy(Policy())
+    try:
+        async def main():
+            p = await asyncio.create_subprocess_exec(PY, "-c", "import sys; sys.exit(7)")
+            return await p.wait()
+
+        assert run(gloop, main()) == 7
+    finally:
+        asyncio.set_event_loop_policy(old)
 
 
 def test_close_loop_with_children_running_leaves_no_zombie(loop_kind):
     from loophelpers import make_loop
+    if loop_kind == "asyncio" and sys.version_info >= (3, 12):
+        pytest.skip("asyncio 3.12+'s default PidfdChildWatcher stops watching when its loop "
+                    "closes; goloop keeps ThreadedChildWatcher's (3.11) behaviour")
 
     lp = make_loop(loop_kind)
     try:
@@ -359,6 +398,9 @@ def test_runner_exits_with_child_left_running(loop_kind):
     # asyncio.Runner closes the loop while a child runs: as with asyncio's watcher thread,
     # the child goes on running (nothing kills it) and is reaped when it exits.
     from loophelpers import make_loop
+    if loop_kind == "asyncio" and sys.version_info >= (3, 12):
+        pytest.skip("asyncio 3.12+'s default PidfdChildWatcher stops watching when its loop "
+                    "closes; goloop keeps ThreadedChildWatcher's (3.11) behaviour")
 
     pid_box = []
 
@@ -447,7 +489,7 @@ def test_goloop_waitpid_fallback_without_waitid_pidfd(gloop, monkeypatch):
     assert_reaped(pid)
 
 
-def test_goloop_pidfd_open_failure_uses_asyncio_watcher(gloop, monkeypatch, caplog):
+def test_goloop_pidfd_open_failure_uses_a_waitpid_thread(gloop, monkeypatch, caplog):
     if not _unix._pidfd_available():
         pytest.skip("pidfd_open() unavailable")
 
@@ -467,6 +509,9 @@ def test_goloop_pidfd_open_failure_uses_asyncio_watcher(gloop, monkeypatch, capl
 def test_child_reaped_by_transport_close_before_loop_notices(loop, caplog):
     # The child exits; before the loop learns of it, close() runs Popen.poll(), which reaps
     # it. The exit is still reported, with the right code and without asyncio's warning.
+    if not is_goloop(loop) and sys.version_info >= (3, 12):
+        pytest.skip("asyncio 3.12+'s PidfdChildWatcher reports 255 here (the status was "
+                    "read by Popen.poll()); goloop reports the real code, as 3.11 did")
     async def main():
         tr, _ = await loop.subprocess_exec(asyncio.SubprocessProtocol, PY, "-c",
                                            "import sys; sys.exit(3)")

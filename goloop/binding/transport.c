@@ -12,8 +12,14 @@ extern int gl_forked;
 
 static PyObject *tr_write(GLTransport *self, PyObject *data) {
     if (!PyBytes_Check(data) && !PyByteArray_Check(data) && !PyMemoryView_Check(data)) {
+#if PY_VERSION_HEX >= 0x030C0000 /* asyncio's message changed in 3.12 */
+        PyErr_Format(PyExc_TypeError,
+                     "data argument must be a bytes, bytearray, or memoryview object, not '%.100s'",
+                     Py_TYPE(data)->tp_name);
+#else
         PyErr_Format(PyExc_TypeError, "data argument must be a bytes-like object, not '%.100s'",
                      Py_TYPE(data)->tp_name);
+#endif
         return NULL;
     }
     if (self->eof) {

@@ -11,9 +11,9 @@ loaded when the first loop is created (or when goloop.Loop is first used).
 from __future__ import annotations
 
 import asyncio
-import sys
-from asyncio import unix_events
 from typing import Any, Coroutine, TypeVar
+
+from . import _compat
 
 __all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run"]
 __version__ = "0.1.0"
@@ -28,10 +28,14 @@ def new_event_loop() -> "asyncio.AbstractEventLoop":
     return Loop()
 
 
-class EventLoopPolicy(unix_events.DefaultEventLoopPolicy):
-    """asyncio's default policy, making goloop loops.
+class EventLoopPolicy(_compat.BasePolicy):
+    """An event loop policy whose loops are goloop's (asyncio's default policy otherwise).
 
-    asyncio.set_event_loop_policy(goloop.EventLoopPolicy())
+    asyncio.set_event_loop_policy(goloop.EventLoopPolicy())    # or goloop.install()
+
+    Its base is asyncio's own default policy class of the running version (see
+    goloop._compat); on 3.14, where DefaultEventLoopPolicy is deprecated, the private base
+    class behind it, so making one warns of nothing.
     """
 
     def _loop_factory(self) -> "asyncio.AbstractEventLoop":  # type: ignore[override]
@@ -42,13 +46,18 @@ class EventLoopPolicy(unix_events.DefaultEventLoopPolicy):
 
 
 def install() -> None:
-    """Make goloop the event loop of asyncio.run() and friends (sets the policy)."""
-    asyncio.set_event_loop_policy(EventLoopPolicy())
+    """Make goloop the event loop of asyncio.run() and friends (sets the policy).
+
+    On 3.14, where asyncio.set_event_loop_policy() is deprecated, this sets it without
+    the warning; goloop.run() and asyncio.Runner(loop_factory=goloop.new_event_loop) need
+    no policy at all.
+    """
+    _compat.set_event_loop_policy(EventLoopPolicy())
 
 
 def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
     """Run coroutine main on a new goloop loop and return its result: asyncio.run's contract."""
-    if asyncio._get_running_loop() is not None:
+    if _compat.get_running_loop() is not None:
         raise RuntimeError("goloop.run() cannot be called from a running event loop")
     with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
         return runner.run(main)

@@ -7,27 +7,21 @@ signals, create_connection's address logic ...), so behaviour and exceptions mat
 """
 from __future__ import annotations
 
-import contextvars
-import errno
-import os
 import selectors
 import signal
 import socket
 import sys
 import threading
 import weakref
-from asyncio import base_events, constants, events, format_helpers, trsock, unix_events
+from asyncio import base_events, constants
 from typing import Any, Mapping
 
-from . import _goloop
-from ._transports import SocketTransport, TransportMap, _raw_family, _raw_proto, _raw_type
+from . import _compat, _goloop
+from ._server import ServerMixin
+from ._transports import SocketTransport, TransportMap
 from ._unix import UnixMixin
 
-_LOADED_PID = os.getpid()
 _try_recv = _goloop._try_recv
-_accept_inet = _goloop._accept_inet
-_SOCK_NONBLOCK = socket.SOCK_NONBLOCK
-_TCP_FAMILIES = (socket.AF_INET, socket.AF_INET6)
 _try_recv_into = _goloop._try_recv_into
 
 
@@ -93,7 +87,7 @@ class _GoSelector(selectors.BaseSelector):
         pass
 
 
-class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
+class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLoop):
     """An asyncio event loop whose engine is written in Go.
 
     call_soon, call_later, call_at, call_soon_threadsafe, time, stop and the reader/writer
@@ -102,7 +96,7 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
 
     def __init__(self) -> None:
         _goloop.LoopCore.__init__(self)
-        unix_events._UnixSelectorEventLoop.__init__(self, _GoSelector(self))
+        _compat.UnixSelectorEventLoop.__init__(self, _GoSelector(self))
         self._transports = TransportMap()
 
     def __repr__(self) -> str:
@@ -117,25 +111,39 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
 
     def run_forever(self) -> None:
         """Run until stop() is called."""
+        self._run_forever_setup()
+        try:
+            self._run_core()
+        finally:
+            self._run_forever_cleanup()
+
+    # asyncio 3.12+ split run_forever into these two hooks (for loops that run their
+    # iterations elsewhere); goloop has them on every version, in 3.12's order.
+    _old_agen_hooks = None
+    _wakeup_installed = False
+
+    def _run_forever_setup(self) -> None:
         self._check_closed()
         self._check_running()
         self._set_coroutine_origin_tracking(self._debug)
-        old_agen_hooks = sys.get_asyncgen_hooks()
-        wakeup = False
-        try:
-            self._thread_id = threading.get_ident()
-            sys.set_asyncgen_hooks(firstiter=self._asyncgen_firstiter_hook,
-                                   finalizer=self._asyncgen_finalizer_hook)
-            wakeup = self._install_wakeup_fd()
-            events._set_running_loop(self)
-            self._run_core()
-        finally:
-            self._stopping = False
-            self._thread_id = None
-            events._set_running_loop(None)
-            self._set_coroutine_origin_tracking(False)
-            sys.set_asyncgen_hooks(*old_agen_hooks)
-            if wakeup and not self._signal_handlers:
+        self._old_agen_hooks = sys.get_asyncgen_hooks()
+        self._thread_id = threading.get_ident()
+        sys.set_asyncgen_hooks(firstiter=self._asyncgen_firstiter_hook,
+                               finalizer=self._asyncgen_finalizer_hook)
+        self._wakeup_installed = self._install_wakeup_fd()
+        _compat.set_running_loop(self)
+
+    def _run_forever_cleanup(self) -> None:
+        self._stopping = False
+        self._thread_id = None
+        _compat.set_running_loop(None)
+        self._set_coroutine_origin_tracking(False)
+        if self._old_agen_hooks is not None:
+            sys.set_asyncgen_hooks(*self._old_agen_hooks)
+            self._old_agen_hooks = None
+        if self._wakeup_installed:
+            self._wakeup_installed = False
+            if not self._signal_handlers:
                 signal.set_wakeup_fd(-1)
 
     def _install_wakeup_fd(self) -> bool:
@@ -168,13 +176,14 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
             dt = self.time() - t0
             if dt >= self.slow_callback_duration:
                 base_events.logger.warning("Executing %s took %.3f seconds",
-                                           base_events._format_handle(handle), dt)
+                                           _compat.format_handle(handle), dt)
         finally:
             self._current_handle = None
+            handle = None  # no cycle through a traceback that holds this frame
 
     def _handle_callback_exception(self, handle, exc: BaseException) -> None:
         # Called from Go when a callback raised: asyncio's Handle._run reporting.
-        cb = format_helpers._format_callback_source(handle._callback, handle._args or ())
+        cb = _compat.format_callback_source(handle._callback, handle._args or (), self._debug)
         context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
         self.call_exception_handler(context)
 
@@ -196,7 +205,7 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         # plain non-blocking socket.socket is read with try_read(fd, arg), one recv(2) that
         # answers None instead of raising (the exception costs more than the read), or
         # NotImplemented for an argument only socket's own method handles (its errors).
-        base_events._check_ssl_socket(sock)
+        _compat.check_ssl_socket(sock)
         if self._debug and sock.gettimeout() != 0:
             raise ValueError("the socket must be non-blocking")
         plain = type(sock) is socket.socket and sock.gettimeout() == 0
@@ -248,70 +257,6 @@ class Loop(UnixMixin, _goloop.LoopCore, unix_events._UnixSelectorEventLoop):
         return await super().getnameinfo(sockaddr, flags)
 
     # -- transports ------------------------------------------------------------------
-
-    def _accept_connection(self, protocol_factory, sock, sslcontext=None, server=None,
-                           backlog=100, ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
-                           ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
-        """asyncio's accept loop. For plain TCP/Unix connections of a socket.socket (no TLS,
-        not in debug mode) each transport is made at once, in a copy of the context as
-        asyncio's per-connection task would, instead of in a task of its own: asyncio's
-        _accept_connection2 there only awaits the transport's waiter."""
-        if (sslcontext or self._debug or type(sock) is not socket.socket
-                or type(self)._make_socket_transport is not Loop._make_socket_transport):
-            return super()._accept_connection(
-                protocol_factory, sock, sslcontext, server, backlog,
-                ssl_handshake_timeout, ssl_shutdown_timeout)
-        family, stype, proto = _raw_family(sock), _raw_type(sock), _raw_proto(sock)
-        # TCP: one C accept4() that answers None rather than raising BlockingIOError at the
-        # end of each batch, and makes the socket non-blocking (socket.socket then knows it
-        # from SOCK_NONBLOCK, without the ioctl of setblocking()).
-        inet = family in _TCP_FAMILIES
-        lfd = sock.fileno()
-        for _ in range(backlog):
-            try:
-                if inet:
-                    got = _accept_inet(lfd)
-                    if got is None:
-                        return None
-                    fd, addr = got
-                    conn = socket.socket(family, stype | _SOCK_NONBLOCK, proto, fileno=fd)
-                else:
-                    fd, addr = sock._accept()
-                    conn = socket.socket(family, stype, proto, fileno=fd)
-                    conn.setblocking(False)
-            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-                return None
-            except OSError as exc:
-                # asyncio's handling, unchanged.
-                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    self.call_exception_handler({
-                        'message': 'socket.accept() out of system resource',
-                        'exception': exc,
-                        'socket': trsock.TransportSocket(sock),
-                    })
-                    self._remove_reader(sock.fileno())
-                    self.call_later(constants.ACCEPT_RETRY_DELAY, self._start_serving,
-                                    protocol_factory, sock, sslcontext, server, backlog,
-                                    ssl_handshake_timeout, ssl_shutdown_timeout)
-                else:
-                    raise  # The event loop will catch, log and ignore it.
-            else:
-                contextvars.copy_context().run(
-                    self._accept_plain, protocol_factory, conn, {'peername': addr}, server)
-
-    def _accept_plain(self, protocol_factory, conn, extra, server):
-        # asyncio's _accept_connection2 without TLS, minus the waiter it awaits: errors are
-        # dropped as there (reported in debug mode, which takes asyncio's path).
-        try:
-            protocol = protocol_factory()
-            SocketTransport(self, conn, protocol, None, extra, server)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException:
-            pass
-
-    def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
-        return SocketTransport(self, sock, protocol, waiter, extra, server)
 
     async def start_tls(self, transport, protocol, sslcontext, *, server_side=False,
                         server_hostname=None, ssl_handshake_timeout=None,

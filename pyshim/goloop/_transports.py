@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import _socket
 import socket
-from asyncio import base_events, constants, futures, protocols, trsock
+from asyncio import constants, protocols
 from asyncio.log import logger
 import warnings
 import weakref
 
-from . import _goloop
+from . import _compat, _goloop
 
 # The ints behind socket.socket's family/type/proto properties (which convert to enums).
 _raw_family = _socket.socket.family.__get__
@@ -32,7 +32,7 @@ class TransportMap(dict):
     goloop's transports add themselves with dict's own __setitem__ and a weakref.ref; an
     entry whose transport is gone reads as missing, and the next transport on the same fd
     replaces it. asyncio's code (its fd-in-use lookup, sendfile's del and re-add: the only
-    uses in 3.11) goes through the methods below."""
+    uses; 3.12+ also calls get()) goes through the methods below."""
 
     __slots__ = ()
 
@@ -45,26 +45,34 @@ class TransportMap(dict):
             raise KeyError(fd)
         return transport
 
+    def get(self, fd, default=None):
+        # 3.12+'s _ensure_fd_no_transport uses get()
+        ref = dict.get(self, fd)
+        if ref is None:
+            return default
+        transport = ref()
+        return default if transport is None else transport
+
 
 _register = dict.__setitem__
 
 
 def _set_nodelay(sock):
-    """asyncio's base_events._set_nodelay, reading the socket's ints rather than its
+    """asyncio's _set_nodelay (base_events), reading the socket's ints rather than its
     enum-converting properties."""
     if isinstance(sock, _socket.socket):
         if (_raw_family(sock) in _TCP_FAMILIES and _raw_type(sock) == socket.SOCK_STREAM
                 and _raw_proto(sock) == socket.IPPROTO_TCP):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     else:
-        base_events._set_nodelay(sock)
+        _compat.set_nodelay(sock)
 
 
 class SocketTransport(_goloop.SocketTransportCore):
     """A TCP or Unix stream socket transport driven by goloop's Go engine."""
 
     _start_tls_compatible = True
-    _sendfile_compatible = constants._SendfileMode.TRY_NATIVE
+    _sendfile_compatible = _compat.SendfileMode.TRY_NATIVE
     max_size = 256 * 1024
     _sock = None
     _empty_waiter = None
@@ -92,14 +100,14 @@ class SocketTransport(_goloop.SocketTransportCore):
         self._high_water = 64 * 1024
         self._low_water = 16 * 1024
         if server is not None:
-            server._attach()
+            server._attach(self)
         _register(loop._transports, self._sock_fd, weakref.ref(self))  # see TransportMap
         _set_nodelay(sock)
         loop.call_soon(self._protocol.connection_made, self)
         # only start reading when connection_made() has been called
         loop.call_soon(self._start_reading)
         if waiter is not None:
-            loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
+            loop.call_soon(_compat.set_result_unless_cancelled, waiter, None)
 
     def __repr__(self):
         info = [self.__class__.__name__]
@@ -119,7 +127,7 @@ class SocketTransport(_goloop.SocketTransportCore):
         if name == 'socket' and 'socket' not in self._extra:
             # asyncio makes this TransportSocket in __init__; made on first request it
             # spares 2.6 % of a connection's set-up to the many servers that never ask
-            self._extra['socket'] = trsock.TransportSocket(self._extra_sock)
+            self._extra['socket'] = _compat.TransportSocket(self._extra_sock)
         return self._extra.get(name, default)
 
     # -- protocol ------------------------------------------------------------------
@@ -311,7 +319,7 @@ class SocketTransport(_goloop.SocketTransportCore):
             self._loop = None
             server = self._server
             if server is not None:
-                server._detach()
+                server._detach(self)
                 self._server = None
             if self._empty_waiter is not None and not self._empty_waiter.done():
                 self._empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))

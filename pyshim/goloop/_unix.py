@@ -2,12 +2,13 @@
 TLS and sendfile. asyncio's own implementations run on goloop's Go poller; what goloop
 does differently is here.
 
-Subprocesses: asyncio 3.11 learns that a child exited from the policy's child watcher
-(ThreadedChildWatcher: one thread blocked in waitpid() per child). goloop watches each
-child with a pidfd (Linux >= 5.3) registered on its own poller instead: the pidfd turns
-readable when the child exits, and the loop reaps it with waitpid(pid, WNOHANG). No thread,
+Subprocesses: asyncio 3.11-3.13 learn that a child exited from the policy's child watcher
+(deprecated in 3.12, removed in 3.14). goloop never consults it: it watches each child with
+a pidfd (Linux >= 5.3) registered on its own poller: the pidfd turns readable when the
+child exits, and the loop reaps it with waitid(P_PIDFD)/waitpid(pid, WNOHANG). No thread,
 no SIGCHLD handler, nothing shared with other users of SIGCHLD or waitpid(-1). Where
-pidfd_open() is unavailable (older kernels, seccomp), asyncio's watcher path is used.
+pidfd_open() is unavailable (older kernels, seccomp, EMFILE), a thread blocked in
+waitpid(pid) watches that child (what asyncio's ThreadedChildWatcher does).
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import errno
 import os
 import select
 import threading
-from asyncio import events, unix_events
 from asyncio.log import logger
+
+from . import _compat
 
 _pidfd_supported: bool | None = None
 
@@ -69,7 +71,7 @@ def _reap(pid: int, pidfd: int, warn: bool = True) -> int | None:
         return 255
     if wpid == 0:
         return None
-    return unix_events.waitstatus_to_exitcode(status)
+    return os.waitstatus_to_exitcode(status)
 
 
 class _OrphanReaper:
@@ -152,15 +154,12 @@ class UnixMixin:
     async def _make_subprocess_transport(self, protocol, args, shell,
                                          stdin, stdout, stderr, bufsize,
                                          extra=None, **kwargs):
-        if not _pidfd_available():
-            return await super()._make_subprocess_transport(
-                protocol, args, shell, stdin, stdout, stderr, bufsize, extra=extra, **kwargs)
-        # asyncio's structure (unix_events._UnixSelectorEventLoop._make_subprocess_transport),
-        # with a pidfd on goloop's poller in place of the child watcher.
+        # asyncio's structure (_UnixSelectorEventLoop._make_subprocess_transport), with
+        # goloop's own watching of the child in place of the policy's child watcher.
         waiter = self.create_future()
-        transp = unix_events._UnixSubprocessTransport(self, protocol, args, shell,
-                                                      stdin, stdout, stderr, bufsize,
-                                                      waiter=waiter, extra=extra, **kwargs)
+        transp = _compat.UnixSubprocessTransport(self, protocol, args, shell,
+                                                 stdin, stdout, stderr, bufsize,
+                                                 waiter=waiter, extra=extra, **kwargs)
         self._watch_child(transp.get_pid(), transp)
         try:
             await waiter
@@ -168,19 +167,22 @@ class UnixMixin:
             raise
         except BaseException:
             transp.close()
-            await transp._wait()
+            await _compat.subprocess_wait(transp)
             raise
         return transp
 
     def _watch_child(self, pid: int, transp) -> None:
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError as exc:
-            # e.g. EMFILE: watch this child asyncio's way rather than lose its exit status
-            logger.warning("pidfd_open(%d) failed (%s): using asyncio's child watcher",
-                           pid, exc)
-            with events.get_child_watcher() as watcher:
-                watcher.add_child_handler(pid, self._child_watcher_callback, transp)
+        pidfd = -1
+        if _pidfd_available():
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError as exc:
+                # e.g. EMFILE: a thread waits for this child rather than lose its status
+                logger.warning("pidfd_open(%d) failed (%s): a thread waits for the child",
+                               pid, exc)
+        if pidfd < 0:
+            threading.Thread(target=self._wait_child_thread, args=(pid, transp),
+                             name=f"goloop-waitpid-{pid}", daemon=True).start()
             return
         if self._pidfd_children is None:
             self._pidfd_children = {}
@@ -191,8 +193,36 @@ class UnixMixin:
             raise
         self._pidfd_children[pid] = (pidfd, transp)
 
+    def _wait_child_thread(self, pid: int, transp) -> None:
+        # No pidfd: block in waitpid(pid) in this thread (asyncio's ThreadedChildWatcher).
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            # reaped by somebody else (Popen.poll() from the transport's close())
+            proc = _compat.subprocess_popen(transp)
+            returncode = proc.returncode if proc is not None and proc.returncode is not None else None
+            if returncode is None:
+                logger.warning("Unknown child process pid %d, will report returncode 255", pid)
+                returncode = 255
+        else:
+            returncode = os.waitstatus_to_exitcode(status)
+        if self.is_closed():
+            return
+        try:
+            self.call_soon_threadsafe(self._child_exited, pid, returncode, transp)
+        except RuntimeError:  # closed meanwhile
+            pass
+
+    def _child_exited(self, pid: int, returncode: int, transp) -> None:
+        proc = _compat.subprocess_popen(transp)
+        if proc is not None and proc.returncode is not None:
+            returncode = proc.returncode
+        if self.get_debug():
+            logger.debug('process %s exited with returncode %s', pid, returncode)
+        _compat.subprocess_exited(transp, returncode)
+
     def _pidfd_ready(self, pid: int, pidfd: int, transp) -> None:
-        proc = transp._proc
+        proc = _compat.subprocess_popen(transp)
         if proc is not None and proc.returncode is not None:
             # already reaped by Popen.poll() (BaseSubprocessTransport.close() calls it)
             returncode = proc.returncode
@@ -203,7 +233,7 @@ class UnixMixin:
         self._forget_child(pid)
         if self.get_debug():
             logger.debug('process %s exited with returncode %s', pid, returncode)
-        transp._process_exited(returncode)
+        _compat.subprocess_exited(transp, returncode)
 
     def _forget_child(self, pid: int) -> None:
         pidfd, _ = self._pidfd_children.pop(pid)

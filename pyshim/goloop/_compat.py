@@ -1,0 +1,129 @@
+"""Every private asyncio name goloop uses, in one place, with a branch per Python version.
+
+goloop owns its contract (its Server, accept path, run loop, subprocess watching, policy,
+socket transport, TLS protocol). What it still borrows from asyncio's private API is named
+here and nowhere else, so a CPython release that changes one of them breaks this module (and
+tests_py/test_compat.py, which checks each name's presence and shape on the running
+version) rather than some code path at run time.
+
+Public asyncio API (``asyncio.AbstractServer``, ``asyncio.Transport``, ``BaseEventLoop``'s
+documented methods, ``asyncio.log.logger``, ``asyncio.constants``' public values ...) is
+used directly where it is needed.
+"""
+from __future__ import annotations
+
+import sys
+from asyncio import base_events, constants, events, format_helpers, futures, unix_events
+
+PY = sys.version_info[:2]
+PY312 = PY >= (3, 12)
+PY313 = PY >= (3, 13)
+PY314 = PY >= (3, 14)
+
+# -- the loop's base ------------------------------------------------------------------------
+# goloop.Loop composes its Go core with asyncio's unix selector loop for argument handling and
+# protocol plumbing (exception handler, executors, async generators, signals, UDP/pipes,
+# create_connection's address logic). Its selector and _run_once are never used.
+UnixSelectorEventLoop = unix_events._UnixSelectorEventLoop
+
+# The per-child transport asyncio's subprocess API is built on (3.11-3.14: same signature).
+UnixSubprocessTransport = unix_events._UnixSubprocessTransport
+
+
+
+def subprocess_popen(transp):
+    """The subprocess.Popen behind one of asyncio's subprocess transports."""
+    return transp._proc
+
+
+def subprocess_exited(transp, returncode: int) -> None:
+    """Tell asyncio's subprocess transport that its child exited with returncode."""
+    transp._process_exited(returncode)
+
+
+def subprocess_wait(transp):
+    """asyncio's subprocess transport's own wait for the exit (a coroutine)."""
+    return transp._wait()
+
+
+# -- the policy -------------------------------------------------------------------------------
+# 3.11-3.13: the unix default policy (it carries the child-watcher API those versions' code
+# and tests call; goloop's loops never consult a watcher). 3.14 deprecates
+# DefaultEventLoopPolicy (the public alias warns) and removes child watchers: its private
+# base policy is the same class without them.
+if PY314:
+    BasePolicy = events._BaseDefaultEventLoopPolicy
+else:
+    BasePolicy = unix_events._UnixDefaultEventLoopPolicy
+
+
+def set_event_loop_policy(policy) -> None:
+    """asyncio.set_event_loop_policy without 3.14's deprecation warning (goloop.install())."""
+    if PY314:
+        events._set_event_loop_policy(policy)
+    else:
+        events.set_event_loop_policy(policy)
+
+
+# -- running ------------------------------------------------------------------------------
+get_running_loop = events._get_running_loop
+set_running_loop = events._set_running_loop
+
+# -- helpers asyncio's own loop uses, with the same behaviour and messages ---------------------
+format_handle = base_events._format_handle
+_format_callback_source = format_helpers._format_callback_source
+if PY313:
+    def format_callback_source(func, args, debug=False):
+        """'func(args) at file:line' as asyncio's Handle repr has it (3.13: the source
+        location only in debug mode)."""
+        return _format_callback_source(func, args, debug=debug)
+else:
+    def format_callback_source(func, args, debug=False):
+        """'func(args) at file:line' as asyncio's Handle repr has it."""
+        return _format_callback_source(func, args)
+check_ssl_socket = base_events._check_ssl_socket
+set_nodelay = base_events._set_nodelay
+set_reuseport = base_events._set_reuseport
+ipaddr_info = base_events._ipaddr_info
+set_result_unless_cancelled = futures._set_result_unless_cancelled
+SendfileMode = constants._SendfileMode
+
+# asyncio's Server.wait_closed: 3.12.1 fixed it to wait for the connections to drop even if
+# the server was already closed; 3.11's returns at once once the server is closed.
+WAIT_CLOSED_WAITS_FOR_CLIENTS = PY312
+
+# 3.12+ send an empty UDP datagram; 3.11's sendto(b'') sends nothing.
+SENDS_EMPTY_DATAGRAMS = PY312
+
+# 3.13 added create_server(keep_alive=) and create_unix_server(cleanup_socket=).
+SERVER_KEEP_ALIVE = PY313
+UNIX_SERVER_CLEANUP = PY313
+
+
+def _trsock():
+    from asyncio import trsock
+
+    return trsock.TransportSocket
+
+
+# asyncio's wrapper that keeps users from blocking/closing a transport's socket.
+TransportSocket = _trsock()
+
+# Every private name above, for tests_py/test_compat.py: (module, attribute).
+PRIVATE_NAMES = [
+    ("asyncio.unix_events", "_UnixSelectorEventLoop"),
+    ("asyncio.unix_events", "_UnixSubprocessTransport"),
+    ("asyncio.events", "_get_running_loop"),
+    ("asyncio.events", "_set_running_loop"),
+    ("asyncio.base_events", "_format_handle"),
+    ("asyncio.format_helpers", "_format_callback_source"),
+    ("asyncio.base_events", "_check_ssl_socket"),
+    ("asyncio.base_events", "_set_nodelay"),
+    ("asyncio.base_events", "_set_reuseport"),
+    ("asyncio.base_events", "_ipaddr_info"),
+    ("asyncio.futures", "_set_result_unless_cancelled"),
+    ("asyncio.constants", "_SendfileMode"),
+    ("asyncio.trsock", "TransportSocket"),
+] + ([("asyncio.events", "_BaseDefaultEventLoopPolicy"),
+      ("asyncio.events", "_set_event_loop_policy")] if PY314 else
+     [("asyncio.unix_events", "_UnixDefaultEventLoopPolicy")])

@@ -1,0 +1,179 @@
+"""goloop's contract with asyncio's private API, checked on the running Python version.
+
+Every private asyncio name goloop uses is in pyshim/goloop/_compat.py (PRIVATE_NAMES). These
+tests fail loudly when a CPython release removes or reshapes one of them, and when code
+outside _compat starts reaching into asyncio's private names again.
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import os
+import re
+import socket
+import ssl
+import sys
+
+import pytest
+
+from goloop import _compat
+
+PKG_DIR = os.path.dirname(_compat.__file__)
+
+
+@pytest.mark.parametrize("module,name", _compat.PRIVATE_NAMES,
+                         ids=[f"{m}.{n}" for m, n in _compat.PRIVATE_NAMES])
+def test_private_name_exists(module, name):
+    mod = importlib.import_module(module)
+    assert hasattr(mod, name), (
+        f"{module}.{name} is gone in Python {sys.version.split()[0]}: "
+        f"goloop/_compat.py needs a branch for this version")
+
+
+def _params(fn):
+    return list(inspect.signature(fn).parameters)
+
+
+@pytest.mark.parametrize("fn,expected", [
+    (_compat.format_handle, ["handle"]),
+    (_compat.check_ssl_socket, ["sock"]),
+    (_compat.set_nodelay, ["sock"]),
+    (_compat.set_reuseport, ["sock"]),
+    (_compat.set_result_unless_cancelled, ["fut", "result"]),
+], ids=lambda x: getattr(x, "__name__", None) or str(x))
+def test_private_function_signatures(fn, expected):
+    assert _params(fn) == expected
+
+
+def test_format_callback_source_per_version():
+    # 3.13 added a keyword-only debug flag that controls the "at file:line" suffix
+    params = _params(_compat._format_callback_source)
+    assert params[:2] == ["func", "args"]
+    assert ("debug" in params) == _compat.PY313
+
+    def cb(x):
+        pass
+
+    plain = _compat.format_callback_source(cb, (1,), False)
+    debug = _compat.format_callback_source(cb, (1,), True)
+    assert plain.startswith("test_format_callback_source_per_version.<locals>.cb(1)")
+    assert " at " in debug and __file__.rsplit("/", 1)[-1] in debug
+    assert (" at " in plain) == (not _compat.PY313)
+
+
+def test_base_loop_shape():
+    # What goloop.Loop takes from asyncio's unix selector loop (argument handling and
+    # protocol plumbing); each must exist with the signature goloop's code calls.
+    base = _compat.UnixSelectorEventLoop
+    assert _params(base.__init__) == ["self", "selector"]
+    for name in ("_make_datagram_transport", "_make_read_pipe_transport",
+                 "_make_write_pipe_transport", "_ensure_fd_no_transport",
+                 "_sock_sendfile_native", "_make_self_pipe", "_read_from_self",
+                 "_write_to_self", "_process_self_data", "_check_closed", "_check_running",
+                 "_set_coroutine_origin_tracking", "_asyncgen_firstiter_hook",
+                 "_asyncgen_finalizer_hook", "_create_server_getaddrinfo",
+                 "add_signal_handler", "remove_signal_handler", "call_exception_handler",
+                 "run_in_executor", "shutdown_asyncgens", "shutdown_default_executor",
+                 "create_connection", "create_datagram_endpoint", "sock_sendall",
+                 "sock_connect", "sock_accept", "sock_sendfile", "connect_accepted_socket"):
+        assert callable(getattr(base, name, None)), f"{base.__name__}.{name} is gone"
+    assert list(inspect.signature(base._ensure_fd_no_transport).parameters) == ["self", "fd"]
+
+
+def test_subprocess_transport_shape():
+    tr = _compat.UnixSubprocessTransport
+    params = _params(tr.__init__)
+    assert params[:9] == ["self", "loop", "protocol", "args", "shell", "stdin", "stdout",
+                          "stderr", "bufsize"]
+    assert "waiter" in params and "extra" in params
+    assert inspect.iscoroutinefunction(tr._wait)
+    assert _params(tr._process_exited) == ["self", "returncode"]
+
+
+def test_subprocess_helpers_on_a_real_child(gloop):
+    # _proc / _process_exited / _wait as goloop's subprocess watching uses them
+    async def main():
+        tr, _ = await gloop.subprocess_exec(asyncio.SubprocessProtocol, sys.executable,
+                                            "-c", "import sys; sys.exit(3)")
+        popen = _compat.subprocess_popen(tr)
+        rc = await _compat.subprocess_wait(tr)
+        tr.close()
+        return popen, rc
+
+    popen, rc = gloop.run_until_complete(main())
+    assert popen.pid > 0 and rc == 3
+
+
+def test_check_ssl_socket_rejects_ssl_sockets():
+    ctx = ssl.create_default_context()
+    with socket.socket() as raw:
+        s = ctx.wrap_socket(raw, do_handshake_on_connect=False, server_hostname="x")
+        with pytest.raises(TypeError, match="SSLSocket"):
+            _compat.check_ssl_socket(s)
+        s.close()
+
+
+def test_sendfile_mode_and_transport_socket():
+    assert _compat.SendfileMode.TRY_NATIVE.name == "TRY_NATIVE"
+    a, b = socket.socketpair()
+    try:
+        ts = _compat.TransportSocket(a)
+        assert ts.fileno() == a.fileno()
+        with pytest.raises(AttributeError):  # no close() through it
+            ts.close
+    finally:
+        a.close()
+        b.close()
+
+
+def test_policy_base_is_asyncios_default_policy():
+    import goloop
+
+    assert issubclass(goloop.EventLoopPolicy, asyncio.AbstractEventLoopPolicy)
+    if not _compat.PY314:
+        assert issubclass(goloop.EventLoopPolicy, asyncio.DefaultEventLoopPolicy)
+
+
+def test_policy_install_without_deprecation_warning(restore_policy):
+    import warnings
+
+    import goloop
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        goloop.install()
+        pol = asyncio.get_event_loop_policy()
+    assert isinstance(pol, goloop.EventLoopPolicy)
+    loop = pol.new_event_loop()
+    try:
+        assert isinstance(loop, goloop.Loop)
+    finally:
+        loop.close()
+
+
+# Modules of asyncio whose private names count; "asyncio._x" counts too.
+_PRIVATE = re.compile(
+    r"\b(?:asyncio|base_events|base_subprocess|constants|coroutines|events|exceptions|"
+    r"format_helpers|futures|protocols|selector_events|sslproto|streams|tasks|transports|"
+    r"trsock|unix_events)\._[A-Za-z]\w*")
+
+
+def test_no_private_asyncio_names_outside_compat():
+    offenders = []
+    for fn in sorted(os.listdir(PKG_DIR)):
+        if not fn.endswith(".py") or fn == "_compat.py":
+            continue
+        with open(os.path.join(PKG_DIR, fn)) as f:
+            for lineno, line in enumerate(f, 1):
+                code = line.split("#", 1)[0]
+                for m in _PRIVATE.finditer(code):
+                    offenders.append(f"{fn}:{lineno}: {m.group(0)}")
+    assert not offenders, "private asyncio names outside _compat.py:\n" + "\n".join(offenders)
+
+
+def test_scan_catches_a_private_name(tmp_path):
+    # the scan above must be able to fail
+    assert _PRIVATE.search("x = base_events._set_nodelay(sock)")
+    assert _PRIVATE.search("asyncio._get_running_loop()")
+    assert not _PRIVATE.search("self._transports.get(fd)")
