@@ -46,6 +46,22 @@ def subprocess_wait(transp):
     return transp._wait()
 
 
+def take_stream_reader_buffer(protocol):
+    """The bytes a StreamReaderProtocol's reader holds unread, removed from it (start_tls
+    moves them into the TLS protocol, as asyncio 3.13's does since gh-142352); None if
+    protocol is no StreamReaderProtocol or nothing is buffered."""
+    from asyncio.streams import StreamReaderProtocol
+
+    if not isinstance(protocol, StreamReaderProtocol):
+        return None
+    reader = getattr(protocol, "_stream_reader", None)
+    if reader is None or not reader._buffer:
+        return None
+    data = bytes(reader._buffer)
+    reader._buffer.clear()
+    return data
+
+
 # -- the policy -------------------------------------------------------------------------------
 # 3.11-3.13: the unix default policy (it carries the child-watcher API those versions' code
 # and tests call; goloop's loops never consult a watcher). 3.14 deprecates

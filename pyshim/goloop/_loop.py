@@ -262,7 +262,7 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
                         server_hostname=None, ssl_handshake_timeout=None,
                         ssl_shutdown_timeout=None):
         """Upgrade transport to TLS: asyncio's start_tls with goloop's SSLProtocol."""
-        # asyncio's BaseEventLoop.start_tls, line for line, but for the protocol class.
+        # asyncio's (3.13) BaseEventLoop.start_tls, line for line, but for the protocol class.
         import ssl
 
         from ._sslproto import SSLProtocol
@@ -282,6 +282,12 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
         # Pause early so that "ssl_protocol.data_received()" doesn't
         # have a chance to get called before "ssl_protocol.connection_made()".
         transport.pause_reading()
+        # gh-142352 (asyncio 3.13): what a server-side StreamReader already buffered is
+        # the start of the TLS stream: move it into the TLS protocol (on every version).
+        if server_side:
+            buffered = _compat.take_stream_reader_buffer(protocol)
+            if buffered:
+                ssl_protocol._incoming.write(buffered)
         transport.set_protocol(ssl_protocol)
         conmade_cb = self.call_soon(ssl_protocol.connection_made, transport)
         resume_cb = self.call_soon(transport.resume_reading)
