@@ -13,7 +13,7 @@ used directly where it is needed.
 from __future__ import annotations
 
 import sys
-from asyncio import base_events, constants, events, format_helpers, futures, unix_events
+from asyncio import base_events, constants, coroutines, events, format_helpers, futures, unix_events
 
 PY = sys.version_info[:2]
 PY312 = PY >= (3, 12)
@@ -103,6 +103,13 @@ set_reuseport = base_events._set_reuseport
 ipaddr_info = base_events._ipaddr_info
 set_result_unless_cancelled = futures._set_result_unless_cancelled
 SendfileMode = constants._SendfileMode
+
+# asyncio's _check_callback refuses coroutines and coroutine functions, including functions
+# marked with the _is_coroutine object (AsyncMock); 3.14 deprecates the public
+# iscoroutinefunction (it warns), its private twin is what asyncio calls there.
+iscoroutine = coroutines.iscoroutine
+iscoroutinefunction = getattr(coroutines, "_iscoroutinefunction", coroutines.iscoroutinefunction)
+IS_COROUTINE_MARK = getattr(coroutines, "_is_coroutine", None)
 
 # asyncio's Server.wait_closed: 3.12.1 fixed it to wait for the connections to drop even if
 # the server was already closed; 3.11's returns at once once the server is closed.
