@@ -1805,3 +1805,26 @@ def test_sock_recv_wait_then_transport_on_same_socket(loop):
         return data
 
     assert loop.run_until_complete(main()) == b"two"
+
+
+def test_debug_exception_context_has_source_traceback(loop):
+    # asyncio's Handle._run puts the handle's creation traceback into the context in debug
+    # mode; the frame list ends in the function that scheduled the callback.
+    loop.set_debug(True)
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    def bad():
+        1 / 0
+
+    def schedule_it():
+        return loop.call_soon(bad)
+
+    handle = schedule_it()
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    (ctx,) = contexts
+    assert isinstance(ctx["exception"], ZeroDivisionError)
+    tb = ctx["source_traceback"]
+    assert tb is handle._source_traceback
+    assert tb[-1].name == "schedule_it"

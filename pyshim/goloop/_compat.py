@@ -90,8 +90,8 @@ format_handle = base_events._format_handle
 _format_callback_source = format_helpers._format_callback_source
 if PY313:
     def format_callback_source(func, args, debug=False):
-        """'func(args) at file:line' as asyncio's Handle repr has it (3.13: the source
-        location only in debug mode)."""
+        """'func(args) at file:line' as asyncio's Handle repr has it (3.13: the
+        arguments only in debug mode)."""
         return _format_callback_source(func, args, debug=debug)
 else:
     def format_callback_source(func, args, debug=False):

@@ -12,6 +12,7 @@ import signal
 import socket
 import sys
 import threading
+import warnings
 import weakref
 from asyncio import base_events, constants
 from typing import Any, Mapping
@@ -94,10 +95,21 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
     registry are implemented in Go; the rest is asyncio's own code running on top of them.
     """
 
+    _initialized = False  # a loop whose __init__ failed (e.g. after fork) has nothing to close
+
     def __init__(self) -> None:
         _goloop.LoopCore.__init__(self)
         _compat.UnixSelectorEventLoop.__init__(self, _GoSelector(self))
         self._transports = TransportMap()
+        self._initialized = True
+
+    def __del__(self, _warn=warnings.warn) -> None:
+        # A half-made loop, or any loop in a process forked after the Go runtime started
+        # (where every use raises the fork RuntimeError once, from the call that made it):
+        # nothing to warn about or close here.
+        if not self._initialized or _goloop._forked():
+            return
+        super().__del__(_warn)
 
     def __repr__(self) -> str:
         return (f"<goloop.Loop running={self.is_running()} "
@@ -185,6 +197,9 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
         # Called from Go when a callback raised: asyncio's Handle._run reporting.
         cb = _compat.format_callback_source(handle._callback, handle._args or (), self._debug)
         context = {"message": f"Exception in callback {cb}", "exception": exc, "handle": handle}
+        tb = handle._source_traceback
+        if tb:  # debug mode: where the handle was made, as asyncio's Handle._run reports
+            context["source_traceback"] = tb
         self.call_exception_handler(context)
 
     # -- socket operations -------------------------------------------------------------
