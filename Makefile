@@ -2,6 +2,8 @@
 PY      ?= python3
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 PIP     := $(PY) -m pip --disable-pip-version-check -q
+# (pip warns on every call as root, as CI runs it)
+export PIP_ROOT_USER_ACTION := ignore
 export PATH := $(dir $(GO)):$(PATH)
 PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
 export CGO_CFLAGS := -I$(PYINC) -O2
@@ -25,10 +27,12 @@ all: build
 deps:
 	$(PIP) install setuptools wheel
 	$(PIP) install pytest pytest-timeout uvicorn
-	@for p in $(OPTIONAL_DEPS); do \
-	  echo "$(PIP) install $$p"; $(PIP) install $$p && continue; \
-	  if [ -n "$(FREE_THREADED)" ]; then echo "goloop: $$p does not install on free-threaded $(PY): the tests that need it will skip"; \
-	  else exit 1; fi; done
+	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
+	  echo "$(PIP) install $$p"; \
+	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \
+	  elif ! $(PIP) install $$p >build/pip-$$p-$(PYTAG).log 2>&1; then \
+	    echo "goloop: $$p does not install on free-threaded $(PY) (pip's output: build/pip-$$p-$(PYTAG).log): the tests that need it will skip"; fi; \
+	done
 	$(GO) mod download
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
