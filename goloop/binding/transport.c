@@ -41,6 +41,16 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
         PyBuffer_Release(&view);
         return PyObject_CallMethod((PyObject *)self, "_write_after_conn_lost", NULL);
     }
+    if (self->write_size == 0) {
+        /* The context later sends of this data call back in (resume_writing, the drain after
+         * close()): asyncio's writer handle, made by the write() that leaves data queued. */
+        PyObject *ctx = PyContext_CopyCurrent();
+        if (ctx == NULL) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        Py_XSETREF(self->wctx, ctx);
+    }
     int rc = glConnWrite(self, data, (char *)view.buf, view.len, PyBytes_CheckExact(data));
     PyBuffer_Release(&view);
     if (rc < 0) return NULL;
@@ -83,6 +93,13 @@ static PyObject *tr_core_read(GLTransport *self, PyObject *flag) {
     TGUARD();
     int on = PyObject_IsTrue(flag);
     if (on < 0) return NULL;
+    if (on && self->conn != 0) {
+        /* Reading (re)starts: the reads run in a copy of this context from now on, as
+         * asyncio's reader handle, made by _add_reader() here, would run them. */
+        PyObject *ctx = PyContext_CopyCurrent();
+        if (ctx == NULL) return NULL;
+        Py_XSETREF(self->rctx, ctx);
+    }
     if (glConnRead(self, on) < 0) return NULL;
     Py_RETURN_NONE;
 }
