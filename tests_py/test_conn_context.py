@@ -465,3 +465,95 @@ def test_stream_handlers_have_their_own_context(loop):
     inside, after = run_isolated(loop, var, main)
     assert (inside, after) == ("caller", "caller")
     assert seen == [("A", "caller"), ("B", "caller"), ("A", "A"), ("B", "B")]
+
+
+@pytest.mark.parametrize("buffered", [False, True], ids=["Protocol", "BufferedProtocol"])
+def test_failing_read_callback_is_reported_in_the_connections_context(loop, buffered):
+    """A read callback that raises: the exception handler and connection_lost (scheduled by
+    the transport's _fatal_error) run in the connection's read context."""
+    var = contextvars.ContextVar("conn")
+    seen = []
+
+    class Failing(EchoRecorder if not buffered else BufferedEchoRecorder):
+        def data_received(self, data):
+            self.got_data("data_received", data)
+            raise ZeroDivisionError
+
+        def buffer_updated(self, nbytes):
+            self.got_data("buffer_updated", self.buf[:nbytes])
+            raise ZeroDivisionError
+
+    protos = []
+
+    def factory():
+        protos.append(Failing(var))
+        return protos[-1]
+
+    def handler(lp, context):
+        seen.append((type(context.get("exception")).__name__, var.get(UNSET)))
+
+    async def main():
+        loop.set_exception_handler(handler)
+        server = await loop.create_server(factory, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        for msg in (b"A1", b"B1"):
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(msg)
+            assert await r.read() == b""
+            w.close()
+        await asyncio.gather(*(p.lost for p in protos))
+        server.close()
+        await server.wait_closed()
+        return var.get()
+
+    inside, after = run_isolated(loop, var, main)
+    assert (inside, after) == ("caller", "caller")
+    assert seen == [("ZeroDivisionError", "A"), ("ZeroDivisionError", "B")]
+    for p in protos:
+        assert [e for e in p.log if e[0] != "get_buffer"] == [
+            ("connection_made", "caller"), (p.log[-2][0], "caller"), ("connection_lost", p.name)]
+
+
+def test_resume_reading_reads_in_a_copy_of_the_resumers_context(loop):
+    """asyncio's resume_reading registers a new reader handle: the reads that follow run in a
+    copy of the context that called resume_reading, not in the one from before the pause."""
+    var = contextvars.ContextVar("conn")
+
+    class Pausing(EchoRecorder):
+        def data_received(self, data):
+            super().data_received(data)
+            self.transport.pause_reading()
+            self.paused.set_result(None)
+
+    async def main():
+        protos = []
+
+        def factory():
+            protos.append(Pausing(var))
+            protos[-1].paused = loop.create_future()
+            return protos[-1]
+
+        server = await loop.create_server(factory, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"A1")
+        assert await r.readexactly(2) == b"A1"
+        p = protos[0]
+        await p.paused
+        w.write(b"A2")
+        var.set("resumer")
+        p.paused = loop.create_future()
+        p.transport.resume_reading()
+        await p.paused
+        assert await r.readexactly(2) == b"A2"
+        w.close()
+        p.transport.close()
+        await p.lost
+        server.close()
+        await server.wait_closed()
+        return p.log, var.get()
+
+    (log, inside), after = run_isolated(loop, var, main)
+    assert (inside, after) == ("resumer", "caller")
+    assert log == [("connection_made", "caller"), ("data_received", "caller"),
+                   ("data_received", "resumer"), ("connection_lost", "resumer")]

@@ -27,29 +27,23 @@ PyObject *gl_call_method1(PyObject *self, const char *name, PyObject *arg) {
 
 /* Enters the contextvars context ctx (none: NULL) for one protocol callback, as the handle
  * asyncio's transports register with its selector would, keeping a reference while inside
- * (the transport may replace its context meanwhile) and leaving a pending exception as it
- * was. ctx_exit leaves it; it returns -1 only if leaving failed with no exception pending,
- * with that error set. */
-static int ctx_enter(PyObject *ctx) {
+ * (the transport may replace its context meanwhile). No exception may be pending. */
+static inline int ctx_enter(PyObject *ctx) {
     if (ctx == NULL) return 0;
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
     Py_INCREF(ctx);
     if (PyContext_Enter(ctx) < 0) {
         Py_DECREF(ctx);
-        Py_XDECREF(t);
-        Py_XDECREF(v);
-        Py_XDECREF(tb);
         return -1;
     }
-    PyErr_Restore(t, v, tb);
     return 0;
 }
 
-static int ctx_exit(PyObject *ctx) {
+/* Leaves ctx. failed: the callback left an exception pending, which stays as it was.
+ * Returns -1 only if leaving failed on its own, with that error set. */
+static inline int ctx_exit(PyObject *ctx, int failed) {
     if (ctx == NULL) return 0;
     int rc = 0;
-    if (PyErr_Occurred()) {
+    if (failed) {
         PyObject *t, *v, *tb;
         PyErr_Fetch(&t, &v, &tb);
         if (PyContext_Exit(ctx) < 0) PyErr_Clear();
@@ -64,14 +58,24 @@ static int ctx_exit(PyObject *ctx) {
 PyObject *gl_call_method0_in(PyObject *self, const char *name, PyObject *ctx) {
     if (ctx_enter(ctx) < 0) return NULL;
     PyObject *r = PyObject_CallMethod(self, name, NULL);
-    if (ctx_exit(ctx) < 0) Py_CLEAR(r);
+    if (ctx_exit(ctx, r == NULL) < 0) Py_CLEAR(r);
     return r;
 }
 
+/* gl_call_fatal in ctx; the exception it reports is pending on entry (rare paths). */
 int gl_call_fatal_in(PyObject *tr, const char *msg, PyObject *ctx) {
-    if (ctx_enter(ctx) < 0) return gl_exc_is_fatal() ? -1 : (PyErr_WriteUnraisable(tr), 0);
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (ctx_enter(ctx) < 0) {
+        Py_XDECREF(t);
+        Py_XDECREF(v);
+        Py_XDECREF(tb);
+        return gl_exc_is_fatal() ? -1 : (PyErr_WriteUnraisable(tr), 0);
+    }
+    PyErr_Restore(t, v, tb);
     int rc = gl_call_fatal(tr, msg);
-    if (ctx_exit(ctx) < 0) rc = gl_exc_is_fatal() ? -1 : (PyErr_WriteUnraisable(tr), 0);
+    if (ctx_exit(ctx, PyErr_Occurred() != NULL) < 0)
+        rc = gl_exc_is_fatal() ? -1 : (PyErr_WriteUnraisable(tr), 0);
     return rc;
 }
 
@@ -323,7 +327,7 @@ Py_ssize_t gl_read_deliver_u(uintptr_t meth_u, int fd, uintptr_t rbuf_u, Py_ssiz
     PyObject *ctx = (PyObject *)ctx_u, *r = NULL;
     if (ctx_enter(ctx) == 0) {
         r = PyObject_Vectorcall(meth, &b, 1, NULL);
-        if (ctx_exit(ctx) < 0) Py_CLEAR(r);
+        if (ctx_exit(ctx, r == NULL) < 0) Py_CLEAR(r);
     }
     Py_DECREF(b);
     if (r == NULL) return GL_RB_UPDATED;
@@ -362,7 +366,7 @@ Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer_u, uintptr_t buffer_updated_u
     PyObject *ctx = (PyObject *)ctx_u;
     if (ctx_enter(ctx) < 0) return GL_RB_GETBUF;
     Py_ssize_t n = read_buffered((PyObject *)get_buffer_u, (PyObject *)buffer_updated_u, fd);
-    if (ctx_exit(ctx) < 0) return GL_RB_UPDATED;
+    if (ctx_exit(ctx, n == GL_RB_GETBUF || n == GL_RB_UPDATED) < 0) return GL_RB_UPDATED;
     return n;
 }
 
