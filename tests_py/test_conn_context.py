@@ -557,3 +557,41 @@ def test_resume_reading_reads_in_a_copy_of_the_resumers_context(loop):
     assert (inside, after) == ("resumer", "caller")
     assert log == [("connection_made", "caller"), ("data_received", "caller"),
                    ("data_received", "resumer"), ("connection_lost", "resumer")]
+
+
+def test_close_after_write_loses_the_connection_in_closes_context(loop):
+    """write() then close() in one callback: asyncio's write() sends at once, so close() finds
+    the buffer empty and schedules connection_lost in a copy of its own context, which sees
+    what was set between the write and the close (goloop sends at the end of the iteration,
+    which must not change that)."""
+    var = contextvars.ContextVar("conn")
+
+    class Closing(EchoRecorder):
+        def data_received(self, data):
+            self.got_data("data_received", data)
+            self.transport.write(b"bye")
+            self.var.set("closing")
+            self.transport.close()
+
+    protos = []
+
+    def factory():
+        protos.append(Closing(var))
+        return protos[-1]
+
+    async def main():
+        server = await loop.create_server(factory, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"A1")
+        assert await r.read() == b"bye"
+        w.close()
+        await protos[0].lost
+        server.close()
+        await server.wait_closed()
+        return var.get()
+
+    inside, after = run_isolated(loop, var, main)
+    assert (inside, after) == ("caller", "caller")
+    assert protos[0].log == [("connection_made", "caller"), ("data_received", "caller"),
+                             ("connection_lost", "closing")]

@@ -65,13 +65,15 @@ typedef struct {
     char eof;
     char protocol_paused;
     char sendfile_busy;
+    char write_blocked;          /* the last send left data queued (EAGAIN) */
     /* contextvars contexts of the connection's callbacks, as asyncio's reader and writer
      * handles hold them; set only while attached (conn != 0), cleared by Go's detach:
      * rctx, copied when reading starts or resumes: data_received, get_buffer/buffer_updated,
      *   eof_received and read errors run in it;
      * wctx, copied by the write() that found the queue empty: what the queue's later
      *   sending calls (resume_writing, the drain after close()/write_eof(), write errors)
-     *   runs in. */
+     *   runs in; a close() while the queue only waits for the end of the iteration
+     *   (asyncio would have sent it already) replaces it with a copy of its own context. */
     PyObject *rctx;
     PyObject *wctx;
 } GLTransport;

@@ -122,6 +122,18 @@ static PyObject *tr_core_detach(GLTransport *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* close() with data queued: if the queue only waits for the end of this loop iteration
+ * (nothing has blocked), asyncio's write() would have sent it already and its close() would
+ * schedule connection_lost in a copy of the current context; the drain calls it in that. */
+static PyObject *tr_core_close_ctx(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->conn != 0 && self->write_size > 0 && !self->write_blocked) {
+        PyObject *ctx = PyContext_CopyCurrent();
+        if (ctx == NULL) return NULL;
+        Py_XSETREF(self->wctx, ctx);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *tr_core_events(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
     TGUARD();
     return PyLong_FromLong(glConnEvents(self));
@@ -139,6 +151,7 @@ static PyMethodDef tr_methods[] = {
     {"_core_flush", (PyCFunction)tr_core_flush, METH_NOARGS, NULL},
     {"_core_detach", (PyCFunction)tr_core_detach, METH_NOARGS, NULL},
     {"_core_events", (PyCFunction)tr_core_events, METH_NOARGS, NULL},
+    {"_core_close_ctx", (PyCFunction)tr_core_close_ctx, METH_NOARGS, NULL},
     {NULL}
 };
 

@@ -322,6 +322,10 @@ func (c *conn) flush(deferred bool) bool {
 		}
 		c.consume(n)
 	}
+	c.tr.write_blocked = 0
+	if c.wsize > 0 {
+		c.tr.write_blocked = 1
+	}
 	c.update()
 	if c.detached {
 		return true
@@ -382,6 +386,7 @@ func (c *conn) clearWrite() {
 	c.wq = c.wq[:0]
 	c.whead, c.woff, c.wsize = 0, 0, 0
 	c.tr.write_size = 0
+	c.tr.write_blocked = 0
 }
 
 //export glConnClearWrite
