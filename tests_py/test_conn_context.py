@@ -595,3 +595,59 @@ def test_close_after_write_loses_the_connection_in_closes_context(loop):
     assert (inside, after) == ("caller", "caller")
     assert protos[0].log == [("connection_made", "caller"), ("data_received", "caller"),
                              ("connection_lost", "closing")]
+
+
+def test_resume_writing_that_writes_while_closing(loop):
+    """resume_writing (writer's context) writes again after close(): asyncio sends it at once
+    and loses the connection in the same writer's context, so connection_lost sees what
+    resume_writing set."""
+    var = contextvars.ContextVar("conn")
+    big = b"x" * (16 * 1024 * 1024)
+    protos = []
+
+    class Server(asyncio.Protocol):
+        def __init__(self):
+            self.log = []
+            self.lost = loop.create_future()
+            protos.append(self)
+
+        def connection_made(self, transport):
+            self.transport = transport
+            transport.set_write_buffer_limits(high=4096)
+
+        def data_received(self, data):
+            var.set("A")
+            self.transport.write(big)
+            self.transport.close()
+
+        def pause_writing(self):
+            pass
+
+        def resume_writing(self):
+            self.log.append(("resume_writing", var.get(UNSET)))
+            var.set("resumed")
+            self.transport.write(bytearray(b"tail"))
+
+        def connection_lost(self, exc):
+            self.log.append(("connection_lost", var.get(UNSET)))
+            self.lost.set_result(exc)
+
+    async def main():
+        server = await loop.create_server(Server, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"go")
+        n = 0
+        while chunk := await reader.read(1024 * 1024):
+            n += len(chunk)
+            if n < len(big) // 2:
+                await asyncio.sleep(0.001)
+        writer.close()
+        assert await protos[0].lost is None
+        server.close()
+        await server.wait_closed()
+        return n, var.get()
+
+    (n, inside), after = run_isolated(loop, var, main)
+    assert (n, inside, after) == (len(big) + 4, "caller", "caller")
+    assert protos[0].log == [("resume_writing", "A"), ("connection_lost", "resumed")]

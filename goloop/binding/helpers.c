@@ -356,8 +356,9 @@ PyObject *gl_getattr(PyObject *o, const char *name) { return PyObject_GetAttrStr
 
 /* One BufferedProtocol read, in one call from Go: buf = get_buffer(-1), read(2) from the
  * (non-blocking) socket straight into it, buffer_updated(n), in the connection's read
- * context ctx (NULL: the current one). The methods and ctx come as integers (see gl.h). Returns the bytes delivered, 0 at EOF, GL_RB_GETBUF with a Python exception
- * set by get_buffer or its buffer, GL_RB_UPDATED with one set by buffer_updated, or
+ * context ctx (NULL: the current one). The methods and ctx come as integers (see gl.h).
+ * Returns the bytes delivered, 0 at EOF, GL_RB_GETBUF with a Python exception set by
+ * get_buffer or its buffer, GL_RB_UPDATED with one set by buffer_updated, or
  * GL_RB_ERRNO - errno when read(2) failed. */
 static Py_ssize_t read_buffered(PyObject *get_buffer, PyObject *buffer_updated, int fd);
 

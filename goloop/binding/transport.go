@@ -103,6 +103,15 @@ func callMethod0In(obj pyObj, name *C.char, ctx pyObj) bool {
 func (c *conn) readCtx() pyObj  { return c.tr.rctx }
 func (c *conn) writeCtx() pyObj { return c.tr.wctx }
 
+// sendCtx is the context flush's callbacks run in: the writer's when the loop sends
+// (deferred), else the current one (nil).
+func (c *conn) sendCtx(deferred bool) pyObj {
+	if deferred {
+		return c.writeCtx()
+	}
+	return nil
+}
+
 //export glConnAttach
 func glConnAttach(tr *C.GLTransport, loopObj pyObj, fd C.int) (rc C.int) {
 	defer recoverInt(&rc)
@@ -285,10 +294,8 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 // iteration, or the socket turned writable), and what it calls runs in the writer's context
 // as asyncio's writer handle would; otherwise a write()/abort() of the current context does.
 func (c *conn) flush(deferred bool) bool {
-	var ctx pyObj
-	if deferred {
-		ctx = c.writeCtx()
-	}
+	// the context is read at each call (sendCtx): a callback may replace it (a write() that
+	// finds the queue empty), which releases the one it had
 	for c.wsize > 0 && !c.detached {
 		var n int
 		var err error
@@ -318,7 +325,7 @@ func (c *conn) flush(deferred bool) bool {
 			c.clearWrite()
 			c.update()
 			C.gl_set_oserror(C.int(err.(unix.Errno)))
-			return C.gl_call_fatal_in(trObj(c.tr), msgWriteErr, ctx) == 0
+			return C.gl_call_fatal_in(trObj(c.tr), msgWriteErr, c.sendCtx(deferred)) == 0
 		}
 		c.consume(n)
 	}
@@ -332,12 +339,12 @@ func (c *conn) flush(deferred bool) bool {
 	}
 	tr := c.tr
 	if tr.protocol_paused != 0 && c.wsize <= int(tr.low_water) {
-		if !callMethod0In(trObj(tr), cResumeProtocol, ctx) {
+		if !callMethod0In(trObj(tr), cResumeProtocol, c.sendCtx(deferred)) {
 			return false
 		}
 	}
 	if c.wsize == 0 && !c.detached && (tr.closing != 0 || tr.eof != 0 || tr.sendfile_busy != 0) {
-		if !callMethod0In(trObj(tr), cWriteDrained, ctx) {
+		if !callMethod0In(trObj(tr), cWriteDrained, c.sendCtx(deferred)) {
 			return false
 		}
 	}
