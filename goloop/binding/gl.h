@@ -65,6 +65,17 @@ typedef struct {
     char eof;
     char protocol_paused;
     char sendfile_busy;
+    char write_blocked;          /* the last send left data queued (EAGAIN) */
+    /* contextvars contexts of the connection's callbacks, as asyncio's reader and writer
+     * handles hold them; set only while attached (conn != 0), cleared by Go's detach:
+     * rctx, copied when reading starts or resumes: data_received, get_buffer/buffer_updated,
+     *   eof_received and read errors run in it;
+     * wctx, copied by the write() that found the queue empty: what the queue's later
+     *   sending calls (resume_writing, the drain after close()/write_eof(), write errors)
+     *   runs in; a close() while the queue only waits for the end of the iteration
+     *   (asyncio would have sent it already) replaces it with a copy of its own context. */
+    PyObject *rctx;
+    PyObject *wctx;
 } GLTransport;
 
 extern PyTypeObject *GL_HandleType;
@@ -87,16 +98,20 @@ void gl_set_oserror(int err);
 int gl_exc_is_fatal(void);
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
                         Py_ssize_t nargs, PyObject *context, double when);
-Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, int fd);
+Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, int fd, uintptr_t ctx);
 #define GL_RB_GETBUF (-1)   /* gl_read_buffered_u's failures */
 #define GL_RB_UPDATED (-2)
 #define GL_RB_ERRNO (-1000) /* minus errno */
 int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *err, int *sig);
 Py_ssize_t gl_read_deliver_u(uintptr_t meth, int fd, uintptr_t rbuf, Py_ssize_t rbuf_len,
-                             Py_ssize_t last);
+                             Py_ssize_t last, uintptr_t ctx);
 #define GL_DIRECT_MIN (16 * 1024)        /* reads this large go straight into bytes next */
 #define GL_DIRECT_MAX (128 * 1024 - 64)  /* their size: under glibc's mmap threshold */
 int gl_call_fatal(PyObject *tr, const char *msg);
+/* The same two calls made inside the contextvars context ctx (none: NULL). */
+PyObject *gl_call_method0_in(PyObject *self, const char *name, PyObject *ctx);
+int gl_call_fatal_in(PyObject *tr, const char *msg, PyObject *ctx);
+void gl_tr_clear_ctx(GLTransport *tr);
 PyObject *gl_getattr(PyObject *o, const char *name);
 int gl_check_callback(PyObject *cb, const char *method);
 int gl_init_callback_check(void);

@@ -715,7 +715,8 @@ func glLoopTraverse(self *C.GLLoop, visit C.visitproc, arg unsafe.Pointer) (rc C
 		return rc
 	}
 	for c := range l.conns {
-		if !v(trObj(c.tr)) || !v(c.onData) || !v(c.getBuffer) || !v(c.bufferUpdated) {
+		if !v(trObj(c.tr)) || !v(c.onData) || !v(c.getBuffer) || !v(c.bufferUpdated) ||
+			!v(c.tr.rctx) || !v(c.tr.wctx) {
 			return
 		}
 	}

@@ -47,6 +47,16 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
         PyBuffer_Release(&view);
         return PyObject_CallMethod((PyObject *)self, "_write_after_conn_lost", NULL);
     }
+    if (self->write_size == 0) {
+        /* The context later sends of this data call back in (resume_writing, the drain after
+         * close()): asyncio's writer handle, made by the write() that leaves data queued. */
+        PyObject *ctx = PyContext_CopyCurrent();
+        if (ctx == NULL) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        Py_XSETREF(self->wctx, ctx);
+    }
     int rc = glConnWrite(self, data, (char *)view.buf, view.len, PyBytes_CheckExact(data));
     PyBuffer_Release(&view);
     if (rc < 0) return NULL;
@@ -89,6 +99,13 @@ static PyObject *tr_core_read(GLTransport *self, PyObject *flag) {
     TGUARD();
     int on = PyObject_IsTrue(flag);
     if (on < 0) return NULL;
+    if (on && self->conn != 0) {
+        /* Reading (re)starts: the reads run in a copy of this context from now on, as
+         * asyncio's reader handle, made by _add_reader() here, would run them. */
+        PyObject *ctx = PyContext_CopyCurrent();
+        if (ctx == NULL) return NULL;
+        Py_XSETREF(self->rctx, ctx);
+    }
     if (glConnRead(self, on) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -111,6 +128,18 @@ static PyObject *tr_core_detach(GLTransport *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* close() with data queued: if the queue only waits for the end of this loop iteration
+ * (nothing has blocked), asyncio's write() would have sent it already and its close() would
+ * schedule connection_lost in a copy of the current context; the drain calls it in that. */
+static PyObject *tr_core_close_ctx(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->conn != 0 && self->write_size > 0 && !self->write_blocked) {
+        PyObject *ctx = PyContext_CopyCurrent();
+        if (ctx == NULL) return NULL;
+        Py_XSETREF(self->wctx, ctx);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *tr_core_events(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
     TGUARD();
     return PyLong_FromLong(glConnEvents(self));
@@ -128,6 +157,7 @@ static PyMethodDef tr_methods[] = {
     {"_core_flush", (PyCFunction)tr_core_flush, METH_NOARGS, NULL},
     {"_core_detach", (PyCFunction)tr_core_detach, METH_NOARGS, NULL},
     {"_core_events", (PyCFunction)tr_core_events, METH_NOARGS, NULL},
+    {"_core_close_ctx", (PyCFunction)tr_core_close_ctx, METH_NOARGS, NULL},
     {NULL}
 };
 

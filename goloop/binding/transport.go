@@ -88,6 +88,30 @@ func callMethod0(obj pyObj, name *C.char) bool {
 	return true
 }
 
+// callMethod0In calls obj.name() in the contextvars context ctx (nil: the current one).
+func callMethod0In(obj pyObj, name *C.char, ctx pyObj) bool {
+	r := C.gl_call_method0_in(obj, name, ctx)
+	if r == nil {
+		return false
+	}
+	C.gl_decref(r)
+	return true
+}
+
+// readCtx and writeCtx are the contexts the connection's reads and its queue's later sends
+// call back in (see GLTransport in gl.h).
+func (c *conn) readCtx() pyObj  { return c.tr.rctx }
+func (c *conn) writeCtx() pyObj { return c.tr.wctx }
+
+// sendCtx is the context flush's callbacks run in: the writer's when the loop sends
+// (deferred), else the current one (nil).
+func (c *conn) sendCtx(deferred bool) pyObj {
+	if deferred {
+		return c.writeCtx()
+	}
+	return nil
+}
+
 //export glConnAttach
 func glConnAttach(tr *C.GLTransport, loopObj pyObj, fd C.int) (rc C.int) {
 	defer recoverInt(&rc)
@@ -247,7 +271,7 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 	c.wsize += int(n)
 	tr.write_size = C.Py_ssize_t(c.wsize)
 	if c.wsize > int(tr.high_water) {
-		if !c.flush() {
+		if !c.flush(false) { // inside write(): its caller's context, as asyncio's send
 			return -1
 		}
 		if c.wsize > int(tr.high_water) && tr.protocol_paused == 0 && !c.detached {
@@ -266,8 +290,12 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 
 // flush sends what it can of the queue. It returns false when a Python exception must
 // propagate out of the loop (SystemExit, KeyboardInterrupt); other errors go to the
-// transport's _fatal_error as in asyncio.
-func (c *conn) flush() bool {
+// transport's _fatal_error as in asyncio. deferred: the loop sends (at the end of an
+// iteration, or the socket turned writable), and what it calls runs in the writer's context
+// as asyncio's writer handle would; otherwise a write()/abort() of the current context does.
+func (c *conn) flush(deferred bool) bool {
+	// the context is read at each call (sendCtx): a callback may replace it (a write() that
+	// finds the queue empty), which releases the one it had
 	for c.wsize > 0 && !c.detached {
 		var n int
 		var err error
@@ -297,9 +325,13 @@ func (c *conn) flush() bool {
 			c.clearWrite()
 			c.update()
 			C.gl_set_oserror(C.int(err.(unix.Errno)))
-			return C.gl_call_fatal(trObj(c.tr), msgWriteErr) == 0
+			return C.gl_call_fatal_in(trObj(c.tr), msgWriteErr, c.sendCtx(deferred)) == 0
 		}
 		c.consume(n)
+	}
+	c.tr.write_blocked = 0
+	if c.wsize > 0 {
+		c.tr.write_blocked = 1
 	}
 	c.update()
 	if c.detached {
@@ -307,12 +339,12 @@ func (c *conn) flush() bool {
 	}
 	tr := c.tr
 	if tr.protocol_paused != 0 && c.wsize <= int(tr.low_water) {
-		if !callMethod0(trObj(tr), cResumeProtocol) {
+		if !callMethod0In(trObj(tr), cResumeProtocol, c.sendCtx(deferred)) {
 			return false
 		}
 	}
 	if c.wsize == 0 && !c.detached && (tr.closing != 0 || tr.eof != 0 || tr.sendfile_busy != 0) {
-		if !callMethod0(trObj(tr), cWriteDrained) {
+		if !callMethod0In(trObj(tr), cWriteDrained, c.sendCtx(deferred)) {
 			return false
 		}
 	}
@@ -361,6 +393,7 @@ func (c *conn) clearWrite() {
 	c.wq = c.wq[:0]
 	c.whead, c.woff, c.wsize = 0, 0, 0
 	c.tr.write_size = 0
+	c.tr.write_blocked = 0
 }
 
 //export glConnClearWrite
@@ -376,7 +409,7 @@ func glConnClearWrite(tr *C.GLTransport) (rc C.int) {
 //export glConnFlush
 func glConnFlush(tr *C.GLTransport) (rc C.int) {
 	defer recoverInt(&rc)
-	if c := connOf(tr); c != nil && !c.flush() {
+	if c := connOf(tr); c != nil && !c.flush(false) {
 		return -1
 	}
 	return 0
@@ -390,7 +423,7 @@ func (c *conn) onEvent(ev uint32) bool {
 		}
 	}
 	if !c.detached && c.wsize > 0 && ev&(poller.Writable|poller.Error|poller.Hangup) != 0 {
-		return c.flush()
+		return c.flush(true)
 	}
 	return true
 }
@@ -405,17 +438,18 @@ func (c *conn) onReadable() bool {
 	}
 	// onData a PyObject, rbuf C memory: plain integers for cgo (see gl.h)
 	n := C.gl_read_deliver_u(C.uintptr_t(uintptr(unsafe.Pointer(c.onData))), C.int(c.fd),
-		C.uintptr_t(uintptr(unsafe.Pointer(&c.l.rbuf[0]))), C.Py_ssize_t(len(c.l.rbuf)), c.lastRead)
+		C.uintptr_t(uintptr(unsafe.Pointer(&c.l.rbuf[0]))), C.Py_ssize_t(len(c.l.rbuf)), c.lastRead,
+		C.uintptr_t(uintptr(unsafe.Pointer(c.readCtx()))))
 	switch {
 	case n > 0:
 		c.lastRead = n
 		return true
 	case n == 0:
-		return callMethod0(trObj(tr), cReadEOF)
+		return callMethod0In(trObj(tr), cReadEOF, c.readCtx())
 	case n <= C.GL_RB_ERRNO:
 		return c.readError(unix.Errno(C.GL_RB_ERRNO - n))
 	default:
-		return C.gl_call_fatal(trObj(tr), msgDataErr) == 0
+		return C.gl_call_fatal_in(trObj(tr), msgDataErr, c.readCtx()) == 0
 	}
 }
 
@@ -424,24 +458,25 @@ func (c *conn) readError(err error) bool {
 		return true
 	}
 	C.gl_set_oserror(C.int(err.(unix.Errno)))
-	return C.gl_call_fatal(trObj(c.tr), msgReadErr) == 0
+	return C.gl_call_fatal_in(trObj(c.tr), msgReadErr, c.readCtx()) == 0
 }
 
 func (c *conn) readBuffered() bool {
 	// PyObject pointers as plain integers for cgo (see gl.h)
 	n := C.gl_read_buffered_u(C.uintptr_t(uintptr(unsafe.Pointer(c.getBuffer))),
-		C.uintptr_t(uintptr(unsafe.Pointer(c.bufferUpdated))), C.int(c.fd))
+		C.uintptr_t(uintptr(unsafe.Pointer(c.bufferUpdated))), C.int(c.fd),
+		C.uintptr_t(uintptr(unsafe.Pointer(c.readCtx()))))
 	switch {
 	case n > 0:
 		return true
 	case n == 0:
-		return callMethod0(trObj(c.tr), cReadEOF)
+		return callMethod0In(trObj(c.tr), cReadEOF, c.readCtx())
 	case n <= C.GL_RB_ERRNO:
 		return c.readError(unix.Errno(C.GL_RB_ERRNO - n))
 	case n == C.GL_RB_GETBUF:
-		return C.gl_call_fatal(trObj(c.tr), msgGetBufErr) == 0
+		return C.gl_call_fatal_in(trObj(c.tr), msgGetBufErr, c.readCtx()) == 0
 	default:
-		return C.gl_call_fatal(trObj(c.tr), msgBufUpdErr) == 0
+		return C.gl_call_fatal_in(trObj(c.tr), msgBufUpdErr, c.readCtx()) == 0
 	}
 }
 
@@ -463,6 +498,7 @@ func (c *conn) detach() {
 	conns[c.id] = nil
 	tr := c.tr
 	tr.conn = 0
+	C.gl_tr_clear_ctx(tr)
 	C.gl_decref(trObj(tr))
 }
 
@@ -481,7 +517,7 @@ func (l *loop) flushDirty() bool {
 		c := l.dirty[i]
 		l.dirty[i] = nil
 		c.dirty = false
-		if !c.detached && c.wsize > 0 && !c.flush() {
+		if !c.detached && c.wsize > 0 && !c.flush(true) {
 			// keep the rest for the next iteration
 			l.dirty = append(l.dirty[:0], l.dirty[i+1:]...)
 			return false

@@ -268,6 +268,10 @@ class SocketTransport(_goloop.SocketTransportCore):
         if not self.get_write_buffer_size():
             self._conn_lost += 1
             self._loop.call_soon(self._call_connection_lost, None)
+        else:
+            # the drain calls connection_lost: in this context's copy, as asyncio's would be,
+            # unless sending had blocked (then in the writer's, see gl.h's wctx)
+            self._core_close_ctx()
 
     def abort(self):
         # Buffered data is lost, as in asyncio; but what write() was given in this loop
