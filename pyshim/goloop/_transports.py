@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import _socket
 import socket
+import sys
 from asyncio import base_events, constants, futures, protocols, trsock
 from asyncio.log import logger
 import warnings
@@ -45,8 +46,21 @@ class TransportMap(dict):
             raise KeyError(fd)
         return transport
 
+    def get(self, fd, default=None):  # 3.12+ _ensure_fd_no_transport
+        ref = dict.get(self, fd)
+        transport = None if ref is None else ref()
+        return default if transport is None else transport
+
 
 _register = dict.__setitem__
+
+# COMPAT: asyncio.Server._attach/_detach take the transport from 3.13 on.
+if sys.version_info >= (3, 13):
+    def _server_arg(transport):
+        return (transport,)
+else:
+    def _server_arg(transport):
+        return ()
 
 
 def _set_nodelay(sock):
@@ -92,7 +106,7 @@ class SocketTransport(_goloop.SocketTransportCore):
         self._high_water = 64 * 1024
         self._low_water = 16 * 1024
         if server is not None:
-            server._attach()
+            server._attach(*_server_arg(self))
         _register(loop._transports, self._sock_fd, weakref.ref(self))  # see TransportMap
         _set_nodelay(sock)
         loop.call_soon(self._protocol.connection_made, self)
@@ -311,7 +325,7 @@ class SocketTransport(_goloop.SocketTransportCore):
             self._loop = None
             server = self._server
             if server is not None:
-                server._detach()
+                server._detach(*_server_arg(self))
                 self._server = None
             if self._empty_waiter is not None and not self._empty_waiter.done():
                 self._empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))
