@@ -611,3 +611,176 @@ def test_short_ssl_writes_and_write_errors_like_asyncio(loop, certs):
 
     run(loop, main())
     assert [c["message"] for c in contexts] == ["Fatal error on SSL protocol"]
+
+
+# -- close with pending writes: no protocol call after connection_lost (issue 12) ----------
+
+
+def test_write_from_resume_writing_while_closing_like_asyncio(loop):
+    """A protocol that writes from resume_writing() while its transport is closing: the
+    write must return before connection_lost() is called (asyncio's write() never calls the
+    protocol back). goloop's write() past the high-water mark flushes at once; when that
+    drained the queue of a closing transport it used to call connection_lost() from inside
+    the write, and a TLS protocol then called its app's resume_writing() on None."""
+    import socket
+
+    events = []
+
+    class P(asyncio.Protocol):
+        def __init__(self):
+            self.lost = loop.create_future()
+            self.in_write = False
+
+        def connection_made(self, tr):
+            self.tr = tr
+            tr.set_write_buffer_limits(high=1000, low=0)
+
+        def pause_writing(self):
+            events.append("pause")
+
+        def resume_writing(self):
+            events.append("resume")
+            self.in_write = True
+            self.tr.write(b"r" * 2000)  # past the high-water mark
+            self.in_write = False
+            events.append("wrote")
+
+        def connection_lost(self, exc):
+            events.append(("lost", self.in_write, exc))
+            self.lost.set_result(None)
+
+    async def main():
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        got = bytearray()
+        try:
+            tr, pr = await loop.connect_accepted_socket(P, a)
+            sent = 0
+            while "pause" not in events:  # b reads nothing yet: the kernel buffers fill up
+                tr.write(b"w" * 65536)
+                sent += 65536
+                await asyncio.sleep(0)
+            tr.close()
+            while not pr.lost.done():  # now b reads all, once per loop iteration
+                try:
+                    while chunk := b.recv(1 << 20):
+                        got.extend(chunk)
+                except BlockingIOError:
+                    pass
+                await asyncio.sleep(0)
+            try:
+                while chunk := b.recv(1 << 20):
+                    got.extend(chunk)
+            except BlockingIOError:
+                pass
+            return sent, got
+        finally:
+            b.close()
+
+    sent, got = run(loop, main())
+    assert events == ["pause", "resume", "wrote", ("lost", False, None)]
+    assert len(got) == sent + 2000
+
+
+def test_tls_peer_shutdown_while_client_writes_like_asyncio(loop, certs):
+    """The TLS peer sends data then close_notify (and more bytes after it) while the client
+    app writes as fast as flow control lets it: the client sees eof_received then
+    connection_lost(None), its exception handler nothing (issue 12: goloop called the SSL
+    protocol's resume_writing after connection_lost, reported as "protocol.resume_writing()
+    failed"). The race is in the kernel's buffers, so several rounds."""
+    import socket
+    import threading
+
+    contexts = []
+    loop.set_exception_handler(lambda lp, c: contexts.append(c))
+
+    def server(lsock, errors):
+        try:
+            sock, _ = lsock.accept()
+            with sock:
+                inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+                so = certs.server_context().wrap_bio(inc, out, server_side=True)
+                while True:
+                    try:
+                        so.do_handshake()
+                        break
+                    except ssl.SSLWantReadError:
+                        if out.pending:
+                            sock.sendall(out.read())
+                        inc.write(sock.recv(65536))
+                so.write(b"hello" * 1000)
+                sock.sendall(out.read())
+                try:
+                    while True:
+                        so.read(65536)
+                except ssl.SSLWantReadError:
+                    pass
+                with pytest.raises(ssl.SSLWantReadError):
+                    so.unwrap()  # close_notify, without waiting for the client's
+                sock.sendall(out.read())
+                while True:  # then the client's trailing data, up to its close_notify
+                    try:
+                        so.read(65536)
+                    except ssl.SSLWantReadError:
+                        data = sock.recv(65536)
+                        if not data:
+                            break
+                        inc.write(data)
+                    except ssl.SSLZeroReturnError:
+                        break
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    async def one_round():
+        events = []
+        done = loop.create_future()
+
+        class Client(asyncio.Protocol):
+            paused = False
+
+            def connection_made(self, tr):
+                self.tr = tr
+                tr.set_write_buffer_limits(high=65536)
+                loop.call_soon(self.pump)
+
+            def pump(self):
+                while not self.paused and not self.tr.is_closing():
+                    self.tr.write(b"x" * 65536)
+
+            def pause_writing(self):
+                self.paused = True
+
+            def resume_writing(self):
+                events.append("resume")
+                self.paused = False
+                loop.call_soon(self.pump)
+
+            def eof_received(self):
+                events.append("eof")
+
+            def connection_lost(self, exc):
+                events.append(("lost", exc))
+                done.set_result(None)
+
+        lsock = socket.create_server(("127.0.0.1", 0))
+        errors = []
+        th = threading.Thread(target=server, args=(lsock, errors))
+        th.start()
+        try:
+            await loop.create_connection(Client, *lsock.getsockname(),
+                                         ssl=certs.client_context(),
+                                         server_hostname="localhost")
+            await done
+            await asyncio.sleep(0.01)
+        finally:
+            await loop.run_in_executor(None, th.join)
+            lsock.close()
+        assert errors == []
+        return [e for e in events if e != "resume"]
+
+    async def main():
+        return [await one_round() for _ in range(6)]
+
+    for events in run(loop, main(), timeout=60):
+        assert events == ["eof", ("lost", None)]
+    assert contexts == []

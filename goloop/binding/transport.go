@@ -247,7 +247,7 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 	c.wsize += int(n)
 	tr.write_size = C.Py_ssize_t(c.wsize)
 	if c.wsize > int(tr.high_water) {
-		if !c.flush() {
+		if !c.flush(false) {
 			return -1
 		}
 		if c.wsize > int(tr.high_water) && tr.protocol_paused == 0 && !c.detached {
@@ -267,7 +267,14 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 // flush sends what it can of the queue. It returns false when a Python exception must
 // propagate out of the loop (SystemExit, KeyboardInterrupt); other errors go to the
 // transport's _fatal_error as in asyncio.
-func (c *conn) flush() bool {
+//
+// notify: also make the calls a drained queue is due (the protocol's resume_writing through
+// _maybe_resume_protocol, connection_lost or the EOF through _write_drained), as asyncio's
+// _write_ready does. A flush made inside a Python call (write() past the high-water mark,
+// abort()) passes false: asyncio's write() never calls the protocol back, and a TLS
+// protocol writing from its resume_writing() must not see connection_lost() before that
+// write returns. Those calls are then left to the end of the iteration (the dirty list).
+func (c *conn) flush(notify bool) bool {
 	for c.wsize > 0 && !c.detached {
 		var n int
 		var err error
@@ -302,22 +309,41 @@ func (c *conn) flush() bool {
 		c.consume(n)
 	}
 	c.update()
-	if c.detached {
+	if !notify {
+		if c.notifyDue() && !c.dirty {
+			c.dirty = true
+			c.l.dirty = append(c.l.dirty, c)
+		}
 		return true
 	}
-	tr := c.tr
-	if tr.protocol_paused != 0 && c.wsize <= int(tr.low_water) {
-		if !callMethod0(trObj(tr), cResumeProtocol) {
+	if c.resumeDue() {
+		if !callMethod0(trObj(c.tr), cResumeProtocol) {
 			return false
 		}
 	}
-	if c.wsize == 0 && !c.detached && (tr.closing != 0 || tr.eof != 0 || tr.sendfile_busy != 0) {
-		if !callMethod0(trObj(tr), cWriteDrained) {
+	if c.drainedDue() {
+		if !callMethod0(trObj(c.tr), cWriteDrained) {
 			return false
 		}
 	}
 	return true
 }
+
+// resumeDue: the protocol was paused and the queue is at the low-water mark. Not once the
+// connection is lost (_force_close): asyncio stops writing then, and calls nothing more.
+func (c *conn) resumeDue() bool {
+	tr := c.tr
+	return !c.detached && tr.conn_lost == 0 && tr.protocol_paused != 0 && c.wsize <= int(tr.low_water)
+}
+
+// drainedDue: the queue is empty and a close, write_eof() or sendfile waits for that.
+func (c *conn) drainedDue() bool {
+	tr := c.tr
+	return !c.detached && tr.conn_lost == 0 && c.wsize == 0 &&
+		(tr.closing != 0 || tr.eof != 0 || tr.sendfile_busy != 0)
+}
+
+func (c *conn) notifyDue() bool { return c.resumeDue() || c.drainedDue() }
 
 // consume drops n sent bytes from the head of the queue.
 func (c *conn) consume(n int) {
@@ -376,7 +402,7 @@ func glConnClearWrite(tr *C.GLTransport) (rc C.int) {
 //export glConnFlush
 func glConnFlush(tr *C.GLTransport) (rc C.int) {
 	defer recoverInt(&rc)
-	if c := connOf(tr); c != nil && !c.flush() {
+	if c := connOf(tr); c != nil && !c.flush(false) {
 		return -1
 	}
 	return 0
@@ -390,7 +416,7 @@ func (c *conn) onEvent(ev uint32) bool {
 		}
 	}
 	if !c.detached && c.wsize > 0 && ev&(poller.Writable|poller.Error|poller.Hangup) != 0 {
-		return c.flush()
+		return c.flush(true)
 	}
 	return true
 }
@@ -481,7 +507,7 @@ func (l *loop) flushDirty() bool {
 		c := l.dirty[i]
 		l.dirty[i] = nil
 		c.dirty = false
-		if !c.detached && c.wsize > 0 && !c.flush() {
+		if !c.detached && (c.wsize > 0 || c.notifyDue()) && !c.flush(true) {
 			// keep the rest for the next iteration
 			l.dirty = append(l.dirty[:0], l.dirty[i+1:]...)
 			return false
