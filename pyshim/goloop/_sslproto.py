@@ -14,9 +14,10 @@
 
 goloop owns its copy of asyncio's ``sslproto`` (as uvloop owns its own), taken from
 CPython 3.13 (the newest code and its fixes: 3.12+ ``is_closing()`` follows the socket
-transport, ``abort()`` passes its exception on, the handshake error is not kept alive) and
-running unchanged on 3.11 to 3.14: ``PySSLProtocol`` and ``_PySSLProtocolTransport`` hold
-asyncio's code, line for line but for the marked changes.
+transport, ``abort()`` passes its exception on, the handshake error is not kept alive).
+It uses nothing that differs between 3.11 and 3.14 (so it needs no version branch; run on
+3.11 and 3.13): ``PySSLProtocol`` and ``_PySSLProtocolTransport`` hold asyncio's code, line
+for line but for the marked changes.
 
 The classes the loop uses, ``SSLProtocol`` and ``_SSLProtocolTransport``, put the C mixins
 ``SSLProtocolFast`` and ``SSLTransportFast`` (goloop/binding/sslfast.c) first in the MRO:
@@ -398,6 +399,7 @@ class PySSLProtocol(protocols.BufferedProtocol):
         if self._app_transport is None:
             if self._app_transport_created:
                 raise RuntimeError('Creating _SSLProtocolTransport twice')
+            # goloop: the class's transport class (the C one for SSLProtocol)
             self._app_transport = self._app_transport_class(self._loop, self)
             self._app_transport_created = True
         return self._app_transport
