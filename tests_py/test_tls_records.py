@@ -784,3 +784,32 @@ def test_tls_peer_shutdown_while_client_writes_like_asyncio(loop, certs):
     for events in run(loop, main(), timeout=60):
         assert events == ["eof", ("lost", None)]
     assert contexts == []
+
+
+def test_custom_sslobject_read_returning_a_bytearray_like_asyncio(loop, certs):
+    """asyncio joins whatever a context's sslobject_class read() returns (b''.join); the C
+    read path did only for bytes, and raised TypeError for anything else."""
+    class ByteArrays(ssl.SSLObject):
+        def read(self, *args, **kw):
+            return bytearray(super().read(*args, **kw))
+
+    ctx = certs.client_context()
+    ctx.sslobject_class = ByteArrays
+    contexts = []
+    loop.set_exception_handler(lambda lp, c: contexts.append(c))
+    payload = bytes(range(256)) * 200  # several records
+
+    async def main():
+        server, tr, pr, _ = await _pair(loop, certs, _Echo,
+                                        lambda: _Collect(loop, want=len(payload)), ssl=ctx)
+        try:
+            tr.write(payload)
+            await pr.done
+            assert bytes(pr.data) == payload
+        finally:
+            tr.close()
+            server.close()
+            await server.wait_closed()
+
+    run(loop, main())
+    assert contexts == []
