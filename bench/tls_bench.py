@@ -10,7 +10,11 @@ For each message size the client keeps --conns connections busy, each sending on
 and waiting for its whole echo before sending the next; it verifies every echoed byte. One
 JSON line per size is printed, then a summary line:
 
-    {"loop": "goloop", "size": 1024, "rps": ..., "p50_us": ..., "p99_us": ..., "errors": 0}
+    {"loop": "goloop", "size": 1024, "rps": ..., "p50_us": ..., "p99_us": ..., "errors": 0,
+     "cpu_us": ...}
+
+cpu_us is the server's CPU time per request over the measured window (from /proc): less
+disturbed than rps by other work on the server's core.
     {"loop": "goloop", "results": {"1024": ..., "10240": ..., "102400": ...}}
 
 Certificates (a throwaway CA and a server certificate for 127.0.0.1) are made in a
@@ -259,6 +263,16 @@ def wait_ready(proc, timeout=20.0):
     return False
 
 
+def proc_cpu_seconds(pid):
+    """User + system CPU seconds of a process (Linux /proc), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 GO_CLIENT = os.path.join(REPO, "bench", ".bin", "echoclient")
 
 
@@ -282,12 +296,26 @@ def measure(args, size, ca, cert, key):
             client = [PY, me, "--role", "client", "--client-loop", args.client_loop, "--port",
                       str(port), "--ca", ca, "--size", str(size), "--conns", str(args.conns),
                       "--duration", str(args.duration), "--warmup", str(args.warmup)]
-        cli = subprocess.run(taskset(CLIENT_CPU) + client, capture_output=True, text=True,
-                             timeout=args.duration + args.warmup + 60, cwd=REPO)
-        lines = [ln for ln in cli.stdout.splitlines() if ln.startswith("{")]
+        cli = subprocess.Popen(taskset(CLIENT_CPU) + client, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=REPO)
+        # the server's CPU time over the client's measured window: per request, it says
+        # what a request costs the server even when other work shares its core
+        time.sleep(args.warmup + 0.05)
+        c0 = proc_cpu_seconds(srv.pid)
+        time.sleep(max(args.duration - 0.1, 0.1))
+        c1 = proc_cpu_seconds(srv.pid)
+        try:
+            out, err = cli.communicate(timeout=args.duration + 60)
+        except subprocess.TimeoutExpired:
+            cli.kill()
+            out, err = cli.communicate()
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         if not lines:
-            return {"error": f"client failed ({cli.returncode}): {cli.stderr.strip()[-300:]}"}
+            return {"error": f"client failed ({cli.returncode}): {err.strip()[-300:]}"}
         res = json.loads(lines[-1])
+        if c0 is not None and c1 is not None and res.get("rps"):
+            cpu = (c1 - c0) * args.duration / max(args.duration - 0.1, 0.1)
+            res["cpu_us"] = round(cpu * 1e6 / (res["rps"] * args.duration), 2)
         if srv.poll() is not None:
             errf.seek(0)
             res["error"] = res.get("error") or ("server died: " +

@@ -1,14 +1,18 @@
-/* goloop._goloop.SSLProtocolFast and SSLTransportFast: the per-record methods of asyncio's
- * sslproto.SSLProtocol and _SSLProtocolTransport, ported to C one method at a time.
+/* goloop._goloop.SSLProtocolFast and SSLTransportFast: the per-record methods of goloop's
+ * SSLProtocol and _SSLProtocolTransport (pyshim/goloop/_sslproto.py, goloop's copy of
+ * asyncio's sslproto), ported to C one method at a time.
  *
- * Both types are mixins. pyshim/goloop/_sslproto.py derives its classes from them and from
- * asyncio's own classes. SSLProtocolFast holds the attributes the record path reads in C
- * slots under asyncio's names (member descriptors take precedence over the instance dict),
- * so asyncio's Python methods (handshake, shutdown, flow control, errors) read and write the
- * same state the C methods read, at a pointer's cost. Each C method does what the Python
- * method of the same name does: it takes the path that carries application data and hands
- * anything else (other states, pauses, writelines) to asyncio's own method, so the rare
- * cases run asyncio's code unchanged.
+ * Both types are mixins. _sslproto.py derives its classes from them and from its Python
+ * classes PySSLProtocol and _PySSLProtocolTransport, which hold asyncio's code. Since that
+ * code is goloop's own, it is the same on every CPython, and so is what each C method here
+ * must do: the Python method of the same name in _sslproto.py. SSLProtocolFast holds the
+ * attributes the record path reads in C slots under asyncio's names (member descriptors
+ * take precedence over the instance dict), so the Python methods (handshake, shutdown, flow
+ * control, errors) read and write the same state the C methods read, at a pointer's cost.
+ * Each C method takes the path that carries application data and hands anything else
+ * (other states, pauses, writelines) to the Python method, so the rare cases run asyncio's
+ * code unchanged. Where a C method calls another ported method it calls the C function
+ * directly: the classes are goloop's, and nothing overrides those methods.
  *
  * Two savings beyond the interpreter's: read() and write() of a plain ssl.SSLObject go
  * straight to its _ssl object (SSLObject's methods only forward to it), and the read that
@@ -45,9 +49,9 @@ static PyTypeObject *ProtoFastType, *TransportFastType;
 
 #define TLS_MAX_PLAINTEXT 16384  /* 2^14: the most plaintext one TLS record carries */
 
-/* Set by _setup() from asyncio.sslproto and ssl (see _sslproto.py). */
+/* Set by _setup() from _sslproto.py's PySSLProtocol, its states and ssl. */
 static PyObject *st_DO_HANDSHAKE, *st_WRAPPED, *st_FLUSHING, *st_SHUTDOWN;
-static PyObject *again_errors;            /* sslproto.SSLAgainErrors */
+static PyObject *again_errors;            /* _sslproto.SSLAgainErrors */
 static PyTypeObject *sslobject_type;      /* ssl.SSLObject */
 static PyObject *parent_get_buffer, *parent_buffer_updated, *parent_write_appdata,
     *parent_control_app_writing, *parent_control_ssl_reading;
@@ -249,7 +253,7 @@ static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_INCREF(sslobj);
     Py_INCREF(incoming);
     PyObject *max_size = NULL, *first = NULL, *list = NULL, *result = NULL;
-    int nchunks = 0, closed = 0, wrapped = sp->state == st_WRAPPED;
+    int nchunks = 0, closed = 0, all_bytes = 1, wrapped = sp->state == st_WRAPPED;
     max_size = PyObject_GetAttr(self, s_max_size);
     if (max_size == NULL) goto done;
     /* asyncio reads with read(max_size), 256 KiB: _ssl allocates bytes of that size and
@@ -288,18 +292,15 @@ static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored))
             }
             goto done;
         }
-        if (!PyBytes_Check(chunk)) {  /* a custom SSLObject's read(): join as asyncio would */
+        /* `if not chunk: break`; a custom SSLObject's read() may return any object */
+        int nonempty = PyBytes_CheckExact(chunk) ? PyBytes_GET_SIZE(chunk) > 0 : PyObject_IsTrue(chunk);
+        if (nonempty <= 0) {
             Py_DECREF(chunk);
-            PyErr_SetString(PyExc_TypeError, "SSLObject.read() did not return bytes");
-            goto done;
-        }
-        Py_ssize_t n = PyBytes_GET_SIZE(chunk);
-        if (n <= 0) {
-            Py_DECREF(chunk);
-            if (n < 0) goto done;
+            if (nonempty < 0) goto done;
             closed = 1;  /* close_notify */
             break;
         }
+        if (!PyBytes_CheckExact(chunk)) all_bytes = 0;
         if (nchunks == 0) {
             first = chunk;
         } else {
@@ -320,7 +321,12 @@ static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored))
     }
     if (nchunks > 0) {
         PyObject *data = first;
-        if (list != NULL) {  /* b''.join(chunks) */
+        if (list != NULL && !all_bytes) {  /* b''.join(chunks), by bytes.join */
+            PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+            data = empty ? PyObject_CallMethod(empty, "join", "O", list) : NULL;
+            Py_XDECREF(empty);
+            if (data == NULL) goto done;
+        } else if (list != NULL) {  /* b''.join(chunks) */
             Py_ssize_t total = 0, n = PyList_GET_SIZE(list);
             for (Py_ssize_t i = 0; i < n; i++) total += PyBytes_GET_SIZE(PyList_GET_ITEM(list, i));
             data = PyBytes_FromStringAndSize(NULL, total);
@@ -604,21 +610,19 @@ static PyGetSetDef sp_getset[] = {
     {NULL}
 };
 
-/* _setup(sslproto, ssl): binds the mixins to asyncio.sslproto's states, errors and methods. */
+/* _setup(base, states, again_errors, sslobject_type): binds the mixins to the Python code
+ * they port (pyshim/goloop/_sslproto.py): the class whose methods the C ones shadow and fall
+ * back to, its state enum, the errors that mean "try again", and ssl.SSLObject. */
 static PyObject *sp_setup(PyObject *Py_UNUSED(cls), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "_setup(sslproto_module, ssl_module)");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_setup(base_class, states, again_errors, sslobject_type)");
         return NULL;
     }
-    PyObject *proto = PyObject_GetAttrString(args[0], "SSLProtocol");
-    PyObject *states = PyObject_GetAttrString(args[0], "SSLProtocolState");
-    PyObject *again = PyObject_GetAttrString(args[0], "SSLAgainErrors");
-    PyObject *sslobject = PyObject_GetAttrString(args[1], "SSLObject");
-    PyObject *result = NULL;
-    if (!proto || !states || !again || !sslobject) goto done;
-    if (!PyType_Check(sslobject)) {
-        PyErr_SetString(PyExc_TypeError, "ssl.SSLObject is not a class");
-        goto done;
+    PyObject *proto = args[0], *states = args[1], *again = args[2], *sslobject = args[3];
+    if (!PyType_Check(proto) || !PyType_Check(sslobject)) {
+        PyErr_SetString(PyExc_TypeError, "_setup: base_class and sslobject_type must be classes");
+        return NULL;
     }
     PyObject *fields[9] = {
         PyObject_GetAttrString(states, "DO_HANDSHAKE"), PyObject_GetAttrString(states, "WRAPPED"),
@@ -632,7 +636,7 @@ static PyObject *sp_setup(PyObject *Py_UNUSED(cls), PyObject *const *args, Py_ss
     for (int i = 0; i < 9; i++) ok &= fields[i] != NULL;
     if (!ok) {
         for (int i = 0; i < 9; i++) Py_XDECREF(fields[i]);
-        goto done;
+        return NULL;
     }
     Py_XSETREF(st_DO_HANDSHAKE, fields[0]);
     Py_XSETREF(st_WRAPPED, fields[1]);
@@ -647,14 +651,7 @@ static PyObject *sp_setup(PyObject *Py_UNUSED(cls), PyObject *const *args, Py_ss
     Py_XSETREF(again_errors, again);
     Py_INCREF(sslobject);
     Py_XSETREF(sslobject_type, (PyTypeObject *)sslobject);
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    Py_XDECREF(proto);
-    Py_XDECREF(states);
-    Py_XDECREF(again);
-    Py_XDECREF(sslobject);
-    return result;
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef sp_methods[] = {
@@ -708,7 +705,7 @@ static PyMethodDef tf_methods[] = {
 };
 
 static PyType_Slot sp_slots[] = {
-    {Py_tp_doc, "C methods of goloop's SSLProtocol (a mixin over asyncio.sslproto.SSLProtocol)."},
+    {Py_tp_doc, "C methods of goloop's SSLProtocol (a mixin over goloop._sslproto.PySSLProtocol)."},
     {Py_tp_methods, sp_methods},
     {Py_tp_members, sp_members},
     {Py_tp_getset, sp_getset},
@@ -719,7 +716,7 @@ static PyType_Slot sp_slots[] = {
 };
 
 static PyType_Slot tf_slots[] = {
-    {Py_tp_doc, "C methods of goloop's SSL transport (a mixin over asyncio's _SSLProtocolTransport)."},
+    {Py_tp_doc, "C methods of goloop's SSL transport (a mixin over goloop._sslproto._PySSLProtocolTransport)."},
     {Py_tp_methods, tf_methods},
     {0, NULL},
 };

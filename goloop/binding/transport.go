@@ -290,9 +290,17 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 
 // flush sends what it can of the queue. It returns false when a Python exception must
 // propagate out of the loop (SystemExit, KeyboardInterrupt); other errors go to the
-// transport's _fatal_error as in asyncio. deferred: the loop sends (at the end of an
-// iteration, or the socket turned writable), and what it calls runs in the writer's context
-// as asyncio's writer handle would; otherwise a write()/abort() of the current context does.
+// transport's _fatal_error as in asyncio.
+//
+// deferred: the loop sends (at the end of an iteration, or the socket turned writable); it
+// then makes the calls a drained queue is due (the protocol's resume_writing through
+// _maybe_resume_protocol, connection_lost or the EOF through _write_drained), as asyncio's
+// _write_ready does, in the writer's context as asyncio's writer handle would. A flush made
+// inside a Python call (write() past the high-water mark, abort()) passes false: asyncio's
+// write() never calls the protocol back, and a TLS protocol writing from its
+// resume_writing() must not see connection_lost() before that write returns. Those calls
+// are then left to the end of the iteration (the dirty list); a write error is reported in
+// the caller's context, as asyncio's send would raise it there.
 func (c *conn) flush(deferred bool) bool {
 	// the context is read at each call (sendCtx): a callback may replace it (a write() that
 	// finds the queue empty), which releases the one it had
@@ -334,22 +342,41 @@ func (c *conn) flush(deferred bool) bool {
 		c.tr.write_blocked = 1
 	}
 	c.update()
-	if c.detached {
+	if !deferred {
+		if c.notifyDue() && !c.dirty {
+			c.dirty = true
+			c.l.dirty = append(c.l.dirty, c)
+		}
 		return true
 	}
-	tr := c.tr
-	if tr.protocol_paused != 0 && c.wsize <= int(tr.low_water) {
-		if !callMethod0In(trObj(tr), cResumeProtocol, c.sendCtx(deferred)) {
+	if c.resumeDue() {
+		if !callMethod0In(trObj(c.tr), cResumeProtocol, c.sendCtx(true)) {
 			return false
 		}
 	}
-	if c.wsize == 0 && !c.detached && (tr.closing != 0 || tr.eof != 0 || tr.sendfile_busy != 0) {
-		if !callMethod0In(trObj(tr), cWriteDrained, c.sendCtx(deferred)) {
+	if c.drainedDue() {
+		if !callMethod0In(trObj(c.tr), cWriteDrained, c.sendCtx(true)) {
 			return false
 		}
 	}
 	return true
 }
+
+// resumeDue: the protocol was paused and the queue is at the low-water mark. Not once the
+// connection is lost (_force_close): asyncio stops writing then, and calls nothing more.
+func (c *conn) resumeDue() bool {
+	tr := c.tr
+	return !c.detached && tr.conn_lost == 0 && tr.protocol_paused != 0 && c.wsize <= int(tr.low_water)
+}
+
+// drainedDue: the queue is empty and a close, write_eof() or sendfile waits for that.
+func (c *conn) drainedDue() bool {
+	tr := c.tr
+	return !c.detached && tr.conn_lost == 0 && c.wsize == 0 &&
+		(tr.closing != 0 || tr.eof != 0 || tr.sendfile_busy != 0)
+}
+
+func (c *conn) notifyDue() bool { return c.resumeDue() || c.drainedDue() }
 
 // consume drops n sent bytes from the head of the queue.
 func (c *conn) consume(n int) {
@@ -517,7 +544,7 @@ func (l *loop) flushDirty() bool {
 		c := l.dirty[i]
 		l.dirty[i] = nil
 		c.dirty = false
-		if !c.detached && c.wsize > 0 && !c.flush(true) {
+		if !c.detached && (c.wsize > 0 || c.notifyDue()) && !c.flush(true) {
 			// keep the rest for the next iteration
 			l.dirty = append(l.dirty[:0], l.dirty[i+1:]...)
 			return false

@@ -13,7 +13,8 @@ used directly where it is needed.
 from __future__ import annotations
 
 import sys
-from asyncio import base_events, constants, coroutines, events, format_helpers, futures, unix_events
+from asyncio import (base_events, constants, coroutines, events, format_helpers, futures,
+                     transports, unix_events)
 
 PY = sys.version_info[:2]
 PY312 = PY >= (3, 12)
@@ -103,6 +104,10 @@ set_reuseport = base_events._set_reuseport
 ipaddr_info = base_events._ipaddr_info
 set_result_unless_cancelled = futures._set_result_unless_cancelled
 SendfileMode = constants._SendfileMode
+# asyncio's write flow control (pause_writing/resume_writing): the base of goloop's socket
+# transport type (made in C, goloop/binding/transport.c, whose slot layout it checks) and
+# of goloop's TLS app transport.
+FlowControlMixin = transports._FlowControlMixin
 
 # asyncio's _check_callback refuses coroutines and coroutine functions, including functions
 # marked with the _is_coroutine object (AsyncMock); 3.14 deprecates the public
@@ -146,6 +151,8 @@ PRIVATE_NAMES = [
     ("asyncio.base_events", "_ipaddr_info"),
     ("asyncio.futures", "_set_result_unless_cancelled"),
     ("asyncio.constants", "_SendfileMode"),
+    ("asyncio.transports", "_FlowControlMixin"),
+    ("asyncio.coroutines", "iscoroutine"),
     ("asyncio.trsock", "TransportSocket"),
 ] + ([("asyncio.events", "_BaseDefaultEventLoopPolicy"),
       ("asyncio.events", "_set_event_loop_policy")] if PY314 else
