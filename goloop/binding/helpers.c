@@ -26,9 +26,11 @@ PyObject *gl_call_method1(PyObject *self, const char *name, PyObject *arg) {
 }
 
 static PyObject *partial_type, *py_iscoroutine, *py_iscoroutinefunction, *py_is_coroutine_mark;
+static PyObject *minus_one;  /* gl_read_buffered_u's argument; set at module init */
 
 /* Imports what gl_check_callback consults; called once at module init. */
 int gl_init_callback_check(void) {
+    if (minus_one == NULL && (minus_one = PyLong_FromLong(-1)) == NULL) return -1;
     PyObject *ft = PyImport_ImportModule("functools");
     PyObject *co = PyImport_ImportModule("asyncio.coroutines");
     if (ft == NULL || co == NULL) {
@@ -297,8 +299,6 @@ PyObject *gl_getattr(PyObject *o, const char *name) { return PyObject_GetAttrStr
  * GL_RB_ERRNO - errno when read(2) failed. */
 Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer_u, uintptr_t buffer_updated_u, int fd) {
     PyObject *get_buffer = (PyObject *)get_buffer_u, *buffer_updated = (PyObject *)buffer_updated_u;
-    static PyObject *minus_one;
-    if (minus_one == NULL && (minus_one = PyLong_FromLong(-1)) == NULL) return GL_RB_GETBUF;
     PyObject *buf = PyObject_Vectorcall(get_buffer, &minus_one, 1, NULL);
     if (buf == NULL) return GL_RB_GETBUF;
     Py_buffer view;
