@@ -270,6 +270,9 @@ def test_threadsafe_from_many_threads_into_running_loops(kind):
 def test_timer_from_another_thread_fires(loop_kind):
     """call_later from another thread (asyncio does not promise it, but a free-threaded
     goloop must not crash for it): the timers fire once the loop wakes up."""
+    if loop_kind == "asyncio" and FREE_THREADED:
+        # seen: "RuntimeError: list changed size during iteration" in asyncio's _run_once
+        pytest.skip("asyncio's own loop is not safe for call_later from another thread without the GIL")
     loop = make_loop(loop_kind)
     fired = []
     try:

@@ -130,7 +130,8 @@ int gl_visit(visitproc visit, PyObject *o, void *arg);
 Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out);
 void gl_set_owner(GLLoop *self, unsigned long owner);
 void gl_set_closed(GLLoop *self);
-int gl_is_timer(PyObject *o);
-unsigned long gl_thread_ident(void);
+/* PyThread_get_thread_ident() without its call: on Linux it is pthread_self(), which
+ * call_soon asks on every call (is the caller the thread running the loop?). */
+static inline unsigned long gl_thread_ident(void) { return (unsigned long)pthread_self(); }
 
 #endif

@@ -11,7 +11,6 @@ void gl_incref(PyObject *o) { Py_INCREF(o); }
 void gl_decref(PyObject *o) { Py_DECREF(o); }
 void gl_set_error(PyObject *type, const char *msg) { PyErr_SetString(type, msg); }
 void gl_set_oserror(int err) { errno = err; PyErr_SetFromErrno(PyExc_OSError); }
-unsigned long gl_thread_ident(void) { return PyThread_get_thread_ident(); }
 
 int gl_exc_is_fatal(void) {
     return PyErr_ExceptionMatches(PyExc_SystemExit) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);

@@ -305,8 +305,9 @@ func (l *loop) takeInbox(max int) bool {
 		return false
 	}
 	l.drainStaged()
+	timerType := C.GL_TimerHandleType
 	for _, h := range unsafe.Slice((*pyObj)(unsafe.Pointer(out)), n) {
-		if C.gl_is_timer(h) != 0 {
+		if h.ob_type == timerType { // Py_IS_TYPE, without a call into C per handle
 			hh := asHandle(h)
 			if hh.cancelled != 0 {
 				C.gl_decref(h)

@@ -344,15 +344,13 @@ Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out) {
 }
 
 void gl_set_owner(GLLoop *self, unsigned long owner) { GL_STORE(self->owner, owner); }
-int gl_is_timer(PyObject *o) { return Py_IS_TYPE(o, GL_TimerHandleType); }
 void gl_set_closed(GLLoop *self) { GL_STORE(self->closed, 1); }
 
 /* Queues h (taking over one reference) to run soon, from any thread: staged when the caller
  * is the thread running the loop (no lock, no wake-up needed), else into the inbox, waking
  * the loop when the inbox was empty (one wake-up per batch: the loop takes the whole batch). */
 static int queue_soon(GLLoop *self, PyObject *h) {
-    unsigned long me = PyThread_get_thread_ident();
-    if (GL_LOAD(self->owner) == me) return stage(self, h);
+    if (GL_LOAD(self->owner) == gl_thread_ident()) return stage(self, h);
     int rc = inbox_push(self, h);
     if (rc == 1 && glWake(self) < 0) {
         /* h is queued: the exception (the poller is closed) is the caller's only news */
@@ -392,7 +390,7 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
      * thread runs it; from another thread (asyncio does not allow it, but a free-threaded
      * Python must not crash for it) it travels through the inbox. */
     int direct_timer = mode == MODE_TIMER &&
-        (GL_LOAD(self->owner) == 0 || GL_LOAD(self->owner) == PyThread_get_thread_ident());
+        (GL_LOAD(self->owner) == 0 || GL_LOAD(self->owner) == gl_thread_ident());
     PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
     if (h == NULL) return NULL;
     Py_INCREF(h); /* the reference the ready queue (or the heap) keeps on success */
