@@ -359,7 +359,11 @@ func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
 func glWake(self *C.GLLoop) (rc C.int) {
 	defer recoverInt(&rc)
 	if err := getLoop(self).poll.Wake(); err != nil {
-		raiseErr(err)
+		if err == poller.ErrClosed { // close() ran between the caller's check and its queueing
+			raise(C.PyExc_RuntimeError, "Event loop is closed")
+		} else {
+			raiseErr(err)
+		}
 		return -1
 	}
 	return 0
