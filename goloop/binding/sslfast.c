@@ -610,6 +610,9 @@ static PyObject *sp_setup(PyObject *Py_UNUSED(cls), PyObject *const *args, Py_ss
         PyErr_SetString(PyExc_TypeError, "_setup(sslproto_module, ssl_module)");
         return NULL;
     }
+    /* Bound once (goloop._sslproto's import): replacing the values would free objects that
+     * loops in other threads may be reading, without a GIL to wait for. */
+    if (st_WRAPPED != NULL) Py_RETURN_NONE;
     PyObject *proto = PyObject_GetAttrString(args[0], "SSLProtocol");
     PyObject *states = PyObject_GetAttrString(args[0], "SSLProtocolState");
     PyObject *again = PyObject_GetAttrString(args[0], "SSLAgainErrors");
