@@ -43,7 +43,19 @@ class GoBuildExt(build_ext):
         # Python's symbols come from the interpreter at load time: no -lpython on Linux.
         env["CGO_LDFLAGS"] = "-Wl,--unresolved-symbols=ignore-all " + env.get("CGO_LDFLAGS", "")
         ldflags = "" if os.environ.get("GOLOOP_DEBUG_SYMBOLS") else "-s -w"
-        cmd = [go, "build", "-buildmode=c-shared", "-trimpath", f"-ldflags={ldflags}", "-o", out, GO_PACKAGE]
+        race = []
+        if os.environ.get("GOLOOP_RACE"):
+            # Go's race detector in a c-shared library: its runtime shadows only memory below
+            # 256 MiB (and Go's heap) on linux/amd64, while a library lands near the top of
+            # the address space and fails to start ("ThreadSanitizer failed to allocate ...").
+            # Linking the library at 128 MiB puts its data where the detector looks. Reports
+            # go to stderr, or to files named by GORACE=log_path=/tmp/race (a c-shared
+            # library never exits with the detector's status 66). Go code only: C and Python
+            # memory are not watched.
+            race = ["-race"]
+            ldflags += " -extldflags=-Wl,-Ttext-segment=0x8000000"
+        cmd = [go, "build", "-buildmode=c-shared", "-trimpath", *race, f"-ldflags={ldflags}", "-o", out,
+               GO_PACKAGE]
         print("goloop:", " ".join(cmd))
         subprocess.run(cmd, cwd=HERE, env=env, check=True)
         header = os.path.splitext(out)[0] + ".h"

@@ -2,9 +2,15 @@
 """Event-loop microbenchmarks; prints one JSON line {"ops_per_s": ...}.
 
     python3 bench/micro.py --loop {asyncio,uvloop,goloop} \
-        --bench {call_soon,call_later,task,sleep0,sock_pingpong} [--n N]
+        --bench {call_soon,call_soon_threadsafe,threadsafe_threads,call_later,task,sleep0,
+                 sock_pingpong} [--n N] [--threads T]
 
 call_soon      a callback that re-schedules itself with call_soon, N times
+call_soon_threadsafe
+               the same chain with call_soon_threadsafe, called on the loop's own thread
+threadsafe_threads
+               T other threads (default 1) call call_soon_threadsafe N times in all; ops =
+               callbacks run per second, from the first call to the last callback
 call_later     N timers (default 200k) at random delays in [0, 10 ms); ops =
                timers fired per second, from the first call_later to the last
                callback
@@ -29,6 +35,8 @@ from _loops import LOOPS, LoopUnavailable, die, new_loop  # noqa: E402
 
 DEFAULT_N = {
     "call_soon": 1_000_000,
+    "call_soon_threadsafe": 1_000_000,
+    "threadsafe_threads": 1_000_000,
     "call_later": 200_000,
     "task": 200_000,
     "sleep0": 500_000,
@@ -52,6 +60,60 @@ def bench_call_soon(loop, n):
     loop.call_soon(cb)
     loop.run_until_complete(fut)
     return n, time.perf_counter() - t0
+
+
+def bench_call_soon_threadsafe(loop, n):
+    fut = loop.create_future()
+    count = 0
+
+    def cb():
+        nonlocal count
+        count += 1
+        if count < n:
+            loop.call_soon_threadsafe(cb)
+        else:
+            fut.set_result(count)
+
+    t0 = time.perf_counter()
+    loop.call_soon_threadsafe(cb)
+    loop.run_until_complete(fut)
+    return n, time.perf_counter() - t0
+
+
+def bench_threadsafe_threads(loop, n, threads=1):
+    import threading
+    fut = loop.create_future()
+    per = n // threads
+    total = per * threads
+    count = 0
+    go = threading.Event()
+
+    def cb():
+        nonlocal count
+        count += 1
+        if count == total:
+            fut.set_result(count)
+
+    def producer():
+        go.wait()
+        call = loop.call_soon_threadsafe
+        for _ in range(per):
+            call(cb)
+
+    ts = [threading.Thread(target=producer) for _ in range(threads)]
+    for t in ts:
+        t.start()
+
+    async def main():
+        go.set()
+        return await fut
+
+    t0 = time.perf_counter()
+    loop.run_until_complete(main())
+    secs = time.perf_counter() - t0
+    for t in ts:
+        t.join()
+    return total, secs
 
 
 def bench_call_later(loop, n):
@@ -125,6 +187,8 @@ def bench_sock_pingpong(loop, n):
 
 BENCHES = {
     "call_soon": bench_call_soon,
+    "call_soon_threadsafe": bench_call_soon_threadsafe,
+    "threadsafe_threads": bench_threadsafe_threads,
     "call_later": bench_call_later,
     "task": bench_task,
     "sleep0": bench_sleep0,
@@ -137,6 +201,7 @@ def main():
     ap.add_argument("--loop", choices=LOOPS, default="asyncio")
     ap.add_argument("--bench", choices=sorted(BENCHES), required=True)
     ap.add_argument("--n", type=int, default=None, help="operations (default depends on the bench)")
+    ap.add_argument("--threads", type=int, default=1, help="producer threads (threadsafe_threads)")
     args = ap.parse_args()
     n = args.n or DEFAULT_N[args.bench]
 
@@ -146,7 +211,10 @@ def main():
         die(str(exc))
     asyncio.set_event_loop(loop)
     try:
-        ops, secs = BENCHES[args.bench](loop, n)
+        if args.bench == "threadsafe_threads":
+            ops, secs = BENCHES[args.bench](loop, n, args.threads)
+        else:
+            ops, secs = BENCHES[args.bench](loop, n)
     except Exception as exc:
         die(f"{args.loop}/{args.bench}: {type(exc).__name__}: {exc}")
     finally:

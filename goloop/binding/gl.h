@@ -7,6 +7,19 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <pthread.h>
+
+/* Relaxed atomic loads and stores, for fields one thread writes and others read (a loop's
+ * flags and owner, read by call_soon_threadsafe from any thread). On x86-64 and arm64 they
+ * compile to plain loads and stores; they make the accesses well defined on a
+ * free-threaded Python, where no GIL orders them. */
+#define GL_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define GL_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+#ifndef Py_BEGIN_CRITICAL_SECTION  /* before 3.13: the GIL is the critical section */
+#define Py_BEGIN_CRITICAL_SECTION(op) {
+#define Py_END_CRITICAL_SECTION() }
+#endif
 
 /* The C part of goloop.Loop. Python's Loop class derives from it and from asyncio's
  * unix selector loop; the fields below are exposed as the attributes asyncio's code
@@ -24,9 +37,22 @@ typedef struct {
     double clock_resolution;
     PyObject *task_factory;      /* asyncio's _task_factory; NULL reads as None */
     /* Handles call_soon queued from C (no C->Go call), in order; Go moves them to its ready
-     * queue before it next touches that queue (loop.go, drainStaged). */
+     * queue before it next touches that queue (loop.go, drainStaged). Only the thread that
+     * runs the loop (owner) touches them. */
     PyObject **staged;
     Py_ssize_t nstaged, staged_cap;
+    /* The thread running the loop (PyThread_get_thread_ident), 0 when it is not running.
+     * Written by that thread (GL_STORE), read by any (GL_LOAD). */
+    unsigned long owner;
+    /* The inbox: handles queued by threads other than the owner (call_soon_threadsafe,
+     * or anything queued while the loop is not running), in order, under inbox_mu. The
+     * owner takes them at the start of an iteration (gl_inbox_take). inbox_n mirrors
+     * inbox_len for lock-free readers (GL_LOAD). */
+    pthread_mutex_t inbox_mu;
+    PyObject **inbox;
+    Py_ssize_t inbox_head, inbox_len, inbox_cap, inbox_n;
+    PyObject **taken;            /* the owner's copy of what it took from the inbox */
+    Py_ssize_t taken_cap;
 } GLLoop;
 
 /* goloop's Handle and TimerHandle (one layout; the TimerHandle type adds when()). */
@@ -116,6 +142,11 @@ PyObject *gl_getattr(PyObject *o, const char *name);
 int gl_check_callback(PyObject *cb, const char *method);
 int gl_init_callback_check(void);
 int gl_visit(visitproc visit, PyObject *o, void *arg);
-unsigned long gl_thread_ident(void);
+Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out);
+void gl_set_owner(GLLoop *self, unsigned long owner);
+void gl_set_closed(GLLoop *self);
+/* PyThread_get_thread_ident() without its call: on Linux it is pthread_self(), which
+ * call_soon asks on every call (is the caller the thread running the loop?). */
+static inline unsigned long gl_thread_ident(void) { return (unsigned long)pthread_self(); }
 
 #endif

@@ -11,7 +11,6 @@ void gl_incref(PyObject *o) { Py_INCREF(o); }
 void gl_decref(PyObject *o) { Py_DECREF(o); }
 void gl_set_error(PyObject *type, const char *msg) { PyErr_SetString(type, msg); }
 void gl_set_oserror(int err) { errno = err; PyErr_SetFromErrno(PyExc_OSError); }
-unsigned long gl_thread_ident(void) { return PyThread_get_thread_ident(); }
 
 int gl_exc_is_fatal(void) {
     return PyErr_ExceptionMatches(PyExc_SystemExit) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
@@ -85,9 +84,11 @@ void gl_tr_clear_ctx(GLTransport *tr) {
 }
 
 static PyObject *partial_type, *py_iscoroutine, *py_iscoroutinefunction, *py_is_coroutine_mark;
+static PyObject *minus_one;  /* gl_read_buffered_u's argument; set at module init */
 
 /* Imports what gl_check_callback consults; called once at module init. */
 int gl_init_callback_check(void) {
+    if (minus_one == NULL && (minus_one = PyLong_FromLong(-1)) == NULL) return -1;
     PyObject *ft = PyImport_ImportModule("functools");
     PyObject *co = PyImport_ImportModule("asyncio.coroutines");
     if (ft == NULL || co == NULL) {
@@ -372,8 +373,6 @@ Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer_u, uintptr_t buffer_updated_u
 }
 
 static Py_ssize_t read_buffered(PyObject *get_buffer, PyObject *buffer_updated, int fd) {
-    static PyObject *minus_one;
-    if (minus_one == NULL && (minus_one = PyLong_FromLong(-1)) == NULL) return GL_RB_GETBUF;
     PyObject *buf = PyObject_Vectorcall(get_buffer, &minus_one, 1, NULL);
     if (buf == NULL) return GL_RB_GETBUF;
     Py_buffer view;

@@ -15,12 +15,26 @@ PyObject *gl_http_exc[GL_HEXC_COUNT];
 
 static GLHttpBatch *batch_free_list;
 static int batch_free_count;
+#ifdef Py_GIL_DISABLED
+/* Parsers of several threads share the free list: without the GIL it needs its own lock. */
+#include <pthread.h>
+static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
+#define BATCH_LOCK() pthread_mutex_lock(&batch_mu)
+#define BATCH_UNLOCK() pthread_mutex_unlock(&batch_mu)
+#else
+#define BATCH_LOCK()
+#define BATCH_UNLOCK()
+#endif
 
 static GLHttpBatch *batch_acquire(void) {
+    BATCH_LOCK();
     GLHttpBatch *b = batch_free_list;
     if (b != NULL) {
         batch_free_list = b->next;
         batch_free_count--;
+    }
+    BATCH_UNLOCK();
+    if (b != NULL) {
         b->next = NULL;
         return b;
     }
@@ -42,15 +56,19 @@ static void batch_release(GLHttpBatch *b) {
         b->acap = 0;
     }
     b->nev = 0;
-    if (batch_free_count >= 8) {
+    BATCH_LOCK();
+    if (batch_free_count < 8) {
+        b->next = batch_free_list;
+        batch_free_list = b;
+        batch_free_count++;
+        b = NULL;
+    }
+    BATCH_UNLOCK();
+    if (b != NULL) {
         free(b->ev);
         free(b->arena);
         PyMem_RawFree(b);
-        return;
     }
-    b->next = batch_free_list;
-    batch_free_list = b;
-    batch_free_count++;
 }
 
 static const char *const cb_names[GL_HCB_COUNT] = {
@@ -289,16 +307,13 @@ static void hp_dealloc(GLHttpParser *self) {
  * clearing an AttributeError for each cost ~0.4 us, most of a parser's construction (a
  * parser per connection): the lookup that does not raise is public API from Python 3.13
  * (PyObject_GetOptionalAttr) and _PyObject_LookupAttr, its name before, until then. */
+static PyObject *cb_name_objs[GL_HCB_COUNT];  /* set at module init (gl_init_http) */
+
 static int getattr_optional(PyObject *obj, int slot, PyObject **res) {
-    static PyObject *names[GL_HCB_COUNT];
-    if (names[slot] == NULL && (names[slot] = PyUnicode_InternFromString(cb_names[slot])) == NULL) {
-        *res = NULL;
-        return -1;
-    }
 #if PY_VERSION_HEX >= 0x030D0000
-    return PyObject_GetOptionalAttr(obj, names[slot], res);
+    return PyObject_GetOptionalAttr(obj, cb_name_objs[slot], res);
 #else
-    return _PyObject_LookupAttr(obj, names[slot], res);
+    return _PyObject_LookupAttr(obj, cb_name_objs[slot], res);
 #endif
 }
 
@@ -386,17 +401,12 @@ static PyObject *hp_feed_data(GLHttpParser *self, PyObject *data) {
     Py_RETURN_NONE;
 }
 
-static PyObject *version_cache[10][10];
+static PyObject *version_cache[10][10];  /* set at module init (gl_init_http) */
 
 static PyObject *hp_get_http_version(GLHttpParser *self, PyObject *Py_UNUSED(ignored)) {
     unsigned a = self->major, b = self->minor;
     if (a < 10 && b < 10) {
         PyObject *s = version_cache[a][b];
-        if (s == NULL) {
-            s = PyUnicode_FromFormat("%u.%u", a, b);
-            if (s == NULL) return NULL;
-            version_cache[a][b] = s;
-        }
         Py_INCREF(s);
         return s;
     }
@@ -650,6 +660,15 @@ static PyMethodDef http_functions[] = {
 /* ---------- module init ---------- */
 
 int gl_init_http(PyObject *module) {
+    /* Caches shared by every thread's parsers: made here, once, not on first use. */
+    for (int i = 0; i < GL_HCB_COUNT; i++)
+        if (cb_name_objs[i] == NULL && (cb_name_objs[i] = PyUnicode_InternFromString(cb_names[i])) == NULL)
+            return -1;
+    for (unsigned a = 0; a < 10; a++)
+        for (unsigned b = 0; b < 10; b++)
+            if (version_cache[a][b] == NULL &&
+                (version_cache[a][b] = PyUnicode_FromFormat("%u.%u", a, b)) == NULL)
+                return -1;
     static const struct { const char *name; int base; const char *doc; } excs[GL_HEXC_COUNT] = {
         {"goloop.http.HttpParserError", -1, "The input is not valid HTTP/1.x."},
         {"goloop.http.HttpParserCallbackError", GL_HEXC_ERROR,

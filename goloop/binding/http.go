@@ -27,18 +27,11 @@ type hparser struct {
 	skey, sword uint64
 }
 
-// httpParsers maps GLHttpParser.id to its Go state. Only threads holding the GIL touch it.
-var (
-	httpParsers []*hparser
-	httpFree    []int
-)
+// httpParsers maps GLHttpParser.id to its Go state; parsers of several threads use it at once.
+var httpParsers table[hparser]
 
 func hparserOf(self *C.GLHttpParser) *hparser {
-	id := int(self.id)
-	if id < 0 || id >= len(httpParsers) || httpParsers[id] == nil {
-		return nil
-	}
-	return httpParsers[id]
+	return httpParsers.get(int(self.id))
 }
 
 func b2c(b bool) C.uchar {
@@ -258,15 +251,8 @@ func glHttpInit(self *C.GLHttpParser, want C.uint) (rc C.int) {
 		} else {
 			h.p = httpparser.NewRequestParser(h)
 		}
-		if n := len(httpFree); n > 0 {
-			id := httpFree[n-1]
-			httpFree = httpFree[:n-1]
-			httpParsers[id] = h
-			self.id = C.long(id)
-		} else {
-			httpParsers = append(httpParsers, h)
-			self.id = C.long(len(httpParsers) - 1)
-		}
+		id, _ := httpParsers.add(h)
+		self.id = C.long(id)
 	} else {
 		h.p.Reset()
 		h.p.SetLeniencies(0)
@@ -280,13 +266,12 @@ func glHttpInit(self *C.GLHttpParser, want C.uint) (rc C.int) {
 //export glHttpFree
 func glHttpFree(self *C.GLHttpParser) {
 	defer func() { recover() }()
-	id := int(self.id)
-	if id < 0 || id >= len(httpParsers) || httpParsers[id] == nil {
+	h := hparserOf(self)
+	if h == nil {
 		return
 	}
-	httpParsers[id].self = nil
-	httpParsers[id] = nil
-	httpFree = append(httpFree, id)
+	h.self = nil
+	httpParsers.del(int(self.id))
 	self.id = -1
 }
 

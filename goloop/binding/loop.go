@@ -1,6 +1,10 @@
 // Command binding is goloop's CPython extension (_goloop), built with -buildmode=c-shared.
 // It is the only package that imports C: it adapts the pure Go scheduler and poller to
-// Python objects. Every exported function runs on a Python thread holding the GIL.
+// Python objects. Every exported function runs on a Python thread holding the GIL (on a
+// free-threaded Python: attached to the interpreter). A loop's state belongs to the thread
+// running it; what other threads reach is safe without the GIL: the tables of loops,
+// transports and parsers (table.go), the loop's inbox (call_soon_threadsafe, module.c) and
+// its poller's Wake.
 package main
 
 /*
@@ -12,6 +16,8 @@ import "C"
 import (
 	"math"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 	_ "unsafe" // go:linkname
@@ -161,7 +167,6 @@ type loop struct {
 	dirty []*conn // connections with writes queued this iteration
 	rbuf  []byte  // read buffer shared by the loop's connections (C memory)
 
-	threadID     C.ulong
 	lastPoll     int64 // nanotime of the last poll
 	lastYield    int64 // nanotime of the last runtime.Gosched
 	blockingWait func(epfd int, raw []unix.EpollEvent, ms int) (int, error)
@@ -175,15 +180,39 @@ type loop struct {
 // of a call_soon chain).
 const pollEvery = 20_000 // ns
 
-// loops maps GLLoop.id to its Go state. Only threads holding the GIL touch it.
-var loops []*loop
+// inboxBatch bounds what one iteration takes from the inbox (handles other threads
+// queued): of those queued when the iteration began, at most this many. Timers and I/O
+// then get their turn every iteration however fast other threads queue callbacks; a batch
+// this large keeps the per-iteration costs (a lock, a non-blocking poll every 20 µs) small.
+const inboxBatch = 1024
+
+// loops maps GLLoop.id to its Go state; any thread may look a loop up.
+var loops table[loop]
 
 func getLoop(self *C.GLLoop) *loop {
-	id := int(self.id)
-	if id < 0 || id >= len(loops) || loops[id] == nil {
+	l := loops.get(int(self.id))
+	if l == nil {
 		panic("goloop: loop object without Go state")
 	}
-	return loops[id]
+	return l
+}
+
+// runningLoops counts the loops inside run_forever, in any thread.
+var (
+	runningLoops atomic.Int32
+	procsMu      sync.Mutex
+)
+
+// ensureProcsFor keeps a P for each running loop and one to spare. A loop thread runs Go
+// code between its calls into Python; with fewer Ps than loops running at once (several
+// threads of a free-threaded Python), a thread coming back from Python into Go waits until
+// the runtime's monitor takes a P from another loop's thread, up to 10 ms later.
+func ensureProcsFor(running int) {
+	procsMu.Lock()
+	defer procsMu.Unlock()
+	if want := min(running+1, 256); runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
 }
 
 func asHandle(h pyObj) *C.GLHandle { return (*C.GLHandle)(unsafe.Pointer(h)) }
@@ -208,9 +237,7 @@ func ensureProcs() {
 //export glLoopInit
 func glLoopInit(self *C.GLLoop) (rc C.int) {
 	defer recoverInt(&rc)
-	if len(loops) == 0 {
-		ensureProcs()
-	}
+	procsOnce.Do(ensureProcs)
 	p, err := poller.New(512)
 	if err != nil {
 		raiseErr(err)
@@ -219,24 +246,19 @@ func glLoopInit(self *C.GLLoop) (rc C.int) {
 	l := &loop{self: self, poll: p, conns: make(map[*conn]struct{})}
 	l.rbuf = unsafe.Slice((*byte)(C.malloc(readBufSize)), readBufSize)
 	l.blockingWait = l.cBlockingWait // one method value per loop, not a closure per wait
-	for i, x := range loops {
-		if x == nil {
-			loops[i] = l
-			self.id = C.long(i)
-			return 0
-		}
-	}
-	loops = append(loops, l)
-	self.id = C.long(len(loops) - 1)
+	id, _ := loops.add(l)
+	self.id = C.long(id)
 	return 0
 }
+
+var procsOnce sync.Once
 
 //export glLoopFree
 func glLoopFree(self *C.GLLoop) {
 	defer func() { recover() }()
 	l := getLoop(self)
 	l.release()
-	loops[self.id] = nil
+	loops.del(int(self.id))
 	self.id = -1
 }
 
@@ -265,6 +287,41 @@ func (l *loop) readyLen() int {
 	return l.ready.Len()
 }
 
+// inboxLen is the number of handles waiting in the inbox (any thread may be adding more).
+func (l *loop) inboxLen() int {
+	return int(atomic.LoadInt64((*int64)(unsafe.Pointer(&l.self.inbox_n))))
+}
+
+// takeInbox moves up to max handles from the inbox to the ready queue, in their order,
+// after the staged ones. A TimerHandle in the inbox was made by call_later or call_at in
+// another thread: it goes to the timer heap. False means an exception is set.
+func (l *loop) takeInbox(max int) bool {
+	if l.inboxLen() == 0 {
+		return true
+	}
+	var out **C.PyObject
+	n := int(C.gl_inbox_take(l.self, C.Py_ssize_t(max), &out))
+	if n < 0 {
+		return false
+	}
+	l.drainStaged()
+	timerType := C.GL_TimerHandleType
+	for _, h := range unsafe.Slice((*pyObj)(unsafe.Pointer(out)), n) {
+		if h.ob_type == timerType { // Py_IS_TYPE, without a call into C per handle
+			hh := asHandle(h)
+			if hh.cancelled != 0 {
+				C.gl_decref(h)
+				continue
+			}
+			hh.scheduled = 1
+			l.timers.Push(float64(hh.when), h)
+			continue
+		}
+		l.ready.Push(h)
+	}
+	return true
+}
+
 func (l *loop) checkClosed() bool {
 	if l.self.closed != 0 {
 		raise(C.PyExc_RuntimeError, "Event loop is closed")
@@ -273,8 +330,9 @@ func (l *loop) checkClosed() bool {
 	return true
 }
 
-// glSchedule queues handle h (taking over one reference): on the ready queue, the
-// thread-safe queue, or the timer heap.
+// glSchedule queues handle h (taking over one reference) on the ready queue or the timer
+// heap. Only the thread running the loop calls it, or any thread while none runs it:
+// module.c sends the handles of other threads through the inbox.
 //
 //export glSchedule
 func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
@@ -284,24 +342,9 @@ func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
 		return -1
 	}
 	switch mode {
-	case modeSoon:
-		if self.debug != 0 && !l.checkThread() {
-			return -1
-		}
+	case modeSoon, modeThreadsafe:
 		l.readyPush(h)
-	case modeThreadsafe:
-		// Every caller holds the GIL, and the loop thread touches the ready queue only
-		// while holding it too, so the handle goes straight to the ready queue, in order
-		// with call_soon's; the wake-up ends a poll in progress.
-		l.readyPush(h)
-		if err := l.poll.Wake(); err != nil {
-			raiseErr(err)
-			return -1
-		}
 	case modeTimer:
-		if self.debug != 0 && !l.checkThread() {
-			return -1
-		}
 		hh := asHandle(h)
 		hh.scheduled = 1
 		l.timers.Push(float64(hh.when), h)
@@ -309,16 +352,35 @@ func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
 	return 0
 }
 
-// checkThread is asyncio's _check_thread, done in debug mode.
-func (l *loop) checkThread() bool {
-	if C.gl_is_none(l.self.thread_id) != 0 || l.self.running == 0 {
-		return true
+// glWake ends a poll in progress (or makes the next one return at once): the inbox got
+// its first handle. Any thread may call it.
+//
+//export glWake
+func glWake(self *C.GLLoop) (rc C.int) {
+	defer recoverInt(&rc)
+	if err := getLoop(self).poll.Wake(); err != nil {
+		if err == poller.ErrClosed { // close() ran between the caller's check and its queueing
+			raise(C.PyExc_RuntimeError, "Event loop is closed")
+		} else {
+			raiseErr(err)
+		}
+		return -1
 	}
-	if C.gl_thread_ident() != l.threadID {
+	return 0
+}
+
+// glCheckThread is asyncio's _check_thread, done in debug mode by call_soon, call_later
+// and call_at (any thread may call it).
+//
+//export glCheckThread
+func glCheckThread(self *C.GLLoop) (rc C.int) {
+	defer recoverInt(&rc)
+	owner := C.ulong(atomic.LoadUint64((*uint64)(unsafe.Pointer(&self.owner))))
+	if owner != 0 && C.gl_thread_ident() != owner {
 		raise(C.PyExc_RuntimeError, "Non-thread-safe operation invoked on an event loop other than the current one")
-		return false
+		return -1
 	}
-	return true
+	return 0
 }
 
 //export glRunCore
@@ -328,9 +390,22 @@ func glRunCore(self *C.GLLoop) (ret pyObj) {
 	if !l.checkClosed() {
 		return nil
 	}
-	l.threadID = C.gl_thread_ident()
+	// From here this thread owns the loop: its call_soon stages without a lock, other
+	// threads' handles go to the inbox. What was queued before the loop started is taken
+	// whole: the bound of an iteration's batch is for handles that arrive while it runs.
+	C.gl_set_owner(self, C.gl_thread_ident())
 	self.running = 1
-	defer func() { self.running = 0 }()
+	defer func() {
+		self.running = 0
+		C.gl_set_owner(self, 0)
+		runningLoops.Add(-1)
+	}()
+	if n := int(runningLoops.Add(1)); n >= runtime.GOMAXPROCS(0) {
+		ensureProcsFor(n)
+	}
+	if !l.takeInbox(math.MaxInt32) {
+		return nil
+	}
 	for {
 		if !l.runOnce() {
 			return nil
@@ -381,10 +456,16 @@ func (l *loop) runOnce() bool {
 	if len(l.dirty) > 0 && !l.flushDirty() { // writes made while the loop was not running
 		return false
 	}
+	// Other threads' handles: those queued when the iteration began, up to inboxBatch.
+	if !l.takeInbox(inboxBatch) {
+		return false
+	}
 	l.purgeTimers()
 
 	timeout := -1
-	if l.readyLen() > 0 || self.stopping != 0 {
+	// The inbox is read after the ready queue: a handle queued after this check finds the
+	// inbox empty and wakes the poll.
+	if l.readyLen() > 0 || self.stopping != 0 || l.inboxLen() > 0 {
 		timeout = 0
 	} else if t, ok := l.timers.Peek(); ok {
 		d := math.Min(math.Max(0, t.When-monotonic()), maxSelectTimeout)
@@ -669,6 +750,8 @@ func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
 
 // release drops every reference the Go side holds and closes the poller.
 func (l *loop) release() {
+	for l.inboxLen() > 0 && l.takeInbox(math.MaxInt32) {
+	}
 	l.drainStaged()
 	l.ready.Drain(func(h pyObj) { C.gl_decref(h) })
 	for l.timers.Len() > 0 {
@@ -735,8 +818,8 @@ func glLoopRelease(self *C.GLLoop) {
 func glCloseCore(self *C.GLLoop) (ret pyObj) {
 	defer recoverObj(&ret)
 	l := getLoop(self)
+	C.gl_set_closed(self) // first: call_soon_threadsafe then refuses, in any thread
 	l.release()
-	self.closed = 1
 	return C.gl_none()
 }
 
@@ -753,7 +836,7 @@ func glStats(self *C.GLLoop) (ret pyObj) {
 		}
 		return true
 	})
-	vals := []int{l.readyLen(), l.timers.Len(), nfds}
+	vals := []int{l.readyLen() + l.inboxLen(), l.timers.Len(), nfds}
 	t := C.PyTuple_New(C.Py_ssize_t(len(vals)))
 	for i, v := range vals {
 		C.PyTuple_SetItem(t, C.Py_ssize_t(i), C.PyLong_FromLong(C.long(v)))

@@ -269,7 +269,8 @@ static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t na
 
 enum { MODE_SOON = 0, MODE_THREADSAFE = 1, MODE_TIMER = 2 };
 
-/* Queues h (taking over one reference) for Go's ready queue, from C. */
+/* Queues h (taking over one reference) for Go's ready queue, from C. Only the thread that
+ * runs the loop (its owner) stages: the array has no lock. */
 static int stage(GLLoop *self, PyObject *h) {
     if (self->nstaged == self->staged_cap) {
         Py_ssize_t cap = self->staged_cap ? 2 * self->staged_cap : 64;
@@ -285,6 +286,87 @@ static int stage(GLLoop *self, PyObject *h) {
     return 0;
 }
 
+/* Appends h (taking over one reference) to the inbox. Returns 1 if the inbox was empty
+ * (the caller wakes the loop), 0 if not, -1 with MemoryError. The lock is held for a few
+ * stores and never across a call into Python (libc realloc, not PyMem: the lock must not
+ * be held where a free-threaded Python could stop the world). */
+static int inbox_push(GLLoop *self, PyObject *h) {
+    pthread_mutex_lock(&self->inbox_mu);
+    if (self->inbox_head + self->inbox_len == self->inbox_cap) {
+        if (self->inbox_head > 0 && self->inbox_head >= self->inbox_cap / 2) {
+            memmove(self->inbox, self->inbox + self->inbox_head, (size_t)self->inbox_len * sizeof(PyObject *));
+            self->inbox_head = 0;
+        } else {
+            Py_ssize_t cap = self->inbox_cap ? 2 * self->inbox_cap : 64;
+            PyObject **p = realloc(self->inbox, (size_t)cap * sizeof(PyObject *));
+            if (p == NULL) {
+                pthread_mutex_unlock(&self->inbox_mu);
+                PyErr_NoMemory();
+                return -1;
+            }
+            self->inbox = p;
+            self->inbox_cap = cap;
+        }
+    }
+    self->inbox[self->inbox_head + self->inbox_len++] = h;
+    GL_STORE(self->inbox_n, self->inbox_len);
+    int was_empty = self->inbox_len == 1;
+    pthread_mutex_unlock(&self->inbox_mu);
+    return was_empty;
+}
+
+/* The owner takes up to max handles from the front of the inbox into self->taken (*out):
+ * their references pass to the caller. Returns the count, or -1 with MemoryError. */
+Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out) {
+    Py_ssize_t want = GL_LOAD(self->inbox_n);
+    if (want > max) want = max;
+    if (want > self->taken_cap) {  /* grown outside the lock; only the owner uses it */
+        Py_ssize_t cap = self->taken_cap ? self->taken_cap : 64;
+        while (cap < want) cap *= 2;
+        PyObject **p = PyMem_Realloc(self->taken, (size_t)cap * sizeof(PyObject *));
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->taken = p;
+        self->taken_cap = cap;
+    }
+    pthread_mutex_lock(&self->inbox_mu);
+    Py_ssize_t k = self->inbox_len < want ? self->inbox_len : want;
+    memcpy(self->taken, self->inbox + self->inbox_head, (size_t)k * sizeof(PyObject *));
+    self->inbox_head += k;
+    self->inbox_len -= k;
+    if (self->inbox_len == 0) self->inbox_head = 0;
+    GL_STORE(self->inbox_n, self->inbox_len);
+    pthread_mutex_unlock(&self->inbox_mu);
+    *out = self->taken;
+    return k;
+}
+
+void gl_set_owner(GLLoop *self, unsigned long owner) { GL_STORE(self->owner, owner); }
+void gl_set_closed(GLLoop *self) { GL_STORE(self->closed, 1); }
+
+/* Queues h (taking over one reference) to run soon, from any thread: staged when the caller
+ * is the thread running the loop (no lock, no wake-up needed), else into the inbox, waking
+ * the loop when the inbox was empty (one wake-up per batch: the loop takes the whole batch). */
+static int queue_soon(GLLoop *self, PyObject *h) {
+    if (GL_LOAD(self->owner) == gl_thread_ident()) return stage(self, h);
+    int rc = inbox_push(self, h);
+    if (rc == 1 && glWake(self) < 0) {
+        /* h is queued: the exception (the poller is closed) is the caller's only news */
+        return -2;
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+static int check_open(GLLoop *self) {
+    if (GL_LOAD(self->closed)) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, double when, int mode,
                           PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, Py_ssize_t skip) {
     GUARD_NULL();
@@ -296,31 +378,34 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
     if (parse_context(fname, args, nargs, kwnames, &ctx) < 0) return NULL;
     PyObject *cb = args[skip];
     if (gl_check_callback(cb, fname) < 0) return NULL;
-    /* call_soon outside debug mode (which checks the calling thread in Go) is staged here. */
-    int staged = mode == MODE_SOON && !self->debug && self->id >= 0;
-    if (staged && self->closed) {
-        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+    if (self->id < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "goloop: the loop was not initialized");
         return NULL;
     }
+    if (check_open(self) < 0) return NULL;
+    int debug = GL_LOAD(self->debug);
+    /* Debug mode: asyncio's _check_thread for call_soon, call_later and call_at. */
+    if (debug && mode != MODE_THREADSAFE && glCheckThread(self) < 0) return NULL;
+    /* A timer goes straight to Go's heap from the thread running the loop, or while no
+     * thread runs it; from another thread (asyncio does not allow it, but a free-threaded
+     * Python must not crash for it) it travels through the inbox. */
+    int direct_timer = mode == MODE_TIMER &&
+        (GL_LOAD(self->owner) == 0 || GL_LOAD(self->owner) == gl_thread_ident());
     PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
     if (h == NULL) return NULL;
-    Py_INCREF(h); /* the reference the ready queue keeps on success */
-    if (staged) {
-        if (stage(self, h) < 0) {
-            Py_DECREF(h);
-            Py_DECREF(h);
-            return NULL;
-        }
-        return h;
-    }
-    if (glSchedule(self, h, mode) < 0) {
+    Py_INCREF(h); /* the reference the ready queue (or the heap) keeps on success */
+    int rc = direct_timer ? glSchedule(self, h, MODE_TIMER) : queue_soon(self, h);
+    if (rc == -1) {
         Py_DECREF(h);
+        Py_DECREF(h);
+        return NULL;
+    }
+    if (rc == -2) {
         Py_DECREF(h);
         return NULL;
     }
     return h;
 }
-
 
 static double mono_now(void) {
     struct timespec ts;
@@ -519,11 +604,14 @@ static PyObject *loop_fd_key(GLLoop *self, PyObject *fdobj) {
 
 static PyObject *loop_add_callback(GLLoop *self, PyObject *handle) {
     GUARD_NULL();
-    Py_INCREF(handle);
-    if (glSchedule(self, handle, MODE_THREADSAFE) < 0) {
-        Py_DECREF(handle);
+    if (self->id < 0 || check_open(self) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "goloop: the loop was not initialized");
         return NULL;
     }
+    Py_INCREF(handle);
+    int rc = queue_soon(self, handle);
+    if (rc == -1) Py_DECREF(handle);
+    if (rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -542,6 +630,7 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     GLLoop *self = (GLLoop *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->id = -1;
+    pthread_mutex_init(&self->inbox_mu, NULL);  /* cannot fail with default attributes */
     Py_INCREF(Py_None);
     self->thread_id = Py_None;
     self->slow_callback_duration = 0.1;
@@ -556,6 +645,14 @@ static void loop_dealloc(GLLoop *self) {
     if (self->id >= 0 && !gl_forked) glLoopFree(self);  /* drains the staged handles */
     PyMem_Free(self->staged);
     self->staged = NULL;
+    /* what other threads queued after the loop's Go side let go (or never had it) */
+    for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_DECREF(self->inbox[self->inbox_head + i]);
+    free(self->inbox);
+    self->inbox = NULL;
+    self->inbox_len = self->inbox_n = 0;
+    PyMem_Free(self->taken);
+    self->taken = NULL;
+    pthread_mutex_destroy(&self->inbox_mu);
     Py_CLEAR(self->thread_id);
     Py_CLEAR(self->task_factory);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -568,6 +665,9 @@ static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
     Py_VISIT(self->thread_id);
     Py_VISIT(self->task_factory);
     for (Py_ssize_t i = 0; i < self->nstaged; i++) Py_VISIT(self->staged[i]);
+    /* No lock: the collector runs with the world stopped (free-threaded) or holding the GIL,
+     * and no thread stops inside inbox_push's critical section. */
+    for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_VISIT(self->inbox[self->inbox_head + i]);
     if (self->id >= 0 && !gl_forked) return glLoopTraverse(self, visit, arg);
     return 0;
 }
@@ -586,29 +686,54 @@ static int loop_set_debug_attr(GLLoop *self, PyObject *v, void *closure) {
     }
     int b = PyObject_IsTrue(v);
     if (b < 0) return -1;
-    self->debug = (char)b;
+    GL_STORE(self->debug, (char)b);
     return 0;
 }
 
+/* _closed: read by call_soon_threadsafe in any thread, hence atomic. */
+static PyObject *loop_get_closed_attr(GLLoop *self, void *closure) { return PyBool_FromLong(GL_LOAD(self->closed)); }
+static int loop_set_closed_attr(GLLoop *self, PyObject *v, void *closure) {
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete _closed");
+        return -1;
+    }
+    if (!PyBool_Check(v)) {  /* what the T_BOOL member it replaces accepted */
+        PyErr_SetString(PyExc_TypeError, "attribute value type must be bool");
+        return -1;
+    }
+    GL_STORE(self->closed, (char)(v == Py_True));
+    return 0;
+}
+
+/* _thread_id is set by the loop's thread and may be read by others (asyncio's debug-mode
+ * _check_thread): on a free-threaded Python the object's critical section keeps a reader
+ * from taking a reference to an int the writer is dropping. */
 static PyObject *loop_get_thread_id(GLLoop *self, void *closure) {
-    Py_INCREF(self->thread_id);
-    return self->thread_id;
+    PyObject *r;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    r = Py_NewRef(self->thread_id);
+    Py_END_CRITICAL_SECTION();
+    return r;
 }
 static int loop_set_thread_id(GLLoop *self, PyObject *v, void *closure) {
     if (v == NULL) v = Py_None;
-    Py_INCREF(v);
-    Py_SETREF(self->thread_id, v);
+    PyObject *old;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    old = self->thread_id;
+    self->thread_id = Py_NewRef(v);
+    Py_END_CRITICAL_SECTION();
+    Py_DECREF(old);
     return 0;
 }
 
 static PyGetSetDef loop_getset[] = {
     {"_debug", (getter)loop_get_debug_attr, (setter)loop_set_debug_attr, NULL, NULL},
+    {"_closed", (getter)loop_get_closed_attr, (setter)loop_set_closed_attr, NULL, NULL},
     {"_thread_id", (getter)loop_get_thread_id, (setter)loop_set_thread_id, NULL, NULL},
     {NULL}
 };
 
 static PyMemberDef loop_members[] = {
-    {"_closed", T_BOOL, offsetof(GLLoop, closed), 0, NULL},
     {"_stopping", T_BOOL, offsetof(GLLoop, stopping), 0, NULL},
     {"_timer_cancelled_count", T_PYSSIZET, offsetof(GLLoop, timer_cancelled_count), 0, NULL},
     {"slow_callback_duration", T_DOUBLE, offsetof(GLLoop, slow_callback_duration), 0, NULL},
@@ -681,7 +806,31 @@ static PyObject *mod_forked(PyObject *m, PyObject *Py_UNUSED(ignored)) {
  * made blocking behind the socket object's back. Errors raise OSError as socket.recv does;
  * arguments whose errors are socket's own to raise give NotImplemented (the caller then
  * calls the socket's method). */
-static char try_recv_buf[256 * 1024];
+#define TRY_RECV_BUF (256 * 1024)
+
+/* Each thread that reads gets its own buffer (loops run in several threads at once on a
+ * free-threaded Python), made on its first read and freed when the thread ends. */
+typedef struct {
+    Py_ssize_t last_got;  /* the size of this thread's last read (see mod_try_recv) */
+    char buf[TRY_RECV_BUF];
+} recv_state;
+static pthread_key_t recv_key;
+
+static void recv_state_free(void *p) { free(p); }
+
+static recv_state *get_recv_state(void) {
+    recv_state *st = pthread_getspecific(recv_key);
+    if (st == NULL) {
+        st = malloc(sizeof(recv_state));
+        if (st == NULL || pthread_setspecific(recv_key, st) != 0) {
+            free(st);
+            PyErr_NoMemory();
+            return NULL;
+        }
+        st->last_got = 0;
+    }
+    return st;
+}
 
 /* One recv(2) with MSG_DONTWAIT, retried on EINTR: the count, -2 when it would block, or
  * -1 with an exception set. */
@@ -723,14 +872,14 @@ static PyObject *mod_try_recv(PyObject *m, PyObject *const *args, Py_ssize_t nar
      * echo server's CPU at 100 KiB a message. Which reads are large is judged by the last
      * one (the same code tends to read the same sizes); n must keep the bytes under glibc's
      * mmap threshold for the straight path (gl.h). */
-    static Py_ssize_t last_got;
-    if (n <= (Py_ssize_t)sizeof(try_recv_buf) &&
-        (last_got < GL_DIRECT_MIN || n > GL_DIRECT_MAX)) {
-        Py_ssize_t got = recv_nowait(fd, try_recv_buf, n);
+    recv_state *st = get_recv_state();
+    if (st == NULL) return NULL;
+    if (n <= TRY_RECV_BUF && (st->last_got < GL_DIRECT_MIN || n > GL_DIRECT_MAX)) {
+        Py_ssize_t got = recv_nowait(fd, st->buf, n);
         if (got == -2) Py_RETURN_NONE;
         if (got < 0) return NULL;
-        last_got = got;
-        return PyBytes_FromStringAndSize(try_recv_buf, got);
+        st->last_got = got;
+        return PyBytes_FromStringAndSize(st->buf, got);
     }
     PyObject *big = PyBytes_FromStringAndSize(NULL, n);
     if (big == NULL) return NULL;
@@ -740,7 +889,7 @@ static PyObject *mod_try_recv(PyObject *m, PyObject *const *args, Py_ssize_t nar
         if (got == -2) Py_RETURN_NONE;
         return NULL;
     }
-    last_got = got;
+    st->last_got = got;
     if (got != n && _PyBytes_Resize(&big, got) < 0) return NULL;
     return big;
 }
@@ -835,7 +984,18 @@ static struct PyModuleDef goloop_module = {
     PyModuleDef_HEAD_INIT, "_goloop", "goloop's engine, written in Go.", -1, module_methods,
 };
 
+/* Single-phase init, declared free of the GIL: multi-phase init (a Py_mod_gil slot) would
+ * promise a module that can be created more than once, per interpreter, while goloop's types
+ * are static and its Go runtime is one per process. Every piece of shared state is safe
+ * without the GIL: the C statics are set here, once; the Go tables (loops, transports,
+ * parsers) lock; a loop's inbox takes other threads' callbacks under its mutex; the rest
+ * belongs to the thread running the loop. */
 PyMODINIT_FUNC PyInit__goloop(void) {
+    static int key_made;
+    if (!key_made) {  /* under the import lock: PyInit runs once per process */
+        if (pthread_key_create(&recv_key, recv_state_free) != 0) return PyErr_NoMemory();
+        key_made = 1;
+    }
     HandleType.tp_new = NULL;
     TimerHandleType.tp_base = &HandleType;
     if (PyType_Ready(&HandleType) < 0 || PyType_Ready(&TimerHandleType) < 0 || PyType_Ready(&LoopCoreType) < 0)
@@ -844,6 +1004,12 @@ PyMODINIT_FUNC PyInit__goloop(void) {
     GL_TimerHandleType = &TimerHandleType;
     PyObject *m = PyModule_Create(&goloop_module);
     if (m == NULL) return NULL;
+#ifdef Py_GIL_DISABLED
+    if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
     Py_INCREF(&HandleType);
     Py_INCREF(&TimerHandleType);
     Py_INCREF(&LoopCoreType);

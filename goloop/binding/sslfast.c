@@ -619,6 +619,9 @@ static PyObject *sp_setup(PyObject *Py_UNUSED(cls), PyObject *const *args, Py_ss
                         "_setup(base_class, states, again_errors, sslobject_type)");
         return NULL;
     }
+    /* Bound once (goloop._sslproto's import): replacing the values would free objects that
+     * loops in other threads may be reading, without a GIL to wait for. */
+    if (st_WRAPPED != NULL) Py_RETURN_NONE;
     PyObject *proto = args[0], *states = args[1], *again = args[2], *sslobject = args[3];
     if (!PyType_Check(proto) || !PyType_Check(sslobject)) {
         PyErr_SetString(PyExc_TypeError, "_setup: base_class and sslobject_type must be classes");

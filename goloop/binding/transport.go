@@ -50,15 +50,11 @@ type conn struct {
 	iov   []unix.Iovec
 }
 
-// conns maps GLTransport.conn-1 to its state. Only threads holding the GIL touch it.
-var conns []*conn
+// conns maps GLTransport.conn-1 to its state; loops in several threads use it at once.
+var conns table[conn]
 
 func connOf(tr *C.GLTransport) *conn {
-	id := int(tr.conn) - 1
-	if id < 0 || id >= len(conns) || conns[id] == nil {
-		return nil
-	}
-	return conns[id]
+	return conns.get(int(tr.conn) - 1)
 }
 
 func trObj(tr *C.GLTransport) pyObj { return (*C.PyObject)(unsafe.Pointer(tr)) }
@@ -124,18 +120,7 @@ func glConnAttach(tr *C.GLTransport, loopObj pyObj, fd C.int) (rc C.int) {
 		return -1
 	}
 	c := &conn{l: l, tr: tr, fd: int(fd)}
-	c.id = -1
-	for i, x := range conns {
-		if x == nil {
-			c.id = i
-			conns[i] = c
-			break
-		}
-	}
-	if c.id < 0 {
-		c.id = len(conns)
-		conns = append(conns, c)
-	}
+	c.id, _ = conns.add(c)
 	C.gl_incref(trObj(tr)) // kept alive while the poller may deliver its events
 	tr.conn = C.long(c.id + 1)
 	tr.sock_fd = fd
@@ -522,7 +507,7 @@ func (c *conn) detach() {
 	}
 	delete(c.l.conns, c)
 	c.dropProtocol()
-	conns[c.id] = nil
+	conns.del(c.id)
 	tr := c.tr
 	tr.conn = 0
 	C.gl_tr_clear_ctx(tr)
