@@ -29,6 +29,7 @@ import goloop
 
 loop = goloop.new_event_loop()
 assert loop.run_until_complete(asyncio.sleep(0.001, "parent-ok")) == "parent-ok"
+from goloop import http as ghttp
 
 def check(name, f):
     try:
@@ -52,6 +53,7 @@ def in_child():
     coro.close()
     check("run_forever", loop.run_forever)
     check("goloop.run", lambda: goloop.run(asyncio.sleep(0)))
+    check("HttpRequestParser", lambda: ghttp.HttpRequestParser(object()))
     # asyncio's own loop keeps working in the child
     print("asyncio.run:", asyncio.run(asyncio.sleep(0, "ok")), flush=True)
 
@@ -80,7 +82,7 @@ def test_fork_guard(child_exit):
     out = r.stdout
     assert r.returncode == 0, (out, r.stderr)
     for name in ["new_event_loop", "call_soon", "call_later", "call_soon_threadsafe",
-                 "run_until_complete", "run_forever", "goloop.run"]:
+                 "run_until_complete", "run_forever", "goloop.run", "HttpRequestParser"]:
         assert f"{name}: RuntimeError mentions-spawn" in out, (name, out, r.stderr)
     assert "asyncio.run: ok" in out
     assert "child-exit: 0" in out, (out, r.stderr)

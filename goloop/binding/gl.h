@@ -106,7 +106,14 @@ typedef struct {
 
 extern PyTypeObject *GL_HandleType;
 extern PyTypeObject *GL_TimerHandleType;
+
+/* The fork guard, the one place that knows it: set (by os.register_at_fork's child hook)
+ * in a process forked after the Go runtime started, where any call into Go could hang.
+ * Every C entry point that would call into Go starts with GL_FORK_GUARD(its error value):
+ * gl_fork_error() raises the RuntimeError that names the fix. */
 extern int gl_forked;
+int gl_fork_error(void);
+#define GL_FORK_GUARD(ret) do { if (gl_forked) { gl_fork_error(); return ret; } } while (0)
 
 /* Helpers defined in helpers.c, called from Go. */
 int gl_handle_run(PyObject *h);
@@ -141,6 +148,14 @@ void gl_tr_clear_ctx(GLTransport *tr);
 PyObject *gl_getattr(PyObject *o, const char *name);
 int gl_check_callback(PyObject *cb, const char *method);
 int gl_init_callback_check(void);
+/* Each C file's part of the module's init (module.c calls them in order). */
+int gl_init_handle_types(PyObject *m);  /* handle.c */
+int gl_init_loopcore(PyObject *m);      /* loopcore.c */
+int gl_init_sockfast(PyObject *m);      /* sockfast.c */
+int gl_init_readpath(void);             /* readpath.c */
+int gl_init_transport_type(PyObject *m);/* transport.c */
+int gl_init_http(PyObject *m);          /* http.c */
+int gl_init_ssl(PyObject *m);           /* sslfast.c */
 int gl_visit(visitproc visit, PyObject *o, void *arg);
 Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out);
 void gl_set_owner(GLLoop *self, unsigned long owner);

@@ -4,12 +4,8 @@
 #include "http.h"
 #include "_cgo_export.h"
 
-extern int gl_forked;
-
 PyObject *gl_http_exc[GL_HEXC_COUNT];
 
-#define HGUARD(ret) do { if (gl_forked) { PyErr_SetString(PyExc_RuntimeError, \
-    "goloop cannot be used in a process forked after goloop's Go runtime started"); return ret; } } while (0)
 
 /* ---------- event batches ---------- */
 
@@ -321,7 +317,7 @@ static int hp_init(GLHttpParser *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"protocol", NULL};
     PyObject *protocol;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:HttpParser", kwlist, &protocol)) return -1;
-    HGUARD(-1);
+    GL_FORK_GUARD(-1);
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "cannot re-initialize an HTTP parser from its callback");
         return -1;
@@ -365,7 +361,7 @@ static int hp_init(GLHttpParser *self, PyObject *args, PyObject *kwds) {
 }
 
 static PyObject *hp_feed_data(GLHttpParser *self, PyObject *data) {
-    HGUARD(NULL);
+    GL_FORK_GUARD(NULL);
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "feed_data() called from one of the parser's callbacks");
         return NULL;
@@ -423,7 +419,7 @@ static PyObject *hp_should_upgrade(GLHttpParser *self, PyObject *Py_UNUSED(ignor
 
 static PyObject *hp_get_method(GLHttpParser *self, PyObject *Py_UNUSED(ignored)) {
     if (self->method_len > GL_HTTP_METHOD_MAX) {
-        HGUARD(NULL);
+        GL_FORK_GUARD(NULL);
         return glHttpMethod(self);
     }
     return PyBytes_FromStringAndSize(self->method, self->method_len);
@@ -465,7 +461,7 @@ static PyObject *hp_set_dangerous_leniencies(GLHttpParser *self, PyObject *args,
         if (t) set |= lenient_bits[i];
         else clear |= lenient_bits[i];
     }
-    HGUARD(NULL);
+    GL_FORK_GUARD(NULL);
     if (glHttpSetLenient(self, set, clear) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -603,7 +599,7 @@ static PyTypeObject URLType = {
 #define MAX_URL_LENGTH 65535 /* http_parser's limit, which httptools enforces */
 
 static PyObject *mod_parse_url(PyObject *m, PyObject *url) {
-    HGUARD(NULL);
+    GL_FORK_GUARD(NULL);
     Py_buffer view;
     if (PyObject_GetBuffer(url, &view, PyBUF_SIMPLE) < 0) return NULL;
     if (view.len > MAX_URL_LENGTH) {

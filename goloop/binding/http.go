@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/goloop/goloop/goloop/httpparser"
+	"github.com/goloop/goloop/goloop/idtable"
 )
 
 // hparser is the Go state behind one goloop.http parser object. It is the parser's
@@ -28,10 +29,10 @@ type hparser struct {
 }
 
 // httpParsers maps GLHttpParser.id to its Go state; parsers of several threads use it at once.
-var httpParsers table[hparser]
+var httpParsers idtable.Table[hparser]
 
 func hparserOf(self *C.GLHttpParser) *hparser {
-	return httpParsers.get(int(self.id))
+	return httpParsers.Get(int(self.id))
 }
 
 func b2c(b bool) C.uchar {
@@ -251,7 +252,7 @@ func glHttpInit(self *C.GLHttpParser, want C.uint) (rc C.int) {
 		} else {
 			h.p = httpparser.NewRequestParser(h)
 		}
-		id, _ := httpParsers.add(h)
+		id, _ := httpParsers.Add(h)
 		self.id = C.long(id)
 	} else {
 		h.p.Reset()
@@ -271,7 +272,7 @@ func glHttpFree(self *C.GLHttpParser) {
 		return
 	}
 	h.self = nil
-	httpParsers.del(int(self.id))
+	httpParsers.Del(int(self.id))
 	self.id = -1
 }
 

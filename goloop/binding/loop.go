@@ -22,6 +22,7 @@ import (
 	"unsafe"
 	_ "unsafe" // go:linkname
 
+	"github.com/goloop/goloop/goloop/idtable"
 	"github.com/goloop/goloop/goloop/poller"
 	"github.com/goloop/goloop/goloop/sched"
 	"golang.org/x/sys/unix"
@@ -187,10 +188,10 @@ const pollEvery = 20_000 // ns
 const inboxBatch = 1024
 
 // loops maps GLLoop.id to its Go state; any thread may look a loop up.
-var loops table[loop]
+var loops idtable.Table[loop]
 
 func getLoop(self *C.GLLoop) *loop {
-	l := loops.get(int(self.id))
+	l := loops.Get(int(self.id))
 	if l == nil {
 		panic("goloop: loop object without Go state")
 	}
@@ -246,7 +247,7 @@ func glLoopInit(self *C.GLLoop) (rc C.int) {
 	l := &loop{self: self, poll: p, conns: make(map[*conn]struct{})}
 	l.rbuf = unsafe.Slice((*byte)(C.malloc(readBufSize)), readBufSize)
 	l.blockingWait = l.cBlockingWait // one method value per loop, not a closure per wait
-	id, _ := loops.add(l)
+	id, _ := loops.Add(l)
 	self.id = C.long(id)
 	return 0
 }
@@ -258,7 +259,7 @@ func glLoopFree(self *C.GLLoop) {
 	defer func() { recover() }()
 	l := getLoop(self)
 	l.release()
-	loops.del(int(self.id))
+	loops.Del(int(self.id))
 	self.id = -1
 }
 

@@ -5,10 +5,6 @@
 #include "_cgo_export.h"
 
 PyTypeObject *GL_TransportType;
-extern int gl_forked;
-
-#define TGUARD() do { if (gl_forked) { PyErr_SetString(PyExc_RuntimeError, \
-    "goloop cannot be used in a process forked after goloop's Go runtime started"); return NULL; } } while (0)
 
 static PyObject *tr_write(GLTransport *self, PyObject *data) {
     if (!PyBytes_Check(data) && !PyByteArray_Check(data) && !PyMemoryView_Check(data)) {
@@ -30,7 +26,7 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
         PyErr_SetString(PyExc_RuntimeError, "unable to write; sendfile is in progress");
         return NULL;
     }
-    TGUARD();
+    GL_FORK_GUARD(NULL);
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
         /* e.g. a non-contiguous memoryview: asyncio's send() fails the same way, and
@@ -72,7 +68,7 @@ static PyObject *tr_is_closing(GLTransport *self, PyObject *Py_UNUSED(ignored)) 
 }
 
 static PyObject *tr_core_attach(GLTransport *self, PyObject *const *args, Py_ssize_t nargs) {
-    TGUARD();
+    GL_FORK_GUARD(NULL);
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "_core_attach(loop, fd)");
         return NULL;
@@ -84,7 +80,7 @@ static PyObject *tr_core_attach(GLTransport *self, PyObject *const *args, Py_ssi
 }
 
 static PyObject *tr_core_set_protocol(GLTransport *self, PyObject *const *args, Py_ssize_t nargs) {
-    TGUARD();
+    GL_FORK_GUARD(NULL);
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "_core_set_protocol(protocol, buffered)");
         return NULL;
@@ -96,7 +92,7 @@ static PyObject *tr_core_set_protocol(GLTransport *self, PyObject *const *args, 
 }
 
 static PyObject *tr_core_read(GLTransport *self, PyObject *flag) {
-    TGUARD();
+    GL_FORK_GUARD(NULL);
     int on = PyObject_IsTrue(flag);
     if (on < 0) return NULL;
     if (on && self->conn != 0) {
@@ -111,13 +107,13 @@ static PyObject *tr_core_read(GLTransport *self, PyObject *flag) {
 }
 
 static PyObject *tr_core_clear_write(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
-    TGUARD();
+    GL_FORK_GUARD(NULL);
     if (glConnClearWrite(self) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *tr_core_flush(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
-    TGUARD();
+    GL_FORK_GUARD(NULL);
     if (glConnFlush(self) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -141,7 +137,7 @@ static PyObject *tr_core_close_ctx(GLTransport *self, PyObject *Py_UNUSED(ignore
 }
 
 static PyObject *tr_core_events(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
-    TGUARD();
+    GL_FORK_GUARD(NULL);
     return PyLong_FromLong(glConnEvents(self));
 }
 

@@ -9,6 +9,7 @@ import "C"
 import (
 	"unsafe"
 
+	"github.com/goloop/goloop/goloop/idtable"
 	"github.com/goloop/goloop/goloop/poller"
 	"golang.org/x/sys/unix"
 )
@@ -51,10 +52,10 @@ type conn struct {
 }
 
 // conns maps GLTransport.conn-1 to its state; loops in several threads use it at once.
-var conns table[conn]
+var conns idtable.Table[conn]
 
 func connOf(tr *C.GLTransport) *conn {
-	return conns.get(int(tr.conn) - 1)
+	return conns.Get(int(tr.conn) - 1)
 }
 
 func trObj(tr *C.GLTransport) pyObj { return (*C.PyObject)(unsafe.Pointer(tr)) }
@@ -120,7 +121,7 @@ func glConnAttach(tr *C.GLTransport, loopObj pyObj, fd C.int) (rc C.int) {
 		return -1
 	}
 	c := &conn{l: l, tr: tr, fd: int(fd)}
-	c.id, _ = conns.add(c)
+	c.id, _ = conns.Add(c)
 	C.gl_incref(trObj(tr)) // kept alive while the poller may deliver its events
 	tr.conn = C.long(c.id + 1)
 	tr.sock_fd = fd
@@ -507,7 +508,7 @@ func (c *conn) detach() {
 	}
 	delete(c.l.conns, c)
 	c.dropProtocol()
-	conns.del(c.id)
+	conns.Del(c.id)
 	tr := c.tr
 	tr.conn = 0
 	C.gl_tr_clear_ctx(tr)

@@ -1,17 +1,20 @@
-package main
+// Package idtable maps small integer ids to Go values, for the C objects of goloop's
+// binding that carry an id (loops, transports, HTTP parsers). It is pure Go (no cgo), so its
+// tests run with plain `go test`.
+package idtable
 
 import (
 	"sync"
 	"sync/atomic"
 )
 
-// table maps small integer ids to *T for the C objects that carry an id (loops, transports,
+// Table maps small integer ids to *T for the C objects that carry an id (loops, transports,
 // HTTP parsers). On a free-threaded Python several loop threads create, look up and drop
 // entries at once, so a plain slice (append reallocating under a reader) would not do:
 // lookups take no lock (two atomic loads: the chunk directory and the entry; plain loads on
 // x86-64 and arm64), add and del take a mutex. Chunks never move once made, so a reader
 // holding an old directory still finds every entry it may look up.
-type table[T any] struct {
+type Table[T any] struct {
 	mu   sync.Mutex
 	dir  atomic.Pointer[[]*tableChunk[T]] // grows copy-on-write under mu
 	free []int                            // ids to reuse, under mu
@@ -26,8 +29,8 @@ const (
 
 type tableChunk[T any] [tableSize]atomic.Pointer[T]
 
-// get returns the entry of id, or nil.
-func (t *table[T]) get(id int) *T {
+// Get returns the entry of id, or nil.
+func (t *Table[T]) Get(id int) *T {
 	d := t.dir.Load()
 	if d == nil || id < 0 {
 		return nil
@@ -39,8 +42,8 @@ func (t *table[T]) get(id int) *T {
 	return (*d)[c][id&(tableSize-1)].Load()
 }
 
-// add stores v under a free id and returns it, with the number of entries now present.
-func (t *table[T]) add(v *T) (id, live int) {
+// Add stores v under a free id and returns it, with the number of entries now present.
+func (t *Table[T]) Add(v *T) (id, live int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n := len(t.free); n > 0 {
@@ -65,8 +68,8 @@ func (t *table[T]) add(v *T) (id, live int) {
 	return id, t.live
 }
 
-// del forgets id (nothing happens if it holds no entry).
-func (t *table[T]) del(id int) {
+// Del forgets id (nothing happens if it holds no entry).
+func (t *Table[T]) Del(id int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.dir.Load()

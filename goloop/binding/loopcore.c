@@ -1,0 +1,591 @@
+/* goloop._goloop.LoopCore, the C part of goloop.Loop: call_soon and friends (argument
+ * handling, making the handle, queueing it), the queues Python-facing calls fill without a
+ * call into Go (the owner thread's staged call_soon handles, other threads' inbox), the
+ * wrappers of the Go loop's exports (run, timers, readers/writers), asyncio's attributes as
+ * C fields Go reads, and the blocking poll that releases the GIL. */
+#include <sys/epoll.h>
+#include <errno.h>
+#include "gl.h"
+#include "_cgo_export.h"
+
+/* ---------- LoopCore ---------- */
+
+static PyTypeObject LoopCoreType;
+
+static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         PyObject **ctx) {
+    *ctx = NULL;
+    if (kwnames == NULL) return 0;
+    Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (PyUnicode_CompareWithASCIIString(k, "context") != 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, k);
+            return -1;
+        }
+        *ctx = args[nargs + i];
+    }
+    if (*ctx == Py_None) *ctx = NULL;
+    if (*ctx != NULL && !PyContext_CheckExact(*ctx)) {
+        PyErr_Format(PyExc_TypeError, "%s(): context must be a contextvars.Context, not %.100s", fname,
+                     Py_TYPE(*ctx)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+
+enum { MODE_SOON = 0, MODE_THREADSAFE = 1, MODE_TIMER = 2 };
+
+/* Queues h (taking over one reference) for Go's ready queue, from C. Only the thread that
+ * runs the loop (its owner) stages: the array has no lock. */
+static int stage(GLLoop *self, PyObject *h) {
+    if (self->nstaged == self->staged_cap) {
+        Py_ssize_t cap = self->staged_cap ? 2 * self->staged_cap : 64;
+        PyObject **p = PyMem_Realloc(self->staged, (size_t)cap * sizeof(PyObject *));
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->staged = p;
+        self->staged_cap = cap;
+    }
+    self->staged[self->nstaged++] = h;
+    return 0;
+}
+
+/* Appends h (taking over one reference) to the inbox. Returns 1 if the inbox was empty
+ * (the caller wakes the loop), 0 if not, -1 with MemoryError. The lock is held for a few
+ * stores and never across a call into Python (libc realloc, not PyMem: the lock must not
+ * be held where a free-threaded Python could stop the world). */
+static int inbox_push(GLLoop *self, PyObject *h) {
+    pthread_mutex_lock(&self->inbox_mu);
+    if (self->inbox_head + self->inbox_len == self->inbox_cap) {
+        if (self->inbox_head > 0 && self->inbox_head >= self->inbox_cap / 2) {
+            memmove(self->inbox, self->inbox + self->inbox_head, (size_t)self->inbox_len * sizeof(PyObject *));
+            self->inbox_head = 0;
+        } else {
+            Py_ssize_t cap = self->inbox_cap ? 2 * self->inbox_cap : 64;
+            PyObject **p = realloc(self->inbox, (size_t)cap * sizeof(PyObject *));
+            if (p == NULL) {
+                pthread_mutex_unlock(&self->inbox_mu);
+                PyErr_NoMemory();
+                return -1;
+            }
+            self->inbox = p;
+            self->inbox_cap = cap;
+        }
+    }
+    self->inbox[self->inbox_head + self->inbox_len++] = h;
+    GL_STORE(self->inbox_n, self->inbox_len);
+    int was_empty = self->inbox_len == 1;
+    pthread_mutex_unlock(&self->inbox_mu);
+    return was_empty;
+}
+
+/* The owner takes up to max handles from the front of the inbox into self->taken (*out):
+ * their references pass to the caller. Returns the count, or -1 with MemoryError. */
+Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out) {
+    Py_ssize_t want = GL_LOAD(self->inbox_n);
+    if (want > max) want = max;
+    if (want > self->taken_cap) {  /* grown outside the lock; only the owner uses it */
+        Py_ssize_t cap = self->taken_cap ? self->taken_cap : 64;
+        while (cap < want) cap *= 2;
+        PyObject **p = PyMem_Realloc(self->taken, (size_t)cap * sizeof(PyObject *));
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->taken = p;
+        self->taken_cap = cap;
+    }
+    pthread_mutex_lock(&self->inbox_mu);
+    Py_ssize_t k = self->inbox_len < want ? self->inbox_len : want;
+    memcpy(self->taken, self->inbox + self->inbox_head, (size_t)k * sizeof(PyObject *));
+    self->inbox_head += k;
+    self->inbox_len -= k;
+    if (self->inbox_len == 0) self->inbox_head = 0;
+    GL_STORE(self->inbox_n, self->inbox_len);
+    pthread_mutex_unlock(&self->inbox_mu);
+    *out = self->taken;
+    return k;
+}
+
+void gl_set_owner(GLLoop *self, unsigned long owner) { GL_STORE(self->owner, owner); }
+void gl_set_closed(GLLoop *self) { GL_STORE(self->closed, 1); }
+
+/* Queues h (taking over one reference) to run soon, from any thread: staged when the caller
+ * is the thread running the loop (no lock, no wake-up needed), else into the inbox, waking
+ * the loop when the inbox was empty (one wake-up per batch: the loop takes the whole batch). */
+static int queue_soon(GLLoop *self, PyObject *h) {
+    if (GL_LOAD(self->owner) == gl_thread_ident()) return stage(self, h);
+    int rc = inbox_push(self, h);
+    if (rc == 1 && glWake(self) < 0) {
+        /* h is queued: the exception (the poller is closed) is the caller's only news */
+        return -2;
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+static int check_open(GLLoop *self) {
+    if (GL_LOAD(self->closed)) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, double when, int mode,
+                          PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, Py_ssize_t skip) {
+    GL_FORK_GUARD(NULL);
+    PyObject *ctx;
+    if (nargs < skip + 1) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'callback'", fname);
+        return NULL;
+    }
+    if (parse_context(fname, args, nargs, kwnames, &ctx) < 0) return NULL;
+    PyObject *cb = args[skip];
+    if (gl_check_callback(cb, fname) < 0) return NULL;
+    if (self->id < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "goloop: the loop was not initialized");
+        return NULL;
+    }
+    if (check_open(self) < 0) return NULL;
+    int debug = GL_LOAD(self->debug);
+    /* Debug mode: asyncio's _check_thread for call_soon, call_later and call_at. */
+    if (debug && mode != MODE_THREADSAFE && glCheckThread(self) < 0) return NULL;
+    /* A timer goes straight to Go's heap from the thread running the loop, or while no
+     * thread runs it; from another thread (asyncio does not allow it, but a free-threaded
+     * Python must not crash for it) it travels through the inbox. */
+    int direct_timer = mode == MODE_TIMER &&
+        (GL_LOAD(self->owner) == 0 || GL_LOAD(self->owner) == gl_thread_ident());
+    PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
+    if (h == NULL) return NULL;
+    Py_INCREF(h); /* the reference the ready queue (or the heap) keeps on success */
+    int rc = direct_timer ? glSchedule(self, h, MODE_TIMER) : queue_soon(self, h);
+    if (rc == -1) {
+        Py_DECREF(h);
+        Py_DECREF(h);
+        return NULL;
+    }
+    if (rc == -2) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    return h;
+}
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static PyObject *loop_call_soon(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return schedule(self, "call_soon", GL_HandleType, 0, MODE_SOON, args, nargs, kwnames, 0);
+}
+
+static PyObject *loop_call_soon_threadsafe(GLLoop *self, PyObject *const *args, Py_ssize_t nargs,
+                                           PyObject *kwnames) {
+    return schedule(self, "call_soon_threadsafe", GL_HandleType, 0, MODE_THREADSAFE, args, nargs, kwnames, 0);
+}
+
+static int to_seconds(PyObject *o, const char *what, double *out) {
+    if (o == Py_None) {
+        PyErr_Format(PyExc_TypeError, "%s must not be None", what);
+        return -1;
+    }
+    double d = PyFloat_AsDouble(o);
+    if (d == -1.0 && PyErr_Occurred()) return -1;
+    if (d != d) {
+        PyErr_Format(PyExc_ValueError, "%s must not be NaN", what);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+static PyObject *loop_call_later(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    double d;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_later() missing required argument 'delay'");
+        return NULL;
+    }
+    if (to_seconds(args[0], "delay", &d) < 0) return NULL;
+    return schedule(self, "call_later", GL_TimerHandleType, mono_now() + d, MODE_TIMER, args, nargs, kwnames, 1);
+}
+
+static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    double when;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_at() missing required argument 'when'");
+        return NULL;
+    }
+    if (to_seconds(args[0], "when", &when) < 0) return NULL;
+    return schedule(self, "call_at", GL_TimerHandleType, when, MODE_TIMER, args, nargs, kwnames, 1);
+}
+
+static PyObject *tasks_module, *str_Task, *task_kwnames, *str_create_task_py;
+
+/* create_task(coro, *, name=None, context=None): asyncio's BaseEventLoop.create_task, with
+ * the common case (no task factory, not debug) done here: Task(coro, loop=self, name=name,
+ * context=context). Anything else goes to the Python implementation. */
+static PyObject *loop_create_task(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *name = Py_None, *context = Py_None;
+    int fast = nargs == 1 && !self->debug && (self->task_factory == NULL || self->task_factory == Py_None);
+    if (fast && kwnames != NULL) {
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < nk && fast; i++) {
+            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+            if (PyUnicode_CompareWithASCIIString(k, "name") == 0) name = args[nargs + i];
+            else if (PyUnicode_CompareWithASCIIString(k, "context") == 0) context = args[nargs + i];
+            else fast = 0;
+        }
+    }
+    if (!fast) {
+        PyObject *meth = PyObject_GetAttr((PyObject *)self, str_create_task_py);
+        if (meth == NULL) return NULL;
+        PyObject *r = PyObject_Vectorcall(meth, args, nargs, kwnames);
+        Py_DECREF(meth);
+        return r;
+    }
+    if (self->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return NULL;
+    }
+    PyObject *task_type = PyObject_GetAttr(tasks_module, str_Task);
+    if (task_type == NULL) return NULL;
+    PyObject *targs[4] = {args[0], (PyObject *)self, name, context};
+    PyObject *task = PyObject_Vectorcall(task_type, targs, 1, task_kwnames);
+    Py_DECREF(task_type);
+    return task;
+}
+
+static PyObject *futures_module, *str_Future, *loop_kwnames;
+
+/* create_future(): asyncio's `futures.Future(loop=self)`, without a Python frame (streams
+ * and sock_* create one per wait). */
+static PyObject *loop_create_future(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *fut_type = PyObject_GetAttr(futures_module, str_Future);
+    if (fut_type == NULL) return NULL;
+    PyObject *args[1] = {(PyObject *)self};
+    PyObject *fut = PyObject_Vectorcall(fut_type, args, 0, loop_kwnames);
+    Py_DECREF(fut_type);
+    return fut;
+}
+
+static PyObject *loop_time(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    return PyFloat_FromDouble(mono_now());
+}
+
+static PyObject *loop_get_debug(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    return PyBool_FromLong(self->debug);
+}
+
+static PyObject *loop_stop(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    self->stopping = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *loop_run_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    return glRunCore(self);
+}
+
+static PyObject *loop_close_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    return glCloseCore(self);
+}
+
+static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *const *args, Py_ssize_t nargs) {
+    GL_FORK_GUARD(NULL);
+    if (nargs < 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at least 2 arguments (fd, callback)", fname);
+        return NULL;
+    }
+    int fd = PyObject_AsFileDescriptor(args[0]);
+    if (fd < 0) return NULL;
+    if (gl_check_callback(args[1], fname) < 0) return NULL;
+    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, NULL, 0);
+    if (h == NULL) return NULL;
+    Py_INCREF(h);
+    if (glAddIO(self, fd, h, writer) < 0) {
+        Py_DECREF(h);
+        Py_DECREF(h);
+        return NULL;
+    }
+    return h;
+}
+
+static PyObject *loop_add_reader(GLLoop *self, PyObject *const *args, Py_ssize_t nargs) {
+    return add_io(self, "add_reader", 0, args, nargs);
+}
+
+static PyObject *loop_add_writer(GLLoop *self, PyObject *const *args, Py_ssize_t nargs) {
+    return add_io(self, "add_writer", 1, args, nargs);
+}
+
+static PyObject *remove_io(GLLoop *self, PyObject *fdobj, int writer) {
+    GL_FORK_GUARD(NULL);
+    int fd = PyObject_AsFileDescriptor(fdobj);
+    if (fd < 0) return NULL;
+    return glRemoveIO(self, fd, writer);
+}
+
+static PyObject *loop_remove_reader(GLLoop *self, PyObject *fd) { return remove_io(self, fd, 0); }
+static PyObject *loop_remove_writer(GLLoop *self, PyObject *fd) { return remove_io(self, fd, 1); }
+
+static PyObject *set_result_unless_cancelled;
+
+/* _wait_fd(fd, fut, writer): one-shot readiness wait for sock_recv() and friends: when fd is
+ * ready, fut's result is set (unless it was cancelled) and the registration ends by itself;
+ * asyncio's way costs a Handle, a functools.partial, a done callback and two epoll_ctl calls. */
+static PyObject *loop_wait_fd(GLLoop *self, PyObject *const *args, Py_ssize_t nargs) {
+    GL_FORK_GUARD(NULL);
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_wait_fd(fd, fut, writer)");
+        return NULL;
+    }
+    int fd = PyObject_AsFileDescriptor(args[0]);
+    if (fd < 0) return NULL;
+    int writer = PyObject_IsTrue(args[2]);
+    if (writer < 0) return NULL;
+    PyObject *cbargs[2] = {args[1], Py_None};
+    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, set_result_unless_cancelled, cbargs, 2, NULL, 0);
+    if (h == NULL) return NULL;
+    Py_INCREF(h); /* the reference Go keeps on success; the caller gets the other */
+    int rc = glWaitIO(self, fd, h, writer);
+    if (rc == 0) return h;
+    Py_DECREF(h);
+    Py_DECREF(h);
+    if (rc == -2) /* a transport owns fd: asyncio's check raises the error asyncio raises */
+        return PyObject_CallMethod((PyObject *)self, "_ensure_fd_no_transport", "i", fd);
+    return NULL;
+}
+
+static PyObject *loop_fd_key(GLLoop *self, PyObject *fdobj) {
+    GL_FORK_GUARD(NULL);
+    int fd = PyObject_AsFileDescriptor(fdobj);
+    if (fd < 0) return NULL;
+    return glFdKey(self, fd);
+}
+
+static PyObject *loop_add_callback(GLLoop *self, PyObject *handle) {
+    GL_FORK_GUARD(NULL);
+    if (self->id < 0 || check_open(self) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "goloop: the loop was not initialized");
+        return NULL;
+    }
+    Py_INCREF(handle);
+    int rc = queue_soon(self, handle);
+    if (rc == -1) Py_DECREF(handle);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *loop_stats(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    return glStats(self);
+}
+
+static int loop_init(GLLoop *self, PyObject *args, PyObject *kwds) {
+    GL_FORK_GUARD(-1);
+    if (self->id >= 0) return 0; /* already initialized */
+    return glLoopInit(self);
+}
+
+static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    GLLoop *self = (GLLoop *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->id = -1;
+    pthread_mutex_init(&self->inbox_mu, NULL);  /* cannot fail with default attributes */
+    Py_INCREF(Py_None);
+    self->thread_id = Py_None;
+    self->slow_callback_duration = 0.1;
+    struct timespec res;
+    clock_getres(CLOCK_MONOTONIC, &res);
+    self->clock_resolution = (double)res.tv_sec + (double)res.tv_nsec * 1e-9;
+    return (PyObject *)self;
+}
+
+static void loop_dealloc(GLLoop *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->id >= 0 && !gl_forked) glLoopFree(self);  /* drains the staged handles */
+    PyMem_Free(self->staged);
+    self->staged = NULL;
+    /* what other threads queued after the loop's Go side let go (or never had it) */
+    for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_DECREF(self->inbox[self->inbox_head + i]);
+    free(self->inbox);
+    self->inbox = NULL;
+    self->inbox_len = self->inbox_n = 0;
+    PyMem_Free(self->taken);
+    self->taken = NULL;
+    pthread_mutex_destroy(&self->inbox_mu);
+    Py_CLEAR(self->thread_id);
+    Py_CLEAR(self->task_factory);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The Go side's references (queued handles, reader/writer handles, attached transports)
+ * are reported to the garbage collector, so an unclosed loop that nothing refers to is
+ * collected (and warned about by asyncio's __del__), as asyncio's own loop is. */
+static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
+    Py_VISIT(self->thread_id);
+    Py_VISIT(self->task_factory);
+    for (Py_ssize_t i = 0; i < self->nstaged; i++) Py_VISIT(self->staged[i]);
+    /* No lock: the collector runs with the world stopped (free-threaded) or holding the GIL,
+     * and no thread stops inside inbox_push's critical section. */
+    for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_VISIT(self->inbox[self->inbox_head + i]);
+    if (self->id >= 0 && !gl_forked) return glLoopTraverse(self, visit, arg);
+    return 0;
+}
+
+static int loop_clear(GLLoop *self) {
+    Py_CLEAR(self->task_factory);
+    if (self->id >= 0 && !gl_forked) glLoopRelease(self);
+    return 0;
+}
+
+static PyObject *loop_get_debug_attr(GLLoop *self, void *closure) { return PyBool_FromLong(self->debug); }
+static int loop_set_debug_attr(GLLoop *self, PyObject *v, void *closure) {
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete _debug");
+        return -1;
+    }
+    int b = PyObject_IsTrue(v);
+    if (b < 0) return -1;
+    GL_STORE(self->debug, (char)b);
+    return 0;
+}
+
+/* _closed: read by call_soon_threadsafe in any thread, hence atomic. */
+static PyObject *loop_get_closed_attr(GLLoop *self, void *closure) { return PyBool_FromLong(GL_LOAD(self->closed)); }
+static int loop_set_closed_attr(GLLoop *self, PyObject *v, void *closure) {
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete _closed");
+        return -1;
+    }
+    if (!PyBool_Check(v)) {  /* what the T_BOOL member it replaces accepted */
+        PyErr_SetString(PyExc_TypeError, "attribute value type must be bool");
+        return -1;
+    }
+    GL_STORE(self->closed, (char)(v == Py_True));
+    return 0;
+}
+
+/* _thread_id is set by the loop's thread and may be read by others (asyncio's debug-mode
+ * _check_thread): on a free-threaded Python the object's critical section keeps a reader
+ * from taking a reference to an int the writer is dropping. */
+static PyObject *loop_get_thread_id(GLLoop *self, void *closure) {
+    PyObject *r;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    r = Py_NewRef(self->thread_id);
+    Py_END_CRITICAL_SECTION();
+    return r;
+}
+static int loop_set_thread_id(GLLoop *self, PyObject *v, void *closure) {
+    if (v == NULL) v = Py_None;
+    PyObject *old;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    old = self->thread_id;
+    self->thread_id = Py_NewRef(v);
+    Py_END_CRITICAL_SECTION();
+    Py_DECREF(old);
+    return 0;
+}
+
+static PyGetSetDef loop_getset[] = {
+    {"_debug", (getter)loop_get_debug_attr, (setter)loop_set_debug_attr, NULL, NULL},
+    {"_closed", (getter)loop_get_closed_attr, (setter)loop_set_closed_attr, NULL, NULL},
+    {"_thread_id", (getter)loop_get_thread_id, (setter)loop_set_thread_id, NULL, NULL},
+    {NULL}
+};
+
+static PyMemberDef loop_members[] = {
+    {"_stopping", T_BOOL, offsetof(GLLoop, stopping), 0, NULL},
+    {"_timer_cancelled_count", T_PYSSIZET, offsetof(GLLoop, timer_cancelled_count), 0, NULL},
+    {"slow_callback_duration", T_DOUBLE, offsetof(GLLoop, slow_callback_duration), 0, NULL},
+    {"_clock_resolution", T_DOUBLE, offsetof(GLLoop, clock_resolution), 0, NULL},
+    {"_task_factory", T_OBJECT, offsetof(GLLoop, task_factory), 0, NULL},
+    {NULL}
+};
+
+static PyMethodDef loop_methods[] = {
+    {"call_soon", (PyCFunction)(void (*)(void))loop_call_soon, METH_FASTCALL | METH_KEYWORDS,
+     "call_soon(callback, *args, context=None): run callback(*args) on the next iteration."},
+    {"call_soon_threadsafe", (PyCFunction)(void (*)(void))loop_call_soon_threadsafe, METH_FASTCALL | METH_KEYWORDS,
+     "Like call_soon(), but safe to call from any thread; wakes the loop."},
+    {"call_later", (PyCFunction)(void (*)(void))loop_call_later, METH_FASTCALL | METH_KEYWORDS,
+     "call_later(delay, callback, *args, context=None) -> TimerHandle"},
+    {"call_at", (PyCFunction)(void (*)(void))loop_call_at, METH_FASTCALL | METH_KEYWORDS,
+     "call_at(when, callback, *args, context=None) -> TimerHandle"},
+    {"time", (PyCFunction)loop_time, METH_NOARGS, "The loop's clock (time.monotonic())."},
+    {"create_future", (PyCFunction)loop_create_future, METH_NOARGS,
+     "create_future() -> asyncio.Future attached to this loop"},
+    {"create_task", (PyCFunction)(void (*)(void))loop_create_task, METH_FASTCALL | METH_KEYWORDS,
+     "create_task(coro, *, name=None, context=None) -> asyncio.Task"},
+    {"get_debug", (PyCFunction)loop_get_debug, METH_NOARGS, NULL},
+    {"stop", (PyCFunction)loop_stop, METH_NOARGS, "Stop the loop after the current iteration."},
+    {"_run_core", (PyCFunction)loop_run_core, METH_NOARGS, NULL},
+    {"_close_core", (PyCFunction)loop_close_core, METH_NOARGS, NULL},
+    {"_add_reader", (PyCFunction)(void (*)(void))loop_add_reader, METH_FASTCALL, NULL},
+    {"_add_writer", (PyCFunction)(void (*)(void))loop_add_writer, METH_FASTCALL, NULL},
+    {"_remove_reader", (PyCFunction)loop_remove_reader, METH_O, NULL},
+    {"_remove_writer", (PyCFunction)loop_remove_writer, METH_O, NULL},
+    {"_fd_key", (PyCFunction)loop_fd_key, METH_O, NULL},
+    {"_wait_fd", (PyCFunction)(void (*)(void))loop_wait_fd, METH_FASTCALL, NULL},
+    {"_add_callback", (PyCFunction)loop_add_callback, METH_O, NULL},
+    {"_stats", (PyCFunction)loop_stats, METH_NOARGS, NULL},
+    {NULL}
+};
+
+static PyTypeObject LoopCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop.LoopCore",
+    .tp_basicsize = sizeof(GLLoop),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The Go core of goloop.Loop: scheduling, timers and polling.",
+    .tp_traverse = (traverseproc)loop_traverse,
+    .tp_clear = (inquiry)loop_clear,
+    .tp_new = loop_new,
+    .tp_init = (initproc)loop_init,
+    .tp_dealloc = (destructor)loop_dealloc,
+    .tp_methods = loop_methods,
+    .tp_members = loop_members,
+    .tp_getset = loop_getset,
+};
+
+/* The loop's blocking poll, in one call from Go: release the GIL, epoll_wait, take the GIL
+ * back, run Python's signal handlers (KeyboardInterrupt ...). Returns the event count, or
+ * -1 with *err = errno (EINTR included), and sets *sig to -1 if a signal handler raised. */
+int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *err, int *sig) {
+    PyThreadState *ts = PyEval_SaveThread();
+    int n = epoll_wait(epfd, (struct epoll_event *)events, maxevents, timeout);
+    int e = errno;
+    PyEval_RestoreThread(ts);
+    if (n < 0) *err = e;
+    *sig = PyErr_CheckSignals();
+    return n;
+}
+
+int gl_init_loopcore(PyObject *m) {
+    if (PyType_Ready(&LoopCoreType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "LoopCore", (PyObject *)&LoopCoreType) < 0) return -1;
+    /* what create_future and create_task make, and sock_recv's waiter callback: from asyncio
+     * (futures, tasks) and goloop._compat (the one place of asyncio's private names) */
+    PyObject *compat = PyImport_ImportModule("goloop._compat");
+    if (compat == NULL) return -1;
+    set_result_unless_cancelled = PyObject_GetAttrString(compat, "set_result_unless_cancelled");
+    Py_DECREF(compat);
+    if (set_result_unless_cancelled == NULL) return -1;
+    futures_module = PyImport_ImportModule("asyncio.futures");
+    str_Future = PyUnicode_InternFromString("Future");
+    loop_kwnames = Py_BuildValue("(s)", "loop");
+    if (!futures_module || !str_Future || !loop_kwnames) return -1;
+    tasks_module = PyImport_ImportModule("asyncio.tasks");
+    str_Task = PyUnicode_InternFromString("Task");
+    str_create_task_py = PyUnicode_InternFromString("_create_task_py");
+    task_kwnames = Py_BuildValue("(sss)", "loop", "name", "context");
+    if (!tasks_module || !str_Task || !str_create_task_py || !task_kwnames) return -1;
+    return 0;
+}
