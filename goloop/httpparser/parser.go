@@ -1403,6 +1403,19 @@ func (p *Parser) scanPartial(b []byte) (Kind, string) {
 		if j == 0 || b[j] != ':' {
 			return KindInvalidHeader, "invalid header token"
 		}
+		if j == 14 && eqFoldLower(b[:j], "content-length") {
+			v := trimLeftOWS(b[j+1:])
+			k := 0
+			for k < len(v) && v[k] >= '0' && v[k] <= '9' {
+				k++
+			}
+			for k < len(v) && isOWS(v[k]) {
+				k++
+			}
+			if k < len(v) && v[k] != '\r' {
+				return KindInvalidContentLength, "invalid character in Content-Length"
+			}
+		}
 		for j++; j < n; j++ {
 			c := b[j]
 			if c == '\r' {

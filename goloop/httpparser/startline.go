@@ -232,10 +232,7 @@ urlLoop:
 		}
 		r.http09, r.major, r.minor, r.end = true, 0, 9, i+2
 		return KindOK, ""
-	case '\n':
-		if p.lenient&LenientOptionalCRBeforeLF == 0 {
-			return KindCRExpected, "missing expected CR after request line"
-		}
+	case '\n': // llhttp (as httptools bundles it) takes a bare LF after the target as HTTP/0.9
 		r.http09, r.major, r.minor, r.end = true, 0, 9, i+1
 		return KindOK, ""
 	}
