@@ -870,6 +870,14 @@ func (p *Parser) headerLine(line []byte, trailer bool, off int) error {
 	value := trimLeftOWS(line[j+1:]) // llhttp keeps trailing whitespace
 	if p.lenient&LenientHeaders == 0 {
 		if !validValue(value) {
+			for _, c := range value {
+				if ctab[c]&cValue == 0 {
+					if c == '\r' { // llhttp: a CR inside a value wants its LF
+						return p.fail(KindLFExpected, "expected LF after CR", off)
+					}
+					break
+				}
+			}
 			return p.fail(KindInvalidHeader, "invalid character in header value", off)
 		}
 		return p.emitHeader(name, value, trailer, off)
@@ -1404,6 +1412,13 @@ func (p *Parser) scanPartial(b []byte) (Kind, string) {
 			return KindInvalidHeader, "invalid header token"
 		}
 		if j == 14 && eqFoldLower(b[:j], "content-length") {
+			// the checks of contentLength, in its order (llhttp's: at the colon)
+			if p.flags&fTransferEncoding != 0 && p.lenient&LenientChunkedLength == 0 {
+				return KindUnexpectedContentLength, "Content-Length with Transfer-Encoding"
+			}
+			if p.flags&fContentLength != 0 {
+				return KindInvalidContentLength, "duplicate Content-Length"
+			}
 			v := trimLeftOWS(b[j+1:])
 			k := 0
 			for k < len(v) && v[k] >= '0' && v[k] <= '9' {

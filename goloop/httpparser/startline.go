@@ -282,7 +282,7 @@ urlLoop:
 			return KindOK, ""
 		}
 		if b[i+1] != '\n' && p.lenient&LenientOptionalLFAfterCR == 0 {
-			return KindLFExpected, "expected CRLF after version"
+			return KindInvalidVersion, "expected CRLF after version" // llhttp: INVALID_VERSION
 		}
 		r.end = i + 2
 		if b[i+1] != '\n' {
