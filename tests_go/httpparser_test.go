@@ -58,6 +58,8 @@ type httpOpts struct {
 	skipBody bool
 	eof      bool // call FeedEOF after the input
 	maxHdr   int
+	noLimit  bool // MaxHeaderSize = 0: no limit
+	upSkips  bool // UpgradeSkipsBody (what goloop.http sets)
 	failOn   string
 }
 
@@ -84,6 +86,10 @@ func (o httpOpts) newParser() (*httpparser.Parser, *httpRec) {
 	if o.maxHdr > 0 {
 		p.MaxHeaderSize = o.maxHdr
 	}
+	if o.noLimit {
+		p.MaxHeaderSize = 0
+	}
+	p.UpgradeSkipsBody = o.upSkips
 	return p, r
 }
 
@@ -649,4 +655,89 @@ func TestHttpParseURL(t *testing.T) {
 		var ue *httpparser.URLError
 		assert.ErrorAs(t, err, &ue, "%q", in)
 	}
+}
+
+// TestHttpIssue12 holds the items of issue 12: goloop.http gives httptools' (llhttp's)
+// verdicts. Every expectation below was checked against httptools 0.9 (the error kinds are
+// the ones whose Python exception class is httptools' class).
+func TestHttpIssue12(t *testing.T) {
+	req := func(line string) string { return line + "\r\n\r\n" }
+	ok := func(url string) []string { return []string{"begin", "url " + url, "hc", "complete"} }
+	msg := func(m, v string, ka bool) []string {
+		return []string{fmt.Sprintf("%s %s st=0 ka=%t up=false cl=-1 chunked=false", m, v, ka)}
+	}
+	chunked := "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	chunkedEv := []string{"begin", "url /c", "h Transfer-Encoding=chunked", "hc", "ch 0"}
+	big := "GET / HTTP/1.1\r\nX: " + strings.Repeat("v", httpparser.DefaultMaxHeaderSize) + "\r\n\r\n"
+	runHTTPCases(t, []httpCase{
+		// methods: llhttp's list, nothing else
+		{name: "unknown method", in: req("FOO / HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidMethod},
+		{name: "method with a token char after a known one", in: req("M-SEARCH! / HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidMethod},
+		{name: "lowercase method", in: req("get / HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidMethod},
+		{name: "WebDAV method", in: req("PROPFIND /d HTTP/1.1"), want: ok("/d"), msgs: msg("PROPFIND", "1.1", true)},
+		{name: "PURGE", in: req("PURGE /x HTTP/1.1"), want: ok("/x"), msgs: msg("PURGE", "1.1", true)},
+		// RTSP and ICE
+		{name: "RTSP method with RTSP", in: req("ANNOUNCE / RTSP/1.0"), want: ok("/"), msgs: msg("ANNOUNCE", "1.0", false)},
+		{name: "RTSP request with URL and header", in: "DESCRIBE rtsp://h/x RTSP/1.0\r\nCSeq: 1\r\n\r\n",
+			want: []string{"begin", "url rtsp://h/x", "h CSeq=1", "hc", "complete"}, msgs: msg("DESCRIBE", "1.0", false)},
+		{name: "HTTP method with RTSP", in: req("GET / RTSP/1.0"), want: ok("/"), msgs: msg("GET", "1.0", false)},
+		{name: "RTSP-only method with HTTP", in: req("ANNOUNCE / HTTP/1.1"), err: httpparser.KindInvalidVersion},
+		{name: "SOURCE with ICE", in: req("SOURCE /m ICE/1.0"), want: ok("/m"), msgs: msg("SOURCE", "1.0", false)},
+		{name: "SOURCE with HTTP", in: req("SOURCE /m HTTP/1.1"), want: ok("/m"), msgs: msg("SOURCE", "1.1", true)},
+		{name: "ICE needs SOURCE", in: req("GET / ICE/1.0"), err: httpparser.KindInvalidVersion},
+		// versions 0.9 to 2.0
+		{name: "HTTP/0.9 line", in: req("GET / HTTP/0.9"), want: ok("/"), msgs: msg("GET", "0.9", false)},
+		{name: "HTTP/0.9 with a body", in: "GET / HTTP/0.9\r\nContent-Length: 2\r\n\r\nab",
+			want: []string{"begin", "url /", "h Content-Length=2", "hc", "body ab", "complete"}},
+		{name: "HTTP/2.0 line", in: req("GET / HTTP/2.0"), want: ok("/"), msgs: msg("GET", "2.0", false)},
+		{name: "HTTP/2.1", in: req("GET / HTTP/2.1"), err: httpparser.KindInvalidVersion},
+		{name: "HTTP/3.0", in: req("GET / HTTP/3.0"), err: httpparser.KindInvalidVersion},
+		{name: "HTTP/1.9", in: req("GET / HTTP/1.9"), err: httpparser.KindInvalidVersion},
+		{name: "PRI preface", in: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", err: httpparser.KindInvalidVersion},
+		// version absent or invalid
+		{name: "version absent: HTTP/0.9", in: "GET /\r\nHost: a\r\n\r\n",
+			want: []string{"begin", "url /", "h Host=a", "hc", "complete"}, msgs: msg("GET", "0.9", false)},
+		{name: "version absent, bare LF", in: "GET /\n", want: []string{"begin", "url /"}},
+		{name: "space then no version", in: req("GET / "), err: httpparser.KindInvalidVersion},
+		{name: "other protocol", in: req("GET / HTTX/1.1"), err: httpparser.KindInvalidVersion},
+		// second space
+		{name: "space inside the target", in: req("GET /a b HTTP/1.1"), err: httpparser.KindInvalidVersion},
+		{name: "spaces before the version", in: req("GET /   HTTP/1.1"), want: ok("/"), msgs: msg("GET", "1.1", true)},
+		{name: "text after the version", in: req("GET / HTTP/1.1  x"), err: httpparser.KindInvalidVersion},
+		// non-ASCII target
+		{name: "UTF-8 in path", in: req("GET /caf\xc3\xa9 HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		{name: "obs-text in path", in: req("GET /\xff HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		{name: "UTF-8 in query", in: req("GET /?\xc3\xa9 HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		{name: "UTF-8 in fragment", in: req("GET /#\xc3\xa9 HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		{name: "UTF-8 in host", in: req("GET http://h\xc3\xa9/ HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		// empty target
+		{name: "empty target", in: req("GET  HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		{name: "no target", in: req("GET HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		// trailing whitespace of a value kept
+		{name: "trailing SP kept", in: "GET / HTTP/1.1\r\nX: a \r\n\r\n", want: []string{"begin", "url /", "h X=a ", "hc", "complete"}},
+		{name: "trailing HTAB kept", in: "GET / HTTP/1.1\r\nX: a\t\r\n\r\n", want: []string{"begin", "url /", "h X=a\t", "hc", "complete"}},
+		{name: "trailer trailing whitespace kept", in: chunked + "0\r\nT: v \t\r\n\r\n",
+			want: append(append([]string{}, chunkedEv...), "h T=v \t", "cc", "complete")},
+		// Content-Length (and Transfer-Encoding) in a chunked trailer
+		{name: "valid CL in trailer", in: chunked + "0\r\nContent-Length: 5\r\n\r\n", want: chunkedEv, err: httpparser.KindUnexpectedContentLength},
+		{name: "empty CL in trailer", in: chunked + "0\r\nContent-Length:\r\n\r\n", want: chunkedEv, err: httpparser.KindUnexpectedContentLength},
+		{name: "chunked again in trailer", in: chunked + "0\r\nTransfer-Encoding: chunked\r\n\r\n", want: chunkedEv, err: httpparser.KindInvalidTransferEncoding},
+		// an upgrade ends the message with its headers (goloop.http sets UpgradeSkipsBody)
+		{name: "upgrade with chunked body ends at headers", in: "POST /u HTTP/1.1\r\nUpgrade: h2c\r\nConnection: upgrade\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nPRI",
+			o:    httpOpts{upSkips: true},
+			want: []string{"begin", "url /u", "h Upgrade=h2c", "h Connection=upgrade", "h Transfer-Encoding=chunked", "hc", "complete"},
+			msgs: []string{"POST 1.1 st=0 ka=true up=true cl=-1 chunked=false"}, upgrade: 83}, // the body is skipped
+		{name: "upgrade with CL body ends at headers", in: "POST / HTTP/1.1\r\nUpgrade: x\r\nConnection: upgrade\r\nContent-Length: 2\r\n\r\nhiRAW",
+			o: httpOpts{upSkips: true}, want: []string{"begin", "url /", "h Upgrade=x", "h Connection=upgrade", "h Content-Length=2", "hc", "complete"}, upgrade: 71},
+		{name: "101 with CL ends at headers", in: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 3\r\n\r\nxyz",
+			o:    httpOpts{resp: true, upSkips: true},
+			want: []string{"begin", "status Switching Protocols", "h Upgrade=websocket", "h Connection=Upgrade", "h Content-Length=3", "hc", "complete"}, upgrade: 96},
+		// the header size limit: settable, none, and the default
+		{name: "default limit", in: big, want: []string{"begin", "url /"}, err: httpparser.KindHeaderOverflow},
+		{name: "no limit", in: big, o: httpOpts{noLimit: true}, want: []string{"begin", "url /", "h X=" + strings.Repeat("v", httpparser.DefaultMaxHeaderSize), "hc", "complete"}},
+		{name: "raised limit", in: big, o: httpOpts{maxHdr: len(big)}, want: []string{"begin", "url /", "h X=" + strings.Repeat("v", httpparser.DefaultMaxHeaderSize), "hc", "complete"}},
+		{name: "raised limit one short of the header line", in: big, o: httpOpts{maxHdr: len(big) - 3}, want: []string{"begin", "url /"}, err: httpparser.KindHeaderOverflow},
+		{name: "no limit on the chunk-size line", in: chunked + "1;a=" + strings.Repeat("v", 100) + "\r\nx\r\n0\r\n\r\n", o: httpOpts{noLimit: true},
+			want: []string{"begin", "url /c", "h Transfer-Encoding=chunked", "hc", "ch 1", "body x", "cc", "ch 0", "cc", "complete"}},
+	})
 }

@@ -163,6 +163,7 @@ type Parser struct {
 	mclass   uint8
 	skipLF   bool // LenientOptionalLFAfterCR: a line ended with CR, skip a following LF
 	partial  bool // buf holds an incomplete line
+	hint     scanHint
 	hasPend  bool // LenientHeaders: a header is pending in pendName/pendVal
 	major    uint8
 	minor    uint8
@@ -210,6 +211,7 @@ func (p *Parser) Reset() {
 	p.err = nil
 	p.skipLF = false
 	p.partial = false
+	p.hint = scanHint{}
 	p.SkipBody = false
 	p.resetMessage()
 	p.status = 0
@@ -677,6 +679,7 @@ func (p *Parser) readLine(data []byte, i int, limit int, kind int) (line []byte,
 		if !p.partial {
 			p.partial = true
 			p.buf = p.buf[:0]
+			p.hint = scanHint{}
 		}
 		take := len(rest)
 		if room := limit + 1 - len(p.buf); take > room {
@@ -693,6 +696,7 @@ func (p *Parser) readLine(data []byte, i int, limit int, kind int) (line []byte,
 	next = i + end + 1
 	if p.partial {
 		p.partial = false
+		p.hint = scanHint{}
 		take := end + 1
 		if room := limit + 1 - len(p.buf); take > room {
 			take = room // the line is too long: checkLine fails below
@@ -1385,9 +1389,49 @@ func (p *Parser) fastHeaderLine(data []byte, i int) (int, error) {
 	return next, nil
 }
 
+// scanHint lets the checks of an incomplete line (fed again with every piece) resume where
+// the previous check of the same buffer stopped, instead of rescanning it: without it, a
+// long line fed a few bytes at a time costs time quadratic in its length. tag names the
+// run the check stopped in (0: none), pos where, st the state the run needs.
+type scanHint struct {
+	tag uint8
+	st  uint8
+	pos int
+}
+
+const (
+	hintNone    uint8 = iota
+	hintName          // a header name's token run
+	hintValue         // a header value; st: Content-Length's state (clNone, clLead, clDigits, clTrail)
+	hintHex           // a chunk size's hex digits
+	hintSpaces1       // the spaces after the method
+	hintURL           // the target; st: the URL state
+	hintSpaces2       // the spaces after the target
+	hintReason        // a reason phrase
+)
+
+// Content-Length states of hintValue.
+const (
+	clNone   = iota // not a Content-Length
+	clLead          // OWS before the digits
+	clDigits        // the digits
+	clTrail         // OWS after the digits
+	clDone          // a CR came: the value loop checks the rest
+)
+
+// resume returns where the run tagged tag, which starts at from, may continue in a buffer of
+// n bytes, and the state saved with it.
+func (p *Parser) resume(tag uint8, from, n int) (int, uint8, bool) {
+	if p.hint.tag == tag && p.hint.pos > from && p.hint.pos <= n {
+		return p.hint.pos, p.hint.st, true
+	}
+	return from, 0, false
+}
+
 // scanPartial checks the beginning of a header, trailer or chunk-size line as it arrives,
 // so that an invalid byte fails at once (as in llhttp, which reads byte by byte) instead
-// of when the line ends.
+// of when the line ends. b is the line buffer (it holds no LF); the check resumes at
+// p.hint.
 func (p *Parser) scanPartial(b []byte) (Kind, string) {
 	n := len(b)
 	switch p.state {
@@ -1401,54 +1445,71 @@ func (p *Parser) scanPartial(b []byte) (Kind, string) {
 			}
 			return KindOK, ""
 		}
-		j := 0
-		for j < n && isToken(b[j]) {
+		var j int
+		var cl uint8
+		if p.hint.tag == hintValue && p.hint.pos <= n {
+			j, cl = p.hint.pos, p.hint.st
+		} else {
+			j, _, _ = p.resume(hintName, 0, n)
+			for j < n && isToken(b[j]) {
+				j++
+			}
+			if j == n {
+				p.hint = scanHint{tag: hintName, pos: j}
+				return KindOK, ""
+			}
+			if j == 0 || b[j] != ':' {
+				return KindInvalidHeader, "invalid header token"
+			}
+			cl = clNone
+			if j == 14 && eqFoldLower(b[:j], "content-length") {
+				// the checks of contentLength, in its order (llhttp's: at the colon)
+				if p.flags&fTransferEncoding != 0 && p.lenient&LenientChunkedLength == 0 {
+					return KindUnexpectedContentLength, "Content-Length with Transfer-Encoding"
+				}
+				if p.flags&fContentLength != 0 {
+					return KindInvalidContentLength, "duplicate Content-Length"
+				}
+				cl = clLead
+			}
 			j++
 		}
-		if j == n {
-			return KindOK, ""
-		}
-		if j == 0 || b[j] != ':' {
-			return KindInvalidHeader, "invalid header token"
-		}
-		if j == 14 && eqFoldLower(b[:j], "content-length") {
-			// the checks of contentLength, in its order (llhttp's: at the colon)
-			if p.flags&fTransferEncoding != 0 && p.lenient&LenientChunkedLength == 0 {
-				return KindUnexpectedContentLength, "Content-Length with Transfer-Encoding"
-			}
-			if p.flags&fContentLength != 0 {
-				return KindInvalidContentLength, "duplicate Content-Length"
-			}
-			v := trimLeftOWS(b[j+1:])
-			k := 0
-			for k < len(v) && v[k] >= '0' && v[k] <= '9' {
-				k++
-			}
-			for k < len(v) && isOWS(v[k]) {
-				k++
-			}
-			if k < len(v) && v[k] != '\r' {
-				return KindInvalidContentLength, "invalid character in Content-Length"
-			}
-		}
-		for j++; j < n; j++ {
+		for ; j < n; j++ {
 			c := b[j]
+			switch cl {
+			case clLead, clDigits, clTrail:
+				switch {
+				case c >= '0' && c <= '9' && cl != clTrail:
+					cl = clDigits
+				case isOWS(c):
+					if cl == clDigits {
+						cl = clTrail
+					}
+				case c == '\r':
+					cl = clDone
+				default:
+					return KindInvalidContentLength, "invalid character in Content-Length"
+				}
+			}
 			if c == '\r' {
 				if j+1 < n && b[j+1] != '\n' {
 					return KindLFExpected, "expected LF after CR"
 				}
-				continue
+				break // resume at the CR: its next byte is still to come
 			}
 			if ctab[c]&cValue == 0 {
 				return KindInvalidHeader, "invalid header value char"
 			}
 		}
+		// j is n, or the index of a CR ending b (its LF is still to come): resume there
+		p.hint = scanHint{tag: hintValue, st: cl, pos: j}
 	case stChunkSize:
-		j := 0
+		j, _, _ := p.resume(hintHex, 0, n)
 		for j < n && ctab[b[j]]&cHex != 0 {
 			j++
 		}
 		if j == n {
+			p.hint = scanHint{tag: hintHex, pos: j}
 			return KindOK, ""
 		}
 		if j == 0 || (b[j] != ';' && b[j] != '\r') {

@@ -101,10 +101,18 @@ func (p *Parser) scanRequestLine(b []byte, complete bool, r *reqLine) (kind Kind
 		return KindInvalidMethod, "invalid method"
 	}
 	r.method = m
+	// An incomplete line (complete false) is scanned again with every piece: the unbounded
+	// runs (spaces, the target) resume where the previous scan stopped (p.hint).
+	if !complete {
+		i, _, _ = p.resume(hintSpaces1, i, n)
+	}
 	for i < n && b[i] == ' ' {
 		i++
 	}
 	if i == n {
+		if !complete {
+			p.hint = scanHint{tag: hintSpaces1, pos: i}
+		}
 		return KindOK, ""
 	}
 	us := i
@@ -135,6 +143,9 @@ func (p *Parser) scanRequestLine(b []byte, complete bool, r *reqLine) (kind Kind
 		default:
 			return KindInvalidURL, "unexpected start char in url"
 		}
+	}
+	if !complete && p.hint.tag == hintURL && p.hint.pos > i && p.hint.pos <= n {
+		i, st = p.hint.pos, int(p.hint.st)
 	}
 urlLoop:
 	for ; i < n; i++ {
@@ -216,6 +227,9 @@ urlLoop:
 		}
 	}
 	if i == n {
+		if !complete {
+			p.hint = scanHint{tag: hintURL, st: uint8(st), pos: i}
+		}
 		return KindOK, ""
 	}
 	r.url = b[us:i]
@@ -236,8 +250,14 @@ urlLoop:
 		r.http09, r.major, r.minor, r.end = true, 0, 9, i+1
 		return KindOK, ""
 	}
+	if !complete {
+		i, _, _ = p.resume(hintSpaces2, i, n)
+	}
 	for i < n && b[i] == ' ' {
 		i++
+	}
+	if i == n && !complete {
+		p.hint = scanHint{tag: hintSpaces2, pos: i}
 	}
 	// protocol
 	rest := b[i:]
@@ -397,10 +417,16 @@ func (p *Parser) scanStatusLine(b []byte, complete bool, major, minor *uint8, st
 	case ' ':
 		i++
 		s := i
+		if !complete {
+			i, _, _ = p.resume(hintReason, i, n)
+		}
 		for i < n && b[i] != '\r' && b[i] != '\n' {
 			i++
 		}
 		if i == n {
+			if !complete {
+				p.hint = scanHint{tag: hintReason, pos: i}
+			}
 			return KindOK, ""
 		}
 		*reason, *hasReason = b[s:i], true
