@@ -434,8 +434,9 @@ func (p *Parser) Feed(data []byte) error {
 			i = next
 			trailer := p.state == stTrailers
 			if len(line) != 0 {
+				st := p.state
 				if err := p.headerLine(line, trailer, i); err != nil {
-					return err
+					return p.earlierError(st, line, err)
 				}
 				break
 			}
@@ -490,7 +491,7 @@ func (p *Parser) Feed(data []byte) error {
 			}
 			i = next
 			if err := p.chunkSizeLine(line, i); err != nil {
-				return err
+				return p.earlierError(stChunkSize, line, err)
 			}
 			if p.Want&WantChunkHeader != 0 {
 				if err := p.h.OnChunkHeader(); err != nil {
@@ -724,6 +725,15 @@ func (p *Parser) readLine(data []byte, i int, limit int, kind int) (line []byte,
 		} else if p.lenient&LenientOptionalCRBeforeLF != 0 {
 			line = line[:last]
 		} else {
+			// what the checks of the line's beginning would have found had it come in
+			// pieces (the same error whatever the split), else the bare LF
+			if p.lenient == 0 {
+				k, msg := p.scanPartial(line[:last])
+				p.hint = scanHint{}
+				if k != KindOK {
+					return nil, 0, p.fail(k, msg, next)
+				}
+			}
 			return nil, 0, p.fail(KindCRExpected, "bare LF, expected CRLF", next)
 		}
 	} else { // CR alone (LenientOptionalLFAfterCR)
@@ -757,8 +767,14 @@ func (p *Parser) checkLine(b []byte, limit int, kind int, off int) error {
 			return p.fail(k, msg, off)
 		}
 	}
-	if kind == lineOther && p.lenient == 0 && len(b) <= limit {
-		if k, msg := p.scanPartial(b); k != KindOK {
+	if kind == lineOther && p.lenient == 0 {
+		// the bytes within the limit are checked first: had they come in smaller pieces,
+		// their error would have come before the overflow
+		w := b
+		if len(w) > limit {
+			w = w[:limit]
+		}
+		if k, msg := p.scanPartial(w); k != KindOK {
 			return p.fail(k, msg, off)
 		}
 	}
@@ -1387,6 +1403,26 @@ func (p *Parser) fastHeaderLine(data []byte, i int) (int, error) {
 		return 0, err
 	}
 	return next, nil
+}
+
+// earlierError returns, in place of err (the error of a whole header, trailer or chunk-size
+// line), the error the checks of the line's beginning find in it (what the line would have
+// failed with had it come in pieces), if any: the same error whatever the split.
+func (p *Parser) earlierError(state uint8, line []byte, err error) error {
+	e, ok := err.(*Error)
+	if !ok || e.Kind == KindCallback || p.lenient != 0 {
+		return err
+	}
+	saved := p.state
+	p.state = state
+	// line ended with CRLF (lenient is 0): in pieces, the check saw the line and its CR
+	k, msg := p.scanPartial(line[:len(line)+1])
+	p.state = saved
+	p.hint = scanHint{}
+	if k != KindOK {
+		return p.fail(k, msg, e.Offset)
+	}
+	return err
 }
 
 // scanHint lets the checks of an incomplete line (fed again with every piece) resume where
