@@ -1031,12 +1031,14 @@ func (p *Parser) transferEncoding(v []byte, off int) error {
 	}
 	p.flags |= fTransferEncoding
 	first := true
-	for len(v) > 0 || first {
+	for more := true; more; {
+		// every comma starts an element, the empty one after a trailing comma too
+		// (llhttp: "chunked," does not end with chunked)
 		var elem []byte
 		if k := bytes.IndexByte(v, ','); k >= 0 {
 			elem, v = v[:k], v[k+1:]
 		} else {
-			elem, v = v, nil
+			elem, v, more = v, nil, false
 		}
 		if !first {
 			elem = trimLeftOWS(elem)
@@ -1193,7 +1195,7 @@ func (p *Parser) chunkSizeLine(line []byte, off int) error {
 		if line[j] != ';' {
 			return p.fail(KindInvalidChunkSize, "invalid character after chunk size", off)
 		}
-		if !validChunkExt(line[j:]) {
+		if !chunkExtEnds(chunkExt(line[j+1:], ceStart)) {
 			return p.fail(KindInvalidChunkSize, "invalid chunk extension", off)
 		}
 	}
@@ -1201,70 +1203,81 @@ func (p *Parser) chunkSizeLine(line []byte, off int) error {
 	return nil
 }
 
-// validChunkExt checks *( BWS ";" BWS ext-name [ BWS "=" BWS ext-val ] )
-// where ext-val is a token or a quoted-string.
-func validChunkExt(b []byte) bool {
-	i := 0
-	n := len(b)
-	skip := func() {
-		for i < n && isOWS(b[i]) {
-			i++
-		}
-	}
-	for {
-		skip()
-		if i == n {
-			return true
-		}
-		if b[i] != ';' {
-			return false
-		}
-		i++
-		skip()
-		s := i
-		for i < n && isToken(b[i]) {
-			i++
-		}
-		if i == s {
-			return false
-		}
-		skip()
-		if i == n || b[i] != '=' {
-			continue
-		}
-		i++
-		skip()
-		if i < n && b[i] == '"' {
-			i++
-			for {
-				if i == n {
-					return false
-				}
-				c := b[i]
-				if c == '"' {
-					i++
-					break
-				}
-				if c == '\\' {
-					i++
-					if i == n || ctab[b[i]]&cReason == 0 {
-						return false
-					}
-				} else if ctab[c]&cReason == 0 {
-					return false
-				}
-				i++
+// Chunk-extension states (llhttp's grammar: no whitespace around ';' or '=', empty names
+// and values allowed, a quoted value only as a whole value).
+const (
+	ceStart  uint8 = iota // after ';'
+	ceName                // in a name
+	ceValue0              // after '='
+	ceValue               // in a token value
+	ceQuoted              // in a quoted value
+	cePair                // after '\\' in a quoted value
+	ceQDone               // after the closing quote
+	ceBad
+)
+
+// chunkExt runs the chunk-extension grammar over b (what follows the first ';') from state
+// st and returns the state it ends in (ceBad: invalid).
+func chunkExt(b []byte, st uint8) uint8 {
+	for _, c := range b {
+		switch st {
+		case ceStart:
+			if c == ' ' || c == '"' || c == '\r' || c == '\n' {
+				return ceBad
 			}
-			continue
-		}
-		s = i
-		for i < n && isToken(b[i]) {
-			i++
-		}
-		if i == s {
-			return false
+			st = ceName
+			fallthrough
+		case ceName:
+			switch {
+			case isToken(c):
+			case c == '=':
+				st = ceValue0
+			case c == ';':
+				st = ceStart
+			default:
+				return ceBad
+			}
+		case ceValue0, ceValue:
+			switch {
+			case c == '"' && st == ceValue0:
+				st = ceQuoted
+			case isToken(c):
+				st = ceValue
+			case c == ';':
+				st = ceStart
+			default:
+				return ceBad
+			}
+		case ceQuoted:
+			switch {
+			case c == '"':
+				st = ceQDone
+			case c == '\\':
+				st = cePair
+			case c == '\t' || c == ' ' || c == 0x21 || (c >= 0x23 && c <= 0x7e) || c >= 0x80:
+			default:
+				return ceBad
+			}
+		case cePair:
+			if ctab[c]&cReason == 0 {
+				return ceBad
+			}
+			st = ceQuoted
+		case ceQDone:
+			if c != ';' {
+				return ceBad
+			}
+			st = ceStart
+		default:
+			return ceBad
 		}
 	}
+	return st
+}
+
+// chunkExtEnds reports whether the line may end (CR) in chunk-extension state st.
+func chunkExtEnds(st uint8) bool {
+	return st == ceName || st == ceValue0 || st == ceValue || st == ceQDone
 }
 
 // fastRequestLine handles a well-formed request line ("METHOD target HTTP/1.x" CRLF) that
@@ -1444,6 +1457,7 @@ const (
 	hintURL           // the target; st: the URL state
 	hintSpaces2       // the spaces after the target
 	hintReason        // a reason phrase
+	hintExt           // chunk extensions; st: the chunk-extension state
 )
 
 // Content-Length states of hintValue.
@@ -1550,6 +1564,25 @@ func (p *Parser) scanPartial(b []byte) (Kind, string) {
 		}
 		if j == 0 || (b[j] != ';' && b[j] != '\r') {
 			return KindInvalidChunkSize, "invalid character in chunk size"
+		}
+		if b[j] == ';' {
+			// the extensions, checked as they come (resuming at p.hint)
+			e, st := j+1, ceStart
+			if p.hint.tag == hintExt && p.hint.pos > e && p.hint.pos <= n {
+				e, st = p.hint.pos, p.hint.st
+			}
+			k := e + bytes.IndexByte(b[e:], '\r')
+			if k < e {
+				k = n
+			}
+			if st = chunkExt(b[e:k], st); st == ceBad || (k < n && !chunkExtEnds(st)) {
+				return KindInvalidChunkSize, "invalid chunk extension"
+			}
+			if k == n {
+				p.hint = scanHint{tag: hintExt, st: st, pos: n}
+				return KindOK, ""
+			}
+			j = k
 		}
 		if b[j] == '\r' && j+1 < n && b[j+1] != '\n' {
 			return KindLFExpected, "expected LF after chunk size"
