@@ -698,12 +698,20 @@ func TestHttpIssue12(t *testing.T) {
 		{name: "version absent: HTTP/0.9", in: "GET /\r\nHost: a\r\n\r\n",
 			want: []string{"begin", "url /", "h Host=a", "hc", "complete"}, msgs: msg("GET", "0.9", false)},
 		{name: "version absent, bare LF", in: "GET /\n", want: []string{"begin", "url /"}},
+		{name: "HTAB after an HTTP/0.9 line", in: "GET /x\r\n\tA: b\r\n\r\n", want: []string{"begin", "url /x"}, err: httpparser.KindInvalidURL},
+		{name: "FF after an HTTP/0.9 line", in: "GET /x\n\f\r\n", want: []string{"begin", "url /x"}, err: httpparser.KindInvalidURL},
+		{name: "VT after an HTTP/0.9 line", in: "GET /x\r\n\v\r\n", want: []string{"begin", "url /x"}, err: httpparser.KindInvalidHeader},
+		{name: "HTAB after an HTTP/0.9 line's first header", in: "GET /x\r\nA: b\r\n\tC: d\r\n\r\n", want: []string{"begin", "url /x", "h A=b"}, err: httpparser.KindInvalidHeader},
+		{name: "HTAB after an HTTP/1.1 line", in: "GET /x HTTP/1.1\r\n\t\r\n", want: []string{"begin", "url /x"}, err: httpparser.KindInvalidHeader},
 		{name: "space then no version", in: req("GET / "), err: httpparser.KindInvalidVersion},
 		{name: "other protocol", in: req("GET / HTTX/1.1"), err: httpparser.KindInvalidVersion},
 		// second space
 		{name: "space inside the target", in: req("GET /a b HTTP/1.1"), err: httpparser.KindInvalidVersion},
 		{name: "spaces before the version", in: req("GET /   HTTP/1.1"), want: ok("/"), msgs: msg("GET", "1.1", true)},
 		{name: "text after the version", in: req("GET / HTTP/1.1  x"), err: httpparser.KindInvalidVersion},
+		{name: "HTAB after the target's space", in: req("GET / \tHTTP/1.1"), err: httpparser.KindInvalidURL}, // llhttp: "Invalid characters in url"
+		{name: "FF after the target's space", in: req("GET * \fHTTP/1.1"), err: httpparser.KindInvalidURL},
+		{name: "HTAB after two spaces", in: req("GET /  \tHTTP/1.1"), err: httpparser.KindInvalidVersion},
 		// non-ASCII target
 		{name: "UTF-8 in path", in: req("GET /caf\xc3\xa9 HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
 		{name: "obs-text in path", in: req("GET /\xff HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},

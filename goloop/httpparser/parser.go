@@ -164,6 +164,7 @@ type Parser struct {
 	skipLF   bool // LenientOptionalLFAfterCR: a line ended with CR, skip a following LF
 	partial  bool // buf holds an incomplete line
 	hint     scanHint
+	after09  bool // the request line had no version (HTTP/0.9): llhttp's URL state sees the next byte
 	hasPend  bool // LenientHeaders: a header is pending in pendName/pendVal
 	major    uint8
 	minor    uint8
@@ -308,6 +309,7 @@ func (p *Parser) resetMessage() {
 	p.mclass = mOther
 	p.headSize = 0
 	p.hasPend = false
+	p.after09 = false
 }
 
 // room returns how many bytes the current header section may still take (MaxHeaderSize
@@ -412,7 +414,7 @@ func (p *Parser) Feed(data []byte) error {
 			p.state = stHeaders
 
 		case stHeaders, stTrailers:
-			if p.lenient == 0 && !p.partial && p.state == stHeaders {
+			if p.lenient == 0 && !p.partial && p.state == stHeaders && !p.after09 {
 				next, err := p.fastHeaderLine(data, i)
 				if err != nil {
 					return err
@@ -432,6 +434,12 @@ func (p *Parser) Feed(data []byte) error {
 			}
 			p.headSize += p.lineLen
 			i = next
+			if p.after09 {
+				p.after09 = false
+				if len(line) > 0 && (line[0] == '\t' || line[0] == '\f') {
+					return p.fail(KindInvalidURL, "invalid characters in url", i)
+				}
+			}
 			trailer := p.state == stTrailers
 			if len(line) != 0 {
 				st := p.state
@@ -817,6 +825,7 @@ func (p *Parser) requestLine(line []byte, off int) error {
 		p.mclass = mHead
 	}
 	p.major, p.minor = r.major, r.minor
+	p.after09 = r.http09
 	if p.Want&WantURL != 0 {
 		if err := p.h.OnURL(r.url); err != nil {
 			return p.cbErr(err, off)
@@ -1488,6 +1497,9 @@ func (p *Parser) scanPartial(b []byte) (Kind, string) {
 	case stHeaders, stTrailers:
 		if n == 0 {
 			return KindOK, ""
+		}
+		if p.after09 && (b[0] == '\t' || b[0] == '\f') {
+			return KindInvalidURL, "invalid characters in url" // llhttp: still in the URL's states
 		}
 		if b[0] == '\r' {
 			if n > 1 && b[1] != '\n' {

@@ -250,6 +250,11 @@ urlLoop:
 		r.http09, r.major, r.minor, r.end = true, 0, 9, i+1
 		return KindOK, ""
 	}
+	if b[i] == ' ' && i+1 < n && (b[i+1] == '\t' || b[i+1] == '\f') {
+		// llhttp (as httptools 0.9 bundles it) takes HTAB or FF right after the
+		// target's space as part of the target
+		return KindInvalidURL, "invalid characters in url"
+	}
 	if !complete {
 		i, _, _ = p.resume(hintSpaces2, i, n)
 	}
