@@ -706,6 +706,18 @@ ISSUE12_REQUESTS = {
     "te_param": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked;x=1\r\n\r\n0\r\n\r\n",
     "te_empty": b"POST / HTTP/1.1\r\nTransfer-Encoding:\r\n\r\n",
     "proxy_connection": b"GET / HTTP/1.1\r\nProxy-Connection: close\r\n\r\n",
+    # found by the differential fuzz (test_http_differential.py)
+    "te_trailing_comma": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked,\r\n\r\n0\r\n\r\n",
+    "te_space_comma": b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked ,\r\n\r\n0\r\n\r\n",
+    "chunk_ext_empty_name": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;=v\r\nx\r\n0;;a=\r\n\r\n",
+    "chunk_ext_quoted": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;a=\"\\\"\xff\";b\r\nx\r\n0\r\n\r\n",
+    "chunk_ext_bws": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;a= b\r\nx\r\n0\r\n\r\n",
+    "chunk_ext_trailing_space": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;a=b \r\nx\r\n0\r\n\r\n",
+    "chunk_ext_trailing_semicolon": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;a;\r\nx\r\n0\r\n\r\n",
+    "tab_after_target_space": b"GET / \tHTTP/1.1\r\n\r\n",
+    "tab_after_http09_line": b"GET /x\r\n\tA: b\r\n\r\n",
+    "tab_after_http09_header": b"GET /x\r\nA: b\r\n\tC: d\r\n\r\n",
+    "bare_cr_in_value": b"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",
 }
 
 ISSUE12_RESPONSES = {
@@ -720,6 +732,7 @@ ISSUE12_RESPONSES = {
     "101_without_upgrade": b"HTTP/1.1 101 Switching\r\n\r\nmore",
     "1xx_with_body": b"HTTP/1.1 199 x\r\nContent-Length: 2\r\n\r\nab",
     "te_empty": b"HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\n\r\n",
+    "te_trailing_comma": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked,\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
 }
 
 
