@@ -3,6 +3,7 @@ package tests_go
 import (
 	"bufio"
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/goloop/goloop/goloop/httpparser"
@@ -103,4 +104,37 @@ func BenchmarkHttpParserBrowserSplit(b *testing.B) {
 			}
 		}
 	}
+}
+
+// Long lines fed 16 bytes at a time: the checks of an incomplete line resume where the
+// previous piece's check stopped, so the cost grows linearly with the line (it grew with
+// its square before).
+func benchLongLine(b *testing.B, resp bool, in []byte) {
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var p *httpparser.Parser
+		if resp {
+			p = httpparser.NewResponseParser(nopHandler{})
+		} else {
+			p = httpparser.NewRequestParser(nopHandler{})
+		}
+		for j := 0; j < len(in); j += 16 {
+			if err := p.Feed(in[j:min(j+16, len(in))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func BenchmarkHttpParserLongURLPieces(b *testing.B) {
+	benchLongLine(b, false, []byte("GET /"+strings.Repeat("a", 64<<10)+" HTTP/1.1\r\n\r\n"))
+}
+
+func BenchmarkHttpParserLongValuePieces(b *testing.B) {
+	benchLongLine(b, false, []byte("GET / HTTP/1.1\r\nX: "+strings.Repeat("a", 64<<10)+"\r\n\r\n"))
+}
+
+func BenchmarkHttpParserLongReasonPieces(b *testing.B) {
+	benchLongLine(b, true, []byte("HTTP/1.1 200 "+strings.Repeat("a", 64<<10)+"\r\n\r\n"))
 }

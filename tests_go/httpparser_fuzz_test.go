@@ -35,6 +35,9 @@ func fuzzOpts(resp bool, lenient uint16, maxHdr uint8, eof bool) httpOpts {
 	if maxHdr != 0 {
 		o.maxHdr = int(maxHdr) // small limits exercise the overflow checks
 	}
+	// the high bits (no leniency uses them) pick what goloop.http sets
+	o.upSkips = lenient&0x8000 != 0
+	o.noLimit = lenient&0x4000 != 0 && maxHdr == 0
 	return o
 }
 
@@ -58,6 +61,7 @@ func FuzzRequest(f *testing.F) {
 	for _, s := range httpFuzzSeeds {
 		f.Add([]byte(s), uint16(0), uint8(0), false)
 		f.Add([]byte(s), uint16(httpparser.LenientAll), uint8(40), true)
+		f.Add([]byte(s), uint16(0xc000), uint8(0), false)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, lenient uint16, maxHdr uint8, eof bool) {
 		o := fuzzOpts(false, lenient, maxHdr, eof)
@@ -69,6 +73,7 @@ func FuzzResponse(f *testing.F) {
 	for _, s := range httpFuzzRespSeeds {
 		f.Add([]byte(s), uint16(0), uint8(0), true, false)
 		f.Add([]byte(s), uint16(httpparser.LenientAll), uint8(50), false, true)
+		f.Add([]byte(s), uint16(0xc000), uint8(0), true, false)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, lenient uint16, maxHdr uint8, eof, skipBody bool) {
 		o := fuzzOpts(true, lenient, maxHdr, eof)
@@ -81,6 +86,7 @@ func FuzzSplit(f *testing.F) {
 	for i, s := range append(append([]string{}, httpFuzzSeeds...), httpFuzzRespSeeds...) {
 		f.Add([]byte(s), uint64(i), i >= len(httpFuzzSeeds), uint16(0))
 		f.Add([]byte(s), uint64(i*31+7), i >= len(httpFuzzSeeds), uint16(httpparser.LenientAll))
+		f.Add([]byte(s), uint64(i*17+3), i >= len(httpFuzzSeeds), uint16(0x8000))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64, resp bool, lenient uint16) {
 		o := fuzzOpts(resp, lenient, 0, true)

@@ -58,6 +58,8 @@ type httpOpts struct {
 	skipBody bool
 	eof      bool // call FeedEOF after the input
 	maxHdr   int
+	noLimit  bool // MaxHeaderSize = 0: no limit
+	upSkips  bool // UpgradeSkipsBody (what goloop.http sets)
 	failOn   string
 }
 
@@ -84,6 +86,10 @@ func (o httpOpts) newParser() (*httpparser.Parser, *httpRec) {
 	if o.maxHdr > 0 {
 		p.MaxHeaderSize = o.maxHdr
 	}
+	if o.noLimit {
+		p.MaxHeaderSize = 0
+	}
+	p.UpgradeSkipsBody = o.upSkips
 	return p, r
 }
 
@@ -208,13 +214,14 @@ func TestHttpRequests(t *testing.T) {
 			msgs: []string{"GET 1.1 st=0 ka=true up=false cl=-1 chunked=false"}},
 		{name: "leading empty lines skipped", in: "\r\n\r\n\nGET /x HTTP/1.1\r\n\r\n",
 			want: []string{"begin", "url /x", "hc", "complete"}},
-		{name: "OWS trimmed, inner kept, empty value", in: "GET / HTTP/1.1\r\nX:  a \t b \t\r\nY:\r\nZ: \r\n\r\n",
-			want: []string{"begin", "url /", "h X=a \t b", "h Y=", "h Z=", "hc", "complete"}},
-		{name: "token method and rich target", in: "M-SEARCH! /a/b?c=d&e=%20#frag HTTP/1.0\r\n\r\n",
+		// httptools (llhttp) trims the whitespace before a value and keeps the one after it
+		{name: "leading OWS trimmed, trailing kept, empty value", in: "GET / HTTP/1.1\r\nX:  a \t b \t\r\nY:\r\nZ: \r\n\r\n",
+			want: []string{"begin", "url /", "h X=a \t b \t", "h Y=", "h Z=", "hc", "complete"}},
+		{name: "known method and rich target", in: "M-SEARCH /a/b?c=d&e=%20#frag HTTP/1.0\r\n\r\n",
 			want: []string{"begin", "url /a/b?c=d&e=%20#frag", "hc", "complete"},
-			msgs: []string{"M-SEARCH! 1.0 st=0 ka=false up=false cl=-1 chunked=false"}},
-		{name: "obs-text in target and value", in: "GET /\xc3\xa9 HTTP/1.1\r\nX: caf\xc3\xa9\r\n\r\n",
-			want: []string{"begin", "url /\xc3\xa9", "h X=caf\xc3\xa9", "hc", "complete"}},
+			msgs: []string{"M-SEARCH 1.0 st=0 ka=false up=false cl=-1 chunked=false"}},
+		{name: "obs-text in value", in: "GET /a HTTP/1.1\r\nX: caf\xc3\xa9\r\n\r\n",
+			want: []string{"begin", "url /a", "h X=caf\xc3\xa9", "hc", "complete"}},
 		{name: "absolute and asterisk targets", in: "OPTIONS * HTTP/1.1\r\n\r\nGET http://u@h:1/p?q HTTP/1.1\r\n\r\n",
 			want: []string{"begin", "url *", "hc", "complete", "begin", "url http://u@h:1/p?q", "hc", "complete"}},
 		{name: "content-length body", in: cl("5") + "hello",
@@ -266,26 +273,29 @@ func TestHttpRequests(t *testing.T) {
 		{name: "garbage without newline fails early", in: "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", err: httpparser.KindInvalidMethod},
 		{name: "leading space", in: " GET / HTTP/1.1\r\n\r\n", err: httpparser.KindInvalidMethod},
 		{name: "method only", in: "GET\r\n\r\n", err: httpparser.KindInvalidMethod},
-		{name: "double space", in: "GET  / HTTP/1.1\r\n\r\n", err: httpparser.KindInvalidURL},
+		{name: "double space before the target", in: "GET  / HTTP/1.1\r\n\r\n", // llhttp skips it
+			want: []string{"begin", "url /", "hc", "complete"}, msgs: []string{"GET 1.1 st=0 ka=true up=false cl=-1 chunked=false"}},
 		{name: "CTL in target", in: "GET /a\x01b HTTP/1.1\r\n\r\n", err: httpparser.KindInvalidURL},
 		{name: "DEL in target", in: "GET /a\x7f HTTP/1.1\r\n\r\n", err: httpparser.KindInvalidURL},
 		{name: "tab in target", in: "GET /a\tb HTTP/1.1\r\n\r\n", err: httpparser.KindInvalidURL},
-		{name: "missing version", in: "GET /\r\n\r\n", err: httpparser.KindInvalidVersion},
-		{name: "HTTP/2.0", in: "GET / HTTP/2.0\r\n\r\n", err: httpparser.KindInvalidVersion},
-		{name: "HTTP/1.2", in: "GET / HTTP/1.2\r\n\r\n", err: httpparser.KindInvalidVersion},
-		{name: "lenient version", in: "GET / HTTP/2.0\r\n\r\n", o: httpOpts{lenient: httpparser.LenientVersion},
+		{name: "missing version is HTTP/0.9", in: "GET /\r\n\r\n", want: []string{"begin", "url /", "hc", "complete"},
+			msgs: []string{"GET 0.9 st=0 ka=false up=false cl=-1 chunked=false"}},
+		{name: "HTTP/2.0", in: "GET / HTTP/2.0\r\n\r\n", want: []string{"begin", "url /", "hc", "complete"},
 			msgs: []string{"GET 2.0 st=0 ka=false up=false cl=-1 chunked=false"}},
+		{name: "HTTP/1.2", in: "GET / HTTP/1.2\r\n\r\n", err: httpparser.KindInvalidVersion},
+		{name: "lenient version", in: "GET / HTTP/1.2\r\n\r\n", o: httpOpts{lenient: httpparser.LenientVersion},
+			msgs: []string{"GET 1.2 st=0 ka=true up=false cl=-1 chunked=false"}}, // llhttp: minor > 0 keeps alive
 		{name: "lowercase http", in: "GET / http/1.1\r\n\r\n", err: httpparser.KindInvalidVersion},
 		{name: "version junk", in: "GET / HTTP/1.1x\r\n\r\n", err: httpparser.KindInvalidVersion},
 		{name: "short version", in: "GET / HTTP/1\r\n\r\n", err: httpparser.KindInvalidVersion},
 		{name: "trailing space after version", in: "GET / HTTP/1.1 \r\n\r\n", err: httpparser.KindInvalidVersion},
 
 		// line endings
-		{name: "bare LF", in: "GET / HTTP/1.1\nHost: a\n\n", err: httpparser.KindCRExpected},
+		{name: "bare LF", in: "GET / HTTP/1.1\nHost: a\n\n", err: httpparser.KindInvalidVersion}, // llhttp: "Expected CRLF after version"
 		{name: "bare LF in headers", in: "GET / HTTP/1.1\r\nHost: a\n\r\n", err: httpparser.KindCRExpected},
 		{name: "lenient bare LF", in: "GET / HTTP/1.1\nHost: a\n\n", o: httpOpts{lenient: httpparser.LenientOptionalCRBeforeLF},
 			want: []string{"begin", "url /", "h Host=a", "hc", "complete"}},
-		{name: "bare CR in value", in: "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", err: httpparser.KindInvalidHeader},
+		{name: "bare CR in value", in: "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", err: httpparser.KindLFExpected},
 		{name: "bare CR ends request line", in: "GET / HTTP/1.1\rHost: a\r\n\r\n", err: httpparser.KindInvalidVersion},
 		{name: "lenient CR line endings", in: "GET / HTTP/1.1\rHost: a\r\nX: b\r\r", o: httpOpts{lenient: httpparser.LenientOptionalLFAfterCR},
 			want: []string{"begin", "url /", "h Host=a", "h X=b", "hc", "complete"}},
@@ -303,7 +313,7 @@ func TestHttpRequests(t *testing.T) {
 		{name: "CTL deep in long value", in: "GET / HTTP/1.1\r\nX: abcdefghijklm\x1fnopqrstuvwxyz\r\n\r\n", err: httpparser.KindInvalidHeader},
 		{name: "DEL deep in long value", in: "GET / HTTP/1.1\r\nX: abcdefghijklmnopqrst\x7fuvwxyz\r\n\r\n", err: httpparser.KindInvalidHeader},
 		{name: "long value with tab and obs-text", in: "GET / HTTP/1.1\r\nX: abcdefghij\tklmnop\x80\xffqrstuvwxyz~ \r\n\r\n",
-			want: []string{"begin", "url /", "h X=abcdefghij\tklmnop\x80\xffqrstuvwxyz~", "hc", "complete"}},
+			want: []string{"begin", "url /", "h X=abcdefghij\tklmnop\x80\xffqrstuvwxyz~ ", "hc", "complete"}},
 		{name: "DEL in value", in: "GET / HTTP/1.1\r\nX: a\x7fb\r\n\r\n", err: httpparser.KindInvalidHeader},
 		{name: "lenient CTL in value", in: "GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n", o: httpOpts{lenient: httpparser.LenientHeaders},
 			want: []string{"begin", "url /", "h X=a\x01b", "hc", "complete"}},
@@ -368,8 +378,7 @@ func TestHttpRequests(t *testing.T) {
 		{name: "chunk ext empty name", in: chunked("1;\r\nx\r\n"), err: httpparser.KindInvalidChunkSize},
 		{name: "chunk ext unterminated quote", in: chunked("1;a=\"x\r\nx\r\n"), err: httpparser.KindInvalidChunkSize},
 		{name: "chunk ext BWS", in: chunked("1 ; a = b ;c\r\nx\r\n0\r\n\r\n"), err: httpparser.KindInvalidChunkSize},
-		{name: "chunk ext BWS after semicolon", in: chunked("1; a = b ;c\r\nx\r\n0\r\n\r\n"),
-			want: []string{"begin", "url /c", "h Transfer-Encoding=chunked", "hc", "ch 1", "body x", "cc", "ch 0", "cc", "complete"}},
+		{name: "chunk ext BWS after semicolon", in: chunked("1; a = b ;c\r\nx\r\n0\r\n\r\n"), err: httpparser.KindInvalidChunkSize}, // llhttp: no BWS
 		{name: "chunk data without CRLF", in: chunked("3\r\nabcX\r\n"), err: httpparser.KindInvalidChunk},
 		{name: "chunk data CR without LF", in: chunked("3\r\nabc\rX"), err: httpparser.KindLFExpected},
 		{name: "chunk data bare LF", in: chunked("3\r\nabc\n0\r\n\r\n"), err: httpparser.KindCRExpected},
@@ -379,8 +388,9 @@ func TestHttpRequests(t *testing.T) {
 		{name: "trailer overflow", in: chunked("0\r\nT: " + strings.Repeat("v", 100) + "\r\n\r\n"), o: httpOpts{maxHdr: 90}, err: httpparser.KindHeaderOverflow},
 		{name: "chunk line overflow", in: chunked("1;a=" + strings.Repeat("v", 100) + "\r\n"), o: httpOpts{maxHdr: 90}, err: httpparser.KindHeaderOverflow},
 		{name: "EOF in chunked", in: chunked("5\r\nab"), o: httpOpts{eof: true}, err: httpparser.KindInvalidEOF},
-		{name: "trailer CL is not interpreted", in: chunked("0\r\nContent-Length: x\r\n\r\n"),
-			want: []string{"begin", "url /c", "h Transfer-Encoding=chunked", "hc", "ch 0", "h Content-Length=x", "cc", "complete"}},
+		// llhttp checks trailer fields as header fields: Content-Length meets chunked
+		{name: "trailer CL is checked", in: chunked("0\r\nContent-Length: x\r\n\r\n"),
+			want: []string{"begin", "url /c", "h Transfer-Encoding=chunked", "hc", "ch 0"}, err: httpparser.KindUnexpectedContentLength},
 
 		// callback errors
 		{name: "callback error on header", in: "GET / HTTP/1.1\r\nA: b\r\nC: d\r\n\r\n", o: httpOpts{failOn: "h A"},
@@ -401,8 +411,8 @@ func TestHttpResponses(t *testing.T) {
 			msgs: []string{" 1.1 st=200 ka=true up=false cl=2 chunked=false"}},
 		{name: "reason with spaces and obs-text", in: "HTTP/1.1 404 Not \tFound \xff\r\nContent-Length: 0\r\n\r\n", o: r,
 			want: []string{"begin", "status Not \tFound \xff", "h Content-Length=0", "hc", "complete"}},
-		{name: "no reason", in: "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", o: r,
-			want: []string{"begin", "status ", "h Content-Length=0", "hc", "complete"}},
+		{name: "no reason: no OnStatus", in: "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", o: r,
+			want: []string{"begin", "h Content-Length=0", "hc", "complete"}},
 		{name: "empty reason", in: "HTTP/1.1 200 \r\nContent-Length: 0\r\n\r\n", o: r,
 			want: []string{"begin", "status ", "h Content-Length=0", "hc", "complete"}},
 		{name: "body until EOF", in: "HTTP/1.1 200 OK\r\n\r\nabc", o: re,
@@ -435,11 +445,13 @@ func TestHttpResponses(t *testing.T) {
 		{name: "status 2 digits", in: "HTTP/1.1 20 OK\r\n\r\n", o: r, err: httpparser.KindInvalidStatus},
 		{name: "status 4 digits", in: "HTTP/1.1 2000 OK\r\n\r\n", o: r, err: httpparser.KindInvalidStatus},
 		{name: "status letters", in: "HTTP/1.1 abc OK\r\n\r\n", o: r, err: httpparser.KindInvalidStatus},
-		{name: "status missing", in: "HTTP/1.1\r\n\r\n", o: r, err: httpparser.KindInvalidStatus},
+		{name: "status missing", in: "HTTP/1.1\r\n\r\n", o: r, err: httpparser.KindInvalidVersion}, // llhttp: "Expected space after version"
 		{name: "status glued reason", in: "HTTP/1.1 200OK\r\n\r\n", o: r, err: httpparser.KindInvalidStatus},
-		{name: "reason CTL", in: "HTTP/1.1 200 O\x01K\r\n\r\n", o: r, err: httpparser.KindInvalidStatus},
+		{name: "reason CTL is kept", in: "HTTP/1.1 200 O\x01K\r\n\r\n", o: r, want: []string{"begin", "status O\x01K", "hc"}},
 		{name: "bad protocol", in: "HTTX/1.1 200 OK\r\n\r\n", o: r, err: httpparser.KindInvalidVersion},
-		{name: "response version 2", in: "HTTP/2.0 200 OK\r\n\r\n", o: r, err: httpparser.KindInvalidVersion},
+		{name: "response version 2", in: "HTTP/2.0 200 OK\r\n\r\n", o: r, want: []string{"begin", "status OK", "hc"},
+			msgs: []string{" 2.0 st=200 ka=false up=false cl=-1 chunked=false"}},
+		{name: "response version 1.2", in: "HTTP/1.2 200 OK\r\n\r\n", o: r, err: httpparser.KindInvalidVersion},
 		{name: "EOF mid body", in: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nab", o: re, err: httpparser.KindInvalidEOF},
 		{name: "response CL with TE", in: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", o: r, err: httpparser.KindUnexpectedContentLength},
 	})
@@ -642,4 +654,120 @@ func TestHttpParseURL(t *testing.T) {
 		var ue *httpparser.URLError
 		assert.ErrorAs(t, err, &ue, "%q", in)
 	}
+}
+
+// TestHttpIssue12 holds the items of issue 12: goloop.http gives httptools' (llhttp's)
+// verdicts. Every expectation below was checked against httptools 0.9 (the error kinds are
+// the ones whose Python exception class is httptools' class).
+func TestHttpIssue12(t *testing.T) {
+	req := func(line string) string { return line + "\r\n\r\n" }
+	ok := func(url string) []string { return []string{"begin", "url " + url, "hc", "complete"} }
+	msg := func(m, v string, ka bool) []string {
+		return []string{fmt.Sprintf("%s %s st=0 ka=%t up=false cl=-1 chunked=false", m, v, ka)}
+	}
+	chunked := "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	chunkedEv := []string{"begin", "url /c", "h Transfer-Encoding=chunked", "hc", "ch 0"}
+	chunkOK := []string{"begin", "url /c", "h Transfer-Encoding=chunked", "hc", "ch 1", "body x", "cc", "ch 0", "cc", "complete"}
+	big := "GET / HTTP/1.1\r\nX: " + strings.Repeat("v", httpparser.DefaultMaxHeaderSize) + "\r\n\r\n"
+	runHTTPCases(t, []httpCase{
+		// methods: llhttp's list, nothing else
+		{name: "unknown method", in: req("FOO / HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidMethod},
+		{name: "method with a token char after a known one", in: req("M-SEARCH! / HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidMethod},
+		{name: "lowercase method", in: req("get / HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidMethod},
+		{name: "WebDAV method", in: req("PROPFIND /d HTTP/1.1"), want: ok("/d"), msgs: msg("PROPFIND", "1.1", true)},
+		{name: "PURGE", in: req("PURGE /x HTTP/1.1"), want: ok("/x"), msgs: msg("PURGE", "1.1", true)},
+		// RTSP and ICE
+		{name: "RTSP method with RTSP", in: req("ANNOUNCE / RTSP/1.0"), want: ok("/"), msgs: msg("ANNOUNCE", "1.0", false)},
+		{name: "RTSP request with URL and header", in: "DESCRIBE rtsp://h/x RTSP/1.0\r\nCSeq: 1\r\n\r\n",
+			want: []string{"begin", "url rtsp://h/x", "h CSeq=1", "hc", "complete"}, msgs: msg("DESCRIBE", "1.0", false)},
+		{name: "HTTP method with RTSP", in: req("GET / RTSP/1.0"), want: ok("/"), msgs: msg("GET", "1.0", false)},
+		{name: "RTSP-only method with HTTP", in: req("ANNOUNCE / HTTP/1.1"), err: httpparser.KindInvalidVersion},
+		{name: "SOURCE with ICE", in: req("SOURCE /m ICE/1.0"), want: ok("/m"), msgs: msg("SOURCE", "1.0", false)},
+		{name: "SOURCE with HTTP", in: req("SOURCE /m HTTP/1.1"), want: ok("/m"), msgs: msg("SOURCE", "1.1", true)},
+		{name: "ICE needs SOURCE", in: req("GET / ICE/1.0"), err: httpparser.KindInvalidVersion},
+		// versions 0.9 to 2.0
+		{name: "HTTP/0.9 line", in: req("GET / HTTP/0.9"), want: ok("/"), msgs: msg("GET", "0.9", false)},
+		{name: "HTTP/0.9 with a body", in: "GET / HTTP/0.9\r\nContent-Length: 2\r\n\r\nab",
+			want: []string{"begin", "url /", "h Content-Length=2", "hc", "body ab", "complete"}},
+		{name: "HTTP/2.0 line", in: req("GET / HTTP/2.0"), want: ok("/"), msgs: msg("GET", "2.0", false)},
+		{name: "HTTP/2.1", in: req("GET / HTTP/2.1"), err: httpparser.KindInvalidVersion},
+		{name: "HTTP/3.0", in: req("GET / HTTP/3.0"), err: httpparser.KindInvalidVersion},
+		{name: "HTTP/1.9", in: req("GET / HTTP/1.9"), err: httpparser.KindInvalidVersion},
+		{name: "PRI preface", in: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", err: httpparser.KindInvalidVersion},
+		// version absent or invalid
+		{name: "version absent: HTTP/0.9", in: "GET /\r\nHost: a\r\n\r\n",
+			want: []string{"begin", "url /", "h Host=a", "hc", "complete"}, msgs: msg("GET", "0.9", false)},
+		{name: "version absent, bare LF", in: "GET /\n", want: []string{"begin", "url /"}},
+		{name: "HTAB after an HTTP/0.9 line", in: "GET /x\r\n\tA: b\r\n\r\n", want: []string{"begin", "url /x"}, err: httpparser.KindInvalidURL},
+		{name: "FF after an HTTP/0.9 line", in: "GET /x\n\f\r\n", want: []string{"begin", "url /x"}, err: httpparser.KindInvalidURL},
+		{name: "VT after an HTTP/0.9 line", in: "GET /x\r\n\v\r\n", want: []string{"begin", "url /x"}, err: httpparser.KindInvalidHeader},
+		{name: "HTAB after an HTTP/0.9 line's first header", in: "GET /x\r\nA: b\r\n\tC: d\r\n\r\n", want: []string{"begin", "url /x", "h A=b"}, err: httpparser.KindInvalidHeader},
+		{name: "HTAB after an HTTP/1.1 line", in: "GET /x HTTP/1.1\r\n\t\r\n", want: []string{"begin", "url /x"}, err: httpparser.KindInvalidHeader},
+		{name: "space then no version", in: req("GET / "), err: httpparser.KindInvalidVersion},
+		{name: "other protocol", in: req("GET / HTTX/1.1"), err: httpparser.KindInvalidVersion},
+		// second space
+		{name: "space inside the target", in: req("GET /a b HTTP/1.1"), err: httpparser.KindInvalidVersion},
+		{name: "spaces before the version", in: req("GET /   HTTP/1.1"), want: ok("/"), msgs: msg("GET", "1.1", true)},
+		{name: "text after the version", in: req("GET / HTTP/1.1  x"), err: httpparser.KindInvalidVersion},
+		{name: "HTAB after the target's space", in: req("GET / \tHTTP/1.1"), err: httpparser.KindInvalidURL}, // llhttp: "Invalid characters in url"
+		{name: "FF after the target's space", in: req("GET * \fHTTP/1.1"), err: httpparser.KindInvalidURL},
+		{name: "HTAB after two spaces", in: req("GET /  \tHTTP/1.1"), err: httpparser.KindInvalidVersion},
+		// non-ASCII target
+		{name: "UTF-8 in path", in: req("GET /caf\xc3\xa9 HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		{name: "obs-text in path", in: req("GET /\xff HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		{name: "UTF-8 in query", in: req("GET /?\xc3\xa9 HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		{name: "UTF-8 in fragment", in: req("GET /#\xc3\xa9 HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		{name: "UTF-8 in host", in: req("GET http://h\xc3\xa9/ HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		// empty target
+		{name: "empty target", in: req("GET  HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		{name: "no target", in: req("GET HTTP/1.1"), want: []string{"begin"}, err: httpparser.KindInvalidURL},
+		// trailing whitespace of a value kept
+		{name: "trailing SP kept", in: "GET / HTTP/1.1\r\nX: a \r\n\r\n", want: []string{"begin", "url /", "h X=a ", "hc", "complete"}},
+		{name: "trailing HTAB kept", in: "GET / HTTP/1.1\r\nX: a\t\r\n\r\n", want: []string{"begin", "url /", "h X=a\t", "hc", "complete"}},
+		{name: "trailer trailing whitespace kept", in: chunked + "0\r\nT: v \t\r\n\r\n",
+			want: append(append([]string{}, chunkedEv...), "h T=v \t", "cc", "complete")},
+		// Content-Length (and Transfer-Encoding) in a chunked trailer
+		{name: "valid CL in trailer", in: chunked + "0\r\nContent-Length: 5\r\n\r\n", want: chunkedEv, err: httpparser.KindUnexpectedContentLength},
+		{name: "empty CL in trailer", in: chunked + "0\r\nContent-Length:\r\n\r\n", want: chunkedEv, err: httpparser.KindUnexpectedContentLength},
+		{name: "chunked again in trailer", in: chunked + "0\r\nTransfer-Encoding: chunked\r\n\r\n", want: chunkedEv, err: httpparser.KindInvalidTransferEncoding},
+		// an upgrade ends the message with its headers (goloop.http sets UpgradeSkipsBody)
+		{name: "upgrade with chunked body ends at headers", in: "POST /u HTTP/1.1\r\nUpgrade: h2c\r\nConnection: upgrade\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nPRI",
+			o:    httpOpts{upSkips: true},
+			want: []string{"begin", "url /u", "h Upgrade=h2c", "h Connection=upgrade", "h Transfer-Encoding=chunked", "hc", "complete"},
+			msgs: []string{"POST 1.1 st=0 ka=true up=true cl=-1 chunked=false"}, upgrade: 83}, // the body is skipped
+		{name: "upgrade with CL body ends at headers", in: "POST / HTTP/1.1\r\nUpgrade: x\r\nConnection: upgrade\r\nContent-Length: 2\r\n\r\nhiRAW",
+			o: httpOpts{upSkips: true}, want: []string{"begin", "url /", "h Upgrade=x", "h Connection=upgrade", "h Content-Length=2", "hc", "complete"}, upgrade: 71},
+		{name: "101 with CL ends at headers", in: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 3\r\n\r\nxyz",
+			o:    httpOpts{resp: true, upSkips: true},
+			want: []string{"begin", "status Switching Protocols", "h Upgrade=websocket", "h Connection=Upgrade", "h Content-Length=3", "hc", "complete"}, upgrade: 96},
+		// chunk extensions: llhttp's grammar (found by the differential fuzz)
+		{name: "chunk ext empty name", in: chunked + "1;=v\r\nx\r\n0\r\n\r\n", want: chunkOK},
+		{name: "chunk ext empty value", in: chunked + "1;a=\r\nx\r\n0\r\n\r\n", want: chunkOK},
+		{name: "chunk ext empty element", in: chunked + "1;;a=b\r\nx\r\n0\r\n\r\n", want: chunkOK},
+		{name: "chunk ext empty name after a name", in: chunked + "1;a;=v\r\nx\r\n0\r\n\r\n", want: chunkOK},
+		{name: "chunk ext quoted pair obs-text", in: chunked + "1;a=\"\\\xff\"\r\nx\r\n0\r\n\r\n", want: chunkOK},
+		{name: "chunk ext ends with ;", in: chunked + "1;a=b;\r\nx\r\n0\r\n\r\n", err: httpparser.KindInvalidChunkSize},
+		{name: "chunk ext SP after ;", in: chunked + "1; a=b\r\nx\r\n0\r\n\r\n", err: httpparser.KindInvalidChunkSize},
+		{name: "chunk ext SP before =", in: chunked + "1;a =b\r\nx\r\n0\r\n\r\n", err: httpparser.KindInvalidChunkSize},
+		{name: "chunk ext SP after =", in: chunked + "1;a= b\r\nx\r\n0\r\n\r\n", err: httpparser.KindInvalidChunkSize},
+		{name: "chunk ext trailing SP", in: chunked + "1;a=b \r\nx\r\n0\r\n\r\n", err: httpparser.KindInvalidChunkSize},
+		{name: "chunk ext HTAB after quoted", in: chunked + "1;a=\"x\"\t\r\nx\r\n0\r\n\r\n", err: httpparser.KindInvalidChunkSize},
+		{name: "chunk ext quote inside token", in: chunked + "1;a=b\"\r\nx\r\n0\r\n\r\n", err: httpparser.KindInvalidChunkSize},
+		// Transfer-Encoding: a trailing comma leaves an empty last coding (not chunked)
+		{name: "TE chunked with trailing comma (request)", in: "POST / HTTP/1.1\r\nTransfer-Encoding: chunked,\r\n\r\n0\r\n\r\n",
+			err: httpparser.KindInvalidTransferEncoding},
+		{name: "TE chunked SP comma (request)", in: "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked ,\r\n\r\n0\r\n\r\n",
+			err: httpparser.KindInvalidTransferEncoding},
+		{name: "TE chunked with trailing comma (response)", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked,\r\n\r\n0\r\n\r\n",
+			o:    httpOpts{resp: true, eof: true},
+			want: []string{"begin", "status OK", "h Transfer-Encoding=chunked,", "hc", "body 0\r\n\r\n", "complete"},
+			msgs: []string{" 1.1 st=200 ka=false up=false cl=-1 chunked=false"}},
+		// the header size limit: settable, none, and the default
+		{name: "default limit", in: big, want: []string{"begin", "url /"}, err: httpparser.KindHeaderOverflow},
+		{name: "no limit", in: big, o: httpOpts{noLimit: true}, want: []string{"begin", "url /", "h X=" + strings.Repeat("v", httpparser.DefaultMaxHeaderSize), "hc", "complete"}},
+		{name: "raised limit", in: big, o: httpOpts{maxHdr: len(big)}, want: []string{"begin", "url /", "h X=" + strings.Repeat("v", httpparser.DefaultMaxHeaderSize), "hc", "complete"}},
+		{name: "raised limit one short of the header line", in: big, o: httpOpts{maxHdr: len(big) - 3}, want: []string{"begin", "url /"}, err: httpparser.KindHeaderOverflow},
+		{name: "no limit on the chunk-size line", in: chunked + "1;a=" + strings.Repeat("v", 100) + "\r\nx\r\n0\r\n\r\n", o: httpOpts{noLimit: true},
+			want: []string{"begin", "url /c", "h Transfer-Encoding=chunked", "hc", "ch 1", "body x", "cc", "ch 0", "cc", "complete"}},
+	})
 }

@@ -314,9 +314,22 @@ static int getattr_optional(PyObject *obj, int slot, PyObject **res) {
 }
 
 static int hp_init(GLHttpParser *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"protocol", NULL};
-    PyObject *protocol;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:HttpParser", kwlist, &protocol)) return -1;
+    static char *kwlist[] = {"protocol", "max_header_size", NULL};
+    PyObject *protocol, *maxh = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$O:HttpParser", kwlist, &protocol, &maxh)) return -1;
+    /* max_header_size: the limit of the start line plus header section, of the trailer
+     * section and of a chunk-size line, in bytes; None: no limit (httptools/llhttp). */
+    Py_ssize_t max_header = GL_HTTP_DEFAULT_MAX_HEADER;
+    if (maxh == Py_None) {
+        max_header = 0;
+    } else if (maxh != NULL) {
+        max_header = PyNumber_AsSsize_t(maxh, PyExc_OverflowError);
+        if (max_header == -1 && PyErr_Occurred()) return -1;
+        if (max_header <= 0) {
+            PyErr_SetString(PyExc_ValueError, "max_header_size must be a positive int or None");
+            return -1;
+        }
+    }
     GL_FORK_GUARD(-1);
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "cannot re-initialize an HTTP parser from its callback");
@@ -357,7 +370,8 @@ static int hp_init(GLHttpParser *self, PyObject *args, PyObject *kwds) {
     self->major = self->minor = self->keep_alive = self->upgrade = 0;
     self->status = 0;
     self->method_len = 0;
-    return glHttpInit(self, want);
+    if (glHttpInit(self, want) < 0) return -1;
+    return glHttpSetMaxHeaderSize(self, max_header);
 }
 
 static PyObject *hp_feed_data(GLHttpParser *self, PyObject *data) {

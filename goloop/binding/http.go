@@ -258,7 +258,22 @@ func glHttpInit(self *C.GLHttpParser, want C.uint) (rc C.int) {
 		h.p.Reset()
 		h.p.SetLeniencies(0)
 	}
+	h.p.UpgradeSkipsBody = true // httptools: an upgrade ends the message with its headers
 	h.setWant(want)
+	return 0
+}
+
+// glHttpSetMaxHeaderSize sets the limit of the header section (<= 0: no limit).
+//
+//export glHttpSetMaxHeaderSize
+func glHttpSetMaxHeaderSize(self *C.GLHttpParser, n C.Py_ssize_t) (rc C.int) {
+	defer recoverInt(&rc)
+	h := hparserOf(self)
+	if h == nil {
+		raise(C.PyExc_RuntimeError, "the HTTP parser is not initialized (__init__ was not called)")
+		return -1
+	}
+	h.p.MaxHeaderSize = int(n)
 	return 0
 }
 

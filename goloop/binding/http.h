@@ -32,6 +32,7 @@ enum {
 };
 
 #define GL_HTTP_METHOD_MAX 32
+#define GL_HTTP_DEFAULT_MAX_HEADER (80 * 1024) /* httpparser.DefaultMaxHeaderSize */
 #define GL_HCACHE 32            /* headers cached per parser */
 #define GL_HCACHE_MAXLEN 512    /* longest name or value cached */
 

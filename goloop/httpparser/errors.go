@@ -24,6 +24,7 @@ const (
 	KindInvalidEOF
 	KindClosedConnection // data after a message that closes the connection
 	KindCallback
+	KindPausedUpgrade // a 101 response without Upgrade headers (llhttp stops there)
 )
 
 var kindNames = [...]string{
@@ -44,6 +45,7 @@ var kindNames = [...]string{
 	KindInvalidEOF:              "InvalidEOF",
 	KindClosedConnection:        "ClosedConnection",
 	KindCallback:                "Callback",
+	KindPausedUpgrade:           "PausedUpgrade",
 }
 
 func (k Kind) String() string {

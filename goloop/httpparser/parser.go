@@ -119,6 +119,7 @@ const (
 	fConnUpgrade
 	fUpgradeHeader
 	fUpgrade // the message upgrades the connection
+	fSkipBody
 )
 
 // body modes
@@ -149,6 +150,10 @@ type Parser struct {
 	// may be set before the response's headers complete (also from
 	// OnHeadersComplete) and is cleared when the response completes.
 	SkipBody bool
+	// UpgradeSkipsBody makes a message that upgrades the connection end with its header
+	// section, whatever its headers say of a body (httptools' behaviour: the bytes after
+	// the headers belong to the new protocol).
+	UpgradeSkipsBody bool
 
 	h        Handler
 	response bool
@@ -158,6 +163,8 @@ type Parser struct {
 	mclass   uint8
 	skipLF   bool // LenientOptionalLFAfterCR: a line ended with CR, skip a following LF
 	partial  bool // buf holds an incomplete line
+	hint     scanHint
+	after09  bool // the request line had no version (HTTP/0.9): llhttp's URL state sees the next byte
 	hasPend  bool // LenientHeaders: a header is pending in pendName/pendVal
 	major    uint8
 	minor    uint8
@@ -205,6 +212,7 @@ func (p *Parser) Reset() {
 	p.err = nil
 	p.skipLF = false
 	p.partial = false
+	p.hint = scanHint{}
 	p.SkipBody = false
 	p.resetMessage()
 	p.status = 0
@@ -280,7 +288,7 @@ func (p *Parser) needsEOF() bool {
 	if !p.response {
 		return false
 	}
-	if p.status/100 == 1 || p.status == 204 || p.status == 304 || p.SkipBody {
+	if p.status/100 == 1 || p.status == 204 || p.status == 304 || p.SkipBody || p.flags&fSkipBody != 0 {
 		return false
 	}
 	if p.flags&fTransferEncoding != 0 && p.flags&fChunked == 0 {
@@ -301,6 +309,24 @@ func (p *Parser) resetMessage() {
 	p.mclass = mOther
 	p.headSize = 0
 	p.hasPend = false
+	p.after09 = false
+}
+
+// room returns how many bytes the current header section may still take (MaxHeaderSize
+// <= 0: no limit, as llhttp).
+func (p *Parser) room() int {
+	if p.MaxHeaderSize <= 0 {
+		return 1 << 62
+	}
+	return p.MaxHeaderSize - p.headSize
+}
+
+// chunkRoom is the limit of a chunk-size line.
+func (p *Parser) chunkRoom() int {
+	if p.MaxHeaderSize <= 0 {
+		return 1 << 62
+	}
+	return p.MaxHeaderSize
 }
 
 func (p *Parser) fail(kind Kind, msg string, off int) error {
@@ -363,7 +389,11 @@ func (p *Parser) Feed(data []byte) error {
 					return p.err
 				}
 			}
-			line, next, err := p.readLine(data, i, p.MaxHeaderSize-p.headSize, !p.response)
+			start := lineRequest
+			if p.response {
+				start = lineStatus
+			}
+			line, next, err := p.readLine(data, i, p.room(), start)
 			if err != nil {
 				return err
 			}
@@ -384,7 +414,7 @@ func (p *Parser) Feed(data []byte) error {
 			p.state = stHeaders
 
 		case stHeaders, stTrailers:
-			if p.lenient == 0 && !p.partial && p.state == stHeaders {
+			if p.lenient == 0 && !p.partial && p.state == stHeaders && !p.after09 {
 				next, err := p.fastHeaderLine(data, i)
 				if err != nil {
 					return err
@@ -394,7 +424,7 @@ func (p *Parser) Feed(data []byte) error {
 					break
 				}
 			}
-			line, next, err := p.readLine(data, i, p.MaxHeaderSize-p.headSize, false)
+			line, next, err := p.readLine(data, i, p.room(), lineOther)
 			if err != nil {
 				return err
 			}
@@ -404,10 +434,17 @@ func (p *Parser) Feed(data []byte) error {
 			}
 			p.headSize += p.lineLen
 			i = next
+			if p.after09 {
+				p.after09 = false
+				if len(line) > 0 && (line[0] == '\t' || line[0] == '\f') {
+					return p.fail(KindInvalidURL, "invalid characters in url", i)
+				}
+			}
 			trailer := p.state == stTrailers
 			if len(line) != 0 {
+				st := p.state
 				if err := p.headerLine(line, trailer, i); err != nil {
-					return err
+					return p.earlierError(st, line, err)
 				}
 				break
 			}
@@ -452,7 +489,7 @@ func (p *Parser) Feed(data []byte) error {
 			i = n
 
 		case stChunkSize:
-			line, next, err := p.readLine(data, i, p.MaxHeaderSize, false)
+			line, next, err := p.readLine(data, i, p.chunkRoom(), lineOther)
 			if err != nil {
 				return err
 			}
@@ -462,7 +499,7 @@ func (p *Parser) Feed(data []byte) error {
 			}
 			i = next
 			if err := p.chunkSizeLine(line, i); err != nil {
-				return err
+				return p.earlierError(stChunkSize, line, err)
 			}
 			if p.Want&WantChunkHeader != 0 {
 				if err := p.h.OnChunkHeader(); err != nil {
@@ -543,6 +580,13 @@ func (p *Parser) Feed(data []byte) error {
 	return nil
 }
 
+// line kinds for readLine
+const (
+	lineOther = iota
+	lineRequest
+	lineStatus
+)
+
 // FeedEOF tells the parser that the connection was closed. It completes a
 // response whose body is delimited by the close; it fails if a message is
 // incomplete.
@@ -597,10 +641,15 @@ func (p *Parser) chunkComplete(off int) error {
 
 func (p *Parser) messageComplete(off int) error {
 	keep := p.ShouldKeepAlive()
+	pausedNoUpgrade := false
 	switch {
 	case p.flags&fUpgrade != 0:
 		p.state = stUpgraded
 		p.skipLF = false // a LF after a lone CR belongs to the new protocol, whatever the split
+	case p.response && p.status == 101:
+		// llhttp stops after a 101 response even without Upgrade headers (httptools then
+		// raises HttpParserError, on this and every later feed).
+		pausedNoUpgrade = true
 	case keep || p.lenient&LenientKeepAlive != 0:
 		p.state = stStart
 	default:
@@ -612,6 +661,9 @@ func (p *Parser) messageComplete(off int) error {
 		}
 	}
 	p.SkipBody = false
+	if pausedNoUpgrade {
+		return p.fail(KindPausedUpgrade, "101 response without Upgrade", off)
+	}
 	return nil
 }
 
@@ -619,8 +671,9 @@ func (p *Parser) messageComplete(off int) error {
 // buffered beginning of it, if any) without its line ending, and the index
 // after it. If the line is incomplete it is buffered and line is nil.
 // limit is the number of bytes (line ending included) the line may have.
-// reqStart asks for the early check of a request method.
-func (p *Parser) readLine(data []byte, i int, limit int, reqStart bool) (line []byte, next int, err error) {
+// A start line (kind lineRequest, lineStatus) is returned with its line ending, and its
+// beginning is checked as it arrives.
+func (p *Parser) readLine(data []byte, i int, limit int, kind int) (line []byte, next int, err error) {
 	rest := data[i:]
 	var end int
 	if p.lenient&LenientOptionalLFAfterCR == 0 {
@@ -635,6 +688,7 @@ func (p *Parser) readLine(data []byte, i int, limit int, reqStart bool) (line []
 		if !p.partial {
 			p.partial = true
 			p.buf = p.buf[:0]
+			p.hint = scanHint{}
 		}
 		take := len(rest)
 		if room := limit + 1 - len(p.buf); take > room {
@@ -643,7 +697,7 @@ func (p *Parser) readLine(data []byte, i int, limit int, reqStart bool) (line []
 		if take > 0 {
 			p.buf = append(p.buf, rest[:take]...)
 		}
-		if err := p.checkLine(p.buf, limit, reqStart, len(data)); err != nil {
+		if err := p.checkLine(p.buf, limit, kind, len(data)); err != nil {
 			return nil, 0, err
 		}
 		return nil, len(data), nil
@@ -651,6 +705,7 @@ func (p *Parser) readLine(data []byte, i int, limit int, reqStart bool) (line []
 	next = i + end + 1
 	if p.partial {
 		p.partial = false
+		p.hint = scanHint{}
 		take := end + 1
 		if room := limit + 1 - len(p.buf); take > room {
 			take = room // the line is too long: checkLine fails below
@@ -662,10 +717,13 @@ func (p *Parser) readLine(data []byte, i int, limit int, reqStart bool) (line []
 		line = rest[:end+1]
 		p.lineLen = end + 1
 	}
-	if reqStart || len(line) > limit {
-		if err := p.checkLine(line, limit, reqStart, next); err != nil {
+	if len(line) > limit {
+		if err := p.checkLine(line, limit, kind, next); err != nil {
 			return nil, 0, err
 		}
+	}
+	if kind != lineOther {
+		return line, next, nil
 	}
 	// strip the line ending
 	last := len(line) - 1
@@ -675,6 +733,15 @@ func (p *Parser) readLine(data []byte, i int, limit int, reqStart bool) (line []
 		} else if p.lenient&LenientOptionalCRBeforeLF != 0 {
 			line = line[:last]
 		} else {
+			// what the checks of the line's beginning would have found had it come in
+			// pieces (the same error whatever the split), else the bare LF
+			if p.lenient == 0 {
+				k, msg := p.scanPartial(line[:last])
+				p.hint = scanHint{}
+				if k != KindOK {
+					return nil, 0, p.fail(k, msg, next)
+				}
+			}
 			return nil, 0, p.fail(KindCRExpected, "bare LF, expected CRLF", next)
 		}
 	} else { // CR alone (LenientOptionalLFAfterCR)
@@ -684,24 +751,39 @@ func (p *Parser) readLine(data []byte, i int, limit int, reqStart bool) (line []
 	return line, next, nil
 }
 
-// checkLine applies the early method check (within the limit) and then the
-// size limit to a complete or partial line, the same way whatever the split.
-func (p *Parser) checkLine(b []byte, limit int, reqStart bool, off int) error {
-	if reqStart {
+// checkLine checks the beginning of a start line as llhttp would (within the limit) and
+// then the size limit, the same way whatever the split.
+func (p *Parser) checkLine(b []byte, limit int, kind int, off int) error {
+	if kind != lineOther {
 		w := b
 		if len(w) > limit {
 			w = w[:limit]
 		}
-		for j, c := range w {
-			if c == ' ' {
-				if j == 0 {
-					return p.fail(KindInvalidMethod, "empty method", off)
-				}
-				break
-			}
-			if !isToken(c) {
-				return p.fail(KindInvalidMethod, "invalid character in method", off)
-			}
+		var k Kind
+		var msg string
+		if kind == lineRequest {
+			var r reqLine
+			k, msg = p.scanRequestLine(w, false, &r)
+		} else {
+			var major, minor uint8
+			var st, end int
+			var reason []byte
+			var has bool
+			k, msg = p.scanStatusLine(w, false, &major, &minor, &st, &reason, &has, &end)
+		}
+		if k != KindOK {
+			return p.fail(k, msg, off)
+		}
+	}
+	if kind == lineOther && p.lenient == 0 {
+		// the bytes within the limit are checked first: had they come in smaller pieces,
+		// their error would have come before the overflow
+		w := b
+		if len(w) > limit {
+			w = w[:limit]
+		}
+		if k, msg := p.scanPartial(w); k != KindOK {
+			return p.fail(k, msg, off)
 		}
 	}
 	if len(b) > limit {
@@ -722,93 +804,56 @@ func indexCRLF(b []byte) int {
 	return -1
 }
 
-func (p *Parser) parseVersion(v []byte, off int) error {
-	if len(v) != 8 || v[0] != 'H' || v[1] != 'T' || v[2] != 'T' || v[3] != 'P' || v[4] != '/' ||
-		v[6] != '.' || v[5] < '0' || v[5] > '9' || v[7] < '0' || v[7] > '9' {
-		return p.fail(KindInvalidVersion, "invalid HTTP version", off)
-	}
-	p.major, p.minor = v[5]-'0', v[7]-'0'
-	if p.lenient&LenientVersion == 0 && (p.major != 1 || p.minor > 1) {
-		return p.fail(KindInvalidVersion, "unsupported HTTP version", off)
-	}
-	return nil
-}
-
+// requestLine handles a complete request line (with its line ending).
 func (p *Parser) requestLine(line []byte, off int) error {
-	j := 0
-	for j < len(line) && isToken(line[j]) {
-		j++
+	var r reqLine
+	if k, msg := p.scanRequestLine(line, true, &r); k != KindOK {
+		return p.fail(k, msg, off)
 	}
-	if j == 0 || j >= len(line) || line[j] != ' ' {
-		return p.fail(KindInvalidMethod, "invalid method", off)
+	if r.end == 0 {
+		return p.fail(KindInvalidVersion, "invalid request line", off)
 	}
-	m := line[:j]
-	p.method = append(p.method[:0], m...)
+	if line[len(line)-1] == '\r' {
+		p.skipLF = true
+	}
+	p.method = append(p.method[:0], r.method...)
 	p.mclass = mOther
-	switch string(m) {
+	switch string(r.method) {
 	case "CONNECT":
 		p.mclass = mConnect
 	case "HEAD":
 		p.mclass = mHead
 	}
-	j++
-	k := j
-	for k < len(line) && ctab[line[k]]&cTarget != 0 {
-		k++
-	}
-	if k == j {
-		return p.fail(KindInvalidURL, "empty request-target", off)
-	}
-	if k == len(line) {
-		return p.fail(KindInvalidVersion, "missing HTTP version", off)
-	}
-	if line[k] != ' ' {
-		return p.fail(KindInvalidURL, "invalid character in request-target", off)
-	}
-	if err := p.parseVersion(line[k+1:], off); err != nil {
-		return err
-	}
+	p.major, p.minor = r.major, r.minor
+	p.after09 = r.http09
 	if p.Want&WantURL != 0 {
-		if err := p.h.OnURL(line[j:k]); err != nil {
+		if err := p.h.OnURL(r.url); err != nil {
 			return p.cbErr(err, off)
 		}
 	}
 	return nil
 }
 
+// statusLine handles a complete status line (with its line ending).
 func (p *Parser) statusLine(line []byte, off int) error {
-	if len(line) < 8 {
-		return p.fail(KindInvalidVersion, "invalid HTTP version", off)
+	var reason []byte
+	var has bool
+	var st, end int
+	var major, minor uint8
+	if k, msg := p.scanStatusLine(line, true, &major, &minor, &st, &reason, &has, &end); k != KindOK {
+		return p.fail(k, msg, off)
 	}
-	if err := p.parseVersion(line[:8], off); err != nil {
-		return err
+	if end == 0 {
+		return p.fail(KindInvalidStatus, "invalid status line", off)
 	}
-	r := line[8:]
-	if len(r) < 4 || r[0] != ' ' {
-		return p.fail(KindInvalidStatus, "invalid status code", off)
+	if line[len(line)-1] == '\r' {
+		p.skipLF = true
 	}
-	st := 0
-	for _, c := range r[1:4] {
-		if c < '0' || c > '9' {
-			return p.fail(KindInvalidStatus, "invalid status code", off)
-		}
-		st = st*10 + int(c-'0')
-	}
-	p.status = st
-	r = r[4:]
-	if len(r) > 0 {
-		if r[0] != ' ' {
-			return p.fail(KindInvalidStatus, "invalid status code", off)
-		}
-		r = r[1:]
-		for _, c := range r {
-			if ctab[c]&cReason == 0 {
-				return p.fail(KindInvalidStatus, "invalid character in reason phrase", off)
-			}
-		}
-	}
-	if p.Want&WantStatus != 0 {
-		if err := p.h.OnStatus(r); err != nil {
+	p.major, p.minor, p.status = major, minor, st
+	// llhttp calls on_status only when the line has a reason phrase (maybe empty) after
+	// the code's space.
+	if has && p.Want&WantStatus != 0 {
+		if err := p.h.OnStatus(reason); err != nil {
 			return p.cbErr(err, off)
 		}
 	}
@@ -851,9 +896,17 @@ func (p *Parser) headerLine(line []byte, trailer bool, off int) error {
 	if j >= len(line) || line[j] != ':' {
 		return p.fail(KindInvalidHeader, "invalid character in header name", off)
 	}
-	value := trimOWS(line[j+1:])
+	value := trimLeftOWS(line[j+1:]) // llhttp keeps trailing whitespace
 	if p.lenient&LenientHeaders == 0 {
 		if !validValue(value) {
+			for _, c := range value {
+				if ctab[c]&cValue == 0 {
+					if c == '\r' { // llhttp: a CR inside a value wants its LF
+						return p.fail(KindLFExpected, "expected LF after CR", off)
+					}
+					break
+				}
+			}
 			return p.fail(KindInvalidHeader, "invalid character in header value", off)
 		}
 		return p.emitHeader(name, value, trailer, off)
@@ -906,7 +959,9 @@ func (p *Parser) flushPending(trailer bool, off int) error {
 }
 
 func (p *Parser) emitHeader(name, value []byte, trailer bool, off int) error {
-	if !trailer {
+	// Trailer fields count as llhttp counts them: Content-Length there fails (the message
+	// is chunked), Connection changes whether the connection is kept.
+	{
 		var err error
 		switch len(name) {
 		case 14:
@@ -921,8 +976,12 @@ func (p *Parser) emitHeader(name, value []byte, trailer bool, off int) error {
 			if eqFoldLower(name, "connection") {
 				p.connection(value)
 			}
+		case 16:
+			if eqFoldLower(name, "proxy-connection") {
+				p.connection(value)
+			}
 		case 7:
-			if eqFoldLower(name, "upgrade") {
+			if len(value) > 0 && eqFoldLower(name, "upgrade") {
 				p.flags |= fUpgradeHeader
 			}
 		}
@@ -939,9 +998,13 @@ func (p *Parser) emitHeader(name, value []byte, trailer bool, off int) error {
 }
 
 func (p *Parser) contentLength(v []byte, off int) error {
+	if p.flags&fTransferEncoding != 0 && p.lenient&LenientChunkedLength == 0 {
+		return p.fail(KindUnexpectedContentLength, "Content-Length with Transfer-Encoding", off)
+	}
 	if p.flags&fContentLength != 0 {
 		return p.fail(KindInvalidContentLength, "duplicate Content-Length", off)
 	}
+	v = trimOWS(v)
 	if len(v) == 0 {
 		return p.fail(KindInvalidContentLength, "empty Content-Length", off)
 	}
@@ -961,38 +1024,53 @@ func (p *Parser) contentLength(v []byte, off int) error {
 	return nil
 }
 
+// transferEncoding follows llhttp: the codings are separated by commas, chunked counts
+// only as a whole element (followed by spaces at most); in a request nothing may follow
+// chunked.
 func (p *Parser) transferEncoding(v []byte, off int) error {
+	if p.flags&fContentLength != 0 && p.lenient&LenientChunkedLength == 0 {
+		return p.fail(KindUnexpectedContentLength, "Transfer-Encoding with Content-Length", off)
+	}
+	if len(v) == 0 {
+		return p.fail(KindInvalidTransferEncoding, "empty Transfer-Encoding", off)
+	}
+	strictReq := !p.response && p.lenient&LenientTransferEncoding == 0
+	if p.flags&fChunked != 0 && strictReq {
+		return p.fail(KindInvalidTransferEncoding, "Transfer-Encoding after chunked", off)
+	}
 	p.flags |= fTransferEncoding
-	for len(v) > 0 {
+	first := true
+	for more := true; more; {
+		// every comma starts an element, the empty one after a trailing comma too
+		// (llhttp: "chunked," does not end with chunked)
 		var elem []byte
 		if k := bytes.IndexByte(v, ','); k >= 0 {
 			elem, v = v[:k], v[k+1:]
 		} else {
-			elem, v = v, nil
+			elem, v, more = v, nil, false
 		}
-		if k := bytes.IndexByte(elem, ';'); k >= 0 {
-			elem = elem[:k] // transfer parameters are not checked
+		if !first {
+			elem = trimLeftOWS(elem)
 		}
-		elem = trimOWS(elem)
-		if len(elem) == 0 {
-			continue
+		first = false
+		e := elem
+		for len(e) > 0 && e[len(e)-1] == ' ' {
+			e = e[:len(e)-1]
 		}
-		for _, c := range elem {
-			if !isToken(c) {
-				return p.fail(KindInvalidTransferEncoding, "invalid Transfer-Encoding", off)
-			}
-		}
-		if eqFoldLower(elem, "chunked") {
+		if eqFoldLower(e, "chunked") {
 			if p.flags&fChunked != 0 {
 				p.flags |= fChunkedTwice
 			}
 			p.flags |= fChunked
-		} else {
-			if p.flags&fChunked != 0 {
-				p.flags |= fChunkedTwice // chunked followed by another coding
-			}
-			p.flags &^= fChunked
+			continue
 		}
+		if p.flags&fChunked != 0 {
+			if strictReq {
+				return p.fail(KindInvalidTransferEncoding, "Transfer-Encoding after chunked", off)
+			}
+			p.flags |= fChunkedTwice // chunked followed by another coding
+		}
+		p.flags &^= fChunked
 	}
 	return nil
 }
@@ -1023,7 +1101,8 @@ func (p *Parser) connection(v []byte) {
 	}
 }
 
-// decideBody sets p.body (and the upgrade flag) from the header section.
+// decideBody sets p.body (and the upgrade flag) from the header section, as llhttp's
+// llhttp__after_headers_complete.
 func (p *Parser) decideBody(off int) error {
 	f := p.flags
 	if f&fUpgradeHeader != 0 && f&fConnUpgrade != 0 && (!p.response || p.status == 101) {
@@ -1033,19 +1112,28 @@ func (p *Parser) decideBody(off int) error {
 	} else {
 		f &^= fUpgrade
 	}
+	if p.UpgradeSkipsBody && f&fUpgrade != 0 {
+		f |= fSkipBody
+	}
+	if p.response && p.SkipBody {
+		f |= fSkipBody
+	}
 	p.flags = f
+	skip := f&fSkipBody != 0
 	hasBody := f&fChunked != 0 || (f&fContentLength != 0 && p.clen > 0)
 	switch {
 	case p.response && p.status == 101:
 		p.body = bodyNone
-	case f&fUpgrade != 0 && (p.mclass == mConnect || (p.response && p.SkipBody) || !hasBody):
+	case f&fUpgrade != 0 && (p.mclass == mConnect || skip || !hasBody):
 		p.body = bodyNone
-	case p.response && (p.status/100 == 1 || p.status == 204 || p.status == 304 || p.SkipBody):
+	case p.response && p.status == 100:
+		p.body = bodyNone
+	case skip || p.response && (p.status == 102 || p.status == 103 || p.status == 204 || p.status == 304):
 		p.body = bodyNone
 	case f&fChunked != 0 && (p.response || f&fChunkedTwice == 0 || p.lenient&LenientTransferEncoding != 0):
 		p.body = bodyChunked
 	case f&fTransferEncoding != 0:
-		if !p.response && p.lenient&LenientTransferEncoding == 0 {
+		if !p.response && p.lenient&(LenientTransferEncoding|LenientChunkedLength) == 0 {
 			return p.fail(KindInvalidTransferEncoding, "request Transfer-Encoding must end with chunked, once", off)
 		}
 		p.body = bodyEOF
@@ -1055,7 +1143,7 @@ func (p *Parser) decideBody(off int) error {
 		} else {
 			p.body = bodyNone
 		}
-	case p.response:
+	case p.needsEOF():
 		p.body = bodyEOF
 	default:
 		p.body = bodyNone
@@ -1116,7 +1204,7 @@ func (p *Parser) chunkSizeLine(line []byte, off int) error {
 		if line[j] != ';' {
 			return p.fail(KindInvalidChunkSize, "invalid character after chunk size", off)
 		}
-		if !validChunkExt(line[j:]) {
+		if !chunkExtEnds(chunkExt(line[j+1:], ceStart)) {
 			return p.fail(KindInvalidChunkSize, "invalid chunk extension", off)
 		}
 	}
@@ -1124,70 +1212,81 @@ func (p *Parser) chunkSizeLine(line []byte, off int) error {
 	return nil
 }
 
-// validChunkExt checks *( BWS ";" BWS ext-name [ BWS "=" BWS ext-val ] )
-// where ext-val is a token or a quoted-string.
-func validChunkExt(b []byte) bool {
-	i := 0
-	n := len(b)
-	skip := func() {
-		for i < n && isOWS(b[i]) {
-			i++
-		}
-	}
-	for {
-		skip()
-		if i == n {
-			return true
-		}
-		if b[i] != ';' {
-			return false
-		}
-		i++
-		skip()
-		s := i
-		for i < n && isToken(b[i]) {
-			i++
-		}
-		if i == s {
-			return false
-		}
-		skip()
-		if i == n || b[i] != '=' {
-			continue
-		}
-		i++
-		skip()
-		if i < n && b[i] == '"' {
-			i++
-			for {
-				if i == n {
-					return false
-				}
-				c := b[i]
-				if c == '"' {
-					i++
-					break
-				}
-				if c == '\\' {
-					i++
-					if i == n || ctab[b[i]]&cReason == 0 {
-						return false
-					}
-				} else if ctab[c]&cReason == 0 {
-					return false
-				}
-				i++
+// Chunk-extension states (llhttp's grammar: no whitespace around ';' or '=', empty names
+// and values allowed, a quoted value only as a whole value).
+const (
+	ceStart  uint8 = iota // after ';'
+	ceName                // in a name
+	ceValue0              // after '='
+	ceValue               // in a token value
+	ceQuoted              // in a quoted value
+	cePair                // after '\\' in a quoted value
+	ceQDone               // after the closing quote
+	ceBad
+)
+
+// chunkExt runs the chunk-extension grammar over b (what follows the first ';') from state
+// st and returns the state it ends in (ceBad: invalid).
+func chunkExt(b []byte, st uint8) uint8 {
+	for _, c := range b {
+		switch st {
+		case ceStart:
+			if c == ' ' || c == '"' || c == '\r' || c == '\n' {
+				return ceBad
 			}
-			continue
-		}
-		s = i
-		for i < n && isToken(b[i]) {
-			i++
-		}
-		if i == s {
-			return false
+			st = ceName
+			fallthrough
+		case ceName:
+			switch {
+			case isToken(c):
+			case c == '=':
+				st = ceValue0
+			case c == ';':
+				st = ceStart
+			default:
+				return ceBad
+			}
+		case ceValue0, ceValue:
+			switch {
+			case c == '"' && st == ceValue0:
+				st = ceQuoted
+			case isToken(c):
+				st = ceValue
+			case c == ';':
+				st = ceStart
+			default:
+				return ceBad
+			}
+		case ceQuoted:
+			switch {
+			case c == '"':
+				st = ceQDone
+			case c == '\\':
+				st = cePair
+			case c == '\t' || c == ' ' || c == 0x21 || (c >= 0x23 && c <= 0x7e) || c >= 0x80:
+			default:
+				return ceBad
+			}
+		case cePair:
+			if ctab[c]&cReason == 0 {
+				return ceBad
+			}
+			st = ceQuoted
+		case ceQDone:
+			if c != ';' {
+				return ceBad
+			}
+			st = ceStart
+		default:
+			return ceBad
 		}
 	}
+	return st
+}
+
+// chunkExtEnds reports whether the line may end (CR) in chunk-extension state st.
+func chunkExtEnds(st uint8) bool {
+	return st == ceName || st == ceValue0 || st == ceValue || st == ceQDone
 }
 
 // fastRequestLine handles a well-formed request line ("METHOD target HTTP/1.x" CRLF) that
@@ -1203,11 +1302,15 @@ func (p *Parser) fastRequestLine(data []byte, i int) int {
 	if j == i || j >= n || data[j] != ' ' {
 		return 0
 	}
+	// an origin-form target without '#' (what llhttp's URL states accept unchanged)
 	k := j + 1
-	for k < n && ctab[data[k]]&cTarget != 0 {
+	if k >= n || data[k] != '/' {
+		return 0
+	}
+	for k < n && ctab[data[k]]&cURLFast != 0 {
 		k++
 	}
-	if k == j+1 || k+11 > n || data[k] != ' ' {
+	if k+11 > n || data[k] != ' ' {
 		return 0
 	}
 	v := data[k+1 : k+11]
@@ -1217,13 +1320,15 @@ func (p *Parser) fastRequestLine(data []byte, i int) int {
 		return 0
 	}
 	next := k + 11
-	limit := p.MaxHeaderSize - p.headSize
-	if next-i > limit {
+	if next-i > p.room() {
+		return 0
+	}
+	m := data[i:j]
+	if methodProtos(m)&protoHTTP == 0 || len(m) == 3 && string(m) == "PRI" {
 		return 0
 	}
 	p.headSize += next - i
 	p.lineLen = next - i
-	m := data[i:j]
 	if len(m) <= cap(p.method) && len(m) <= 8 {
 		p.method = p.method[:len(m)]
 		for x := range m {
@@ -1259,7 +1364,7 @@ func (p *Parser) fastRequestLine(data []byte, i int) int {
 func (p *Parser) fastHeaderLine(data []byte, i int) (int, error) {
 	n := len(data)
 	if i+1 < n && data[i] == '\r' && data[i+1] == '\n' {
-		if p.hasPend || 2 > p.MaxHeaderSize-p.headSize {
+		if p.hasPend || 2 > p.room() {
 			return 0, nil
 		}
 		p.headSize += 2
@@ -1311,11 +1416,8 @@ func (p *Parser) fastHeaderLine(data []byte, i int) (int, error) {
 	}
 	e := n - len(d)
 	next := e + 2
-	if next-i > p.MaxHeaderSize-p.headSize {
+	if next-i > p.room() {
 		return 0, nil
-	}
-	for e > v && (data[e-1] == ' ' || data[e-1] == '\t') {
-		e--
 	}
 	p.headSize += next - i
 	p.lineLen = next - i
@@ -1323,4 +1425,180 @@ func (p *Parser) fastHeaderLine(data []byte, i int) (int, error) {
 		return 0, err
 	}
 	return next, nil
+}
+
+// earlierError returns, in place of err (the error of a whole header, trailer or chunk-size
+// line), the error the checks of the line's beginning find in it (what the line would have
+// failed with had it come in pieces), if any: the same error whatever the split.
+func (p *Parser) earlierError(state uint8, line []byte, err error) error {
+	e, ok := err.(*Error)
+	if !ok || e.Kind == KindCallback || p.lenient != 0 {
+		return err
+	}
+	saved := p.state
+	p.state = state
+	// line ended with CRLF (lenient is 0): in pieces, the check saw the line and its CR
+	k, msg := p.scanPartial(line[:len(line)+1])
+	p.state = saved
+	p.hint = scanHint{}
+	if k != KindOK {
+		return p.fail(k, msg, e.Offset)
+	}
+	return err
+}
+
+// scanHint lets the checks of an incomplete line (fed again with every piece) resume where
+// the previous check of the same buffer stopped, instead of rescanning it: without it, a
+// long line fed a few bytes at a time costs time quadratic in its length. tag names the
+// run the check stopped in (0: none), pos where, st the state the run needs.
+type scanHint struct {
+	tag uint8
+	st  uint8
+	pos int
+}
+
+const (
+	hintNone    uint8 = iota
+	hintName          // a header name's token run
+	hintValue         // a header value; st: Content-Length's state (clNone, clLead, clDigits, clTrail)
+	hintHex           // a chunk size's hex digits
+	hintSpaces1       // the spaces after the method
+	hintURL           // the target; st: the URL state
+	hintSpaces2       // the spaces after the target
+	hintReason        // a reason phrase
+	hintExt           // chunk extensions; st: the chunk-extension state
+)
+
+// Content-Length states of hintValue.
+const (
+	clNone   = iota // not a Content-Length
+	clLead          // OWS before the digits
+	clDigits        // the digits
+	clTrail         // OWS after the digits
+	clDone          // a CR came: the value loop checks the rest
+)
+
+// resume returns where the run tagged tag, which starts at from, may continue in a buffer of
+// n bytes, and the state saved with it.
+func (p *Parser) resume(tag uint8, from, n int) (int, uint8, bool) {
+	if p.hint.tag == tag && p.hint.pos > from && p.hint.pos <= n {
+		return p.hint.pos, p.hint.st, true
+	}
+	return from, 0, false
+}
+
+// scanPartial checks the beginning of a header, trailer or chunk-size line as it arrives,
+// so that an invalid byte fails at once (as in llhttp, which reads byte by byte) instead
+// of when the line ends. b is the line buffer (it holds no LF); the check resumes at
+// p.hint.
+func (p *Parser) scanPartial(b []byte) (Kind, string) {
+	n := len(b)
+	switch p.state {
+	case stHeaders, stTrailers:
+		if n == 0 {
+			return KindOK, ""
+		}
+		if p.after09 && (b[0] == '\t' || b[0] == '\f') {
+			return KindInvalidURL, "invalid characters in url" // llhttp: still in the URL's states
+		}
+		if b[0] == '\r' {
+			if n > 1 && b[1] != '\n' {
+				return KindLFExpected, "expected LF after CR"
+			}
+			return KindOK, ""
+		}
+		var j int
+		var cl uint8
+		if p.hint.tag == hintValue && p.hint.pos <= n {
+			j, cl = p.hint.pos, p.hint.st
+		} else {
+			j, _, _ = p.resume(hintName, 0, n)
+			for j < n && isToken(b[j]) {
+				j++
+			}
+			if j == n {
+				p.hint = scanHint{tag: hintName, pos: j}
+				return KindOK, ""
+			}
+			if j == 0 || b[j] != ':' {
+				return KindInvalidHeader, "invalid header token"
+			}
+			cl = clNone
+			if j == 14 && eqFoldLower(b[:j], "content-length") {
+				// the checks of contentLength, in its order (llhttp's: at the colon)
+				if p.flags&fTransferEncoding != 0 && p.lenient&LenientChunkedLength == 0 {
+					return KindUnexpectedContentLength, "Content-Length with Transfer-Encoding"
+				}
+				if p.flags&fContentLength != 0 {
+					return KindInvalidContentLength, "duplicate Content-Length"
+				}
+				cl = clLead
+			}
+			j++
+		}
+		for ; j < n; j++ {
+			c := b[j]
+			switch cl {
+			case clLead, clDigits, clTrail:
+				switch {
+				case c >= '0' && c <= '9' && cl != clTrail:
+					cl = clDigits
+				case isOWS(c):
+					if cl == clDigits {
+						cl = clTrail
+					}
+				case c == '\r':
+					cl = clDone
+				default:
+					return KindInvalidContentLength, "invalid character in Content-Length"
+				}
+			}
+			if c == '\r' {
+				if j+1 < n && b[j+1] != '\n' {
+					return KindLFExpected, "expected LF after CR"
+				}
+				break // resume at the CR: its next byte is still to come
+			}
+			if ctab[c]&cValue == 0 {
+				return KindInvalidHeader, "invalid header value char"
+			}
+		}
+		// j is n, or the index of a CR ending b (its LF is still to come): resume there
+		p.hint = scanHint{tag: hintValue, st: cl, pos: j}
+	case stChunkSize:
+		j, _, _ := p.resume(hintHex, 0, n)
+		for j < n && ctab[b[j]]&cHex != 0 {
+			j++
+		}
+		if j == n {
+			p.hint = scanHint{tag: hintHex, pos: j}
+			return KindOK, ""
+		}
+		if j == 0 || (b[j] != ';' && b[j] != '\r') {
+			return KindInvalidChunkSize, "invalid character in chunk size"
+		}
+		if b[j] == ';' {
+			// the extensions, checked as they come (resuming at p.hint)
+			e, st := j+1, ceStart
+			if p.hint.tag == hintExt && p.hint.pos > e && p.hint.pos <= n {
+				e, st = p.hint.pos, p.hint.st
+			}
+			k := e + bytes.IndexByte(b[e:], '\r')
+			if k < e {
+				k = n
+			}
+			if st = chunkExt(b[e:k], st); st == ceBad || (k < n && !chunkExtEnds(st)) {
+				return KindInvalidChunkSize, "invalid chunk extension"
+			}
+			if k == n {
+				p.hint = scanHint{tag: hintExt, st: st, pos: n}
+				return KindOK, ""
+			}
+			j = k
+		}
+		if b[j] == '\r' && j+1 < n && b[j+1] != '\n' {
+			return KindLFExpected, "expected LF after chunk size"
+		}
+	}
+	return KindOK, ""
 }

@@ -8,6 +8,7 @@ const (
 	cReason               // reason-phrase: HTAB / SP / VCHAR / obs-text
 	cHex                  // hex digit
 	cLenValue             // header value byte accepted by LenientHeaders (all but LF)
+	cURLFast              // request-target byte of the fast path: VCHAR but '#'
 )
 
 var ctab = func() (t [256]uint8) {
@@ -33,6 +34,9 @@ var ctab = func() (t [256]uint8) {
 		if c != '\n' {
 			v |= cLenValue
 		}
+		if c > 0x20 && c < 0x7f && c != '#' {
+			v |= cURLFast
+		}
 		t[c] = v
 	}
 	return
@@ -41,6 +45,13 @@ var ctab = func() (t [256]uint8) {
 func isToken(c byte) bool { return ctab[c]&cToken != 0 }
 
 func isOWS(c byte) bool { return c == ' ' || c == '\t' }
+
+func trimLeftOWS(b []byte) []byte {
+	for len(b) > 0 && isOWS(b[0]) {
+		b = b[1:]
+	}
+	return b
+}
 
 func trimOWS(b []byte) []byte {
 	s, e := 0, len(b)
