@@ -132,6 +132,10 @@ int gl_exc_is_fatal(void);
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
                         Py_ssize_t nargs, PyObject *context, double when);
 Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, int fd, uintptr_t ctx);
+/* How glSchedule queues a handle (loopcore.c passes, loop.go switches on it). */
+#define GL_MODE_SOON 0        /* the ready queue */
+#define GL_MODE_THREADSAFE 1  /* the ready queue, from any thread, waking the loop */
+#define GL_MODE_TIMER 2       /* the timer heap */
 #define GL_RB_GETBUF (-1)   /* gl_read_buffered_u's failures */
 #define GL_RB_UPDATED (-2)
 #define GL_RB_ERRNO (-1000) /* minus errno */

@@ -37,9 +37,9 @@ func nanotime() int64
 func monotonic() float64 { return float64(nanotime()) * 1e-9 }
 
 const (
-	modeSoon       = 0
-	modeThreadsafe = 1
-	modeTimer      = 2
+	modeSoon       = C.GL_MODE_SOON // gl.h: the values loopcore.c passes to glSchedule
+	modeThreadsafe = C.GL_MODE_THREADSAFE
+	modeTimer      = C.GL_MODE_TIMER
 
 	maxSelectTimeout       = 24 * 3600.0 // asyncio's MAXIMUM_SELECT_TIMEOUT
 	minScheduledTimers     = 100         // asyncio's _MIN_SCHEDULED_TIMER_HANDLES

@@ -35,7 +35,6 @@ static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t na
 }
 
 
-enum { MODE_SOON = 0, MODE_THREADSAFE = 1, MODE_TIMER = 2 };
 
 /* Queues h (taking over one reference) for Go's ready queue, from C. Only the thread that
  * runs the loop (its owner) stages: the array has no lock. */
@@ -153,16 +152,16 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
     if (check_open(self) < 0) return NULL;
     int debug = GL_LOAD(self->debug);
     /* Debug mode: asyncio's _check_thread for call_soon, call_later and call_at. */
-    if (debug && mode != MODE_THREADSAFE && glCheckThread(self) < 0) return NULL;
+    if (debug && mode != GL_MODE_THREADSAFE && glCheckThread(self) < 0) return NULL;
     /* A timer goes straight to Go's heap from the thread running the loop, or while no
      * thread runs it; from another thread (asyncio does not allow it, but a free-threaded
      * Python must not crash for it) it travels through the inbox. */
-    int direct_timer = mode == MODE_TIMER &&
+    int direct_timer = mode == GL_MODE_TIMER &&
         (GL_LOAD(self->owner) == 0 || GL_LOAD(self->owner) == gl_thread_ident());
     PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
     if (h == NULL) return NULL;
     Py_INCREF(h); /* the reference the ready queue (or the heap) keeps on success */
-    int rc = direct_timer ? glSchedule(self, h, MODE_TIMER) : queue_soon(self, h);
+    int rc = direct_timer ? glSchedule(self, h, GL_MODE_TIMER) : queue_soon(self, h);
     if (rc == -1) {
         Py_DECREF(h);
         Py_DECREF(h);
@@ -182,12 +181,12 @@ static double mono_now(void) {
 }
 
 static PyObject *loop_call_soon(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    return schedule(self, "call_soon", GL_HandleType, 0, MODE_SOON, args, nargs, kwnames, 0);
+    return schedule(self, "call_soon", GL_HandleType, 0, GL_MODE_SOON, args, nargs, kwnames, 0);
 }
 
 static PyObject *loop_call_soon_threadsafe(GLLoop *self, PyObject *const *args, Py_ssize_t nargs,
                                            PyObject *kwnames) {
-    return schedule(self, "call_soon_threadsafe", GL_HandleType, 0, MODE_THREADSAFE, args, nargs, kwnames, 0);
+    return schedule(self, "call_soon_threadsafe", GL_HandleType, 0, GL_MODE_THREADSAFE, args, nargs, kwnames, 0);
 }
 
 static int to_seconds(PyObject *o, const char *what, double *out) {
@@ -212,7 +211,7 @@ static PyObject *loop_call_later(GLLoop *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     if (to_seconds(args[0], "delay", &d) < 0) return NULL;
-    return schedule(self, "call_later", GL_TimerHandleType, mono_now() + d, MODE_TIMER, args, nargs, kwnames, 1);
+    return schedule(self, "call_later", GL_TimerHandleType, mono_now() + d, GL_MODE_TIMER, args, nargs, kwnames, 1);
 }
 
 static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -222,7 +221,7 @@ static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     if (to_seconds(args[0], "when", &when) < 0) return NULL;
-    return schedule(self, "call_at", GL_TimerHandleType, when, MODE_TIMER, args, nargs, kwnames, 1);
+    return schedule(self, "call_at", GL_TimerHandleType, when, GL_MODE_TIMER, args, nargs, kwnames, 1);
 }
 
 static PyObject *tasks_module, *str_Task, *task_kwnames, *str_create_task_py;
