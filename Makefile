@@ -19,7 +19,7 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # on 3.13t: the tests that need them skip.
 OPTIONAL_DEPS := httptools cryptography
 
-.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools test test-go test-py test-cpython bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools test test-go test-py test-cpython test-race bench demo fuzz vet clean
 
 all: build
 
@@ -75,6 +75,20 @@ test-go:
 # tests_py/test_wheel.py installs the wheel wheel-one made into a fresh venv.
 test-py: build wheel-one
 	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl)" $(PY) -P -m pytest -q tests_py
+
+# The threaded tests (and the loop/transport basics) against an extension built with Go's race
+# detector, in build/race (the editable install is left alone). A report file fails the run:
+# a c-shared library never exits with the detector's status. Worth most on a free-threaded
+# Python, where loops in several threads really run at once; .ci/run runs it on 3.13t.
+RACE_TESTS ?= tests_py/test_free_threading.py tests_py/test_loop_threads_signals.py tests_py/test_tcp_echo.py
+test-race: deps
+	rm -rf build/race && mkdir -p build/race/lib
+	GOLOOP_RACE=1 $(PY) setup.py -q build_ext --build-lib build/race/lib
+	cp pyshim/goloop/*.py pyshim/goloop/py.typed build/race/lib/goloop/
+	GORACE="log_path=$(CURDIR)/build/race/report" PYTHONPATH=$(CURDIR)/build/race/lib \
+	  $(PY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
+	@if ls build/race/report.* >/dev/null 2>&1; then echo "goloop: the race detector reported:"; \
+	  cat build/race/report.*; exit 1; else echo "goloop: race detector: no report"; fi
 
 # CPython's own asyncio test suite, pointed at goloop (see tests_py/cpython_suite.py).
 test-cpython: build

@@ -177,13 +177,14 @@ static PyType_Slot tr_slots[] = {
     {0, NULL},
 };
 
-/* Creates the type as a subclass of asyncio.transports._FlowControlMixin; fails if that
- * class's layout is not the one this file was written for (the header and five slots). */
+/* Creates the type as a subclass of asyncio's _FlowControlMixin (from goloop._compat, the one
+ * place of asyncio's private names); fails if that class's layout is not the one this file
+ * was written for (the header and five slots). */
 int gl_init_transport_type(PyObject *module) {
-    PyObject *asyncio = PyImport_ImportModule("asyncio.transports");
-    if (asyncio == NULL) return -1;
-    PyObject *base = PyObject_GetAttrString(asyncio, "_FlowControlMixin");
-    Py_DECREF(asyncio);
+    PyObject *compat = PyImport_ImportModule("goloop._compat");
+    if (compat == NULL) return -1;
+    PyObject *base = PyObject_GetAttrString(compat, "FlowControlMixin");
+    Py_DECREF(compat);
     if (base == NULL) return -1;
     if (((PyTypeObject *)base)->tp_basicsize != (Py_ssize_t)offsetof(GLTransport, conn)) {
         PyErr_Format(PyExc_ImportError,
