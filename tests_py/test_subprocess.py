@@ -526,3 +526,24 @@ def test_child_reaped_by_transport_close_before_loop_notices(loop, caplog):
     assert rc == 3
     assert_reaped(pid)
     assert "Unknown child process" not in caplog.text
+
+
+def test_waitpid_thread_child_reaped_by_close_first(gloop, monkeypatch, caplog):
+    # the thread fallback: Popen.poll() (from close()) reaps the child before the thread's
+    # waitpid() does; the real code is still reported, without asyncio's 255 warning
+    monkeypatch.setattr(_unix, "_pidfd_supported", False)
+
+    async def main():
+        tr, _ = await gloop.subprocess_exec(asyncio.SubprocessProtocol, PY, "-c",
+                                            "import sys; sys.exit(3)")
+        pid = tr.get_pid()
+        deadline = time.monotonic() + 10
+        while proc_state(pid) not in ("Z", None) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        tr.close()
+        return pid, await tr._wait()
+
+    pid, rc = run(gloop, main())
+    assert rc == 3
+    assert_reaped(pid)
+    assert "Unknown child process" not in caplog.text

@@ -194,16 +194,12 @@ class UnixMixin:
         self._pidfd_children[pid] = (pidfd, transp)
 
     def _wait_child_thread(self, pid: int, transp) -> None:
-        # No pidfd: block in waitpid(pid) in this thread (asyncio's ThreadedChildWatcher).
+        # No pidfd: block in waitpid(pid) in this thread (asyncio's ThreadedChildWatcher);
+        # the loop's thread then reports the exit.
         try:
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:
-            # reaped by somebody else (Popen.poll() from the transport's close())
-            proc = _compat.subprocess_popen(transp)
-            returncode = proc.returncode if proc is not None and proc.returncode is not None else None
-            if returncode is None:
-                logger.warning("Unknown child process pid %d, will report returncode 255", pid)
-                returncode = 255
+            returncode = None  # reaped by somebody else (Popen.poll() from close())
         else:
             returncode = os.waitstatus_to_exitcode(status)
         if self.is_closed():
@@ -213,24 +209,27 @@ class UnixMixin:
         except RuntimeError:  # closed meanwhile
             pass
 
-    def _child_exited(self, pid: int, returncode: int, transp) -> None:
-        proc = _compat.subprocess_popen(transp)
-        if proc is not None and proc.returncode is not None:
-            returncode = proc.returncode
-        if self.get_debug():
-            logger.debug('process %s exited with returncode %s', pid, returncode)
-        _compat.subprocess_exited(transp, returncode)
-
     def _pidfd_ready(self, pid: int, pidfd: int, transp) -> None:
         proc = _compat.subprocess_popen(transp)
-        if proc is not None and proc.returncode is not None:
-            # already reaped by Popen.poll() (BaseSubprocessTransport.close() calls it)
-            returncode = proc.returncode
-        else:
+        returncode = None
+        if proc is None or proc.returncode is None:  # else Popen.poll() reaped it already
             returncode = _reap(pid, pidfd)
             if returncode is None:  # spurious wake-up: the child still runs
                 return
         self._forget_child(pid)
+        self._child_exited(pid, returncode, transp)
+
+    def _child_exited(self, pid: int, returncode: int | None, transp) -> None:
+        """Report the exit of child pid to its transport. returncode: what goloop's reap
+        got, None if Popen.poll() (which the transport's close() calls) reaped the child
+        first: Popen's code then (not the other way round: a Popen that finds the child
+        already reaped says 0); with neither, asyncio's watchers report 255 and warn."""
+        if returncode is None:
+            proc = _compat.subprocess_popen(transp)
+            returncode = None if proc is None else proc.returncode
+        if returncode is None:
+            logger.warning("Unknown child process pid %d, will report returncode 255", pid)
+            returncode = 255
         if self.get_debug():
             logger.debug('process %s exited with returncode %s', pid, returncode)
         _compat.subprocess_exited(transp, returncode)
