@@ -44,7 +44,8 @@ DEFAULT_N = {
 }
 
 
-def bench_call_soon(loop, n):
+def _chain(loop, n, schedule):
+    """n callbacks, each scheduling the next with schedule (a loop method)."""
     fut = loop.create_future()
     count = 0
 
@@ -52,32 +53,22 @@ def bench_call_soon(loop, n):
         nonlocal count
         count += 1
         if count < n:
-            loop.call_soon(cb)
+            schedule(cb)
         else:
             fut.set_result(count)
 
     t0 = time.perf_counter()
-    loop.call_soon(cb)
+    schedule(cb)
     loop.run_until_complete(fut)
     return n, time.perf_counter() - t0
+
+
+def bench_call_soon(loop, n):
+    return _chain(loop, n, loop.call_soon)
 
 
 def bench_call_soon_threadsafe(loop, n):
-    fut = loop.create_future()
-    count = 0
-
-    def cb():
-        nonlocal count
-        count += 1
-        if count < n:
-            loop.call_soon_threadsafe(cb)
-        else:
-            fut.set_result(count)
-
-    t0 = time.perf_counter()
-    loop.call_soon_threadsafe(cb)
-    loop.run_until_complete(fut)
-    return n, time.perf_counter() - t0
+    return _chain(loop, n, loop.call_soon_threadsafe)
 
 
 def bench_threadsafe_threads(loop, n, threads=1):

@@ -43,6 +43,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 from _loops import LOOPS, LoopUnavailable, die, new_loop  # noqa: E402
+from run import proc_cpu_seconds  # noqa: E402
 
 PY = sys.executable
 SERVER_CPU = "0"
@@ -261,16 +262,6 @@ def wait_ready(proc, timeout=20.0):
             if line.strip() == b"ready":
                 return True
     return False
-
-
-def proc_cpu_seconds(pid):
-    """User + system CPU seconds of a process (Linux /proc), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 GO_CLIENT = os.path.join(REPO, "bench", ".bin", "echoclient")
