@@ -390,3 +390,15 @@ def test_unclosed_loop_is_collected_asyncio():
 
 def test_unclosed_loop_is_collected_goloop():
     _unclosed_loop_is_collected("goloop")
+
+
+def test_unclosed_loop_at_interpreter_exit_raises_nothing():
+    # Loop.__del__ runs during interpreter shutdown, when module globals may be gone
+    r = run_script("""
+        import asyncio, goloop
+        loop = goloop.new_event_loop()
+        loop.run_until_complete(asyncio.sleep(0))
+        keep = loop  # never closed
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "Exception ignored" not in r.stderr, r.stderr

@@ -103,11 +103,12 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
         self._transports = TransportMap()
         self._initialized = True
 
-    def __del__(self, _warn=warnings.warn) -> None:
+    def __del__(self, _warn=warnings.warn, _forked=_goloop._forked) -> None:
+        # (_forked bound here: at interpreter exit this module's globals may be None)
         # A half-made loop, or any loop in a process forked after the Go runtime started
         # (where every use raises the fork RuntimeError once, from the call that made it):
         # nothing to warn about or close here.
-        if not self._initialized or _goloop._forked():
+        if not self._initialized or _forked():
             return
         super().__del__(_warn)
 
