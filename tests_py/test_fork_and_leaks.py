@@ -396,9 +396,14 @@ def test_unclosed_loop_at_interpreter_exit_raises_nothing():
     # Loop.__del__ runs during interpreter shutdown, when module globals may be gone
     r = run_script("""
         import asyncio, goloop
-        loop = goloop.new_event_loop()
-        loop.run_until_complete(asyncio.sleep(0))
-        keep = loop  # never closed
+        def main():
+            loop = goloop.new_event_loop()
+            asyncio.set_event_loop(loop)  # the policy holds it until the interpreter exits
+            loop.run_until_complete(asyncio.sleep(0))
+            loop.close()
+            unclosed = goloop.new_event_loop()
+            asyncio.get_event_loop_policy()._unclosed = unclosed
+        main()
     """)
     assert r.returncode == 0, r.stderr
     assert "Exception ignored" not in r.stderr, r.stderr
