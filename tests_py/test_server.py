@@ -34,6 +34,15 @@ class Hold(asyncio.Protocol):
         self.log.append(("lost", type(exc).__name__ if exc else None))
 
 
+async def connect(srv, log, made):
+    """A client connection to srv, once the server side has made `made` connections."""
+    port = srv.sockets[0].getsockname()[1]
+    rw = await asyncio.open_connection("127.0.0.1", port)
+    while log.count("made") < made:
+        await asyncio.sleep(0.001)
+    return rw
+
+
 def run(loop, coro, timeout=10):
     return loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
@@ -65,10 +74,7 @@ def test_wait_closed_waits_for_connections_per_version(loop):
 
     async def main():
         srv = await loop.create_server(lambda: Hold(log), "127.0.0.1", 0)
-        port = srv.sockets[0].getsockname()[1]
-        r, w = await asyncio.open_connection("127.0.0.1", port)
-        while "made" not in log:
-            await asyncio.sleep(0.001)
+        r, w = await connect(srv, log, 1)
         srv.close()
         waiter = asyncio.ensure_future(srv.wait_closed())
         await asyncio.sleep(0.05)
@@ -89,10 +95,7 @@ def test_close_clients_and_abort_clients(loop):
 
     async def main():
         srv = await loop.create_server(lambda: Hold(log), "127.0.0.1", 0)
-        port = srv.sockets[0].getsockname()[1]
-        conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
-        while log.count("made") < 2:
-            await asyncio.sleep(0.001)
+        conns = [await connect(srv, log, k) for k in (1, 2)]
         srv.close()
         srv.close_clients()
         for r, w in conns:
@@ -101,10 +104,7 @@ def test_close_clients_and_abort_clients(loop):
         await srv.wait_closed()
         # abort: a second server, its client sees a reset or EOF at once
         srv2 = await loop.create_server(lambda: Hold(log), "127.0.0.1", 0)
-        port2 = srv2.sockets[0].getsockname()[1]
-        r, w = await asyncio.open_connection("127.0.0.1", port2)
-        while log.count("made") < 3:
-            await asyncio.sleep(0.001)
+        r, w = await connect(srv2, log, 3)
         srv2.close()
         srv2.abort_clients()
         await srv2.wait_closed()
@@ -262,10 +262,7 @@ def test_connections_attach_and_detach(loop):
 
     async def main():
         srv = await loop.create_server(lambda: Hold(log), "127.0.0.1", 0)
-        port = srv.sockets[0].getsockname()[1]
-        r, w = await asyncio.open_connection("127.0.0.1", port)
-        while "made" not in log:
-            await asyncio.sleep(0.001)
+        r, w = await connect(srv, log, 1)
         w.close()
         await w.wait_closed()
         while ("lost", None) not in log:
