@@ -101,7 +101,6 @@ else:
 check_ssl_socket = base_events._check_ssl_socket
 set_nodelay = base_events._set_nodelay
 set_reuseport = base_events._set_reuseport
-ipaddr_info = base_events._ipaddr_info
 set_result_unless_cancelled = futures._set_result_unless_cancelled
 SendfileMode = constants._SendfileMode
 # asyncio's write flow control (pause_writing/resume_writing): the base of goloop's socket
@@ -120,11 +119,8 @@ IS_COROUTINE_MARK = getattr(coroutines, "_is_coroutine", None)
 # the server was already closed; 3.11's returns at once once the server is closed.
 WAIT_CLOSED_WAITS_FOR_CLIENTS = PY312
 
-# 3.12+ send an empty UDP datagram; 3.11's sendto(b'') sends nothing.
-SENDS_EMPTY_DATAGRAMS = PY312
-
-# 3.13 added create_server(keep_alive=) and create_unix_server(cleanup_socket=).
-SERVER_KEEP_ALIVE = PY313
+# 3.13 added create_unix_server(cleanup_socket=), True by default (goloop's create_server
+# takes 3.13's keep_alive= on every version).
 UNIX_SERVER_CLEANUP = PY313
 
 
@@ -148,7 +144,6 @@ PRIVATE_NAMES = [
     ("asyncio.base_events", "_check_ssl_socket"),
     ("asyncio.base_events", "_set_nodelay"),
     ("asyncio.base_events", "_set_reuseport"),
-    ("asyncio.base_events", "_ipaddr_info"),
     ("asyncio.futures", "_set_result_unless_cancelled"),
     ("asyncio.constants", "_SendfileMode"),
     ("asyncio.transports", "_FlowControlMixin"),
