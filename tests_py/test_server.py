@@ -272,3 +272,20 @@ def test_connections_attach_and_detach(loop):
         await asyncio.wait_for(srv.wait_closed(), 1)
 
     run(loop, main())
+
+
+@pytest.mark.parametrize("keep_alive", [None, True])
+def test_create_server_keep_alive(loop, keep_alive):
+    if keep_alive and not PY313 and not is_goloop(loop):
+        pytest.skip("asyncio < 3.13 has no keep_alive")
+
+    async def main():
+        kw = {} if keep_alive is None else {"keep_alive": keep_alive}
+        srv = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0, **kw)
+        try:
+            return srv.sockets[0].getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)
+        finally:
+            srv.close()
+            await srv.wait_closed()
+
+    assert bool(run(loop, main())) == bool(keep_alive)
