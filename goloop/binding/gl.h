@@ -139,6 +139,15 @@ Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, in
 #define GL_RB_GETBUF (-1)   /* gl_read_buffered_u's failures */
 #define GL_RB_UPDATED (-2)
 #define GL_RB_ERRNO (-1000) /* minus errno */
+/* The loop thread's state, read by Go (no call) to see whether other Python threads exist:
+ * NULL on free-threaded builds, which have no GIL to hand over. */
+static inline PyThreadState *gl_gil_tstate(void) {
+#ifdef Py_GIL_DISABLED
+    return NULL;
+#else
+    return PyThreadState_Get();
+#endif
+}
 int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *err, int *sig);
 Py_ssize_t gl_read_deliver_u(uintptr_t meth, int fd, uintptr_t rbuf, Py_ssize_t rbuf_len,
                              Py_ssize_t last, uintptr_t ctx);

@@ -169,6 +169,7 @@ type loop struct {
 	rbuf  []byte  // read buffer shared by the loop's connections (C memory)
 
 	lastPoll     int64 // nanotime of the last poll
+	tstate       *C.PyThreadState // the running thread's state (nil: no GIL to share)
 	lastYield    int64 // nanotime of the last runtime.Gosched
 	blockingWait func(epfd int, raw []unix.EpollEvent, ms int) (int, error)
 	sig          C.int // PyErr_CheckSignals() after the last blocking wait
@@ -396,6 +397,7 @@ func glRunCore(self *C.GLLoop) (ret pyObj) {
 	// whole: the bound of an iteration's batch is for handles that arrive while it runs.
 	C.gl_set_owner(self, C.gl_thread_ident())
 	self.running = 1
+	l.tstate = C.gl_gil_tstate()
 	defer func() {
 		self.running = 0
 		C.gl_set_owner(self, 0)
@@ -415,6 +417,15 @@ func glRunCore(self *C.GLLoop) (ret pyObj) {
 			return C.gl_none()
 		}
 	}
+}
+
+// otherThreads tells whether another Python thread exists that may wait for the GIL: the
+// interpreter's thread states form a doubly linked list, so this thread's state has a
+// neighbour iff there is another (threading's threads, executors, and foreign threads while
+// they hold or wait for the GIL through PyGILState_Ensure). Two loads, no call into C.
+func (l *loop) otherThreads() bool {
+	ts := l.tstate
+	return ts != nil && (ts.prev != nil || ts.next != nil)
 }
 
 // cBlockingWait is the epoll_wait of a blocking poll, made in C with the GIL released.
@@ -476,7 +487,16 @@ func (l *loop) runOnce() bool {
 	var err error
 	if timeout == 0 {
 		now := nanotime()
-		if now-l.lastPoll >= pollEvery || self.stopping != 0 {
+		if l.otherThreads() {
+			// Another Python thread may be waiting for the GIL: poll with the GIL released on
+			// every iteration, as asyncio's loop and uvloop do, so it gets its turn now
+			// rather than after the 5 ms switch interval.
+			l.lastPoll = now
+			events, _, err = l.poll.WaitUsing(0, l.blockingWait)
+			if l.sig < 0 {
+				return false
+			}
+		} else if now-l.lastPoll >= pollEvery || self.stopping != 0 {
 			l.lastPoll = now
 			events, _, err = l.poll.Wait(0)
 		}
