@@ -65,6 +65,8 @@ typedef struct {
     PyObject *weakreflist;
     PyObject *repr;              /* repr saved at cancel() in debug mode */
     PyObject *source_tb;         /* debug mode: where the handle was created */
+    PyObject *when_obj;          /* call_at's `when` when it was not a float (asyncio keeps it
+                                  * as given: an int stays an int in when()), else NULL */
     double when;
     char cancelled;
     char scheduled;              /* timer: in the loop's heap */

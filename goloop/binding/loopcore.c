@@ -221,7 +221,10 @@ static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     if (to_seconds(args[0], "when", &when) < 0) return NULL;
-    return schedule(self, "call_at", GL_TimerHandleType, when, GL_MODE_TIMER, args, nargs, kwnames, 1);
+    PyObject *h = schedule(self, "call_at", GL_TimerHandleType, when, GL_MODE_TIMER, args, nargs, kwnames, 1);
+    if (h != NULL && !PyFloat_CheckExact(args[0])) /* asyncio's when() returns `when` as given */
+        ((GLHandle *)h)->when_obj = Py_NewRef(args[0]);
+    return h;
 }
 
 static PyObject *tasks_module, *str_Task, *task_kwnames, *str_create_task_py;
