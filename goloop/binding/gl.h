@@ -53,6 +53,15 @@ typedef struct {
     Py_ssize_t inbox_head, inbox_len, inbox_cap, inbox_n;
     PyObject **taken;            /* the owner's copy of what it took from the inbox */
     Py_ssize_t taken_cap;
+    /* The loop's wake-up, written by other threads in C (gl_wake) rather than by a call into
+     * Go, which from a thread Go did not make (a server's native threads) hands a Go P
+     * around per call. wake_fd is an eventfd the loop's poller watches; wake_pending is the
+     * poller's flag (0 idle, 1 written and not drained, 2 closed; poller.NewSharedWake);
+     * wake_mu orders the writers (read side) against close (write side), so no write reaches
+     * a closed, reused descriptor number. */
+    int wake_fd;
+    int32_t wake_pending;
+    pthread_rwlock_t wake_mu;
 } GLLoop;
 
 /* goloop's Handle and TimerHandle (one layout; the TimerHandle type adds when()). */
@@ -150,6 +159,9 @@ static inline PyThreadState *gl_gil_tstate(void) {
     return PyThreadState_Get();
 #endif
 }
+int gl_wake(GLLoop *self);
+int gl_wake_init(GLLoop *self);
+void gl_wake_close(GLLoop *self);
 int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *err, int *sig);
 Py_ssize_t gl_read_deliver_u(uintptr_t meth, int fd, uintptr_t rbuf, Py_ssize_t rbuf_len,
                              Py_ssize_t last, uintptr_t ctx);

@@ -168,9 +168,9 @@ type loop struct {
 	dirty []*conn // connections with writes queued this iteration
 	rbuf  []byte  // read buffer shared by the loop's connections (C memory)
 
-	lastPoll     int64 // nanotime of the last poll
+	lastPoll     int64            // nanotime of the last poll
 	tstate       *C.PyThreadState // the running thread's state (nil: no GIL to share)
-	lastYield    int64 // nanotime of the last runtime.Gosched
+	lastYield    int64            // nanotime of the last runtime.Gosched
 	blockingWait func(epfd int, raw []unix.EpollEvent, ms int) (int, error)
 	sig          C.int // PyErr_CheckSignals() after the last blocking wait
 	errno        C.int
@@ -240,7 +240,8 @@ func ensureProcs() {
 func glLoopInit(self *C.GLLoop) (rc C.int) {
 	defer recoverInt(&rc)
 	procsOnce.Do(ensureProcs)
-	p, err := poller.New(512)
+	// The wake-up's eventfd and flag are C's: other threads write them without calling Go.
+	p, err := poller.NewSharedWake(512, int(self.wake_fd), (*atomic.Int32)(unsafe.Pointer(&self.wake_pending)))
 	if err != nil {
 		raiseErr(err)
 		return -1
@@ -350,23 +351,6 @@ func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
 		hh := asHandle(h)
 		hh.scheduled = 1
 		l.timers.Push(float64(hh.when), h)
-	}
-	return 0
-}
-
-// glWake ends a poll in progress (or makes the next one return at once): the inbox got
-// its first handle. Any thread may call it.
-//
-//export glWake
-func glWake(self *C.GLLoop) (rc C.int) {
-	defer recoverInt(&rc)
-	if err := getLoop(self).poll.Wake(); err != nil {
-		if err == poller.ErrClosed { // close() ran between the caller's check and its queueing
-			raise(C.PyExc_RuntimeError, "Event loop is closed")
-		} else {
-			raiseErr(err)
-		}
-		return -1
 	}
 	return 0
 }
@@ -789,7 +773,8 @@ func (l *loop) release() {
 		l.removeIO(fd, true)
 		return true
 	})
-	l.poll.Close()
+	l.poll.Close()          // wake_pending = 2: no new writer
+	C.gl_wake_close(l.self) // then the eventfd, once no writer is mid-write
 	if l.rbuf != nil {
 		C.free(unsafe.Pointer(&l.rbuf[0]))
 		l.rbuf = nil
