@@ -179,7 +179,8 @@ type loop struct {
 // pollEvery bounds how long a loop whose ready queue never empties may go without looking
 // for I/O. Below it, an iteration with callbacks already queued skips the non-blocking
 // epoll_wait, which would otherwise cost a system call per iteration (a third of the time
-// of a call_soon chain).
+// of a call_soon chain). While other Python threads exist the loop polls on every
+// iteration anyway, with the GIL released, so they get their turn (otherThreads).
 const pollEvery = 20_000 // ns
 
 // inboxBatch bounds what one iteration takes from the inbox (handles other threads
