@@ -173,6 +173,7 @@ func (c *Conn) feed(data []byte) {
 		c.mu.Lock()
 		c.cur.lost = true
 		c.wakeLocked(c.cur, &c.batch)
+		c.dropLocked(c.cur) // it is not answered: the 400 follows the responses before it
 		c.mu.Unlock()
 	}
 	c.cur = nil
@@ -291,6 +292,19 @@ func (c *Conn) OnMessageComplete() error {
 
 func (c *Conn) OnChunkHeader() error   { return nil }
 func (c *Conn) OnChunkComplete() error { return nil }
+
+// dropLocked removes r from the requests in flight (c.mu held).
+func (c *Conn) dropLocked(r *Request) {
+	for i, x := range c.inflight {
+		if x == r {
+			n := copy(c.inflight[i:], c.inflight[i+1:])
+			c.inflight[i+n] = nil
+			c.inflight = c.inflight[:i+n]
+			c.advanceLocked()
+			return
+		}
+	}
+}
 
 // wakeLocked queues an EvWake for r if its application waits (c.mu held).
 func (c *Conn) wakeLocked(r *Request, batch *[]Event) {

@@ -332,7 +332,11 @@ func (r *Request) AppDone() {
 	}
 	r.appDone = true
 	c.s.inflight.Add(-1)
-	if r.done || r.lost {
+	if r.lost {
+		c.dropLocked(r)
+		return
+	}
+	if r.done {
 		return
 	}
 	if !r.started {
