@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"unsafe"
 )
 
 // Request is one request of a connection. Its head is read-only once queued; the body,
@@ -20,8 +21,9 @@ type Request struct {
 	Ends  []int32
 	Major int
 	Minor int
-	// Tag is the application's (the binding keeps its own state of the request there).
-	Tag uintptr
+	// Tag is the application's (the binding keeps its own state of the request there:
+	// memory Go does not manage).
+	Tag unsafe.Pointer
 
 	target     []byte
 	head       bool // a HEAD request: the response has no body

@@ -129,9 +129,9 @@ func glAsgiServerRelease(sid C.long) {
 
 func (sv *asgiSrv) release() {
 	for r := range sv.tagged {
-		if r.Tag != 0 {
-			o := pyObj(unsafe.Pointer(r.Tag))
-			r.Tag = 0
+		if r.Tag != nil {
+			o := pyObj(r.Tag)
+			r.Tag = nil
 			C.gl_decref(o)
 		}
 	}
@@ -211,12 +211,12 @@ func (sv *asgiSrv) start(r *asgi.Request) {
 }
 
 func (sv *asgiSrv) wake(r *asgi.Request) {
-	if r.Tag == 0 {
+	if r.Tag == nil {
 		return
 	}
-	o := (*C.GLAsgiSend)(unsafe.Pointer(r.Tag))
+	o := (*C.GLAsgiSend)(r.Tag)
 	if C.gl_asgi_wake(o) == 0 { // nothing left to wait for
-		r.Tag = 0
+		r.Tag = nil
 		delete(sv.tagged, r)
 		C.gl_decref(pyObj(unsafe.Pointer(o)))
 	}
@@ -336,9 +336,9 @@ func glAsgiWait(sid, rid C.long, o *C.GLAsgiSend) (rc C.int) {
 	if r == nil || sv == nil {
 		return 0
 	}
-	if r.Tag == 0 {
+	if r.Tag == nil {
 		C.gl_incref(pyObj(unsafe.Pointer(o)))
-		r.Tag = uintptr(unsafe.Pointer(o))
+		r.Tag = unsafe.Pointer(o)
 		sv.tagged[r] = struct{}{}
 	}
 	return 0
