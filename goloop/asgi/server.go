@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Config is the server's configuration. Zero values mean the defaults.
@@ -122,8 +124,15 @@ var ErrServerClosed = errors.New("asgi: server closed")
 
 // ListenFd serves the listening socket fd (a duplicate is made: the caller keeps fd).
 func (s *Server) ListenFd(fd int) error {
-	f := os.NewFile(uintptr(fd), "listener")
-	ln, err := net.FileListener(f) // dups fd
+	// An os.File closes its descriptor when closed or garbage collected: it must own a
+	// duplicate, never fd itself (the caller's, e.g. a Python socket's).
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(dup), "listener")
+	ln, err := net.FileListener(f) // dups again
+	f.Close()
 	if err != nil {
 		return err
 	}

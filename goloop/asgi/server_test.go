@@ -7,10 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeApp plays the binding's part: it takes the queue when notified and runs handler for
@@ -487,5 +490,33 @@ func TestLargeResponse(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the socket fills up
 	if _, body := readResp(t, br, "GET"); body != big {
 		t.Fatal(len(body))
+	}
+}
+
+// ListenFd leaves the caller's descriptor alone (it owns a duplicate): closing the server
+// and collecting garbage must not close fd.
+func TestListenFdKeepsCallersFd(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	s := New(Config{})
+	if err := s.ListenFd(fd); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		t.Fatalf("the caller's descriptor was closed: %v", err)
 	}
 }
