@@ -516,4 +516,3 @@ func (c *Conn) abort() { c.lost() }
 // ErrDisconnected is returned by Start and Send when the client went away (ASGI 2.4:
 // send raises an OSError then).
 var ErrDisconnected = errors.New("client disconnected")
-

@@ -321,7 +321,7 @@ func (r *Request) SendReady() (bool, error) {
 
 // Started tells whether the response was started; Status is its status.
 func (r *Request) Started() bool { r.c.mu.Lock(); defer r.c.mu.Unlock(); return r.started }
-func (r *Request) Status() int    { r.c.mu.Lock(); defer r.c.mu.Unlock(); return r.status }
+func (r *Request) Status() int   { r.c.mu.Lock(); defer r.c.mu.Unlock(); return r.status }
 
 // AppDone: the application's call for this request returned (or failed). A response not
 // started is answered 500; one started but incomplete ends the connection.

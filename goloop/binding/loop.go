@@ -165,8 +165,8 @@ type loop struct {
 	fds    fdTable
 
 	conns map[*conn]struct{}
-	dirty []*conn // connections with writes queued this iteration
-	rbuf  []byte  // read buffer shared by the loop's connections (C memory)
+	dirty []*conn    // connections with writes queued this iteration
+	rbuf  []byte     // read buffer shared by the loop's connections (C memory)
 	asgi  []*asgiSrv // goloop serve's servers on this loop (asgi.go)
 
 	lastPoll     int64 // nanotime of the last poll
