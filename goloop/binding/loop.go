@@ -165,9 +165,10 @@ type loop struct {
 	fds    fdTable
 
 	conns map[*conn]struct{}
-	dirty []*conn    // connections with writes queued this iteration
-	rbuf  []byte     // read buffer shared by the loop's connections (C memory)
-	asgi  []*asgiSrv // goloop serve's servers on this loop (asgi.go)
+	dirty []*conn // connections with writes queued this iteration
+	rbuf  []byte  // read buffer shared by the loop's connections (C memory)
+
+	asgi []*asgiSrv // goloop serve's servers on this loop (asgi.go)
 
 	lastPoll     int64 // nanotime of the last poll
 	lastYield    int64 // nanotime of the last runtime.Gosched
