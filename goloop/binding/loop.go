@@ -168,6 +168,8 @@ type loop struct {
 	dirty []*conn // connections with writes queued this iteration
 	rbuf  []byte  // read buffer shared by the loop's connections (C memory)
 
+	asgi []*asgiSrv // goloop serve's servers on this loop (asgi.go)
+
 	lastPoll     int64            // nanotime of the last poll
 	tstate       *C.PyThreadState // the running thread's state (nil: no GIL to share)
 	lastYield    int64            // nanotime of the last runtime.Gosched
@@ -455,6 +457,9 @@ func (l *loop) runOnce() bool {
 	}
 	// Other threads' handles: those queued when the iteration began, up to inboxBatch.
 	if !l.takeInbox(inboxBatch) {
+		return false
+	}
+	if len(l.asgi) > 0 && !l.takeASGI() { // goloop serve's requests (asgi.go)
 		return false
 	}
 	l.purgeTimers()
@@ -769,6 +774,7 @@ func (l *loop) release() {
 	for c := range l.conns {
 		c.detach()
 	}
+	l.releaseASGI()
 	l.fds.each(func(fd int, _ *fdEntry) bool {
 		l.removeIO(fd, false)
 		l.removeIO(fd, true)
