@@ -209,7 +209,9 @@ func (h *h2Conn) pushBatch() {
 }
 
 // fail sends GOAWAY with code, drops the streams (their applications see a disconnect)
-// and closes the connection once the output is written. The reader stops.
+// and closes the connection: after the output is written, the write side is shut and what
+// the client still sends is read and dropped for a second, so that the client reads the
+// GOAWAY (closing with unread input would reset the connection and lose it).
 func (h *h2Conn) fail(code http2.ErrCode) {
 	c := h.c
 	h.pushBatch()
@@ -217,19 +219,34 @@ func (h *h2Conn) fail(code http2.ErrCode) {
 	if !c.closed {
 		h.fr.WriteGoAway(h.maxID, code, nil)
 		h.goaway = true
-		c.closing = true
 		for _, st := range h.streams {
-			st.r.lost = true
-			c.wakeLocked(st.r, nil)
-			h.removeLocked(st)
+			h.dropLocked(st)
 		}
-		c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		h.pushBatch()
 	}
 	c.mu.Unlock()
 	c.flush()
-	c.mu.Lock()
-	h.maybeCloseLocked()
-	c.mu.Unlock()
+	end := time.Now().Add(time.Second)
+	c.nc.SetWriteDeadline(end)
+	for {
+		c.mu.Lock()
+		done := c.closed || (len(c.out) == 0 && !c.writing)
+		c.mu.Unlock()
+		if done || time.Now().After(end) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	nc := c.nc
+	if t, ok := nc.(*tlsConn); ok {
+		nc = t.NetConn()
+	}
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.nc.SetReadDeadline(end)
+	io.Copy(io.Discard, h.br)
+	c.lost()
 }
 
 // frame handles one frame; false: a connection error with code.

@@ -14,7 +14,7 @@ static PyObject *s_type, *s_http, *s_asgi, *s_http_version, *s_method, *s_scheme
     *s_raw_path, *s_query_string, *s_root_path, *s_headers, *s_client, *s_server, *s_state,
     *s_status, *s_body, *s_more_body, *s_trailers, *s_http_request, *s_http_disconnect,
     *s_response_start, *s_response_body, *s_create_task, *s_create_future, *s_call_soon,
-    *s_set_result, *s_set_exception, *s_done, *s_v10, *s_v11, *s_copy;
+    *s_set_result, *s_set_exception, *s_done, *s_v10, *s_v11, *s_v2, *s_copy;
 static PyObject *msg_disconnect;      /* {"type": "http.disconnect"} (copied for each use) */
 static PyObject *empty_bytes;
 #define NMETHODS 9
@@ -224,7 +224,28 @@ static PyObject *srv_set_state(GLAsgiServer *self, PyObject *state) {
     Py_RETURN_NONE;
 }
 
+/* set_tls(certfile, keyfile, password, ca_certs, cert_reqs): TLS for every connection
+ * accepted from now on (asgi_tls.go). */
+static PyObject *srv_set_tls(GLAsgiServer *self, PyObject *args) {
+    SRV_CHECK(self);
+    const char *cert, *key, *pw, *ca;
+    int reqs;
+    if (!PyArg_ParseTuple(args, "zzzzi:set_tls", &cert, &key, &pw, &ca, &reqs)) return NULL;
+    if (glAsgiSetTLS(self->sid, (char *)cert, (char *)key, (char *)pw, (char *)ca, reqs) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *srv_reload_tls(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
+    SRV_CHECK(self);
+    if (glAsgiReloadTLS(self->sid) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef srv_methods[] = {
+    {"set_tls", (PyCFunction)srv_set_tls, METH_VARARGS,
+     "set_tls(certfile, keyfile, password, ca_certs, cert_reqs): TLS (and h2 by ALPN)."},
+    {"reload_tls", (PyCFunction)srv_reload_tls, METH_NOARGS,
+     "Read the TLS files again: the next handshakes use them (the old ones stay on error)."},
     {"listen", (PyCFunction)srv_listen, METH_O, "listen(fd): serve the listening socket fd (a duplicate)."},
     {"close", (PyCFunction)srv_close, METH_NOARGS,
      "Stop accepting; idle connections close now, busy ones after their responses."},
@@ -708,7 +729,7 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
         PyTuple_SET_ITEM(t, 1, v);
         PyList_SET_ITEM(headers, i, t);
     }
-    if (PyDict_SetItem(scope, s_http_version, (major == 1 && minor == 0) ? s_v10 : s_v11) < 0 ||
+    if (PyDict_SetItem(scope, s_http_version, major == 2 ? s_v2 : (major == 1 && minor == 0) ? s_v10 : s_v11) < 0 ||
         set_new(scope, s_method, method_obj(SEG(nends - 4))) < 0 ||
         set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
         set_new(scope, s_raw_path, PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
@@ -790,6 +811,7 @@ int gl_init_asgi(PyObject *m) {
     INTERN(s_done, "done");
     INTERN(s_v10, "1.0");
     INTERN(s_v11, "1.1");
+    INTERN(s_v2, "2");
     INTERN(s_copy, "copy");
 #undef INTERN
     for (int i = 0; i < NMETHODS; i++)
