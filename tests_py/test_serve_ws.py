@@ -270,6 +270,7 @@ def test_invalid_utf8_closes_1007():
         s.sendall(frame(0x81, b"\xc3\x28"))
         first, p = read_frame(f)
         assert first == 0x88 and struct.unpack("!H", p[:2])[0] == 1007
+        f.close()
         s.close()
         assert last_disconnect()["code"] == 1007
 
@@ -289,6 +290,7 @@ def test_protocol_errors(data, code):
         s.sendall(data)
         first, p = read_frame(f)
         assert first == 0x88 and struct.unpack("!H", p[:2])[0] == code
+        f.close()
         s.close()
 
 
@@ -313,6 +315,7 @@ def test_fragments_with_interleaved_control_frames():
         first, p = read_frame(f)
         assert first == 0x88 and struct.unpack("!H", p[:2])[0] == 1000
         assert f.read(1) == b""
+        f.close()
         s.close()
 
 
@@ -321,10 +324,8 @@ def test_permessage_deflate_raw():
         s, f, head = raw_upgrade(server, b"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n")
         assert b"sec-websocket-extensions: permessage-deflate" in head.lower()
         msg = ("compressible " * 5000).encode()
-        for _ in range(3):  # the client keeps its context across messages
-            pass
         comp = zlib.compressobj(wbits=-15)
-        for i in range(3):
+        for i in range(3):  # the client keeps its context across messages
             z = comp.compress(msg) + comp.flush(zlib.Z_SYNC_FLUSH)
             assert z.endswith(b"\x00\x00\xff\xff")
             s.sendall(frame(0xc1, z[:-4]))
@@ -333,6 +334,7 @@ def test_permessage_deflate_raw():
             assert len(p) < len(msg) // 10
             d = zlib.decompressobj(wbits=-15)
             assert d.decompress(p + b"\x00\x00\xff\xff") == msg
+        f.close()
         s.close()
 
 
@@ -387,21 +389,16 @@ def test_ping_pong_both_ways():
             time.sleep(0.3)  # several server pings answered meanwhile
             ws.send("still open")
             assert ws.recv() == "still open"
-        # a client that never answers is closed with 1011
-        s, f, _ = raw_upgrade(server)
-        first, p = read_frame(f)
-        assert first == 0x89
-        while True:
-            first, p = read_frame(f)
-            if first == 0x88:
-                break
+    # a client that never answers is closed with 1011
     with serving(echo_app, ws_ping_interval=0.05, ws_ping_timeout=0.2) as server:
         s, f, _ = raw_upgrade(server)
+        assert read_frame(f)[0] == 0x89
         while True:
             first, p = read_frame(f)
             if first == 0x88:
                 break
         assert struct.unpack("!H", p[:2])[0] == 1011
+        f.close()
         s.close()
 
 

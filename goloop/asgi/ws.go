@@ -679,6 +679,11 @@ func (w *WS) serve() {
 func (w *WS) end() {
 	c := w.c
 	r := w.r
+	if len(c.batch) > 0 { // the wake-ups of the messages before the close
+		c.s.push(c.batch...)
+		clear(c.batch)
+		c.batch = c.batch[:0]
+	}
 	c.mu.Lock()
 	w.phase = wsClosed
 	if w.timer != nil {

@@ -408,3 +408,47 @@ func TestWSHandshakeNotWebSocket(t *testing.T) {
 		t.Fatalf("%q", all)
 	}
 }
+
+func TestWSMessageAndCloseInOneRead(t *testing.T) {
+	got := make(chan string, 4)
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		w := r.WS()
+		a.wsReceive(w)
+		w.Accept("", nil)
+		a.s.Flush()
+		for {
+			k, data, code, _ := a.wsReceive(w)
+			if k == WSDisconnect {
+				got <- "disconnect " + string(rune('0'+code%10))
+				break
+			}
+			got <- string(data)
+		}
+		w.AppDone(false)
+		a.s.Flush()
+	})
+	c, br, _ := wsDial(t, addr, "")
+	time.Sleep(20 * time.Millisecond) // the application waits in receive
+	var buf bytes.Buffer
+	for _, f := range []struct {
+		first byte
+		p     []byte
+	}{{0x81, []byte("last words")}, {0x88, []byte{0x03, 0xe9}}} { // 1001
+		b := []byte{f.first, 0x80 | byte(len(f.p)), 0, 0, 0, 0}
+		buf.Write(append(b, f.p...))
+	}
+	c.Write(buf.Bytes())
+	for _, want := range []string{"last words", "disconnect 1"} {
+		select {
+		case s := <-got:
+			if s != want {
+				t.Fatalf("got %q, want %q", s, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the application did not get %q", want)
+		}
+	}
+	if f, _ := readFrame(t, br); f != 0x88 {
+		t.Fatalf("close not echoed: %x", f)
+	}
+}
