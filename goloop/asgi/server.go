@@ -96,6 +96,8 @@ type Server struct {
 
 	tls atomic.Pointer[tlsState] // SetTLS (tls.go)
 	h2  h2Server                 // h2.go
+
+	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
 }
 
 // New returns a server with configuration cfg.
