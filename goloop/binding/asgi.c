@@ -110,7 +110,7 @@ static PyTypeObject DoneType = {
 static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"loop", "runner", "template", "state", "max_head", "keep_alive_ms",
                              "limit_concurrency", "server_header", "date_header", "headers", NULL};
-    PyObject *loop, *runner, *template, *state, *flush;
+    PyObject *loop, *runner, *template, *state;
     long max_head, ka, limit;
     int server_header, date_header;
     const char *headers;
@@ -128,13 +128,10 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_TypeError, "AsgiServer needs a goloop loop");
         return -1;
     }
-    flush = PyObject_GetAttrString((PyObject *)self, "_flush");
-    if (flush == NULL) return -1;
     self->loop = Py_NewRef(loop);
     self->runner = Py_NewRef(runner);
     self->template = Py_NewRef(template);
     self->state = (state == Py_None) ? NULL : Py_NewRef(state);
-    self->flush_cb = flush;
     if (glAsgiServerNew(self, (GLLoop *)loop, max_head, ka, limit, server_header, date_header,
                         (char *)headers, hlen) < 0)
         return -1;
@@ -152,7 +149,6 @@ static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
     Py_VISIT(self->runner);
     Py_VISIT(self->template);
     Py_VISIT(self->state);
-    Py_VISIT(self->flush_cb);
     return 0;
 }
 
@@ -160,7 +156,6 @@ static int srv_clear(GLAsgiServer *self) {
     Py_CLEAR(self->runner);
     Py_CLEAR(self->template);
     Py_CLEAR(self->state);
-    Py_CLEAR(self->flush_cb);
     return 0;
 }
 
@@ -214,7 +209,6 @@ static PyObject *srv_stats(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
 
 static PyObject *srv_flush(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
-    self->flush_pending = 0;
     if (self->sid >= 0 && glAsgiFlush(self->sid) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -249,18 +243,6 @@ static PyTypeObject ServerType = {
     .tp_clear = (inquiry)srv_clear,
     .tp_methods = srv_methods,
 };
-
-int gl_asgi_schedule_flush(GLAsgiServer *srv) {
-    if (srv->flush_cb == NULL) return 0;
-    PyObject *r = PyObject_CallMethodOneArg(srv->loop, s_call_soon, srv->flush_cb);
-    if (r == NULL) {
-        PyErr_WriteUnraisable(srv->flush_cb);
-        return -1;
-    }
-    Py_DECREF(r);
-    srv->flush_pending = 1;
-    return 0;
-}
 
 /* ---------- send ---------- */
 

@@ -12,8 +12,6 @@ typedef struct {
     PyObject *runner;      /* runner(scope, receive, send) -> coroutine */
     PyObject *template;    /* the scope's constant items */
     PyObject *state;       /* lifespan state (dict) or NULL */
-    PyObject *flush_cb;    /* self._flush, scheduled with call_soon */
-    char flush_pending;
 } GLAsgiServer;
 
 /* `send` of one request (and the state receive shares). */
@@ -31,7 +29,6 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
                     int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
                     const char *shost, Py_ssize_t shostlen, int sport, int is_unix);
 int gl_asgi_wake(GLAsgiSend *s);
-int gl_asgi_schedule_flush(GLAsgiServer *srv);
 PyObject *gl_bytes(const char *p, Py_ssize_t n);
 int gl_init_asgi(PyObject *m);
 
