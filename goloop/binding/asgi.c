@@ -109,8 +109,8 @@ static PyTypeObject DoneType = {
 
 static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"loop", "runner", "template", "state", "max_head", "keep_alive_ms",
-                             "limit_concurrency", "server_header", "date_header", "headers", NULL};
-    PyObject *loop, *runner, *template, *state;
+                             "limit_concurrency", "server_header", "date_header", "headers", "on_error", NULL};
+    PyObject *loop, *runner, *template, *state, *on_error = Py_None;
     long max_head, ka, limit;
     int server_header, date_header;
     const char *headers;
@@ -120,9 +120,9 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "AsgiServer already initialized");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!Olllppy#", kwlist, &loop, &runner, &PyDict_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!Olllppy#|O", kwlist, &loop, &runner, &PyDict_Type,
                                      &template, &state, &max_head, &ka, &limit, &server_header,
-                                     &date_header, &headers, &hlen))
+                                     &date_header, &headers, &hlen, &on_error))
         return -1;
     if (!PyObject_TypeCheck(loop, loopcore_type)) {
         PyErr_SetString(PyExc_TypeError, "AsgiServer needs a goloop loop");
@@ -130,6 +130,7 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     }
     self->loop = Py_NewRef(loop);
     self->runner = Py_NewRef(runner);
+    self->on_error = on_error == Py_None ? NULL : Py_NewRef(on_error);
     self->template = Py_NewRef(template);
     self->state = (state == Py_None) ? NULL : Py_NewRef(state);
     if (glAsgiServerNew(self, (GLLoop *)loop, max_head, ka, limit, server_header, date_header,
@@ -147,6 +148,7 @@ static PyObject *srv_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
     Py_VISIT(self->loop);
     Py_VISIT(self->runner);
+    Py_VISIT(self->on_error);
     Py_VISIT(self->template);
     Py_VISIT(self->state);
     return 0;
@@ -154,6 +156,7 @@ static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
 
 static int srv_clear(GLAsgiServer *self) {
     Py_CLEAR(self->runner);
+    Py_CLEAR(self->on_error);
     Py_CLEAR(self->template);
     Py_CLEAR(self->state);
     return 0;
@@ -712,6 +715,11 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
         coro = PyObject_Vectorcall(srv->runner, args, 3, NULL);
     }
     if (coro == NULL) goto fail;
+    if (srv->on_error != NULL) {  /* runner is the application: its coroutine runs in an AsgiRun */
+        PyObject *run = gl_asgi_run_new(coro, send, srv->on_error);
+        if (run == NULL) goto fail;
+        Py_SETREF(coro, run);
+    }
     task = PyObject_CallMethodOneArg(srv->loop, s_create_task, coro);
     if (task == NULL) goto fail;
     Py_DECREF(task);
@@ -725,7 +733,7 @@ fail:
     send->rid = -1;  /* Go answers 500 and forgets the request */
 fail_norid:
     PyErr_WriteUnraisable(srv->runner);
-    if (coro != NULL && PyCoro_CheckExact(coro)) {
+    if (coro != NULL && (PyCoro_CheckExact(coro) || gl_asgi_is_run(coro))) {
         PyObject *r = PyObject_CallMethod(coro, "close", NULL);
         if (r == NULL) PyErr_Clear();
         Py_XDECREF(r);
@@ -782,7 +790,7 @@ int gl_init_asgi(PyObject *m) {
     loopcore_type = (PyTypeObject *)PyObject_GetAttrString(m, "LoopCore");
     if (loopcore_type == NULL) return -1;
     if (PyType_Ready(&DoneType) < 0 || PyType_Ready(&SendType) < 0 || PyType_Ready(&RecvType) < 0 ||
-        PyType_Ready(&ServerType) < 0)
+        PyType_Ready(&ServerType) < 0 || gl_init_asgi_run(m) < 0)
         return -1;
     done_none = PyObject_New(GLDone, &DoneType);
     if (done_none == NULL) return -1;

@@ -12,6 +12,8 @@ typedef struct {
     PyObject *runner;      /* runner(scope, receive, send) -> coroutine */
     PyObject *template;    /* the scope's constant items */
     PyObject *state;       /* lifespan state (dict) or NULL */
+    PyObject *on_error;    /* set: runner is the application itself, its coroutine runs in an
+                              AsgiRun (asgi_run.c) which logs an exception with on_error(exc) */
 } GLAsgiServer;
 
 /* `send` of one request (and the state receive shares). */
@@ -31,6 +33,10 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
 int gl_asgi_wake(GLAsgiSend *s);
 PyObject *gl_bytes(const char *p, Py_ssize_t n);
 int gl_init_asgi(PyObject *m);
+/* asgi_run.c */
+PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error);
+int gl_init_asgi_run(PyObject *m);
+int gl_asgi_is_run(PyObject *o);
 
 /* Go's answers to Start/Send (asgi.go) */
 #define GL_ASGI_OK 0

@@ -218,9 +218,14 @@ class _Lifespan:
         return await self.receive_queue.get()
 
 
+def _log_app_error(exc: BaseException) -> None:
+    logger.error("Exception in ASGI application\n", exc_info=exc)
+
+
 def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "Server") -> Callable:
     """The coroutine function the Go side calls for each request: it runs the application
-    and tells Go when it is done (a response not started becomes a 500)."""
+    and tells Go when it is done (a response not started becomes a 500). Without an access
+    log or a request limit the server does this in C (AsgiServer's on_error): not used then."""
 
     async def run(scope, receive, send):
         try:
@@ -341,14 +346,17 @@ class Server:
                 raise ConfigError(f"invalid header {h!r}")
             headers.append(f"{name.lower()}:{value}")
         access = bool(cfg["access_log"]) and access_logger.isEnabledFor(logging.INFO)
-        runner = _make_runner(app, access, cfg["limit_max_requests"], self)
+        if access or cfg["limit_max_requests"]:
+            runner, on_error = _make_runner(app, access, cfg["limit_max_requests"], self), None
+        else:  # the application's coroutine runs in a C wrapper (asgi_run.c), no Python frame
+            runner, on_error = app, _log_app_error
         template = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "scheme": "http",
                     "root_path": cfg["root_path"] or ""}
         max_head = cfg["h11_max_incomplete_event_size"] or 16 * 1024
         srv = _goloop.AsgiServer(loop, runner, template, state or None, int(max_head),
                                  int(float(cfg["timeout_keep_alive"]) * 1000), int(cfg["limit_concurrency"] or 0),
                                  bool(cfg["server_header"]), bool(cfg["date_header"]),
-                                 "\n".join(headers).encode("latin-1"))
+                                 "\n".join(headers).encode("latin-1"), on_error)
         self._srv = srv
         try:
             for s in self.sockets:
