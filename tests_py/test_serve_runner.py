@@ -112,3 +112,30 @@ def test_access_log_path_still_answers_and_logs():
     lines = [r.getMessage() for r in h.records]
     assert any('"GET / HTTP/1.1" 200' in x for x in lines), lines
     assert any('"GET /raise HTTP/1.1" 500' in x for x in lines), lines
+
+
+def test_scope_addresses_per_connection():
+    """The scope's client/server tuples are reused between requests only when equal."""
+    import json
+    import socket
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        body = json.dumps({"client": scope["client"], "server": scope["server"]}).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    with serving(app) as server:
+        seen = []
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                data = b""
+                while chunk := s.recv(65536):
+                    data += chunk
+                got = json.loads(data.split(b"\r\n\r\n", 1)[1])
+                assert got["client"] == ["127.0.0.1", s.getsockname()[1]]
+                assert got["server"] == ["127.0.0.1", server.port]
+                seen.append(got["client"][1])
+        assert len(set(seen)) == 3

@@ -149,6 +149,8 @@ static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
     Py_VISIT(self->loop);
     Py_VISIT(self->runner);
     Py_VISIT(self->on_error);
+    Py_VISIT(self->c_host);
+    Py_VISIT(self->s_addr);
     Py_VISIT(self->template);
     Py_VISIT(self->state);
     return 0;
@@ -157,6 +159,8 @@ static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
 static int srv_clear(GLAsgiServer *self) {
     Py_CLEAR(self->runner);
     Py_CLEAR(self->on_error);
+    Py_CLEAR(self->c_host);
+    Py_CLEAR(self->s_addr);
     Py_CLEAR(self->template);
     Py_CLEAR(self->state);
     return 0;
@@ -647,6 +651,53 @@ static PyObject *addr_tuple(const char *host, Py_ssize_t hlen, int port, int is_
     return t;
 }
 
+/* The host as a str, the one of the last call when host is the same (*slot caches it). */
+static PyObject *host_cached(PyObject **slot, char *key, Py_ssize_t *keylen, const char *host, Py_ssize_t hlen) {
+    if (*slot != NULL && *keylen == hlen && (hlen == 0 || memcmp(key, host, hlen) == 0)) return Py_NewRef(*slot);
+    PyObject *h = PyUnicode_DecodeUTF8(host ? host : "", hlen, "replace");
+    if (h != NULL && hlen <= 64) {
+        Py_XSETREF(*slot, Py_NewRef(h));
+        if (hlen) memcpy(key, host, hlen);
+        *keylen = hlen;
+    }
+    return h;
+}
+
+/* scope["client"]: (host, port), the host str reused from the previous request. */
+static PyObject *client_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hlen, int port) {
+    PyObject *h = host_cached(&srv->c_host, srv->c_key, &srv->c_keylen, host, hlen);
+    if (h == NULL) return NULL;
+    PyObject *p = PyLong_FromLong(port);
+    if (p == NULL) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    PyObject *t = PyTuple_New(2);
+    if (t == NULL) {
+        Py_DECREF(h);
+        Py_DECREF(p);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, h);
+    PyTuple_SET_ITEM(t, 1, p);
+    return t;
+}
+
+/* scope["server"] for TCP: the tuple of the previous request when the address is the same. */
+static PyObject *server_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hlen, int port) {
+    if (srv->s_addr != NULL && srv->s_port == port && srv->s_keylen == hlen &&
+        (hlen == 0 || memcmp(srv->s_key, host, hlen) == 0))
+        return Py_NewRef(srv->s_addr);
+    PyObject *t = addr_tuple(host, hlen, port, 0);
+    if (t != NULL && hlen <= 64) {
+        Py_XSETREF(srv->s_addr, Py_NewRef(t));
+        if (hlen) memcpy(srv->s_key, host, hlen);
+        srv->s_keylen = hlen;
+        srv->s_port = port;
+    }
+    return t;
+}
+
 static int set_new(PyObject *d, PyObject *k, PyObject *v) {
     if (v == NULL) return -1;
     int rc = PyDict_SetItem(d, k, v);
@@ -704,8 +755,8 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
         if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||
             set_new(scope, s_server, addr_tuple(shost, shostlen, 0, 1)) < 0)
             goto fail;
-    } else if (set_new(scope, s_client, addr_tuple(chost, chostlen, cport, 0)) < 0 ||
-               set_new(scope, s_server, addr_tuple(shost, shostlen, sport, 0)) < 0) {
+    } else if (set_new(scope, s_client, client_tuple(srv, chost, chostlen, cport)) < 0 ||
+               set_new(scope, s_server, server_tuple(srv, shost, shostlen, sport)) < 0) {
         goto fail;
     }
     if (srv->state != NULL && set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;

@@ -14,6 +14,11 @@ typedef struct {
     PyObject *state;       /* lifespan state (dict) or NULL */
     PyObject *on_error;    /* set: runner is the application itself, its coroutine runs in an
                               AsgiRun (asgi_run.c) which logs an exception with on_error(exc) */
+    /* the scope's last addresses, reused while they stay the same (asgi.c addr_cached) */
+    PyObject *c_host, *s_addr;                  /* client host (str), server (host, port) */
+    char c_key[64], s_key[64];
+    Py_ssize_t c_keylen, s_keylen;
+    int s_port;
 } GLAsgiServer;
 
 /* `send` of one request (and the state receive shares). */
