@@ -109,8 +109,8 @@ static PyTypeObject DoneType = {
 
 static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"loop", "runner", "template", "state", "max_head", "keep_alive_ms",
-                             "limit_concurrency", "server_header", "date_header", "headers", "on_error", NULL};
-    PyObject *loop, *runner, *template, *state, *on_error = Py_None;
+                             "limit_concurrency", "server_header", "date_header", "headers", "on_error", "app", NULL};
+    PyObject *loop, *runner, *template, *state, *on_error = Py_None, *app = Py_None;
     long max_head, ka, limit;
     int server_header, date_header;
     const char *headers;
@@ -120,9 +120,9 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "AsgiServer already initialized");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!Olllppy#|O", kwlist, &loop, &runner, &PyDict_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!Olllppy#|OO", kwlist, &loop, &runner, &PyDict_Type,
                                      &template, &state, &max_head, &ka, &limit, &server_header,
-                                     &date_header, &headers, &hlen, &on_error))
+                                     &date_header, &headers, &hlen, &on_error, &app))
         return -1;
     if (!PyObject_TypeCheck(loop, loopcore_type)) {
         PyErr_SetString(PyExc_TypeError, "AsgiServer needs a goloop loop");
@@ -130,7 +130,10 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     }
     self->loop = Py_NewRef(loop);
     self->runner = Py_NewRef(runner);
-    self->on_error = on_error == Py_None ? NULL : Py_NewRef(on_error);
+    if (on_error != Py_None && app != Py_None) {
+        self->on_error = Py_NewRef(on_error);
+        self->app = Py_NewRef(app);
+    }
     self->template = Py_NewRef(template);
     self->state = (state == Py_None) ? NULL : Py_NewRef(state);
     if (glAsgiServerNew(self, (GLLoop *)loop, max_head, ka, limit, server_header, date_header,
@@ -149,6 +152,7 @@ static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
     Py_VISIT(self->loop);
     Py_VISIT(self->runner);
     Py_VISIT(self->on_error);
+    Py_VISIT(self->app);
     Py_VISIT(self->c_host);
     Py_VISIT(self->s_addr);
     Py_VISIT(self->template);
@@ -159,6 +163,7 @@ static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
 static int srv_clear(GLAsgiServer *self) {
     Py_CLEAR(self->runner);
     Py_CLEAR(self->on_error);
+    Py_CLEAR(self->app);
     Py_CLEAR(self->c_host);
     Py_CLEAR(self->s_addr);
     Py_CLEAR(self->template);
@@ -763,10 +768,10 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
 #undef SEG
     {
         PyObject *args[3] = {scope, (PyObject *)recv, (PyObject *)send};
-        coro = PyObject_Vectorcall(srv->runner, args, 3, NULL);
+        coro = PyObject_Vectorcall(srv->app != NULL ? srv->app : srv->runner, args, 3, NULL);
     }
     if (coro == NULL) goto fail;
-    if (srv->on_error != NULL) {  /* runner is the application: its coroutine runs in an AsgiRun */
+    if (srv->app != NULL) {  /* the application's own coroutine, run in an AsgiRun */
         PyObject *run = gl_asgi_run_new(coro, send, srv->on_error);
         if (run == NULL) goto fail;
         Py_SETREF(coro, run);
@@ -855,3 +860,13 @@ int gl_init_asgi(PyObject *m) {
         return -1;
     return 0;
 }
+
+/* ---------- for asgi_ws.c (WebSocket) ---------- */
+
+PyObject *gl_asgi_done(PyObject *value) { return done_new(value); }
+
+void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception) {
+    resolve(fut, is_exception ? s_set_exception : s_set_result, value);
+}
+
+PyObject *gl_asgi_client_disconnected(void) { return ClientDisconnected; }

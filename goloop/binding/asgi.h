@@ -12,8 +12,9 @@ typedef struct {
     PyObject *runner;      /* runner(scope, receive, send) -> coroutine */
     PyObject *template;    /* the scope's constant items */
     PyObject *state;       /* lifespan state (dict) or NULL */
-    PyObject *on_error;    /* set: runner is the application itself, its coroutine runs in an
-                              AsgiRun (asgi_run.c) which logs an exception with on_error(exc) */
+    PyObject *app;         /* set: an HTTP request calls app itself (not runner, which is still
+                              the websocket's) and its coroutine runs in an AsgiRun (asgi_run.c) */
+    PyObject *on_error;    /* with app: on_error(exc) logs an application's exception */
     /* the scope's last addresses, reused while they stay the same (asgi.c addr_cached) */
     PyObject *c_host, *s_addr;                  /* client host (str), server (host, port) */
     char c_key[64], s_key[64];
@@ -42,6 +43,18 @@ int gl_init_asgi(PyObject *m);
 PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error);
 int gl_init_asgi_run(PyObject *m);
 int gl_asgi_is_run(PyObject *o);
+/* asgi.c's helpers for asgi_ws.c */
+PyObject *gl_asgi_done(PyObject *value);
+void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception);
+PyObject *gl_asgi_client_disconnected(void);
+
+/* WebSocket (asgi_ws.c) */
+int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
+                       const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
+                       Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen);
+int gl_asgi_ws_wake(GLAsgiSend *s);
+PyObject *gl_ws_text(const char *p, Py_ssize_t n);
+int gl_init_asgi_ws(PyObject *m);
 
 /* Go's answers to Start/Send (asgi.go) */
 #define GL_ASGI_OK 0
