@@ -37,7 +37,8 @@ deps:
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
 bench-deps:
-	$(PIP) install uvloop httptools
+	$(PIP) install uvloop httptools fastapi pydantic
+	$(PIP) install granian || echo "granian not installed: bench/serve_bench.py's Granian rows will fail"
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || echo "wrk not installed: HTTP benchmarks will be skipped"
 
 # Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode.

@@ -263,9 +263,15 @@ class _Lifespan:
         return await self.receive_queue.get()
 
 
+def _log_app_error(exc: BaseException) -> None:
+    logger.error("Exception in ASGI application\n", exc_info=exc)
+
+
 def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "Server") -> Callable:
     """The coroutine function the Go side calls for each request: it runs the application
-    and tells Go when it is done (a response not started becomes a 500)."""
+    and tells Go when it is done (a response not started becomes a 500). Without an access
+    log or a request limit, HTTP requests do this in C (AsgiServer's app and on_error) and
+    only WebSocket sessions come here."""
 
     async def run(scope, receive, send):
         try:
@@ -413,6 +419,9 @@ class Server:
             headers.append(f"{name.lower()}:{value}")
         access = bool(cfg["access_log"]) and access_logger.isEnabledFor(logging.INFO)
         runner = _make_runner(app, access, cfg["limit_max_requests"], self)
+        # Without an access log or a request limit, an HTTP request's coroutine is the
+        # application's own, run in a C wrapper (asgi_run.c): no Python frame around it.
+        direct = not access and not cfg["limit_max_requests"]
         tls = bool(cfg["ssl_certfile"])
         template = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
                     "scheme": "https" if tls else "http",
@@ -421,7 +430,8 @@ class Server:
         srv = _goloop.AsgiServer(loop, runner, template, state or None, int(max_head),
                                  int(float(cfg["timeout_keep_alive"]) * 1000), int(cfg["limit_concurrency"] or 0),
                                  bool(cfg["server_header"]), bool(cfg["date_header"]),
-                                 "\n".join(headers).encode("latin-1"))
+                                 "\n".join(headers).encode("latin-1"),
+                                 _log_app_error if direct else None, app if direct else None)
         try:
             if tls:
                 pw = cfg["ssl_keyfile_password"]
