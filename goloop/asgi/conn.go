@@ -54,6 +54,7 @@ type Conn struct {
 	batch    []Event
 	stopRead bool
 	deadline time.Time
+	trust    int8 // proxy headers: 0 not known yet, 1 trusted peer, 2 not (proxy.go)
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
@@ -238,6 +239,15 @@ func (c *Conn) OnHeadersComplete() error {
 	r.finishHead(p.Method())
 	if !r.keepAlive {
 		c.stopRead = true
+	}
+	if c.s.proxy != nil {
+		c.applyProxy(r)
+	}
+	if m := c.s.metrics; m != nil {
+		if c.serveMetrics(r) {
+			return nil
+		}
+		r.t0 = monoNow()
 	}
 	if lim := c.s.cfg.LimitConcurrency; lim > 0 && c.s.inflight.Load() >= int64(lim) {
 		r.own = true

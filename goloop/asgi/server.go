@@ -87,6 +87,9 @@ type Server struct {
 
 	inflight atomic.Int64 // requests dispatched, application not done
 	requests atomic.Int64 // requests dispatched, ever
+
+	proxy   *proxyTrust // proxy headers (proxy.go), nil: off
+	metrics *metrics    // counters (metrics.go), nil: off
 }
 
 // New returns a server with configuration cfg.
