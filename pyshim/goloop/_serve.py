@@ -21,6 +21,8 @@ import sys
 from typing import Any, Callable
 from urllib.parse import quote
 
+from . import _supervisor
+
 __all__ = ["serve", "Server", "main", "SUPPORTED_OPTIONS"]
 
 logger = logging.getLogger("goloop.error")
@@ -59,6 +61,10 @@ NOT_YET = ("workers", "reload", "reload_dirs", "reload_includes", "reload_exclud
            "ws_max_size", "ws_max_queue", "ws_ping_interval", "ws_ping_timeout", "ws_per_message_deflate",
            "interface", "env_file", "log_config", "use_colors", "timeout_worker_healthcheck")
 
+# --workers, --reload, proxy headers, metrics, env file, log config: goloop._supervisor.
+SUPPORTED_OPTIONS.update(_supervisor.OPTIONS)
+NOT_YET = tuple(name for name in NOT_YET if name not in _supervisor.OPTIONS)
+
 
 class ConfigError(ValueError):
     """An option serve() does not take (or not yet)."""
@@ -81,6 +87,7 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     if cfg["log_level"] is not None and str(cfg["log_level"]).lower() not in LOG_LEVELS \
             and not isinstance(cfg["log_level"], int):
         raise ConfigError(f"unknown log level {cfg['log_level']!r}")
+    _supervisor.check_options(cfg)
     return cfg
 
 
@@ -351,6 +358,7 @@ class Server:
                                  "\n".join(headers).encode("latin-1"))
         self._srv = srv
         try:
+            _supervisor.configure_server(self, srv)  # proxy headers, metrics
             for s in self.sockets:
                 srv.listen(s.fileno())
                 self._log_started(s)
@@ -391,7 +399,10 @@ class Server:
 def serve(app: Any, **options: Any) -> int:
     """Serve the ASGI application app (or 'module:attribute') until SIGINT/SIGTERM.
     Options: uvicorn's (SUPPORTED_OPTIONS); returns the exit code."""
+    if _supervisor.wants_supervisor(options):  # workers > 1 or reload: a master without Go
+        return _supervisor.supervise(app, options)
     server = Server(app, **options)
+    _supervisor.prepare(server.config)  # env file, log config
     _configure_logging(server.config["log_level"] or "info")
     from . import run
 
@@ -428,6 +439,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--h11-max-incomplete-event-size", type=int)
     p.add_argument("--factory", action="store_true")
     p.add_argument("--app-dir", default=None)
+    _supervisor.add_arguments(p)
     return p
 
 
