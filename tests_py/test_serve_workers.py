@@ -37,6 +37,7 @@ async def app(scope, receive, send):
                 return
     path = scope["path"]
     if path == "/slow":
+        open("slow-started", "w").close()
         await asyncio.sleep(1.5)
     if path == "/env":
         body = os.environ.get("GOLOOP_TEST_VAR", "-")
@@ -215,7 +216,7 @@ def test_crashing_app_backs_off(master_factory):
     assert m.stop() == 0
 
 
-def test_sigterm_graceful_with_request_in_flight(master_factory):
+def test_sigterm_graceful_with_request_in_flight(master_factory, tmp_path):
     m = master_factory("--workers", "2")
     m.wait_for("Application startup complete", count=2)
     workers = m.wait_workers(2)
@@ -229,7 +230,10 @@ def test_sigterm_graceful_with_request_in_flight(master_factory):
 
     t = threading.Thread(target=slow)
     t.start()
-    time.sleep(0.5)  # the request is in the app's sleep
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "slow-started").exists():  # the request is in the app's sleep
+        assert time.monotonic() < deadline and t.is_alive(), result
+        time.sleep(0.01)
     m.proc.send_signal(signal.SIGTERM)
     t.join(30)
     assert result["r"][0] == 200, result
@@ -274,7 +278,8 @@ def test_sighup_rolling_reload_drops_nothing(master_factory):
     assert not errors, errors
     assert not (old & new)
     assert set(served[-10:]) <= new
-    assert m.count("Application shutdown complete") == 2  # the old workers stopped gracefully
+    m.wait_for("Application shutdown complete", count=2)  # the old workers stopped gracefully
+    assert m.count(r"Worker \[\d+\] exited") == 0
 
 
 def test_sigttin_sigttou(master_factory):
@@ -414,3 +419,16 @@ def test_serve_metrics_without_server():
     import goloop
 
     assert goloop.serve_metrics() is None
+
+
+def test_failed_reload_keeps_old_workers(master_factory, tmp_path):
+    """SIGHUP with code that does not import: the new worker dies, the old one serves on."""
+    m = master_factory("--workers", "1", "--reload", "--reload-dir", str(tmp_path / "none"))
+    m.wait_for("Application startup complete")
+    old = m.wait_workers(1)
+    (tmp_path / "wapp.py").write_text(CRASH_APP)
+    m.proc.send_signal(signal.SIGHUP)
+    m.wait_for("Reload failed: the new worker")
+    assert m.workers() == old
+    st, body = m.get("/")
+    assert st == 200 and body == "v1 %d" % old[0]
