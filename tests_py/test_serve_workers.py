@@ -244,8 +244,8 @@ def test_sigterm_graceful_with_request_in_flight(master_factory, tmp_path):
 
 
 def test_sighup_rolling_reload_drops_nothing(master_factory):
-    m = master_factory("--workers", "2")
-    m.wait_for("Application startup complete", count=2)
+    m = master_factory("--workers", "2", "--log-level", "debug")
+    m.wait_for(r"Worker \[\d+\] is serving", count=2)
     old = set(m.wait_workers(2))
     errors, served, stop = [], [], threading.Event()
 
@@ -423,8 +423,8 @@ def test_serve_metrics_without_server():
 
 def test_failed_reload_keeps_old_workers(master_factory, tmp_path):
     """SIGHUP with code that does not import: the new worker dies, the old one serves on."""
-    m = master_factory("--workers", "1", "--reload", "--reload-dir", str(tmp_path / "none"))
-    m.wait_for("Application startup complete")
+    m = master_factory("--workers", "1", "--reload", "--reload-dir", str(tmp_path / "none"), "--log-level", "debug")
+    m.wait_for(r"Worker \[\d+\] is serving")
     old = m.wait_workers(1)
     (tmp_path / "wapp.py").write_text(CRASH_APP)
     m.proc.send_signal(signal.SIGHUP)

@@ -424,6 +424,7 @@ class Supervisor:
         if wk.ready:
             return
         wk.ready, wk.ready_at = True, time.monotonic()
+        logger.debug("Worker [%d] is serving", wk.pid)
         if wk in self.candidates:
             old = wk.replaces
             self.candidates.remove(wk)
