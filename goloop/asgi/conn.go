@@ -55,6 +55,10 @@ type Conn struct {
 	stopRead bool
 	deadline time.Time
 	trust    int8 // proxy headers: 0 not known yet, 1 trusted peer, 2 not (proxy.go)
+
+	// under mu: a request was dispatched; the server closes and c had none yet, so its
+	// first request is still answered (connection: close) if it comes within a grace period
+	served, lastOne bool
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
@@ -260,6 +264,10 @@ func (c *Conn) OnHeadersComplete() error {
 		return nil
 	}
 	r.dispatched = true
+	c.served = true
+	if c.lastOne {
+		r.keepAlive, c.stopRead = false, true
+	}
 	c.inflight = append(c.inflight, r)
 	c.mu.Unlock()
 	c.s.inflight.Add(1)
@@ -514,6 +522,15 @@ func (c *Conn) lostLocked() {
 // requests in flight are answered.
 func (c *Conn) shutdown() {
 	c.mu.Lock()
+	if !c.served && !c.closed {
+		// Accepted and no request dispatched yet: the client has just connected (e.g. to a
+		// socket other workers keep serving during a reload) and its request is on its way.
+		// Answer it; a connection that sends nothing closes at the deadline.
+		c.lastOne = true
+		c.nc.SetReadDeadline(time.Now().Add(min(c.s.cfg.KeepAliveTimeout, firstRequestGrace)))
+		c.mu.Unlock()
+		return
+	}
 	c.closing = true
 	if len(c.inflight) == 0 && len(c.out) == 0 && !c.writing && !c.closed {
 		c.closeLocked()
@@ -522,6 +539,10 @@ func (c *Conn) shutdown() {
 }
 
 func (c *Conn) abort() { c.lost() }
+
+// firstRequestGrace bounds how long a closing server waits for the first request of a
+// connection it accepted.
+const firstRequestGrace = time.Second
 
 // ErrDisconnected is returned by Start and Send when the client went away (ASGI 2.4:
 // send raises an OSError then).

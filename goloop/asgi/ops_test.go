@@ -164,3 +164,32 @@ func BenchmarkMetricsObserve(b *testing.B) {
 		s.metrics.observe(r)
 	}
 }
+
+// TestCloseAnswersFirstRequest: a connection accepted before Close whose request comes
+// after it is answered (connection: close), not dropped: during a rolling reload the
+// old worker may have accepted a connection whose client is still sending.
+func TestCloseAnswersFirstRequest(t *testing.T) {
+	a, addr := startServer(t, Config{}, hello)
+	c, br := dial(t, addr)
+	idle, _ := dial(t, addr)
+	deadline := time.Now().Add(5 * time.Second)
+	for a.s.Connections() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	a.s.Close()
+	fmt.Fprintf(c, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, body := readResp(t, br, "GET")
+	if resp.StatusCode != 200 || body != "hello /late" || !resp.Close {
+		t.Fatalf("got %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	// the connection that sends nothing is closed after the grace period
+	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := idle.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("idle connection: %d %v", n, err)
+	}
+	select {
+	case <-a.s.Idle():
+	case <-time.After(10 * time.Second):
+		t.Fatal("connections left after Close")
+	}
+}
