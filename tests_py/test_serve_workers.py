@@ -303,6 +303,7 @@ def test_reload_on_file_change(master_factory, tmp_path):
     while m.get("/")[1].startswith("v1 "):
         assert time.monotonic() < deadline, m.log()
         time.sleep(0.05)
+    m.wait_for("Finished server process")  # the old worker (it served during the swap)
     assert m.get("/")[1].startswith("v2 ")
     # a change to a file not included (*.py) does not reload
     (tmp_path / "notes.txt").write_text("x")
