@@ -90,6 +90,8 @@ type Server struct {
 
 	proxy   *proxyTrust // proxy headers (proxy.go), nil: off
 	metrics *metrics    // counters (metrics.go), nil: off
+
+	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
 }
 
 // New returns a server with configuration cfg.
