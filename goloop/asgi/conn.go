@@ -58,6 +58,11 @@ type Conn struct {
 
 	sniff bool    // the first read may turn the connection into HTTP/2 (h2.go)
 	h2    *h2Conn // set if it did
+	trust    int8 // proxy headers: 0 not known yet, 1 trusted peer, 2 not (proxy.go)
+
+	// under mu: a request was dispatched; the server closes and c had none yet, so its
+	// first request is still answered (connection: close) if it comes within a grace period
+	served, lastOne bool
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
@@ -257,6 +262,15 @@ func (c *Conn) OnHeadersComplete() error {
 			c.wsCheck(r, p.Method()) // a WebSocket handshake? (ws.go)
 		}
 	}
+	if c.s.proxy != nil {
+		c.applyProxy(r)
+	}
+	if m := c.s.metrics; m != nil {
+		if c.serveMetrics(r) {
+			return nil
+		}
+		r.t0 = monoNow()
+	}
 	if lim := c.s.cfg.LimitConcurrency; lim > 0 && c.s.inflight.Load() >= int64(lim) {
 		r.own = true
 		return nil
@@ -268,6 +282,10 @@ func (c *Conn) OnHeadersComplete() error {
 		return nil
 	}
 	r.dispatched = true
+	c.served = true
+	if c.lastOne {
+		r.keepAlive, c.stopRead = false, true
+	}
 	c.inflight = append(c.inflight, r)
 	c.mu.Unlock()
 	c.s.inflight.Add(1)
@@ -534,6 +552,15 @@ func (c *Conn) shutdown() {
 		h.shutdown()
 		return
 	}
+	if !c.served && !c.closed {
+		// Accepted and no request dispatched yet: the client has just connected (e.g. to a
+		// socket other workers keep serving during a reload) and its request is on its way.
+		// Answer it; a connection that sends nothing closes at the deadline.
+		c.lastOne = true
+		c.nc.SetReadDeadline(time.Now().Add(min(c.s.cfg.KeepAliveTimeout, firstRequestGrace)))
+		c.mu.Unlock()
+		return
+	}
 	c.closing = true
 	if len(c.inflight) == 0 && len(c.out) == 0 && !c.writing && !c.closed {
 		c.closeLocked()
@@ -546,6 +573,10 @@ func (c *Conn) shutdown() {
 }
 
 func (c *Conn) abort() { c.lost() }
+
+// firstRequestGrace bounds how long a closing server waits for the first request of a
+// connection it accepted.
+const firstRequestGrace = time.Second
 
 // ErrDisconnected is returned by Start and Send when the client went away (ASGI 2.4:
 // send raises an OSError then).

@@ -25,6 +25,9 @@ type Request struct {
 	// Tag is the application's (the binding keeps its own state of the request there:
 	// memory Go does not manage).
 	Tag unsafe.Pointer
+	// Proxy is what trusted proxy headers changed (nil: nothing; proxy.go).
+	Proxy *Proxy
+	t0    int64 // when the head was complete (metrics on)
 
 	target     []byte
 	head       bool // a HEAD request: the response has no body
@@ -299,6 +302,9 @@ func (r *Request) restore(w []byte, head bool) {
 func (r *Request) completeLocked() {
 	c := r.c
 	r.done = true
+	if m := c.s.metrics; m != nil && r.dispatched {
+		m.observe(r)
+	}
 	if r.waitRecv {
 		c.wakeLocked(r, nil)
 	}

@@ -96,6 +96,8 @@ type Server struct {
 
 	tls atomic.Pointer[tlsState] // SetTLS (tls.go)
 	h2  h2Server                 // h2.go
+	proxy   *proxyTrust // proxy headers (proxy.go), nil: off
+	metrics *metrics    // counters (metrics.go), nil: off
 
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
 }

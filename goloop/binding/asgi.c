@@ -261,6 +261,9 @@ static PyMethodDef srv_methods[] = {
     {"stats", (PyCFunction)srv_stats, METH_NOARGS, "(connections, requests in flight, requests so far)"},
     {"set_state", (PyCFunction)srv_set_state, METH_O, "The lifespan state copied into each scope."},
     {"_flush", (PyCFunction)srv_flush, METH_NOARGS, NULL},
+    {"configure", (PyCFunction)(void (*)(void))gl_asgi_srv_configure, METH_VARARGS | METH_KEYWORDS,
+     "configure(proxy_headers=None, metrics=False, metrics_path=None), before listen (asgi_ops.c)."},
+    {"metrics", (PyCFunction)gl_asgi_srv_metrics, METH_O, "metrics(fmt): 'prometheus' (str) or 'json' (str)."},
     {NULL}};
 
 static PyTypeObject ServerType = {
@@ -733,7 +736,8 @@ static int set_new(PyObject *d, PyObject *k, PyObject *v) {
 
 int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                     int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
-                    const char *shost, Py_ssize_t shostlen, int sport, int is_unix) {
+                    const char *shost, Py_ssize_t shostlen, int sport, int is_unix,
+                    const char *proxy, Py_ssize_t proxylen) {
     GLAsgiSend *send = NULL;
     GLAsgiRecv *recv = NULL;
     PyObject *scope = NULL, *coro = NULL, *task = NULL, *headers = NULL;
@@ -785,6 +789,7 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
                set_new(scope, s_server, server_tuple(srv, shost, shostlen, sport)) < 0) {
         goto fail;
     }
+    if (proxy != NULL && gl_asgi_proxy_scope(scope, proxy, proxylen) < 0) goto fail;
     if (srv->state != NULL && set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
 #undef SEG
     {

@@ -219,9 +219,14 @@ func (sv *asgiSrv) start(r *asgi.Request) {
 	if len(r.Blob) > 0 {
 		blob = (*C.char)(unsafe.Pointer(&r.Blob[0]))
 	}
+	var penc *C.char // trusted proxy headers' scheme and client (asgi_ops.c)
+	plen := 0
+	if p := r.Proxy; p != nil {
+		penc, plen = (*C.char)(unsafe.Pointer(&p.Enc[0])), len(p.Enc)
+	}
 	rc := C.gl_asgi_request(sv.py, C.long(rid), blob, (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
 		C.int(r.Major), C.int(r.Minor), chost, C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
-		shost, C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), isUnix)
+		shost, C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), isUnix, penc, C.Py_ssize_t(plen))
 	if rc < 0 { // the call could not start (reported by asgi.c): a 500
 		r.AppDone()
 		asgiReqs.Del(rid)

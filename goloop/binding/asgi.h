@@ -35,7 +35,8 @@ typedef struct {
 /* Called by asgi.go. */
 int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                     int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
-                    const char *shost, Py_ssize_t shostlen, int sport, int is_unix);
+                    const char *shost, Py_ssize_t shostlen, int sport, int is_unix,
+                    const char *proxy, Py_ssize_t proxylen);
 int gl_asgi_wake(GLAsgiSend *s);
 PyObject *gl_bytes(const char *p, Py_ssize_t n);
 int gl_init_asgi(PyObject *m);
@@ -55,6 +56,11 @@ int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int3
 int gl_asgi_ws_wake(GLAsgiSend *s);
 PyObject *gl_ws_text(const char *p, Py_ssize_t n);
 int gl_init_asgi_ws(PyObject *m);
+
+/* asgi_ops.c: proxy headers, metrics, configuration (off the per-request path) */
+int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n);
+PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds);
+PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg);
 
 /* Go's answers to Start/Send (asgi.go) */
 #define GL_ASGI_OK 0

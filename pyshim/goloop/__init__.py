@@ -15,7 +15,7 @@ from typing import Any, Coroutine, TypeVar
 
 from . import _compat
 
-__all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run", "serve"]
+__all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run", "serve", "serve_metrics"]
 __version__ = "0.1.0"
 
 _T = TypeVar("_T")
@@ -70,6 +70,14 @@ def serve(app: Any, **options: Any) -> int:
     from ._serve import serve as _serve
 
     return _serve(app, **options)
+
+
+def serve_metrics() -> "dict | None":
+    """The request counter and latency histogram of the goloop serve server running in this
+    process (counted in Go; the histogram with --metrics or --metrics-path), or None."""
+    from ._supervisor import serve_metrics as _metrics
+
+    return _metrics()
 
 
 def __getattr__(name: str) -> Any:

@@ -21,6 +21,8 @@ import sys
 from typing import Any, Callable
 from urllib.parse import quote
 
+from . import _supervisor
+
 __all__ = ["serve", "Server", "main", "SUPPORTED_OPTIONS"]
 
 logger = logging.getLogger("goloop.error")
@@ -73,6 +75,10 @@ NOT_YET = ("workers", "reload", "reload_dirs", "reload_includes", "reload_exclud
            "proxy_headers", "forwarded_allow_ips", "loop", "http",
            "interface", "env_file", "log_config", "use_colors", "timeout_worker_healthcheck")
 
+# --workers, --reload, proxy headers, metrics, env file, log config: goloop._supervisor.
+SUPPORTED_OPTIONS.update(_supervisor.OPTIONS)
+NOT_YET = tuple(name for name in NOT_YET if name not in _supervisor.OPTIONS)
+
 
 # --ws: every implementation name of uvicorn's means goloop's own (Go) WebSocket; "none"
 # leaves upgrade requests to the application as plain HTTP requests.
@@ -103,6 +109,7 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     if cfg["log_level"] is not None and str(cfg["log_level"]).lower() not in LOG_LEVELS \
             and not isinstance(cfg["log_level"], int):
         raise ConfigError(f"unknown log level {cfg['log_level']!r}")
+    _supervisor.check_options(cfg)
     return cfg
 
 
@@ -443,6 +450,7 @@ class Server:
             raise
         self._srv = srv
         try:
+            _supervisor.configure_server(self, srv)  # proxy headers, metrics
             _goloop._asgi_ws_config(srv, cfg["ws"] == "none", int(cfg["ws_max_size"]), int(cfg["ws_max_queue"]),
                                     float(cfg["ws_ping_interval"] or 0), float(cfg["ws_ping_timeout"] or 0),
                                     bool(cfg["ws_per_message_deflate"]))
@@ -487,7 +495,10 @@ class Server:
 def serve(app: Any, **options: Any) -> int:
     """Serve the ASGI application app (or 'module:attribute') until SIGINT/SIGTERM.
     Options: uvicorn's (SUPPORTED_OPTIONS); returns the exit code."""
+    if _supervisor.wants_supervisor(options):  # workers > 1 or reload: a master without Go
+        return _supervisor.supervise(app, options)
     server = Server(app, **options)
+    _supervisor.prepare(server.config)  # env file, log config
     _configure_logging(server.config["log_level"] or "info")
     from . import run
 
@@ -546,6 +557,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ssl-cert-reqs", type=int, default=0)
     p.add_argument("--ssl-ca-certs")
     p.add_argument("--ssl-ciphers", default="TLSv1")
+    _supervisor.add_arguments(p)
     return p
 
 

@@ -1,0 +1,72 @@
+/* goloop serve's operations hooks (issue 11): proxy headers applied to a scope, and the
+ * server's configure()/metrics() methods. Nothing here runs per request unless a trusted
+ * proxy's headers changed the request (asgi.go passes them then). Loop thread only. */
+#include "asgi.h"
+#include "_cgo_export.h"
+
+static PyObject *k_scheme, *k_client;
+
+/* enc is "scheme\nclient" (either part may be empty: unchanged). */
+int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n) {
+    if (k_scheme == NULL) {
+        k_scheme = PyUnicode_InternFromString("scheme");
+        k_client = PyUnicode_InternFromString("client");
+        if (k_scheme == NULL || k_client == NULL) return -1;
+    }
+    const char *nl = memchr(enc, '\n', (size_t)n);
+    Py_ssize_t slen = nl ? nl - enc : n;
+    if (slen > 0) {
+        PyObject *v = PyUnicode_DecodeLatin1(enc, slen, NULL);
+        if (v == NULL) return -1;
+        int rc = PyDict_SetItem(scope, k_scheme, v);
+        Py_DECREF(v);
+        if (rc < 0) return -1;
+    }
+    if (nl != NULL && n - slen - 1 > 0) {
+        PyObject *v = Py_BuildValue("(Ni)", PyUnicode_DecodeLatin1(nl + 1, n - slen - 1, NULL), 0);
+        if (v == NULL) return -1;
+        int rc = PyDict_SetItem(scope, k_client, v);
+        Py_DECREF(v);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"proxy_headers", "metrics", "metrics_path", NULL};
+    const char *proxy = NULL, *path = NULL;
+    Py_ssize_t plen = 0, pathlen = 0;
+    int metrics = 0;
+    GL_FORK_GUARD(NULL);
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|z#pz#:configure", kwlist, &proxy, &plen, &metrics, &path,
+                                     &pathlen))
+        return NULL;
+    if (self->sid < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
+        return NULL;
+    }
+    if (glAsgiConfigure(self->sid, (char *)proxy, proxy ? plen : -1, metrics || path != NULL, (char *)path,
+                        pathlen) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg) {
+    GL_FORK_GUARD(NULL);
+    if (self->sid < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
+        return NULL;
+    }
+    const char *fmt = PyUnicode_AsUTF8(arg);
+    if (fmt == NULL) return NULL;
+    int json;
+    if (strcmp(fmt, "json") == 0) {
+        json = 1;
+    } else if (strcmp(fmt, "prometheus") == 0) {
+        json = 0;
+    } else {
+        PyErr_SetString(PyExc_ValueError, "metrics format must be 'prometheus' or 'json'");
+        return NULL;
+    }
+    return glAsgiMetrics(self->sid, json);
+}

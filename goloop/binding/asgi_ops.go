@@ -1,0 +1,55 @@
+package main
+
+// goloop serve's operations hooks (asgi_ops.c): proxy headers and metrics, configured
+// before the server listens; read on the loop thread.
+
+/*
+#include "asgi.h"
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"unsafe"
+)
+
+// glAsgiConfigure: proxy (plen >= 0) turns proxy headers on with that trust list;
+// metrics turns the counters on, path (if pathlen > 0) is served by Go.
+//
+//export glAsgiConfigure
+func glAsgiConfigure(sid C.long, proxy *C.char, plen C.Py_ssize_t, metrics C.int, path *C.char,
+	pathlen C.Py_ssize_t) (rc C.int) {
+	defer recoverInt(&rc)
+	sv := getSrv(sid)
+	if plen >= 0 {
+		sv.s.SetProxyHeaders(C.GoStringN(proxy, C.int(plen)))
+	}
+	if metrics != 0 {
+		p := ""
+		if pathlen > 0 {
+			p = C.GoStringN(path, C.int(pathlen))
+		}
+		sv.s.EnableMetrics(p)
+	}
+	return 0
+}
+
+// glAsgiMetrics returns the server's metrics as a str: Prometheus' text format, or JSON.
+//
+//export glAsgiMetrics
+func glAsgiMetrics(sid C.long, asJSON C.int) (ret pyObj) {
+	defer recoverObj(&ret)
+	ms := getSrv(sid).s.Metrics()
+	var s string
+	if asJSON != 0 {
+		b, err := json.Marshal(ms)
+		if err != nil {
+			raiseErr(err)
+			return nil
+		}
+		s = string(b)
+	} else {
+		s = ms.Prometheus()
+	}
+	return C.PyUnicode_FromStringAndSize((*C.char)(unsafe.Pointer(unsafe.StringData(s))), C.Py_ssize_t(len(s)))
+}

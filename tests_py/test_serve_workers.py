@@ -1,0 +1,435 @@
+"""goloop serve's process and operations side (issue 11): --workers (a master without Go,
+restarts, graceful SIGTERM, SIGHUP rolling reload, SIGTTIN/SIGTTOU), --reload, proxy
+headers, the access log, metrics, --env-file.
+
+The process tests run `python -m goloop serve` in a subprocess and talk to it over TCP."""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from test_serve_http import PYSHIM, get, serving
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+
+APP = '''
+import asyncio, os
+import goloop
+
+VERSION = "v1"
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            m = await receive()
+            if m["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    path = scope["path"]
+    if path == "/slow":
+        open("slow-started", "w").close()
+        await asyncio.sleep(1.5)
+    if path == "/env":
+        body = os.environ.get("GOLOOP_TEST_VAR", "-")
+    else:
+        body = "%s %d" % (VERSION, os.getpid())
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": body.encode()})
+'''
+
+
+def children(pid):
+    """The pids whose parent is pid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        fields = st[st.rindex(")") + 2:].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(d))
+    return sorted(out)
+
+
+def maps(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return f.read()
+
+
+class Master:
+    """`python -m goloop serve wapp:app --port 0 ...args` in tmp_path; its log lines are
+    collected in a thread."""
+
+    def __init__(self, tmp_path, *args, src=APP):
+        (tmp_path / "wapp.py").write_text(src)
+        env = dict(os.environ, PYTHONPATH=PYSHIM)
+        env.pop("GOLOOP_TEST_VAR", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "goloop", "serve", "wapp:app", "--port", "0", "--app-dir", str(tmp_path),
+             *args], cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        self.eof = False
+        self.cond = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        m = self.wait_for(r"running on http://127\.0\.0\.1:(\d+)")
+        self.port = int(m[0].group(1))
+
+    def _read(self):
+        for line in self.proc.stderr:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+        with self.cond:
+            self.eof = True
+            self.cond.notify_all()
+
+    def wait_for(self, pattern, count=1, timeout=30):
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                found = [m for m in map(rx.search, self.lines) if m]
+                if len(found) >= count:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0 or self.eof:
+                    raise AssertionError(f"no {count}x {pattern!r} in the log:\n" + "\n".join(self.lines))
+                self.cond.wait(min(left, 0.2))
+
+    def count(self, pattern):
+        with self.cond:
+            return sum(1 for line in self.lines if re.search(pattern, line))
+
+    def log(self):
+        with self.cond:
+            return "\n".join(self.lines)
+
+    def get(self, path="/", timeout=10):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request("GET", path)
+            r = c.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            c.close()
+
+    def workers(self):
+        return children(self.proc.pid)
+
+    def wait_workers(self, n, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            w = self.workers()
+            if len(w) == n:
+                return w
+            time.sleep(0.05)
+        raise AssertionError(f"{len(self.workers())} workers, not {n}:\n{self.log()}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                for pid in self.workers():
+                    os.kill(pid, signal.SIGKILL)
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def master_factory(tmp_path):
+    made = []
+
+    def make(*args, src=APP):
+        m = Master(tmp_path, *args, src=src)
+        made.append(m)
+        return m
+
+    yield make
+    for m in made:
+        m.stop()
+
+
+def pids_seen(m, tries=300, want=2):
+    seen = set()
+    for _ in range(tries):
+        st, body = m.get("/")
+        assert st == 200
+        seen.add(int(body.split()[1]))
+        if len(seen) >= want:
+            break
+    return seen
+
+
+def test_workers_serve_and_master_has_no_go(master_factory):
+    m = master_factory("--workers", "2")
+    m.wait_for("Application startup complete", count=2)
+    workers = m.wait_workers(2)
+    assert pids_seen(m) == set(workers)
+    # The master never loaded the Go engine; each worker did.
+    assert "_goloop" not in maps(m.proc.pid)
+    for pid in workers:
+        assert "_goloop" in maps(pid)
+    assert m.stop() == 0
+    assert m.count("Finished server process") == 2
+
+
+def test_killed_worker_is_replaced(master_factory):
+    m = master_factory("--workers", "2")
+    m.wait_for("Application startup complete", count=2)
+    workers = m.wait_workers(2)
+    os.kill(workers[0], signal.SIGKILL)
+    m.wait_for(r"Worker \[%d\] exited with code -9; restarting it" % workers[0])
+    m.wait_for("Application startup complete", count=3)
+    now = m.wait_workers(2)
+    assert workers[0] not in now and workers[1] in now
+    assert pids_seen(m) == set(now)
+
+
+CRASH_APP = "raise RuntimeError('the app does not import')\n"
+
+
+def test_crashing_app_backs_off(master_factory):
+    """A worker that dies at once is restarted after a growing delay, not in a spin."""
+    m = master_factory("--workers", "1", "--reload", "--reload-dir", "/nonexistent", src=CRASH_APP)
+    time.sleep(3)
+    n = m.count(r"Worker \[\d+\] exited")
+    # delays 0.1, 0.2, 0.4, 0.8, 1.6 s: at most 5-6 deaths in 3 s (a spin makes dozens)
+    assert 1 <= n <= 7, m.log()
+    assert re.search(r"restarting it in \d+\.\d s", m.log())
+    assert m.stop() == 0
+
+
+def test_sigterm_graceful_with_request_in_flight(master_factory, tmp_path):
+    m = master_factory("--workers", "2")
+    m.wait_for("Application startup complete", count=2)
+    workers = m.wait_workers(2)
+    result = {}
+
+    def slow():
+        try:
+            result["r"] = m.get("/slow")
+        except Exception as exc:
+            result["r"] = exc
+
+    t = threading.Thread(target=slow)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "slow-started").exists():  # the request is in the app's sleep
+        assert time.monotonic() < deadline and t.is_alive(), result
+        time.sleep(0.01)
+    m.proc.send_signal(signal.SIGTERM)
+    t.join(30)
+    assert result["r"][0] == 200, result
+    assert m.proc.wait(30) == 0
+    assert m.count("Application shutdown complete") == 2
+    for pid in workers:
+        assert not os.path.exists(f"/proc/{pid}/stat") or pid not in children(m.proc.pid)
+
+
+def test_sighup_rolling_reload_drops_nothing(master_factory):
+    m = master_factory("--workers", "2", "--log-level", "debug")
+    m.wait_for(r"Worker \[\d+\] is serving", count=2)
+    old = set(m.wait_workers(2))
+    errors, served, stop = [], [], threading.Event()
+
+    def client():
+        while not stop.is_set():
+            try:
+                st, body = m.get("/")
+                served.append(int(body.split()[1]))
+                if st != 200:
+                    errors.append(st)
+            except Exception as exc:
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=client) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.3)
+        m.proc.send_signal(signal.SIGHUP)
+        m.wait_for("Reload complete")
+        new = set(m.wait_workers(2))
+        n = len(served)
+        deadline = time.monotonic() + 10
+        while len(served) < n + 20 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not errors, errors
+    assert not (old & new)
+    assert set(served[-10:]) <= new
+    m.wait_for("Application shutdown complete", count=2)  # the old workers stopped gracefully
+    assert m.count(r"Worker \[\d+\] exited") == 0
+
+
+def test_sigttin_sigttou(master_factory):
+    m = master_factory("--workers", "2")
+    m.wait_workers(2)
+    m.proc.send_signal(signal.SIGTTIN)
+    m.wait_workers(3)
+    m.proc.send_signal(signal.SIGTTOU)
+    m.wait_workers(2)
+    assert m.get("/")[0] == 200
+
+
+def test_reload_on_file_change(master_factory, tmp_path):
+    m = master_factory("--reload", "--reload-delay", "0.1")
+    m.wait_for("Application startup complete")
+    assert m.get("/")[1].startswith("v1 ")
+    time.sleep(0.05)
+    (tmp_path / "wapp.py").write_text(APP.replace('VERSION = "v1"', 'VERSION = "v2"'))
+    m.wait_for("Changes detected in wapp.py")
+    deadline = time.monotonic() + 30
+    while m.get("/")[1].startswith("v1 "):
+        assert time.monotonic() < deadline, m.log()
+        time.sleep(0.05)
+    m.wait_for("Finished server process")  # the old worker (it served during the swap)
+    assert m.get("/")[1].startswith("v2 ")
+    # a change to a file not included (*.py) does not reload
+    (tmp_path / "notes.txt").write_text("x")
+    time.sleep(0.5)
+    assert m.count("Changes detected") == 1
+
+
+def test_env_file_and_access_log_format(master_factory, tmp_path):
+    (tmp_path / "vars.env").write_text("# comment\nexport GOLOOP_TEST_VAR='from file'\n")
+    m = master_factory("--env-file", str(tmp_path / "vars.env"))
+    assert m.get("/env") == (200, "from file")
+    assert m.get("/a%20b?x=1")[0] == 200
+    lines = m.wait_for(r'INFO: +127\.0\.0\.1:\d+ - "GET /a%20b\?x=1 HTTP/1\.1" 200$')
+    assert lines
+    assert m.workers() == []  # a single process: no master
+
+
+def test_options_checked():
+    from goloop import _serve
+
+    with pytest.raises(_serve.ConfigError, match="import string"):
+        _serve.serve(lambda s, r, c: None, workers=2)
+    with pytest.raises(_serve.ConfigError, match="workers must be"):
+        _serve.Server("x:app", workers=0)
+    with pytest.raises(_serve.ConfigError, match="metrics_path"):
+        _serve.Server("x:app", metrics_path="metrics")
+    _serve.Server("x:app", use_colors=True, proxy_headers=False, workers=1)
+
+
+# ---------------------------------------------------------------- in-process servers
+
+async def client_app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    body = json.dumps({"scheme": scope["scheme"], "client": scope["client"]}).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": body})
+
+
+XFF = {"X-Forwarded-For": "203.0.113.7, 127.0.0.1", "X-Forwarded-Proto": "https"}
+
+
+def test_proxy_headers_trusted():
+    with serving(client_app) as server:  # uvicorn's defaults: on, 127.0.0.1 trusted
+        st, _, body = get(server, "/", headers=XFF)
+        assert json.loads(body) == {"scheme": "https", "client": ["203.0.113.7", 0]}
+        st, _, body = get(server, "/")
+        s = json.loads(body)
+        assert s["scheme"] == "http" and s["client"][0] == "127.0.0.1" and s["client"][1] > 0
+    with serving(client_app, forwarded_allow_ips="10.0.0.0/8, 127.0.0.1") as server:
+        st, _, body = get(server, "/", headers={"X-Forwarded-For": "198.51.100.1, 10.1.1.1"})
+        assert json.loads(body)["client"] == ["198.51.100.1", 0]
+
+
+@pytest.mark.parametrize("opts", [{"forwarded_allow_ips": "10.0.0.1"}, {"proxy_headers": False}])
+def test_proxy_headers_untrusted_or_off(opts):
+    with serving(client_app, **opts) as server:
+        st, _, body = get(server, "/", headers=XFF)
+    s = json.loads(body)
+    assert s["scheme"] == "http" and s["client"][0] == "127.0.0.1" and s["client"][1] > 0
+
+
+def test_proxy_headers_unix_socket(tmp_path):
+    path = str(tmp_path / "p.sock")
+    for trust, want in (("*", ["203.0.113.7", 0]), ("127.0.0.1", None)):
+        with serving(client_app, uds=path, forwarded_allow_ips=trust):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(path)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.7\r\nConnection: close\r\n\r\n")
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+            s.close()
+        assert json.loads(data.split(b"\r\n\r\n", 1)[1])["client"] == want
+
+
+async def metrics_app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    import goloop
+
+    if scope["path"] == "/m":
+        body, status = json.dumps(goloop.serve_metrics()).encode(), 200
+    else:
+        body, status = b"x", (404 if scope["path"] == "/missing" else 200)
+    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_metrics_endpoint_and_serve_metrics():
+    with serving(metrics_app, metrics_path="/metrics") as server:
+        for p in ("/a", "/b", "/missing"):
+            get(server, p)
+        st, hdrs, body = get(server, "/metrics")
+        assert st == 200 and hdrs["content-type"].startswith("text/plain")
+        text = body.decode()
+        assert "goloop_requests_total 3\n" in text  # the metrics request is not the app's
+        assert 'goloop_responses_total{status="2xx"} 2\n' in text
+        assert 'goloop_responses_total{status="4xx"} 1\n' in text
+        assert 'goloop_request_duration_seconds_bucket{le="+Inf"} 3\n' in text
+        assert "goloop_request_duration_seconds_count 3\n" in text
+        st, _, body = get(server, "/m")
+        m = json.loads(body)
+        assert m["enabled"] and m["requests"] == 4 and m["in_flight"] == 1
+        assert m["responses"]["2xx"] == 2 and m["responses"]["4xx"] == 1
+        assert m["latency"]["count"] == 3 and m["latency"]["buckets"][-1][1] == 3
+    with serving(metrics_app) as server:  # off: the path reaches the app; counts only
+        assert get(server, "/metrics")[2] == b"x"
+        m = json.loads(get(server, "/m")[2])
+        assert m["enabled"] is False and m["requests"] == 2 and "latency" not in m
+
+
+def test_serve_metrics_without_server():
+    import goloop
+
+    assert goloop.serve_metrics() is None
+
+
+def test_failed_reload_keeps_old_workers(master_factory, tmp_path):
+    """SIGHUP with code that does not import: the new worker dies, the old one serves on."""
+    m = master_factory("--workers", "1", "--reload", "--reload-dir", str(tmp_path / "none"), "--log-level", "debug")
+    m.wait_for(r"Worker \[\d+\] is serving")
+    old = m.wait_workers(1)
+    (tmp_path / "wapp.py").write_text(CRASH_APP)
+    m.proc.send_signal(signal.SIGHUP)
+    m.wait_for("Reload failed: the new worker")
+    assert m.workers() == old
+    st, body = m.get("/")
+    assert st == 200 and body == "v1 %d" % old[0]
