@@ -58,7 +58,7 @@ type Conn struct {
 
 	sniff bool    // the first read may turn the connection into HTTP/2 (h2.go)
 	h2    *h2Conn // set if it did
-	trust    int8 // proxy headers: 0 not known yet, 1 trusted peer, 2 not (proxy.go)
+	trust int8    // proxy headers: 0 not known yet, 1 trusted peer, 2 not (proxy.go)
 
 	// under mu: a request was dispatched; the server closes and c had none yet, so its
 	// first request is still answered (connection: close) if it comes within a grace period

@@ -94,10 +94,10 @@ type Server struct {
 	inflight atomic.Int64 // requests dispatched, application not done
 	requests atomic.Int64 // requests dispatched, ever
 
-	tls atomic.Pointer[tlsState] // SetTLS (tls.go)
-	h2  h2Server                 // h2.go
-	proxy   *proxyTrust // proxy headers (proxy.go), nil: off
-	metrics *metrics    // counters (metrics.go), nil: off
+	tls     atomic.Pointer[tlsState] // SetTLS (tls.go)
+	h2      h2Server                 // h2.go
+	proxy   *proxyTrust              // proxy headers (proxy.go), nil: off
+	metrics *metrics                 // counters (metrics.go), nil: off
 
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
 }
