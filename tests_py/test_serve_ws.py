@@ -486,3 +486,27 @@ def test_cli_ws_options():
     assert a.ws == "none"
     with pytest.raises(_serve.ConfigError):
         _serve.Server(echo_app, ws="bogus")
+
+
+async def scope_app(scope, receive, send):
+    if scope["type"] != "websocket":
+        return
+    await receive()
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.send", "text": json.dumps({"scheme": scope["scheme"], "client": scope["client"]})})
+    await send({"type": "websocket.close"})
+
+
+@pytest.mark.parametrize("proto,want", [("https", "wss"), ("http", "ws"), ("wss", "wss")])
+def test_proxy_headers_reach_the_websocket_scope(proto, want):
+    """A trusted proxy's X-Forwarded-For/-Proto set the websocket scope's client and scheme
+    (https -> wss), as uvicorn's proxy middleware does; untrusted, they do not."""
+    hdrs = {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": proto}
+    with serving(scope_app) as server:  # on by default, 127.0.0.1 trusted
+        with client(server, additional_headers=hdrs) as ws:
+            got = json.loads(ws.recv(timeout=10))
+        assert got == {"scheme": want, "client": ["203.0.113.7", 0]}
+    with serving(scope_app, proxy_headers=False) as server:
+        with client(server, additional_headers=hdrs) as ws:
+            got = json.loads(ws.recv(timeout=10))
+        assert got["scheme"] == "ws" and got["client"][0] == "127.0.0.1" and got["client"][1] > 0

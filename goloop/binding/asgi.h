@@ -52,7 +52,8 @@ PyObject *gl_asgi_client_disconnected(void);
 /* WebSocket (asgi_ws.c) */
 int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                        const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
-                       Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen);
+                       Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen,
+                       const char *proxy, Py_ssize_t proxylen);
 int gl_asgi_ws_wake(GLAsgiSend *s);
 PyObject *gl_ws_text(const char *p, Py_ssize_t n);
 int gl_init_asgi_ws(PyObject *m);

@@ -526,7 +526,8 @@ static PyObject *split_protocols(const char *p, Py_ssize_t n) {
 
 int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                        const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
-                       Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen) {
+                       Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen,
+                       const char *proxy, Py_ssize_t proxylen) {
     GLAsgiSend *send = NULL;
     WsRecv *recv = NULL;
     PyObject *scope = NULL, *coro = NULL, *task = NULL, *headers = NULL, *scheme;
@@ -579,6 +580,15 @@ int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int3
     } else if (set_new(scope, s_client, addr_tuple(chost, chostlen, cport, 0)) < 0 ||
                set_new(scope, s_server, addr_tuple(shost, shostlen, sport, 0)) < 0) {
         goto fail;
+    }
+    if (proxy != NULL) {
+        /* a trusted proxy's X-Forwarded-For/-Proto, as uvicorn: https or wss -> wss, else ws */
+        if (gl_asgi_proxy_scope(scope, proxy, proxylen) < 0) goto fail;
+        PyObject *fwd = PyDict_GetItemWithError(scope, s_scheme);  /* borrowed */
+        if (fwd == NULL) goto fail;
+        int secure = PyUnicode_Check(fwd) && (PyUnicode_CompareWithASCIIString(fwd, "https") == 0 ||
+                                              PyUnicode_CompareWithASCIIString(fwd, "wss") == 0);
+        if (PyDict_SetItem(scope, s_scheme, secure ? s_wss : s_ws) < 0) goto fail;
     }
     if (srv->state != NULL && set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
 #undef SEG

@@ -69,9 +69,15 @@ func (sv *asgiSrv) startWS(r *asgi.Request) {
 	if len(protos) > 0 {
 		pp = (*C.char)(unsafe.Pointer(unsafe.StringData(protos)))
 	}
+	var penc *C.char // trusted proxy headers' scheme and client (asgi_ops.c)
+	plen := 0
+	if p := r.Proxy; p != nil {
+		penc, plen = (*C.char)(unsafe.Pointer(&p.Enc[0])), len(p.Enc)
+	}
 	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), blob, (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
 		chost, C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
-		shost, C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), isUnix, pp, C.Py_ssize_t(len(protos)))
+		shost, C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), isUnix, pp, C.Py_ssize_t(len(protos)),
+		penc, C.Py_ssize_t(plen))
 	if rc < 0 { // the call could not start (reported by asgi_ws.c): a 500
 		r.WS().AppDone(false)
 		asgiReqs.Del(rid)
