@@ -15,9 +15,9 @@ WHEEL_DIR ?= dist
 # $(PY)'s wheel tags: cp311-cp311, cp313-cp313, cp313-cp313t (free-threaded)
 PYTAG   := $(shell $(PY) -c 'import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
 FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")')
-# Test dependencies without a free-threaded wheel on PyPI (cryptography, granian) may fail to install
-# on 3.13t: the tests that need them skip.
-OPTIONAL_DEPS := httptools cryptography granian
+# Test dependencies without a free-threaded wheel on PyPI (cryptography, granian; fastapi's pydantic-core
+# may lag) may fail to install on 3.13t: the tests that need them skip.
+OPTIONAL_DEPS := httptools cryptography granian fastapi
 
 .PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools test test-go test-py test-cpython test-race bench demo fuzz vet clean
 
