@@ -113,6 +113,12 @@ func (l *loop) sync(fd int, e *fdEntry) error {
 	if e.conn != nil {
 		want |= e.conn.want()
 	}
+	// The registration's object goes with its last handle; released last (a socket's
+	// finalizer may run), once the entry is consistent.
+	var obj pyObj
+	if e.reader == nil && e.writer == nil && e.obj != nil {
+		obj, e.obj = e.obj, nil
+	}
 	var err error
 	switch {
 	case want == 0 && e.registered == poller.Readable && e.conn == nil:
@@ -123,6 +129,9 @@ func (l *loop) sync(fd int, e *fdEntry) error {
 		// closed and reused meanwhile. Write interest is dropped at once: a writable socket
 		// would report itself on every poll.
 		e.idle = true
+		if obj != nil {
+			C.gl_decref(obj)
+		}
 		return nil
 	case e.idle:
 		e.idle = false
@@ -147,14 +156,10 @@ func (l *loop) sync(fd int, e *fdEntry) error {
 			e.registered = want
 		}
 	}
-	var obj pyObj
-	if e.reader == nil && e.writer == nil && e.obj != nil {
-		obj, e.obj = e.obj, nil
-	}
 	if e.reader == nil && e.writer == nil && e.conn == nil && e.registered == 0 {
 		l.fds.del(fd)
 	}
-	if obj != nil { // last: a socket's finalizer may run, and the entry is consistent now
+	if obj != nil {
 		C.gl_decref(obj)
 	}
 	return err
@@ -715,8 +720,13 @@ func glAddIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int, obj pyObj) (rc C.i
 		slot, bit = &e.writer, poller.Writable
 	}
 	l.claim(int(fd), e, obj, bit)
-	if obj != nil && e.reader == nil && e.writer == nil && e.obj == nil {
-		C.gl_incref(obj)
+	if e.reader == nil && e.writer == nil && obj != e.obj { // the registration starts here
+		if obj != nil {
+			C.gl_incref(obj)
+		}
+		if old := e.obj; old != nil { // (sync drops it with the last handle: not expected)
+			C.gl_decref(old)
+		}
 		e.obj = obj
 	}
 	old := *slot

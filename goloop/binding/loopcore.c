@@ -301,12 +301,20 @@ static PyObject *loop_close_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
  * registration made with that very object. -1 with asyncio's ValueError when neither. */
 static int fileobj_lookup(GLLoop *self, PyObject *fileobj) {
     int fd = PyObject_AsFileDescriptor(fileobj);
-    if (fd >= 0 || PyLong_Check(fileobj) || self->id < 0 ||
-        !PyErr_ExceptionMatches(PyExc_ValueError))
+    if (fd >= 0 || !PyErr_ExceptionMatches(PyExc_ValueError)) return fd;
+    PyErr_Clear();
+    if (!PyLong_Check(fileobj) && self->id >= 0 && (fd = glFdOf(self, fileobj)) >= 0)
         return fd;
-    fd = glFdOf(self, fileobj);
-    if (fd >= 0) PyErr_Clear();
-    return fd;
+    /* asyncio's error (selectors._fileobj_to_fd) */
+    PyObject *n = PyLong_Check(fileobj) ? Py_NewRef(fileobj) : PyObject_CallMethod(fileobj, "fileno", NULL);
+    if (n != NULL && PyLong_Check(n)) {
+        PyErr_Format(PyExc_ValueError, "Invalid file descriptor: %R", n);
+    } else {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "Invalid file object: %R", fileobj);
+    }
+    Py_XDECREF(n);
+    return -1;
 }
 
 static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *const *args, Py_ssize_t nargs) {
