@@ -55,11 +55,11 @@ type fdEntry struct {
 	// last handle), as asyncio's SelectorKey.fileobj: the object of the add_reader/add_writer
 	// that found no handle on the descriptor. remove_reader(sock) after sock.close() finds
 	// the registration by it (glFdOf). nil for a descriptor number (an int) and _wait_fd.
-	obj  pyObj
-	conn *conn // a transport attached to the descriptor
-	registered     uint32 // interest registered with epoll: union of the handles' and the transport's
-	idle           bool   // still registered for reading, though nothing wants it (see sync)
-	oneshot        uint32 // Readable/Writable: that handle is dropped once it fires (_wait_fd)
+	obj        pyObj
+	conn       *conn  // a transport attached to the descriptor
+	registered uint32 // interest registered with epoll: union of the handles' and the transport's
+	idle       bool   // still registered for reading, though nothing wants it (see sync)
+	oneshot    uint32 // Readable/Writable: that handle is dropped once it fires (_wait_fd)
 }
 
 // fdTable maps descriptors to their entries: a slice indexed by fd (descriptors are small
