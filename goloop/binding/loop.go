@@ -51,15 +51,16 @@ type pyObj = *C.PyObject
 // fdEntry is what the loop watches on one descriptor: add_reader/add_writer handles.
 type fdEntry struct {
 	reader, writer pyObj
+	conn           *conn  // a transport attached to the descriptor
+	registered     uint32 // interest registered with epoll: union of the handles' and the transport's
+	idle           bool   // still registered for reading, though nothing wants it (see sync)
+	oneshot        uint32 // Readable/Writable: that handle is dropped once it fires (_wait_fd)
+
 	// obj is the object the registration was made with (a strong reference, dropped with the
 	// last handle), as asyncio's SelectorKey.fileobj: the object of the add_reader/add_writer
 	// that found no handle on the descriptor. remove_reader(sock) after sock.close() finds
 	// the registration by it (glFdOf). nil for a descriptor number (an int) and _wait_fd.
-	obj        pyObj
-	conn       *conn  // a transport attached to the descriptor
-	registered uint32 // interest registered with epoll: union of the handles' and the transport's
-	idle       bool   // still registered for reading, though nothing wants it (see sync)
-	oneshot    uint32 // Readable/Writable: that handle is dropped once it fires (_wait_fd)
+	obj pyObj
 }
 
 // fdTable maps descriptors to their entries: a slice indexed by fd (descriptors are small
