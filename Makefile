@@ -15,9 +15,9 @@ WHEEL_DIR ?= dist
 # $(PY)'s wheel tags: cp311-cp311, cp313-cp313, cp313-cp313t (free-threaded)
 PYTAG   := $(shell $(PY) -c 'import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
 FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")')
-# Test dependencies without a free-threaded wheel on PyPI (cryptography) may fail to install
+# Test dependencies without a free-threaded wheel on PyPI (cryptography, granian) may fail to install
 # on 3.13t: the tests that need them skip.
-OPTIONAL_DEPS := httptools cryptography
+OPTIONAL_DEPS := httptools cryptography granian
 
 .PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools test test-go test-py test-cpython test-race bench demo fuzz vet clean
 
@@ -26,7 +26,7 @@ all: build
 # Python-side tools the build and the tests need, from the project's own declarations.
 deps:
 	$(PIP) install setuptools wheel
-	$(PIP) install pytest pytest-timeout uvicorn anyio
+	$(PIP) install pytest pytest-timeout uvicorn starlette anyio
 	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
 	  echo "$(PIP) install $$p"; \
 	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \

@@ -818,3 +818,47 @@ func BenchmarkPollerWakeCoalesced(b *testing.B) {
 		}
 	})
 }
+
+// A poller with a shared wake-up (NewSharedWake): another writer follows Wake's protocol
+// on the caller's eventfd and flag; Wait drains it and resets the flag; a second write
+// before the drain is not needed (the flag stays 1); Close marks the flag closed and
+// leaves the caller's eventfd open.
+func TestPollerSharedWake(t *testing.T) {
+	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	require.NoError(t, err)
+	defer unix.Close(wfd)
+	var pending atomic.Int32
+	p, err := poller.NewSharedWake(16, wfd, &pending)
+	require.NoError(t, err)
+
+	wake := func() bool { // the foreign writer (goloop's C side)
+		if !pending.CompareAndSwap(0, 1) {
+			return false
+		}
+		one := [8]byte{1}
+		_, err := unix.Write(wfd, one[:])
+		require.NoError(t, err)
+		return true
+	}
+	assert.True(t, wake())
+	assert.False(t, wake(), "a wake-up is pending: no second write")
+	evs, woken := plWait(t, p, 5000)
+	assert.True(t, woken)
+	assert.Empty(t, evs)
+	assert.Equal(t, int32(0), pending.Load(), "Wait drains and resets the shared flag")
+	_, woken = plWait(t, p, 0)
+	assert.False(t, woken, "the eventfd was drained")
+
+	// Go's own Wake uses the shared flag too
+	require.NoError(t, p.Wake())
+	assert.Equal(t, int32(1), pending.Load())
+	_, woken = plWait(t, p, 5000)
+	assert.True(t, woken)
+
+	require.NoError(t, p.Close())
+	assert.Equal(t, int32(2), pending.Load(), "Close marks the shared flag closed")
+	assert.False(t, wake())
+	assert.ErrorIs(t, p.Wake(), poller.ErrClosed)
+	var st unix.Stat_t
+	assert.NoError(t, unix.Fstat(wfd, &st), "Close leaves the caller's eventfd open")
+}

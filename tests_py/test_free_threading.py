@@ -499,3 +499,47 @@ def test_loops_report_to_their_own_thread():
                 loop.close()
 
     run_in_threads(8, worker)
+
+
+def test_threadsafe_callers_racing_close_touch_no_reused_descriptor():
+    """Threads keep calling call_soon_threadsafe while the loop closes: each gets either a
+    handle or "Event loop is closed", and no wake-up lands in a descriptor that took the
+    number of the loop's closed eventfd afterwards."""
+    for _ in range(20):
+        loop = goloop.new_event_loop()
+        stop = threading.Event()
+        outcomes = []
+
+        def caller():
+            while not stop.is_set():
+                try:
+                    loop.call_soon_threadsafe(lambda: None)
+                except RuntimeError as exc:
+                    outcomes.append(str(exc))
+                    return
+                # let the loop's wake-up be drained now and then, so writes keep happening
+                time.sleep(0)
+
+        threads = [threading.Thread(target=caller) for _ in range(4)]
+        for t in threads:
+            t.start()
+        loop.run_until_complete(asyncio.sleep(0.002))  # drains wake-ups: callers keep writing
+        loop.close()
+        pipes = [os.pipe() for _ in range(4)]  # take the freed numbers
+        for r, w in pipes:
+            os.set_blocking(r, False)
+        stop.set()
+        for t in threads:
+            t.join()
+        try:
+            for r, _ in pipes:
+                try:
+                    data = os.read(r, 64)
+                except BlockingIOError:
+                    data = b""
+                assert data == b"", "a wake-up was written into a reused descriptor"
+        finally:
+            for r, w in pipes:
+                os.close(r)
+                os.close(w)
+        assert all(o == "Event loop is closed" for o in outcomes), outcomes

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import fractions
 import functools
 import gc
 import logging
@@ -1828,3 +1829,21 @@ def test_debug_exception_context_has_source_traceback(loop):
     tb = ctx["source_traceback"]
     assert tb is handle._source_traceback
     assert tb[-1].name == "schedule_it"
+
+
+@pytest.mark.parametrize("kind", [int, float, fractions.Fraction])
+def test_call_at_keeps_when_as_given(loop, kind):
+    """asyncio's TimerHandle keeps call_at's `when` object: an int stays an int in when(),
+    _when, repr() and hash(); the timer still fires at that time."""
+    when = kind(int(loop.time()) + 1000)
+    h = loop.call_at(when, lambda: None)
+    assert type(h.when()) is kind and h.when() == when
+    assert h._when == when and type(h._when) is kind
+    assert f"when={when} " in repr(h)  # str(), as asyncio formats it
+    assert hash(h) == hash(when)
+    h.cancel()
+    fired = []
+    soon = loop.call_at(kind(int(loop.time())), fired.append, 1)  # in the past: runs now
+    assert type(soon.when()) is kind
+    loop.run_until_complete(asyncio.sleep(0.01))
+    assert fired == [1]

@@ -53,6 +53,15 @@ typedef struct {
     Py_ssize_t inbox_head, inbox_len, inbox_cap, inbox_n;
     PyObject **taken;            /* the owner's copy of what it took from the inbox */
     Py_ssize_t taken_cap;
+    /* The loop's wake-up, written by other threads in C (gl_wake) rather than by a call into
+     * Go, which from a thread Go did not make (a server's native threads) hands a Go P
+     * around per call. wake_fd is an eventfd the loop's poller watches; wake_pending is the
+     * poller's flag (0 idle, 1 written and not drained, 2 closed; poller.NewSharedWake);
+     * wake_mu orders the writers (read side) against close (write side), so no write reaches
+     * a closed, reused descriptor number. */
+    int wake_fd;
+    int32_t wake_pending;
+    pthread_rwlock_t wake_mu;
 } GLLoop;
 
 /* goloop's Handle and TimerHandle (one layout; the TimerHandle type adds when()). */
@@ -65,6 +74,8 @@ typedef struct {
     PyObject *weakreflist;
     PyObject *repr;              /* repr saved at cancel() in debug mode */
     PyObject *source_tb;         /* debug mode: where the handle was created */
+    PyObject *when_obj;          /* call_at's `when` when it was not a float (asyncio keeps it
+                                  * as given: an int stays an int in when()), else NULL */
     double when;
     char cancelled;
     char scheduled;              /* timer: in the loop's heap */
@@ -139,6 +150,18 @@ Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, in
 #define GL_RB_GETBUF (-1)   /* gl_read_buffered_u's failures */
 #define GL_RB_UPDATED (-2)
 #define GL_RB_ERRNO (-1000) /* minus errno */
+/* The loop thread's state, read by Go (no call) to see whether other Python threads exist:
+ * NULL on free-threaded builds, which have no GIL to hand over. */
+static inline PyThreadState *gl_gil_tstate(void) {
+#ifdef Py_GIL_DISABLED
+    return NULL;
+#else
+    return PyThreadState_Get();
+#endif
+}
+int gl_wake(GLLoop *self);
+int gl_wake_init(GLLoop *self);
+void gl_wake_close(GLLoop *self);
 int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *err, int *sig);
 Py_ssize_t gl_read_deliver_u(uintptr_t meth, int fd, uintptr_t rbuf, Py_ssize_t rbuf_len,
                              Py_ssize_t last, uintptr_t ctx);

@@ -9,6 +9,8 @@ static PyObject *py_format_callback_source, *empty_tuple;  /* set at module init
 
 /* ---------- Handle ---------- */
 
+static PyObject *handle_when(GLHandle *h, PyObject *Py_UNUSED(ignored));
+
 static int handle_traverse(GLHandle *h, visitproc visit, void *arg) {
     Py_VISIT(h->callback);
     Py_VISIT(h->args);
@@ -16,6 +18,7 @@ static int handle_traverse(GLHandle *h, visitproc visit, void *arg) {
     Py_VISIT(h->loop);
     Py_VISIT(h->repr);
     Py_VISIT(h->source_tb);
+    Py_VISIT(h->when_obj);
     return 0;
 }
 
@@ -26,6 +29,7 @@ static int handle_clear(GLHandle *h) {
     Py_CLEAR(h->loop);
     Py_CLEAR(h->repr);
     Py_CLEAR(h->source_tb);
+    Py_CLEAR(h->when_obj);
     return 0;
 }
 
@@ -63,9 +67,9 @@ static PyObject *handle_repr_info(GLHandle *h) {
         PyErr_Clear();
     }
     if (Py_IS_TYPE(h, GL_TimerHandleType)) {
-        when = PyFloat_FromDouble(h->when);
+        when = handle_when(h, NULL);
         if (when != NULL)
-            r = PyUnicode_FromFormat("<%s%s when=%R%s%U>", kind, h->cancelled ? " cancelled" : "", when,
+            r = PyUnicode_FromFormat("<%s%s when=%S%s%U>", kind, h->cancelled ? " cancelled" : "", when,
                                      PyUnicode_GET_LENGTH(src) ? " " : "", src);
     } else {
         r = PyUnicode_FromFormat("<%s%s%s%U>", kind, h->cancelled ? " cancelled" : "",
@@ -119,7 +123,12 @@ static PyObject *handle_run(GLHandle *h, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *handle_when(GLHandle *h, PyObject *Py_UNUSED(ignored)) {
+    if (h->when_obj != NULL) return Py_NewRef(h->when_obj);
     return PyFloat_FromDouble(h->when);
+}
+
+static PyObject *handle_get_when(GLHandle *h, void *closure) {
+    return handle_when(h, NULL);
 }
 
 static PyObject *timer_richcompare(PyObject *a, PyObject *b, int op) {
@@ -144,7 +153,7 @@ static PyObject *timer_richcompare(PyObject *a, PyObject *b, int op) {
 }
 
 static Py_hash_t timer_hash(GLHandle *h) {
-    PyObject *f = PyFloat_FromDouble(h->when);
+    PyObject *f = handle_when(h, NULL);
     if (f == NULL) return -1;
     Py_hash_t r = PyObject_Hash(f);
     Py_DECREF(f);
@@ -171,7 +180,6 @@ static PyMemberDef handle_members[] = {
     {"_loop", T_OBJECT, offsetof(GLHandle, loop), READONLY, NULL},
     {"_cancelled", T_BOOL, offsetof(GLHandle, cancelled), READONLY, NULL},
     {"_scheduled", T_BOOL, offsetof(GLHandle, scheduled), READONLY, NULL},
-    {"_when", T_DOUBLE, offsetof(GLHandle, when), READONLY, NULL},
     {NULL}
 };
 
@@ -183,6 +191,7 @@ static PyObject *handle_source_traceback(GLHandle *h, void *closure) {
 
 static PyGetSetDef handle_getset[] = {
     {"_source_traceback", (getter)handle_source_traceback, NULL, NULL, NULL},
+    {"_when", (getter)handle_get_when, NULL, NULL, NULL},
     {NULL}
 };
 
@@ -324,7 +333,7 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
     if (nargs > 0) {
         PyObject *t = PyTuple_New(nargs);
         if (t == NULL) {
-            h->callback = h->context = h->loop = h->weakreflist = h->repr = h->source_tb = NULL;
+            h->callback = h->context = h->loop = h->weakreflist = h->repr = h->source_tb = h->when_obj = NULL;
             Py_DECREF(h);
             return NULL;
         }
@@ -337,7 +346,7 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
     if (context == NULL || context == Py_None) {
         h->context = PyContext_CopyCurrent();
         if (h->context == NULL) {
-            h->callback = h->loop = h->weakreflist = h->repr = h->source_tb = NULL;
+            h->callback = h->loop = h->weakreflist = h->repr = h->source_tb = h->when_obj = NULL;
             Py_DECREF(h);
             return NULL;
         }
@@ -362,6 +371,7 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
         }
         if (h->source_tb == NULL) PyErr_Clear();
     }
+    h->when_obj = NULL;
     h->when = when;
     h->cancelled = 0;
     h->scheduled = 0;

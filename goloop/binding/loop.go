@@ -227,8 +227,11 @@ type loop struct {
 	dirty []*conn // connections with writes queued this iteration
 	rbuf  []byte  // read buffer shared by the loop's connections (C memory)
 
-	lastPoll     int64 // nanotime of the last poll
-	lastYield    int64 // nanotime of the last runtime.Gosched
+	asgi []*asgiSrv // goloop serve's servers on this loop (asgi.go)
+
+	lastPoll     int64            // nanotime of the last poll
+	tstate       *C.PyThreadState // the running thread's state (nil: no GIL to share)
+	lastYield    int64            // nanotime of the last runtime.Gosched
 	blockingWait func(epfd int, raw []unix.EpollEvent, ms int) (int, error)
 	sig          C.int // PyErr_CheckSignals() after the last blocking wait
 	errno        C.int
@@ -237,7 +240,8 @@ type loop struct {
 // pollEvery bounds how long a loop whose ready queue never empties may go without looking
 // for I/O. Below it, an iteration with callbacks already queued skips the non-blocking
 // epoll_wait, which would otherwise cost a system call per iteration (a third of the time
-// of a call_soon chain).
+// of a call_soon chain). While other Python threads exist the loop polls on every
+// iteration anyway, with the GIL released, so they get their turn (otherThreads).
 const pollEvery = 20_000 // ns
 
 // inboxBatch bounds what one iteration takes from the inbox (handles other threads
@@ -298,7 +302,8 @@ func ensureProcs() {
 func glLoopInit(self *C.GLLoop) (rc C.int) {
 	defer recoverInt(&rc)
 	procsOnce.Do(ensureProcs)
-	p, err := poller.New(512)
+	// The wake-up's eventfd and flag are C's: other threads write them without calling Go.
+	p, err := poller.NewSharedWake(512, int(self.wake_fd), (*atomic.Int32)(unsafe.Pointer(&self.wake_pending)))
 	if err != nil {
 		raiseErr(err)
 		return -1
@@ -412,23 +417,6 @@ func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
 	return 0
 }
 
-// glWake ends a poll in progress (or makes the next one return at once): the inbox got
-// its first handle. Any thread may call it.
-//
-//export glWake
-func glWake(self *C.GLLoop) (rc C.int) {
-	defer recoverInt(&rc)
-	if err := getLoop(self).poll.Wake(); err != nil {
-		if err == poller.ErrClosed { // close() ran between the caller's check and its queueing
-			raise(C.PyExc_RuntimeError, "Event loop is closed")
-		} else {
-			raiseErr(err)
-		}
-		return -1
-	}
-	return 0
-}
-
 // glCheckThread is asyncio's _check_thread, done in debug mode by call_soon, call_later
 // and call_at (any thread may call it).
 //
@@ -455,6 +443,7 @@ func glRunCore(self *C.GLLoop) (ret pyObj) {
 	// whole: the bound of an iteration's batch is for handles that arrive while it runs.
 	C.gl_set_owner(self, C.gl_thread_ident())
 	self.running = 1
+	l.tstate = C.gl_gil_tstate()
 	defer func() {
 		self.running = 0
 		C.gl_set_owner(self, 0)
@@ -474,6 +463,15 @@ func glRunCore(self *C.GLLoop) (ret pyObj) {
 			return C.gl_none()
 		}
 	}
+}
+
+// otherThreads tells whether another Python thread exists that may wait for the GIL: the
+// interpreter's thread states form a doubly linked list, so this thread's state has a
+// neighbour iff there is another (threading's threads, executors, and foreign threads while
+// they hold or wait for the GIL through PyGILState_Ensure). Two loads, no call into C.
+func (l *loop) otherThreads() bool {
+	ts := l.tstate
+	return ts != nil && (ts.prev != nil || ts.next != nil)
 }
 
 // cBlockingWait is the epoll_wait of a blocking poll, made in C with the GIL released.
@@ -520,6 +518,9 @@ func (l *loop) runOnce() bool {
 	if !l.takeInbox(inboxBatch) {
 		return false
 	}
+	if len(l.asgi) > 0 && !l.takeASGI() { // goloop serve's requests (asgi.go)
+		return false
+	}
 	l.purgeTimers()
 
 	timeout := -1
@@ -535,7 +536,16 @@ func (l *loop) runOnce() bool {
 	var err error
 	if timeout == 0 {
 		now := nanotime()
-		if now-l.lastPoll >= pollEvery || self.stopping != 0 {
+		if l.otherThreads() {
+			// Another Python thread may be waiting for the GIL: poll with the GIL released on
+			// every iteration, as asyncio's loop and uvloop do, so it gets its turn now
+			// rather than after the 5 ms switch interval.
+			l.lastPoll = now
+			events, _, err = l.poll.WaitUsing(0, l.blockingWait)
+			if l.sig < 0 {
+				return false
+			}
+		} else if now-l.lastPoll >= pollEvery || self.stopping != 0 {
 			l.lastPoll = now
 			events, _, err = l.poll.Wait(0)
 		}
@@ -864,12 +874,14 @@ func (l *loop) release() {
 	for c := range l.conns {
 		c.detach()
 	}
+	l.releaseASGI()
 	l.fds.each(func(fd int, _ *fdEntry) bool {
 		l.removeIO(fd, false)
 		l.removeIO(fd, true)
 		return true
 	})
-	l.poll.Close()
+	l.poll.Close()          // wake_pending = 2: no new writer
+	C.gl_wake_close(l.self) // then the eventfd, once no writer is mid-write
 	if l.rbuf != nil {
 		C.free(unsafe.Pointer(&l.rbuf[0]))
 		l.rbuf = nil

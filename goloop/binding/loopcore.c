@@ -4,6 +4,9 @@
  * wrappers of the Go loop's exports (run, timers, readers/writers), asyncio's attributes as
  * C fields Go reads, and the blocking poll that releases the GIL. */
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <stdint.h>
 #include <errno.h>
 #include "gl.h"
 #include "_cgo_export.h"
@@ -110,6 +113,62 @@ Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out) {
     return k;
 }
 
+/* The loop's eventfd, made before its Go side (which registers it with the poller). */
+int gl_wake_init(GLLoop *self) {
+    if (self->wake_fd >= 0) return 0;
+    self->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (self->wake_fd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    return 0;
+}
+
+/* Ends a poll in progress, or makes the next one return at once, from any thread: the
+ * poller's protocol (poller.NewSharedWake). Raises RuntimeError once the loop is closed. */
+int gl_wake(GLLoop *self) {
+    int32_t seen = 0;
+    if (!__atomic_compare_exchange_n(&self->wake_pending, &seen, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        if (seen != 2) return 0; /* a wake-up is written and not yet drained */
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return -1;
+    }
+    pthread_rwlock_rdlock(&self->wake_mu);
+    int err = 0;
+    if (self->wake_fd < 0) {
+        err = -1; /* closed after our compare-and-swap */
+    } else {
+        uint64_t one = 1;
+        while (write(self->wake_fd, &one, sizeof one) < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN) err = errno; /* EAGAIN: the counter is full, a wake-up is pending */
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&self->wake_mu);
+    if (err == -1) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return -1;
+    }
+    if (err != 0) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    return 0;
+}
+
+/* Closes the eventfd once no writer is between its check and its write (loop close; the
+ * poller has set wake_pending to 2, so no new writer gets that far). */
+void gl_wake_close(GLLoop *self) {
+    __atomic_store_n(&self->wake_pending, 2, __ATOMIC_SEQ_CST);
+    pthread_rwlock_wrlock(&self->wake_mu);
+    int fd = self->wake_fd;
+    self->wake_fd = -1;
+    pthread_rwlock_unlock(&self->wake_mu);
+    if (fd >= 0) close(fd);
+}
+
 void gl_set_owner(GLLoop *self, unsigned long owner) { GL_STORE(self->owner, owner); }
 void gl_set_closed(GLLoop *self) { GL_STORE(self->closed, 1); }
 
@@ -119,7 +178,7 @@ void gl_set_closed(GLLoop *self) { GL_STORE(self->closed, 1); }
 static int queue_soon(GLLoop *self, PyObject *h) {
     if (GL_LOAD(self->owner) == gl_thread_ident()) return stage(self, h);
     int rc = inbox_push(self, h);
-    if (rc == 1 && glWake(self) < 0) {
+    if (rc == 1 && gl_wake(self) < 0) {
         /* h is queued: the exception (the poller is closed) is the caller's only news */
         return -2;
     }
@@ -221,7 +280,10 @@ static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     if (to_seconds(args[0], "when", &when) < 0) return NULL;
-    return schedule(self, "call_at", GL_TimerHandleType, when, GL_MODE_TIMER, args, nargs, kwnames, 1);
+    PyObject *h = schedule(self, "call_at", GL_TimerHandleType, when, GL_MODE_TIMER, args, nargs, kwnames, 1);
+    if (h != NULL && !PyFloat_CheckExact(args[0])) /* asyncio's when() returns `when` as given */
+        ((GLHandle *)h)->when_obj = Py_NewRef(args[0]);
+    return h;
 }
 
 static PyObject *tasks_module, *str_Task, *task_kwnames, *str_create_task_py;
@@ -413,6 +475,7 @@ static PyObject *loop_stats(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
 static int loop_init(GLLoop *self, PyObject *args, PyObject *kwds) {
     GL_FORK_GUARD(-1);
     if (self->id >= 0) return 0; /* already initialized */
+    if (gl_wake_init(self) < 0) return -1;
     return glLoopInit(self);
 }
 
@@ -421,6 +484,8 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     if (self == NULL) return NULL;
     self->id = -1;
     pthread_mutex_init(&self->inbox_mu, NULL);  /* cannot fail with default attributes */
+    pthread_rwlock_init(&self->wake_mu, NULL);
+    self->wake_fd = -1;
     Py_INCREF(Py_None);
     self->thread_id = Py_None;
     self->slow_callback_duration = 0.1;
@@ -443,6 +508,8 @@ static void loop_dealloc(GLLoop *self) {
     PyMem_Free(self->taken);
     self->taken = NULL;
     pthread_mutex_destroy(&self->inbox_mu);
+    if (self->wake_fd >= 0 && !gl_forked) gl_wake_close(self);
+    pthread_rwlock_destroy(&self->wake_mu);
     Py_CLEAR(self->thread_id);
     Py_CLEAR(self->task_factory);
     Py_TYPE(self)->tp_free((PyObject *)self);

@@ -2,6 +2,7 @@
  * functions: handle.c, loopcore.c, sockfast.c, transport.c, readpath.c, http.c, sslfast.c)
  * and the fork guard. */
 #include "gl.h"
+#include "asgi.h"
 #include "_cgo_export.h"
 
 int gl_forked = 0;
@@ -47,7 +48,7 @@ PyMODINIT_FUNC PyInit__goloop(void) {
 #endif
     if (gl_init_handle_types(m) < 0 || gl_init_loopcore(m) < 0 || gl_init_sockfast(m) < 0 ||
         gl_init_readpath() < 0 || gl_init_transport_type(m) < 0 || gl_init_http(m) < 0 ||
-        gl_init_ssl(m) < 0)
+        gl_init_ssl(m) < 0 || gl_init_asgi(m) < 0)
         goto fail;
     /* Fork guard: a child forked after the Go runtime started must not call into Go. */
     PyObject *os = PyImport_ImportModule("os");

@@ -33,15 +33,37 @@ type Event struct {
 type Poller struct {
 	epfd    int
 	wakefd  int
-	pending atomic.Int32 // 1 while a wake-up is written and not yet drained; wakeClosed after Close
-	wakeMu  sync.RWMutex // Wake's write (read side) against Close (write side)
+	pending *atomic.Int32 // 1 while a wake-up is written and not yet drained; wakeClosed after Close
+	wakeMu  sync.RWMutex  // Wake's write (read side) against Close (write side)
 	raw     []unix.EpollEvent
 	out     []Event
 	closed  bool
+	shared  bool // the wake-up descriptor and flag belong to the caller (NewSharedWake)
+	own     atomic.Int32
+}
+
+// NewSharedWake creates a poller whose wake-ups come through an eventfd and a pending flag
+// that the caller owns and writes itself, from code that is not Go (a thread of another
+// runtime calling into Go costs a scheduler hand-off per call). The writer's protocol is
+// Wake's: compare-and-swap pending from 0 to 1, and only if that succeeded write 1 to the
+// eventfd (EAGAIN is a pending wake-up); pending == 2 means closed. The poller drains the
+// eventfd and resets pending to 0 when Wait sees it; Close sets pending to 2 but neither
+// closes the eventfd nor orders itself against the writer: the caller does both.
+func NewSharedWake(maxEvents int, wakefd int, pending *atomic.Int32) (*Poller, error) {
+	p, err := newPoller(maxEvents, wakefd, pending)
+	if p != nil {
+		p.shared = true
+	}
+	return p, err
 }
 
 // New creates a poller with room for maxEvents events per Wait.
 func New(maxEvents int) (*Poller, error) {
+	return newPoller(maxEvents, -1, nil)
+}
+
+// newPoller makes the epoll descriptor, then (wfd < 0) its own eventfd.
+func newPoller(maxEvents int, wfd int, pending *atomic.Int32) (*Poller, error) {
 	if maxEvents <= 0 {
 		maxEvents = 256
 	}
@@ -49,14 +71,23 @@ func New(maxEvents int) (*Poller, error) {
 	if err != nil {
 		return nil, err
 	}
-	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		unix.Close(epfd)
-		return nil, err
+	own := wfd < 0
+	if own {
+		if wfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+			unix.Close(epfd)
+			return nil, err
+		}
 	}
 	p := &Poller{epfd: epfd, wakefd: wfd, raw: make([]unix.EpollEvent, maxEvents), out: make([]Event, 0, maxEvents)}
+	p.pending = pending
+	if pending == nil {
+		p.pending = &p.own
+	}
 	if err := p.ctl(unix.EPOLL_CTL_ADD, wfd, unix.EPOLLIN); err != nil {
-		p.Close()
+		unix.Close(epfd)
+		if own {
+			unix.Close(wfd)
+		}
 		return nil, err
 	}
 	return p, nil
@@ -215,6 +246,9 @@ func (p *Poller) Close() error {
 	p.pending.Store(wakeClosed)
 	p.wakeMu.Unlock()
 	err1 := unix.Close(p.epfd)
+	if p.shared {
+		return err1
+	}
 	err2 := unix.Close(p.wakefd)
 	if err1 != nil {
 		return err1

@@ -15,7 +15,7 @@ from typing import Any, Coroutine, TypeVar
 
 from . import _compat
 
-__all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run"]
+__all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run", "serve"]
 __version__ = "0.1.0"
 
 _T = TypeVar("_T")
@@ -61,6 +61,15 @@ def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
         raise RuntimeError("goloop.run() cannot be called from a running event loop")
     with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
         return runner.run(main)
+
+
+def serve(app: Any, **options: Any) -> int:
+    """Serve the ASGI application app (or "module:attribute") with goloop's own server (HTTP in
+    Go, the app on goloop's loop) until SIGINT/SIGTERM. Options are uvicorn's: host, port, uds,
+    fd, root_path, timeout_keep_alive, lifespan ... (goloop._serve.SUPPORTED_OPTIONS)."""
+    from ._serve import serve as _serve
+
+    return _serve(app, **options)
 
 
 def __getattr__(name: str) -> Any:

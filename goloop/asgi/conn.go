@@ -1,0 +1,518 @@
+package asgi
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/goloop/goloop/goloop/httpparser"
+	"golang.org/x/sys/unix"
+)
+
+// Addr is one end of a connection as ASGI's scope gives it: host and port for TCP; for a
+// Unix socket, Unix is set and Host is the socket's path (Port 0).
+type Addr struct {
+	Host string
+	Port int
+	Unix bool
+}
+
+func addrOf(a net.Addr) Addr {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return Addr{Host: a.IP.String(), Port: a.Port}
+	case *net.UnixAddr:
+		return Addr{Host: a.Name, Unix: true}
+	}
+	return Addr{}
+}
+
+// Conn is one HTTP/1.1 connection. Its goroutine reads and parses; the application's
+// thread answers its requests (Request's methods) and flushes (Server.Flush).
+type Conn struct {
+	s      *Server
+	nc     net.Conn
+	rc     syscall.RawConn // for the non-blocking write of Flush
+	Remote Addr
+	Local  Addr
+
+	mu       sync.Mutex
+	inflight []*Request // dispatched, response not complete, in request order
+	out      []byte     // response bytes ready to be written, in order
+	writing  bool       // a flush or the writer goroutine owns the socket's output
+	closing  bool       // no more requests: close once the ones in flight are written
+	closed   bool
+	paused   bool          // the reader waits for room (wake)
+	isDirty  bool          // in the server's dirty list
+	wake     chan struct{} // cap 1: room for the reader, or closed
+
+	// the reader goroutine's own state
+	p        *httpparser.Parser
+	cur      *Request // the request being received (head or body)
+	batch    []Event
+	stopRead bool
+	deadline time.Time
+}
+
+func newConn(s *Server, nc net.Conn) *Conn {
+	c := &Conn{s: s, nc: nc, Remote: addrOf(nc.RemoteAddr()), Local: addrOf(nc.LocalAddr()),
+		wake: make(chan struct{}, 1)}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.rc, _ = sc.SyscallConn()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c.p = httpparser.NewRequestParser(c)
+	c.p.MaxHeaderSize = s.cfg.MaxHeadSize
+	c.p.UpgradeSkipsBody = true
+	c.p.SetLeniencies(httpparser.LenientDataAfterClose)
+	c.p.Want = httpparser.WantMessageBegin | httpparser.WantURL | httpparser.WantHeader |
+		httpparser.WantHeadersComplete | httpparser.WantBody | httpparser.WantMessageComplete
+	return c
+}
+
+// serve is the connection's goroutine: read, parse, queue the requests.
+func (c *Conn) serve() {
+	defer func() {
+		if r := recover(); r != nil {
+			c.lost()
+		}
+	}()
+	buf := make([]byte, 16*1024)
+	ka := c.s.cfg.KeepAliveTimeout
+	for {
+		if !c.waitRoom() {
+			return
+		}
+		if now := time.Now(); c.deadline.Sub(now) < ka*3/4 {
+			c.deadline = now.Add(ka)
+			c.nc.SetReadDeadline(c.deadline)
+		}
+		n, err := c.nc.Read(buf)
+		if n > 0 {
+			c.feed(buf[:n])
+		}
+		if len(c.batch) > 0 {
+			c.s.push(c.batch...)
+			clear(c.batch)
+			c.batch = c.batch[:0]
+		}
+		if c.stopRead {
+			return
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.mu.Lock()
+				busy := len(c.inflight) > 0 || c.writing || len(c.out) > 0
+				c.mu.Unlock()
+				if busy {
+					c.deadline = time.Time{}
+					continue
+				}
+			}
+			c.lost()
+			return
+		}
+	}
+}
+
+// waitRoom blocks while the connection has as many requests in flight as it may, or the
+// request being received holds as much unread body as it may. False: the connection closed.
+func (c *Conn) waitRoom() bool {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return false
+		}
+		full := len(c.inflight) >= c.s.cfg.MaxPipeline ||
+			(c.cur != nil && c.cur.dispatched && len(c.cur.body) > c.s.cfg.BodyBuffer)
+		c.paused = full
+		c.mu.Unlock()
+		if !full {
+			return true
+		}
+		<-c.wake
+	}
+}
+
+// room wakes the reader if it waits for room (c.mu held).
+func (c *Conn) roomLocked() {
+	if c.paused {
+		c.paused = false
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *Conn) feed(data []byte) {
+	err := c.p.Feed(data)
+	if err == nil {
+		return
+	}
+	var ue *httpparser.UpgradeError
+	if errors.As(err, &ue) {
+		// No protocol switch in this version: the request was answered as a plain one
+		// (keep-alive off); what follows it is not HTTP/1.1 and is not read.
+		c.stopRead = true
+		return
+	}
+	code := 400
+	var pe *httpparser.Error
+	if errors.As(err, &pe) && pe.Kind == httpparser.KindHeaderOverflow {
+		code = 431
+	}
+	if c.cur != nil && c.cur.dispatched {
+		// The request's body is malformed: the application sees the client go away.
+		c.mu.Lock()
+		c.cur.lost = true
+		c.wakeLocked(c.cur, &c.batch)
+		c.dropLocked(c.cur) // it is not answered: the 400 follows the responses before it
+		c.mu.Unlock()
+	}
+	c.cur = nil
+	c.answer(code, "Invalid HTTP request received.")
+	c.stopRead = true
+}
+
+// answer queues a response of the server's own (400, 431, 503) after the requests in
+// flight and closes the connection after it.
+func (c *Conn) answer(code int, text string) {
+	r := &Request{c: c, keepAlive: false}
+	r.buildOwn(code, text)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	r.done = true
+	c.inflight = append(c.inflight, r)
+	c.advanceLocked()
+	c.mu.Unlock()
+	c.flush()
+}
+
+// httpparser.Handler
+
+func (c *Conn) OnMessageBegin() error {
+	c.cur = &Request{c: c, clen: -1}
+	return nil
+}
+
+func (c *Conn) OnURL(url []byte) error {
+	c.cur.target = append(c.cur.target, url...)
+	return nil
+}
+
+func (c *Conn) OnStatus([]byte) error { return nil }
+
+func (c *Conn) OnHeader(name, value []byte) error {
+	r := c.cur
+	if r.dispatched { // a trailer: not in ASGI's http.request
+		return nil
+	}
+	for _, b := range name {
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		r.Blob = append(r.Blob, b)
+	}
+	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	r.Blob = append(r.Blob, value...)
+	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	return nil
+}
+
+func (c *Conn) OnHeadersComplete() error {
+	r := c.cur
+	p := c.p
+	r.Major, r.Minor = p.Major(), p.Minor()
+	r.keepAlive = p.ShouldKeepAlive() && !p.ShouldUpgrade()
+	r.head = p.Method()[0] == 'H' && string(p.Method()) == "HEAD"
+	r.finishHead(p.Method())
+	if !r.keepAlive {
+		c.stopRead = true
+	}
+	if lim := c.s.cfg.LimitConcurrency; lim > 0 && c.s.inflight.Load() >= int64(lim) {
+		r.own = true
+		return nil
+	}
+	c.mu.Lock()
+	if c.closing || c.closed {
+		c.mu.Unlock()
+		r.own = true
+		return nil
+	}
+	r.dispatched = true
+	c.inflight = append(c.inflight, r)
+	c.mu.Unlock()
+	c.s.inflight.Add(1)
+	c.s.requests.Add(1)
+	c.batch = append(c.batch, Event{Kind: EvRequest, Req: r})
+	return nil
+}
+
+func (c *Conn) OnBody(chunk []byte) error {
+	r := c.cur
+	if !r.dispatched {
+		return nil
+	}
+	c.mu.Lock()
+	r.body = append(r.body, chunk...)
+	c.wakeLocked(r, &c.batch)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Conn) OnMessageComplete() error {
+	r := c.cur
+	c.cur = nil
+	if r == nil {
+		return nil
+	}
+	if !r.dispatched {
+		if r.own {
+			c.answer(503, "Service Unavailable")
+			c.stopRead = true
+		}
+		return nil
+	}
+	c.mu.Lock()
+	r.bodyDone = true
+	c.wakeLocked(r, &c.batch)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Conn) OnChunkHeader() error   { return nil }
+func (c *Conn) OnChunkComplete() error { return nil }
+
+// dropLocked removes r from the requests in flight (c.mu held).
+func (c *Conn) dropLocked(r *Request) {
+	for i, x := range c.inflight {
+		if x == r {
+			n := copy(c.inflight[i:], c.inflight[i+1:])
+			c.inflight[i+n] = nil
+			c.inflight = c.inflight[:i+n]
+			c.advanceLocked()
+			return
+		}
+	}
+}
+
+// wakeLocked queues an EvWake for r if its application waits (c.mu held).
+func (c *Conn) wakeLocked(r *Request, batch *[]Event) {
+	if r.waitRecv || r.waitSend {
+		r.waitRecv, r.waitSend = false, false
+		if batch != nil {
+			*batch = append(*batch, Event{Kind: EvWake, Req: r})
+		} else {
+			c.s.push(Event{Kind: EvWake, Req: r})
+		}
+	}
+}
+
+// advanceLocked moves the output of the requests at the head of the line to c.out: the
+// first request's bytes, and the following ones' as their predecessors complete.
+func (c *Conn) advanceLocked() {
+	for len(c.inflight) > 0 {
+		h := c.inflight[0]
+		if len(h.out) > 0 {
+			c.out = append(c.out, h.out...)
+			h.out = nil
+		}
+		if !h.done {
+			break
+		}
+		n := copy(c.inflight, c.inflight[1:])
+		c.inflight[n] = nil
+		c.inflight = c.inflight[:n]
+		c.roomLocked()
+		if !h.keepAlive {
+			c.closing = true
+			for _, r := range c.inflight { // cannot be answered on this connection
+				r.lost = true
+				c.wakeLocked(r, nil)
+			}
+			clear(c.inflight)
+			c.inflight = c.inflight[:0]
+			break
+		}
+	}
+	c.dirtyLocked()
+}
+
+// dirtyLocked puts c in the server's dirty list (once per flush) if it has output.
+func (c *Conn) dirtyLocked() {
+	if len(c.out) > 0 && !c.isDirty {
+		c.isDirty = true
+		if c.s.markDirty(c) {
+			c.s.needFlush.Store(true)
+		}
+	}
+}
+
+// flush writes c.out with non-blocking writes from the calling thread; what the socket
+// does not take goes to the writer goroutine.
+func (c *Conn) flush() {
+	c.mu.Lock()
+	c.isDirty = false
+	if c.writing {
+		c.mu.Unlock()
+		return
+	}
+	for len(c.out) > 0 && !c.closed {
+		c.writing = true
+		buf := c.out
+		c.mu.Unlock()
+		n, err := c.tryWrite(buf)
+		c.mu.Lock()
+		c.consumeLocked(n)
+		if err == unix.EAGAIN || (err == nil && n < len(buf)) {
+			go c.writer()
+			c.mu.Unlock()
+			return
+		}
+		if err != nil {
+			c.writing = false
+			c.lostLocked()
+			c.mu.Unlock()
+			return
+		}
+	}
+	c.writing = false
+	c.drainedLocked()
+	c.mu.Unlock()
+}
+
+func (c *Conn) tryWrite(buf []byte) (n int, err error) {
+	if c.rc == nil {
+		return 0, unix.EAGAIN
+	}
+	cerr := c.rc.Control(func(fd uintptr) {
+		for {
+			n, err = unix.Write(int(fd), buf)
+			if err != unix.EINTR {
+				return
+			}
+		}
+	})
+	if n < 0 {
+		n = 0
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return n, err
+}
+
+func (c *Conn) consumeLocked(n int) {
+	if n <= 0 {
+		return
+	}
+	if n >= len(c.out) {
+		c.out = c.out[:0]
+		if cap(c.out) > 1<<20 {
+			c.out = nil
+		}
+		return
+	}
+	m := copy(c.out, c.out[n:])
+	c.out = c.out[:m]
+}
+
+// writer writes c.out with blocking writes (Go's netpoller) until it is empty.
+func (c *Conn) writer() {
+	c.mu.Lock()
+	for len(c.out) > 0 && !c.closed {
+		buf := c.out
+		c.mu.Unlock()
+		n, err := c.nc.Write(buf)
+		c.mu.Lock()
+		c.consumeLocked(n)
+		if err != nil {
+			c.writing = false
+			c.lostLocked()
+			c.mu.Unlock()
+			return
+		}
+	}
+	c.writing = false
+	c.drainedLocked()
+	c.mu.Unlock()
+}
+
+// drainedLocked: the output is written. Wake the senders that wait for it; close the
+// connection if it is done.
+func (c *Conn) drainedLocked() {
+	for _, r := range c.inflight {
+		if r.waitSend {
+			c.wakeLocked(r, nil)
+		}
+	}
+	if c.closing && len(c.inflight) == 0 && len(c.out) == 0 && !c.closed {
+		c.closeLocked()
+	}
+}
+
+func (c *Conn) closeLocked() {
+	c.closed = true
+	if tc, ok := c.nc.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	c.nc.Close()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	go c.s.forget(c)
+}
+
+// lost: the client went away or the connection failed: every request in flight sees it.
+func (c *Conn) lost() {
+	c.mu.Lock()
+	c.lostLocked()
+	c.mu.Unlock()
+}
+
+func (c *Conn) lostLocked() {
+	for _, r := range c.inflight {
+		r.lost = true
+		c.wakeLocked(r, nil)
+	}
+	clear(c.inflight)
+	c.inflight = c.inflight[:0]
+	c.out = nil
+	if !c.closed {
+		c.closed = true
+		c.nc.Close()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		go c.s.forget(c)
+	}
+}
+
+// shutdown: the server closes. An idle connection closes now; a busy one after its
+// requests in flight are answered.
+func (c *Conn) shutdown() {
+	c.mu.Lock()
+	c.closing = true
+	if len(c.inflight) == 0 && len(c.out) == 0 && !c.writing && !c.closed {
+		c.closeLocked()
+	}
+	c.mu.Unlock()
+}
+
+func (c *Conn) abort() { c.lost() }
+
+// ErrDisconnected is returned by Start and Send when the client went away (ASGI 2.4:
+// send raises an OSError then).
+var ErrDisconnected = errors.New("client disconnected")

@@ -1,0 +1,468 @@
+package asgi
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"unsafe"
+)
+
+// Request is one request of a connection. Its head is read-only once queued; the body,
+// response and waiting state are shared by the connection's goroutine and the
+// application's thread under the connection's lock. The application's side (Receive,
+// Start, Send, AppDone, ...) is called from one thread at a time.
+type Request struct {
+	c *Conn
+
+	// Blob holds the head's byte strings, Ends their ends: header i's name (lower-cased)
+	// is segment 2i and its value 2i+1; after the headers come the method, the raw path,
+	// the query string (without '?') and the percent-decoded path.
+	Blob  []byte
+	Ends  []int32
+	Major int
+	Minor int
+	// Tag is the application's (the binding keeps its own state of the request there:
+	// memory Go does not manage).
+	Tag unsafe.Pointer
+
+	target     []byte
+	head       bool // a HEAD request: the response has no body
+	keepAlive  bool
+	dispatched bool // queued for the application
+	own        bool // answered by the server itself (limit reached, shutting down)
+
+	// under c.mu
+	body      []byte // unread body
+	bodyDone  bool   // the whole body arrived
+	bodyTaken bool   // the last body part was handed over
+	waitRecv  bool   // the application waits for body or disconnect: EvWake on change
+	waitSend  bool   // the application waits for the output to drain: EvWake then
+	lost      bool   // the client went away
+
+	// the response, under c.mu
+	started  bool
+	headSent bool
+	done     bool
+	appDone  bool
+	status   int
+	hdr      []byte // the application's header lines ("name: value\r\n" each)
+	noBody   bool
+	chunked  bool
+	clen     int64 // declared or computed Content-Length, -1 if none
+	sent     int64
+	out      []byte // output held while an earlier request's response is incomplete
+}
+
+// Conn returns the request's connection.
+func (r *Request) Conn() *Conn { return r.c }
+
+func (r *Request) seg(i int) []byte {
+	start := int32(0)
+	if i > 0 {
+		start = r.Ends[i-1]
+	}
+	return r.Blob[start:r.Ends[i]]
+}
+
+// NumHeaders is the number of header lines.
+func (r *Request) NumHeaders() int { return (len(r.Ends) - 4) / 2 }
+
+// Header returns header i: its lower-cased name and its value.
+func (r *Request) Header(i int) (name, value []byte) { return r.seg(2 * i), r.seg(2*i + 1) }
+
+func (r *Request) Method() []byte  { return r.seg(len(r.Ends) - 4) }
+func (r *Request) RawPath() []byte { return r.seg(len(r.Ends) - 3) }
+func (r *Request) Query() []byte   { return r.seg(len(r.Ends) - 2) }
+
+// Path is the percent-decoded path (bytes: UTF-8 decoding is the caller's).
+func (r *Request) Path() []byte { return r.seg(len(r.Ends) - 1) }
+
+// KeepAlive tells whether the connection stays open after this request's response.
+func (r *Request) KeepAlive() bool { return r.keepAlive }
+
+// finishHead completes Blob and Ends with the method, the raw path, the query and the path.
+func (r *Request) finishHead(method []byte) {
+	r.Blob = append(r.Blob, method...)
+	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	t := r.target
+	if len(t) > 0 && t[0] != '/' && t[0] != '*' { // absolute-form: scheme://authority/path
+		if i := bytes.Index(t, []byte("://")); i >= 0 {
+			rest := t[i+3:]
+			if j := bytes.IndexAny(rest, "/?"); j >= 0 {
+				t = rest[j:]
+			} else {
+				t = nil
+			}
+			if len(t) == 0 || t[0] == '?' {
+				t = append([]byte("/"), t...)
+			}
+		}
+	}
+	path, query := t, []byte(nil)
+	if i := bytes.IndexByte(t, '?'); i >= 0 {
+		path, query = t[:i], t[i+1:]
+	}
+	r.Blob = append(r.Blob, path...)
+	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	r.Blob = append(r.Blob, query...)
+	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	r.Blob = appendUnquote(r.Blob, path)
+	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	r.target = nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// appendUnquote appends s with its %XX escapes decoded (an invalid escape stays as it is,
+// as urllib.parse.unquote leaves it).
+func appendUnquote(dst, s []byte) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			hi, ok1 := unhex(s[i+1])
+			lo, ok2 := unhex(s[i+2])
+			if ok1 && ok2 {
+				dst = append(dst, hi<<4|lo)
+				i += 2
+				continue
+			}
+		}
+		dst = append(dst, s[i])
+	}
+	return dst
+}
+
+// RecvState is what Receive found.
+type RecvState uint8
+
+const (
+	RecvWait       RecvState = iota // nothing yet: an EvWake follows when something happens
+	RecvBody                        // a body part, more to come
+	RecvLast                        // the last body part (perhaps empty)
+	RecvDisconnect                  // the client went away, or the response is complete
+)
+
+// Receive takes the body received so far (ASGI's receive()).
+func (r *Request) Receive() ([]byte, RecvState) {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.lost {
+		return nil, RecvDisconnect
+	}
+	if len(r.body) > 0 || (r.bodyDone && !r.bodyTaken) {
+		b := r.body
+		r.body = nil
+		c.roomLocked()
+		if r.bodyDone {
+			r.bodyTaken = true
+			return b, RecvLast
+		}
+		return b, RecvBody
+	}
+	if r.bodyTaken && r.done {
+		return nil, RecvDisconnect
+	}
+	r.waitRecv = true
+	return nil, RecvWait
+}
+
+// Errors of Start and Send (the binding raises them as RuntimeError, ErrDisconnected as
+// an OSError).
+var (
+	ErrStarted    = errors.New("Unexpected ASGI message 'http.response.start' sent, after response already started.")
+	ErrNotStarted = errors.New("Expected ASGI message 'http.response.start', but got 'http.response.body'.")
+	ErrCompleted  = errors.New("Unexpected ASGI message 'http.response.body' sent, after response already completed.")
+	ErrTooLong    = errors.New("Response content longer than Content-Length")
+	ErrStatus     = errors.New("ASGI 'http.response.start' status must be an integer from 100 to 999")
+)
+
+// Start records the response's status and header lines ("name: value\r\n" each, already
+// validated). Nothing is written before the first body part.
+func (r *Request) Start(status int, hdr []byte) error {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.started {
+		return ErrStarted
+	}
+	if status < 100 || status > 999 {
+		return ErrStatus
+	}
+	if r.lost {
+		return ErrDisconnected
+	}
+	r.started = true
+	r.status = status
+	r.hdr = append(r.hdr[:0], hdr...)
+	return nil
+}
+
+// Send flags.
+const (
+	SendPaused = 1 << iota // the output is over its limit: wait for EvWake (SendReady)
+)
+
+// Send adds a body part (ASGI's http.response.body); more=false completes the response.
+func (r *Request) Send(body []byte, more bool) (flags int, err error) {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !r.started:
+		return 0, ErrNotStarted
+	case r.done:
+		return 0, ErrCompleted
+	case r.lost:
+		return 0, ErrDisconnected
+	}
+	var w []byte // where this part goes
+	head := len(c.inflight) > 0 && c.inflight[0] == r
+	if head {
+		w = c.out
+	} else {
+		w = r.out
+	}
+	if !r.headSent {
+		w = r.appendHead(w, len(body), more)
+		r.headSent = true
+	}
+	if len(body) > 0 && !r.noBody {
+		if r.clen >= 0 && r.sent+int64(len(body)) > r.clen {
+			r.restore(w, head)
+			return 0, ErrTooLong
+		}
+		if r.chunked {
+			w = strconv.AppendInt(w, int64(len(body)), 16)
+			w = append(w, "\r\n"...)
+			w = append(w, body...)
+			w = append(w, "\r\n"...)
+		} else {
+			w = append(w, body...)
+		}
+		r.sent += int64(len(body))
+	}
+	if !more {
+		if r.chunked && !r.noBody {
+			w = append(w, "0\r\n\r\n"...)
+		}
+		if r.clen >= 0 && r.sent < r.clen && !r.noBody {
+			r.keepAlive = false // the framing is broken: close after what was sent
+		}
+	}
+	r.restore(w, head)
+	if !more {
+		r.completeLocked()
+	} else {
+		c.dirtyLocked()
+	}
+	if len(c.out) > c.s.cfg.WriteBuffer && !r.done {
+		if !c.writing {
+			c.mu.Unlock()
+			c.flush()
+			c.mu.Lock()
+		}
+		if len(c.out) > c.s.cfg.WriteBuffer && !r.lost {
+			r.waitSend = true
+			flags |= SendPaused
+		}
+	}
+	return flags, nil
+}
+
+func (r *Request) restore(w []byte, head bool) {
+	if head {
+		r.c.out = w
+	} else {
+		r.out = w
+	}
+}
+
+// completeLocked: the response is complete.
+func (r *Request) completeLocked() {
+	c := r.c
+	r.done = true
+	if r.waitRecv {
+		c.wakeLocked(r, nil)
+	}
+	if len(c.inflight) > 0 && c.inflight[0] == r {
+		c.advanceLocked()
+	}
+	c.dirtyLocked()
+	if len(c.out) == 0 && !c.writing {
+		c.drainedLocked()
+	}
+}
+
+// SendReady tells whether a sender paused by SendPaused may go on (false: wait for the
+// next EvWake); err is ErrDisconnected if the client went away meanwhile.
+func (r *Request) SendReady() (bool, error) {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.lost {
+		return true, ErrDisconnected
+	}
+	if len(c.out) > c.s.cfg.WriteBuffer && c.writing {
+		r.waitSend = true
+		return false, nil
+	}
+	return true, nil
+}
+
+// Started tells whether the response was started; Status is its status.
+func (r *Request) Started() bool { r.c.mu.Lock(); defer r.c.mu.Unlock(); return r.started }
+func (r *Request) Status() int   { r.c.mu.Lock(); defer r.c.mu.Unlock(); return r.status }
+
+// AppDone: the application's call for this request returned (or failed). A response not
+// started is answered 500; one started but incomplete ends the connection.
+func (r *Request) AppDone() {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.appDone {
+		return
+	}
+	r.appDone = true
+	c.s.inflight.Add(-1)
+	if r.lost {
+		c.dropLocked(r)
+		return
+	}
+	if r.done {
+		return
+	}
+	if !r.started {
+		r.keepAlive = r.keepAlive && !r.bodyPending()
+		w := c.out
+		head := len(c.inflight) > 0 && c.inflight[0] == r
+		if !head {
+			w = r.out
+		}
+		r.status = 500
+		r.hdr = append(r.hdr[:0], "content-type: text/plain; charset=utf-8\r\n"...)
+		r.started = true
+		const text = "Internal Server Error"
+		w = r.appendHead(w, len(text), false)
+		w = append(w, text...)
+		r.restore(w, head)
+		r.completeLocked()
+		return
+	}
+	r.keepAlive = false
+	r.completeLocked()
+}
+
+// bodyPending: the request's body was not all received (the connection cannot be reused
+// unless it is read to its end; it is closed instead).
+func (r *Request) bodyPending() bool { return !r.bodyDone }
+
+// appendHead appends the status line and headers of the response, deciding its framing.
+func (r *Request) appendHead(w []byte, n int, more bool) []byte {
+	c := r.c
+	s := c.s
+	if !r.bodyDone {
+		r.keepAlive = false // the rest of the body would have to be read first
+	}
+	if c.closing {
+		r.keepAlive = false
+	}
+	w = append(w, statusLine(r.status)...)
+	w = append(w, s.extra...)
+	if s.cfg.DateHeader {
+		w = append(w, dateHeader()...)
+	}
+	w = append(w, r.hdr...)
+	r.clen = -1
+	r.noBody = r.head || r.status < 200 || r.status == 204 || r.status == 304
+	hasTE, hasConn := false, false
+	scanHeaders(r.hdr, func(name, value []byte) {
+		switch {
+		case len(name) == 14 && equalFold(name, "content-length"):
+			if v, err := strconv.ParseInt(string(bytes.TrimSpace(value)), 10, 64); err == nil && v >= 0 {
+				r.clen = v
+			}
+		case len(name) == 17 && equalFold(name, "transfer-encoding"):
+			hasTE = true
+			r.chunked = bytes.HasSuffix(bytes.ToLower(bytes.TrimSpace(value)), []byte("chunked"))
+		case len(name) == 10 && equalFold(name, "connection"):
+			hasConn = true
+			if bytes.Contains(bytes.ToLower(value), []byte("close")) {
+				r.keepAlive = false
+			}
+		}
+	})
+	switch {
+	case r.clen >= 0 || hasTE || r.noBody:
+		if hasTE && !r.chunked {
+			r.keepAlive = false
+		}
+	case !more:
+		w = append(w, "content-length: "...)
+		w = strconv.AppendInt(w, int64(n), 10)
+		w = append(w, "\r\n"...)
+		r.clen = int64(n)
+	case r.Minor >= 1 || r.Major > 1:
+		w = append(w, "transfer-encoding: chunked\r\n"...)
+		r.chunked = true
+	default:
+		r.keepAlive = false // HTTP/1.0: the end of the body is the end of the connection
+	}
+	if !hasConn {
+		if !r.keepAlive {
+			w = append(w, "connection: close\r\n"...)
+		} else if r.Major == 1 && r.Minor == 0 {
+			w = append(w, "connection: keep-alive\r\n"...)
+		}
+	}
+	return append(w, "\r\n"...)
+}
+
+// buildOwn makes the response of the server's own answer (400, 431, 503) in r.out.
+func (r *Request) buildOwn(code int, text string) {
+	r.status = code
+	r.started, r.bodyDone = true, true
+	r.hdr = append(r.hdr, "content-type: text/plain; charset=utf-8\r\n"...)
+	r.out = r.appendHead(r.out, len(text), false)
+	r.out = append(r.out, text...)
+	r.headSent = true
+}
+
+func scanHeaders(b []byte, f func(name, value []byte)) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			i = len(b)
+		}
+		line := bytes.TrimRight(b[:i], "\r")
+		if j := bytes.IndexByte(line, ':'); j > 0 {
+			f(line[:j], bytes.TrimSpace(line[j+1:]))
+		}
+		if i == len(b) {
+			break
+		}
+		b = b[i+1:]
+	}
+}
+
+func equalFold(b []byte, lower string) bool {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}

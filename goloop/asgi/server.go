@@ -1,0 +1,370 @@
+// Package asgi is the HTTP engine of goloop's ASGI server (`goloop serve`): listeners,
+// connections, HTTP/1.1 parsing with goloop/httpparser, keep-alive, pipelining, request
+// bodies and response framing. It is pure Go and knows nothing of Python: complete request
+// heads become Requests queued as Events; whoever runs the application (goloop's binding,
+// on the loop thread) takes the queue, answers through Request's methods and calls Flush.
+// See DESIGN.md.
+package asgi
+
+import (
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config is the server's configuration. Zero values mean the defaults.
+type Config struct {
+	// MaxHeadSize limits a request's start line plus header section, a chunk-size line
+	// and a trailer section (uvicorn's --h11-max-incomplete-event-size; default 16 KiB,
+	// h11's). A larger head is answered 431 and the connection closed.
+	MaxHeadSize int
+	// KeepAliveTimeout closes a connection idle (no request in flight, none being
+	// received) that long (default 5 s, uvicorn's --timeout-keep-alive).
+	KeepAliveTimeout time.Duration
+	// MaxPipeline is how many requests of one connection may be in flight (dispatched,
+	// response incomplete) before the connection stops reading (default 32).
+	MaxPipeline int
+	// BodyBuffer is how many unread request body bytes a request may hold before its
+	// connection stops reading (default 64 KiB).
+	BodyBuffer int
+	// WriteBuffer is how many unsent response bytes a connection may hold before Send
+	// reports backpressure (default 256 KiB).
+	WriteBuffer int
+	// ServerHeader and DateHeader add `server: goloop` and `date:` to every response
+	// (the server's own answers included).
+	ServerHeader, DateHeader bool
+	// Headers are added to every response (uvicorn's --header), as name, value.
+	Headers [][2]string
+	// LimitConcurrency answers 503 to a request arriving while that many are in flight
+	// (0: no limit).
+	LimitConcurrency int
+	// Notify is called (from any goroutine) when an event is queued to an empty queue.
+	Notify func()
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EvRequest: a new request (its head and the body that came with it).
+	EvRequest EventKind = iota
+	// EvWake: something the application waits for happened on Req: body arrived, the
+	// client went away, the response completed, or its output drained.
+	EvWake
+)
+
+// Event is one entry of the server's queue.
+type Event struct {
+	Kind EventKind
+	Req  *Request
+}
+
+// Server is an HTTP/1.1 server whose requests are queued for an application.
+type Server struct {
+	cfg    Config
+	extra  []byte // the server/default header lines (date excluded)
+	closed atomic.Bool
+
+	qmu   sync.Mutex
+	queue []Event
+
+	dmu   sync.Mutex
+	dirty []*Conn // connections with output to flush
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	conns     map[*Conn]struct{}
+	idle      chan struct{} // closed when conns becomes empty after Close
+	wg        sync.WaitGroup
+
+	needFlush atomic.Bool // a connection became dirty since NeedFlush last said so
+
+	inflight atomic.Int64 // requests dispatched, application not done
+	requests atomic.Int64 // requests dispatched, ever
+}
+
+// New returns a server with configuration cfg.
+func New(cfg Config) *Server {
+	if cfg.MaxHeadSize <= 0 {
+		cfg.MaxHeadSize = 16 * 1024
+	}
+	if cfg.KeepAliveTimeout <= 0 {
+		cfg.KeepAliveTimeout = 5 * time.Second
+	}
+	if cfg.MaxPipeline <= 0 {
+		cfg.MaxPipeline = 32
+	}
+	if cfg.BodyBuffer <= 0 {
+		cfg.BodyBuffer = 64 * 1024
+	}
+	if cfg.WriteBuffer <= 0 {
+		cfg.WriteBuffer = 256 * 1024
+	}
+	s := &Server{cfg: cfg, conns: make(map[*Conn]struct{})}
+	if cfg.ServerHeader {
+		s.extra = append(s.extra, "server: goloop\r\n"...)
+	}
+	for _, h := range cfg.Headers {
+		s.extra = append(s.extra, h[0]...)
+		s.extra = append(s.extra, ": "...)
+		s.extra = append(s.extra, h[1]...)
+		s.extra = append(s.extra, "\r\n"...)
+	}
+	return s
+}
+
+// ErrServerClosed is returned by Serve and ListenFd after Close.
+var ErrServerClosed = errors.New("asgi: server closed")
+
+// ListenFd serves the listening socket fd (a duplicate is made: the caller keeps fd).
+func (s *Server) ListenFd(fd int) error {
+	// An os.File closes its descriptor when closed or garbage collected: it must own a
+	// duplicate, never fd itself (the caller's, e.g. a Python socket's).
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(dup), "listener")
+	ln, err := net.FileListener(f) // dups again
+	f.Close()
+	if err != nil {
+		return err
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts connections on ln in a goroutine of its own and returns at once.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners = append(s.listeners, ln)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.acceptLoop(ln)
+	return nil
+}
+
+func (s *Server) acceptLoop(ln net.Listener) {
+	defer s.wg.Done()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends: back off as net/http does.
+			if delay == 0 {
+				delay = 5 * time.Millisecond
+			} else if delay *= 2; delay > time.Second {
+				delay = time.Second
+			}
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.closed.Load() {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		go c.serve()
+	}
+}
+
+// Close stops accepting; idle connections are closed at once, busy ones once their
+// requests in flight are answered (the responses say `connection: close`).
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed.Swap(true) {
+		s.mu.Unlock()
+		return
+	}
+	lns := s.listeners
+	s.listeners = nil
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.idle = make(chan struct{})
+	if len(s.conns) == 0 {
+		close(s.idle)
+	}
+	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	for _, c := range conns {
+		c.shutdown()
+	}
+}
+
+// Idle returns a channel closed when, after Close, no connection is left.
+func (s *Server) Idle() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idle == nil {
+		return nil
+	}
+	return s.idle
+}
+
+// Abort closes every connection now (the end of a graceful shutdown that timed out).
+func (s *Server) Abort() {
+	s.Close()
+	s.mu.Lock()
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.abort()
+	}
+}
+
+// Connections is the number of open connections.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// InFlight is the number of requests dispatched whose application has not finished.
+func (s *Server) InFlight() int { return int(s.inflight.Load()) }
+
+// Requests is the number of requests dispatched so far.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+func (s *Server) forget(c *Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	if s.idle != nil && len(s.conns) == 0 {
+		select {
+		case <-s.idle:
+		default:
+			close(s.idle)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// push queues events; the push that finds the queue empty calls Notify.
+func (s *Server) push(evs ...Event) {
+	s.qmu.Lock()
+	wasEmpty := len(s.queue) == 0
+	s.queue = append(s.queue, evs...)
+	s.qmu.Unlock()
+	if wasEmpty && s.cfg.Notify != nil {
+		s.cfg.Notify()
+	}
+}
+
+// Pending tells whether events are queued.
+func (s *Server) Pending() bool {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return len(s.queue) > 0
+}
+
+// Take appends the queued events to dst and empties the queue.
+func (s *Server) Take(dst []Event) []Event {
+	s.qmu.Lock()
+	dst = append(dst, s.queue...)
+	clear(s.queue)
+	s.queue = s.queue[:0]
+	s.qmu.Unlock()
+	return dst
+}
+
+// markDirty adds c to the connections Flush writes; it reports whether c is the first.
+func (s *Server) markDirty(c *Conn) bool {
+	s.dmu.Lock()
+	first := len(s.dirty) == 0
+	s.dirty = append(s.dirty, c)
+	s.dmu.Unlock()
+	return first
+}
+
+// NeedFlush reports (once) that output was queued since it last said so: the caller
+// arranges a Flush.
+func (s *Server) NeedFlush() bool { return s.needFlush.Load() && s.needFlush.Swap(false) }
+
+// Flush writes the output of every connection with output queued (one non-blocking write
+// each, from the calling thread; what does not fit goes to a writer goroutine).
+func (s *Server) Flush() {
+	s.dmu.Lock()
+	d := s.dirty
+	s.dirty = nil
+	s.dmu.Unlock()
+	for i, c := range d {
+		c.flush()
+		d[i] = nil
+	}
+}
+
+// date line cache: "date: <IMF-fixdate>\r\n", remade once a second.
+var dateCache atomic.Pointer[dateLine]
+
+type dateLine struct {
+	sec  int64
+	line []byte
+}
+
+func dateHeader() []byte {
+	now := time.Now()
+	if d := dateCache.Load(); d != nil && d.sec == now.Unix() {
+		return d.line
+	}
+	b := make([]byte, 0, 40)
+	b = append(b, "date: "...)
+	b = now.UTC().AppendFormat(b, "Mon, 02 Jan 2006 15:04:05 GMT")
+	b = append(b, "\r\n"...)
+	dateCache.Store(&dateLine{sec: now.Unix(), line: b})
+	return b
+}
+
+// reasons are the phrases of the status line (http.HTTPStatus's).
+var reasons = map[int]string{
+	100: "Continue", 101: "Switching Protocols", 200: "OK", 201: "Created", 202: "Accepted",
+	203: "Non-Authoritative Information", 204: "No Content", 205: "Reset Content", 206: "Partial Content",
+	300: "Multiple Choices", 301: "Moved Permanently", 302: "Found", 303: "See Other", 304: "Not Modified",
+	307: "Temporary Redirect", 308: "Permanent Redirect", 400: "Bad Request", 401: "Unauthorized",
+	403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable",
+	408: "Request Timeout", 409: "Conflict", 410: "Gone", 411: "Length Required", 412: "Precondition Failed",
+	413: "Request Entity Too Large", 414: "Request-URI Too Long", 415: "Unsupported Media Type",
+	416: "Requested Range Not Satisfiable", 417: "Expectation Failed", 418: "I'm a Teapot",
+	422: "Unprocessable Entity", 425: "Too Early", 426: "Upgrade Required", 428: "Precondition Required",
+	429: "Too Many Requests", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+	501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
+	505: "HTTP Version Not Supported",
+}
+
+var statusLines [600][]byte
+
+func init() {
+	for code := 100; code < 600; code++ {
+		statusLines[code] = []byte("HTTP/1.1 " + strconv.Itoa(code) + " " + reasons[code] + "\r\n")
+	}
+}
+
+func statusLine(code int) []byte {
+	if code >= 100 && code < 600 {
+		return statusLines[code]
+	}
+	return []byte("HTTP/1.1 " + strconv.Itoa(code) + " \r\n")
+}

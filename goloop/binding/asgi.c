@@ -1,0 +1,816 @@
+/* goloop serve's binding (C side): the ASGI scope of each request, and receive/send as C
+ * callables. asgi.go calls gl_asgi_request for each request the loop takes from the Go
+ * server's queue; send and receive call back into Go (asgi.go's exports). All of it runs on
+ * the thread running the server's loop. */
+#include "asgi.h"
+#include "_cgo_export.h"
+
+static PyObject *ClientDisconnected;
+static PyTypeObject DoneType, SendType, RecvType, ServerType;
+static PyTypeObject *loopcore_type;  /* _goloop.LoopCore */
+
+/* interned strings */
+static PyObject *s_type, *s_http, *s_asgi, *s_http_version, *s_method, *s_scheme, *s_path,
+    *s_raw_path, *s_query_string, *s_root_path, *s_headers, *s_client, *s_server, *s_state,
+    *s_status, *s_body, *s_more_body, *s_trailers, *s_http_request, *s_http_disconnect,
+    *s_response_start, *s_response_body, *s_create_task, *s_create_future, *s_call_soon,
+    *s_set_result, *s_set_exception, *s_done, *s_v10, *s_v11, *s_copy;
+static PyObject *msg_disconnect;      /* {"type": "http.disconnect"} (copied for each use) */
+static PyObject *empty_bytes;
+#define NMETHODS 9
+static const char *method_names[NMETHODS] = {"GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH",
+                                             "CONNECT", "TRACE"};
+static PyObject *method_objs[NMETHODS];
+
+PyObject *gl_bytes(const char *p, Py_ssize_t n) {
+    if (n == 0) return Py_NewRef(empty_bytes);
+    return PyBytes_FromStringAndSize(p, n);
+}
+
+/* ---------- a finished awaitable: `await x` returns x's value at once ---------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *value;
+} GLDone;
+
+static GLDone *done_none;  /* the one for None: send()'s usual answer */
+
+static PyObject *done_new(PyObject *value) {
+    if (value == Py_None) return Py_NewRef((PyObject *)done_none);
+    GLDone *d = PyObject_New(GLDone, &DoneType);
+    if (d == NULL) return NULL;
+    d->value = Py_NewRef(value);
+    return (PyObject *)d;
+}
+
+static void done_dealloc(GLDone *d) {
+    Py_XDECREF(d->value);
+    PyObject_Free(d);
+}
+
+static PyObject *done_await(PyObject *self) { return Py_NewRef(self); }
+
+static PyObject *done_next(GLDone *d) {
+    if (d->value == Py_None) return NULL;  /* StopIteration(None) */
+    PyObject *exc = PyObject_CallOneArg(PyExc_StopIteration, d->value);
+    if (exc != NULL) {
+        PyErr_SetObject(PyExc_StopIteration, exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+static PySendResult done_send(GLDone *d, PyObject *arg, PyObject **result) {
+    *result = Py_NewRef(d->value);
+    return PYGEN_RETURN;
+}
+
+static PyObject *done_send_meth(GLDone *d, PyObject *arg) { return done_next(d); }
+
+static PyObject *done_throw(GLDone *d, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "throw expected at least 1 argument");
+        return NULL;
+    }
+    PyObject *typ = args[0];
+    if (PyExceptionInstance_Check(typ)) {
+        PyErr_SetObject((PyObject *)Py_TYPE(typ), typ);
+    } else {
+        PyErr_SetObject(typ, nargs > 1 ? args[1] : NULL);
+    }
+    return NULL;
+}
+
+static PyObject *done_close(GLDone *d, PyObject *Py_UNUSED(ignored)) { Py_RETURN_NONE; }
+
+static PyMethodDef done_methods[] = {
+    {"send", (PyCFunction)done_send_meth, METH_O, NULL},
+    {"throw", (PyCFunction)(void (*)(void))done_throw, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)done_close, METH_NOARGS, NULL},
+    {NULL}};
+
+static PyAsyncMethods done_async = {.am_await = done_await, .am_send = (sendfunc)done_send};
+
+static PyTypeObject DoneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._Done",
+    .tp_basicsize = sizeof(GLDone),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An awaitable that is already finished (what goloop serve's send and receive return).",
+    .tp_dealloc = (destructor)done_dealloc,
+    .tp_as_async = &done_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)done_next,
+    .tp_methods = done_methods,
+};
+
+/* ---------- the server object ---------- */
+
+static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"loop", "runner", "template", "state", "max_head", "keep_alive_ms",
+                             "limit_concurrency", "server_header", "date_header", "headers", NULL};
+    PyObject *loop, *runner, *template, *state, *flush;
+    long max_head, ka, limit;
+    int server_header, date_header;
+    const char *headers;
+    Py_ssize_t hlen;
+    GL_FORK_GUARD(-1);
+    if (self->sid >= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "AsgiServer already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!Olllppy#", kwlist, &loop, &runner, &PyDict_Type,
+                                     &template, &state, &max_head, &ka, &limit, &server_header,
+                                     &date_header, &headers, &hlen))
+        return -1;
+    if (!PyObject_TypeCheck(loop, loopcore_type)) {
+        PyErr_SetString(PyExc_TypeError, "AsgiServer needs a goloop loop");
+        return -1;
+    }
+    flush = PyObject_GetAttrString((PyObject *)self, "_flush");
+    if (flush == NULL) return -1;
+    self->loop = Py_NewRef(loop);
+    self->runner = Py_NewRef(runner);
+    self->template = Py_NewRef(template);
+    self->state = (state == Py_None) ? NULL : Py_NewRef(state);
+    self->flush_cb = flush;
+    if (glAsgiServerNew(self, (GLLoop *)loop, max_head, ka, limit, server_header, date_header,
+                        (char *)headers, hlen) < 0)
+        return -1;
+    return 0;
+}
+
+static PyObject *srv_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    GLAsgiServer *self = (GLAsgiServer *)type->tp_alloc(type, 0);
+    if (self != NULL) self->sid = -1;
+    return (PyObject *)self;
+}
+
+static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
+    Py_VISIT(self->loop);
+    Py_VISIT(self->runner);
+    Py_VISIT(self->template);
+    Py_VISIT(self->state);
+    Py_VISIT(self->flush_cb);
+    return 0;
+}
+
+static int srv_clear(GLAsgiServer *self) {
+    Py_CLEAR(self->runner);
+    Py_CLEAR(self->template);
+    Py_CLEAR(self->state);
+    Py_CLEAR(self->flush_cb);
+    return 0;
+}
+
+static void srv_dealloc(GLAsgiServer *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->sid >= 0 && !gl_forked) glAsgiServerRelease(self->sid);
+    srv_clear(self);
+    Py_CLEAR(self->loop);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+#define SRV_CHECK(self) do { GL_FORK_GUARD(NULL); if ((self)->sid < 0) { \
+    PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed"); return NULL; } } while (0)
+
+static PyObject *srv_listen(GLAsgiServer *self, PyObject *arg) {
+    SRV_CHECK(self);
+    long fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred()) return NULL;
+    if (fd < 0 || fd > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "invalid file descriptor");
+        return NULL;
+    }
+    if (glAsgiListen(self->sid, fd) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *srv_close(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
+    SRV_CHECK(self);
+    if (glAsgiClose(self->sid, 0) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *srv_abort(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
+    SRV_CHECK(self);
+    if (glAsgiClose(self->sid, 1) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *srv_release(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    if (self->sid >= 0) glAsgiServerRelease(self->sid);
+    Py_RETURN_NONE;
+}
+
+static PyObject *srv_stats(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
+    SRV_CHECK(self);
+    long conns, inflight, requests;
+    if (glAsgiStats(self->sid, &conns, &inflight, &requests) < 0) return NULL;
+    return Py_BuildValue("(lll)", conns, inflight, requests);
+}
+
+static PyObject *srv_flush(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    self->flush_pending = 0;
+    if (self->sid >= 0 && glAsgiFlush(self->sid) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *srv_set_state(GLAsgiServer *self, PyObject *state) {
+    Py_XSETREF(self->state, state == Py_None ? NULL : Py_NewRef(state));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef srv_methods[] = {
+    {"listen", (PyCFunction)srv_listen, METH_O, "listen(fd): serve the listening socket fd (a duplicate)."},
+    {"close", (PyCFunction)srv_close, METH_NOARGS,
+     "Stop accepting; idle connections close now, busy ones after their responses."},
+    {"abort", (PyCFunction)srv_abort, METH_NOARGS, "Close every connection now."},
+    {"release", (PyCFunction)srv_release, METH_NOARGS,
+     "Abort and detach from the loop, dropping every reference Go holds (loop thread)."},
+    {"stats", (PyCFunction)srv_stats, METH_NOARGS, "(connections, requests in flight, requests so far)"},
+    {"set_state", (PyCFunction)srv_set_state, METH_O, "The lifespan state copied into each scope."},
+    {"_flush", (PyCFunction)srv_flush, METH_NOARGS, NULL},
+    {NULL}};
+
+static PyTypeObject ServerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop.AsgiServer",
+    .tp_basicsize = sizeof(GLAsgiServer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "goloop serve's HTTP server on a goloop loop (see goloop._serve).",
+    .tp_new = srv_new,
+    .tp_init = (initproc)srv_init,
+    .tp_dealloc = (destructor)srv_dealloc,
+    .tp_traverse = (traverseproc)srv_traverse,
+    .tp_clear = (inquiry)srv_clear,
+    .tp_methods = srv_methods,
+};
+
+int gl_asgi_schedule_flush(GLAsgiServer *srv) {
+    if (srv->flush_cb == NULL) return 0;
+    PyObject *r = PyObject_CallMethodOneArg(srv->loop, s_call_soon, srv->flush_cb);
+    if (r == NULL) {
+        PyErr_WriteUnraisable(srv->flush_cb);
+        return -1;
+    }
+    Py_DECREF(r);
+    srv->flush_pending = 1;
+    return 0;
+}
+
+/* ---------- send ---------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    GLAsgiSend *send;
+} GLAsgiRecv;
+
+static void send_dealloc(GLAsgiSend *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->rid >= 0 && !gl_forked) glAsgiReqFree(self->rid);
+    Py_CLEAR(self->recv_fut);
+    Py_CLEAR(self->send_fut);
+    Py_CLEAR(self->srv);
+    PyObject_GC_Del(self);
+}
+
+static int send_traverse(GLAsgiSend *self, visitproc visit, void *arg) {
+    Py_VISIT(self->srv);
+    Py_VISIT(self->recv_fut);
+    Py_VISIT(self->send_fut);
+    return 0;
+}
+
+static int send_clear(GLAsgiSend *self) {
+    Py_CLEAR(self->recv_fut);
+    Py_CLEAR(self->send_fut);
+    return 0;
+}
+
+/* message[key] of a dict (or any mapping), or NULL without an error when it is missing. */
+static PyObject *msg_get(PyObject *msg, PyObject *key) {
+    if (PyDict_CheckExact(msg)) return Py_XNewRef(PyDict_GetItemWithError(msg, key));
+    PyObject *v = PyObject_GetItem(msg, key);
+    if (v == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) PyErr_Clear();
+    return v;
+}
+
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} gbuf;
+
+static int gbuf_put(gbuf *b, const char *s, Py_ssize_t n) {
+    if (b->n + n > b->cap) {
+        Py_ssize_t cap = b->cap * 2 + n + 256;
+        char *p = PyMem_Realloc(b->p, cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+static _Thread_local gbuf hdrbuf;  /* per thread: loops of several threads serve at once (3.13t) */
+
+/* bytes of a header name or value, checked the way h11 checks them (no CR, LF, NUL; a
+ * name is a non-empty token without ':' or whitespace). */
+static int header_part(PyObject *o, int is_name, const char **p, Py_ssize_t *n) {
+    if (!PyBytes_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "ASGI header %s must be bytes, not %.100s", is_name ? "name" : "value",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *p = PyBytes_AS_STRING(o);
+    *n = PyBytes_GET_SIZE(o);
+    if (is_name && *n == 0) goto bad;
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        unsigned char c = (unsigned char)(*p)[i];
+        if (c == '\r' || c == '\n' || c == 0) goto bad;
+        if (is_name && (c <= ' ' || c == ':' || c >= 0x7f)) goto bad;
+    }
+    return 0;
+bad:
+    PyErr_Format(PyExc_RuntimeError, "Invalid HTTP header %s.", is_name ? "name" : "value");
+    return -1;
+}
+
+static PyObject *raise_disconnected(void) {
+    PyErr_SetString(ClientDisconnected, "the client disconnected");
+    return NULL;
+}
+
+static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
+    PyObject *status_o = msg_get(msg, s_status);
+    if (status_o == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "status");
+        return NULL;
+    }
+    long status = PyLong_Check(status_o) ? PyLong_AsLong(status_o) : -2;
+    Py_DECREF(status_o);
+    if (status == -1 && PyErr_Occurred()) return NULL;
+    if (status < 0 || status > 999) {
+        PyErr_SetString(PyExc_RuntimeError, "ASGI 'http.response.start' status must be an integer from 100 to 999");
+        return NULL;
+    }
+    PyObject *headers = msg_get(msg, s_headers);
+    if (headers == NULL && PyErr_Occurred()) return NULL;
+    hdrbuf.n = 0;
+    if (headers != NULL) {
+        PyObject *it = PyObject_GetIter(headers);
+        Py_DECREF(headers);
+        if (it == NULL) return NULL;
+        PyObject *pair;
+        while ((pair = PyIter_Next(it)) != NULL) {
+            PyObject *name, *value;
+            const char *np, *vp;
+            Py_ssize_t nn, vn;
+            int bad;
+            if (PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2) {
+                name = Py_NewRef(PyTuple_GET_ITEM(pair, 0));
+                value = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
+            } else {
+                PyObject *seq = PySequence_Fast(pair, "ASGI headers must be [name, value] pairs");
+                if (seq == NULL || PySequence_Fast_GET_SIZE(seq) != 2) {
+                    if (seq != NULL) PyErr_SetString(PyExc_TypeError, "ASGI headers must be [name, value] pairs");
+                    Py_XDECREF(seq);
+                    Py_DECREF(pair);
+                    Py_DECREF(it);
+                    return NULL;
+                }
+                name = Py_NewRef(PySequence_Fast_GET_ITEM(seq, 0));
+                value = Py_NewRef(PySequence_Fast_GET_ITEM(seq, 1));
+                Py_DECREF(seq);
+            }
+            Py_DECREF(pair);
+            bad = header_part(name, 1, &np, &nn) < 0 || header_part(value, 0, &vp, &vn) < 0 ||
+                  gbuf_put(&hdrbuf, np, nn) < 0 || gbuf_put(&hdrbuf, ": ", 2) < 0 ||
+                  gbuf_put(&hdrbuf, vp, vn) < 0 || gbuf_put(&hdrbuf, "\r\n", 2) < 0;
+            Py_DECREF(name);
+            Py_DECREF(value);
+            if (bad) {
+                Py_DECREF(it);
+                return NULL;
+            }
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred()) return NULL;
+    }
+    int rc = glAsgiStart(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n);
+    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return raise_disconnected();
+    if (rc < 0) return NULL;
+    return Py_NewRef((PyObject *)done_none);
+}
+
+static PyObject *new_future(GLAsgiSend *self, PyObject **slot) {
+    PyObject *fut = PyObject_CallMethodNoArgs(self->srv->loop, s_create_future);
+    if (fut == NULL) return NULL;
+    Py_XSETREF(*slot, Py_NewRef(fut));
+    glAsgiWait(self->srv->sid, self->rid, self);
+    return fut;
+}
+
+static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
+    PyObject *body = msg_get(msg, s_body);
+    if (body == NULL && PyErr_Occurred()) return NULL;
+    PyObject *more_o = msg_get(msg, s_more_body);
+    if (more_o == NULL && PyErr_Occurred()) {
+        Py_XDECREF(body);
+        return NULL;
+    }
+    int more = more_o ? PyObject_IsTrue(more_o) : 0;
+    Py_XDECREF(more_o);
+    if (more < 0) {
+        Py_XDECREF(body);
+        return NULL;
+    }
+    Py_buffer view = {0};
+    int rc;
+    if (body != NULL && !PyBytes_CheckExact(body)) {
+        if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
+            Py_DECREF(body);
+            return NULL;
+        }
+        rc = glAsgiSend(self->srv->sid, self->rid, view.buf, view.len, more);
+        PyBuffer_Release(&view);
+    } else if (body != NULL) {
+        rc = glAsgiSend(self->srv->sid, self->rid, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), more);
+    } else {
+        rc = glAsgiSend(self->srv->sid, self->rid, NULL, 0, more);
+    }
+    Py_XDECREF(body);
+    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return raise_disconnected();
+    if (rc < 0) return NULL;
+    if (rc == GL_ASGI_PAUSED) return new_future(self, &self->send_fut);
+    return Py_NewRef((PyObject *)done_none);
+}
+
+static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    GL_FORK_GUARD(NULL);
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "send() takes one message");
+        return NULL;
+    }
+    if (self->rid < 0 || self->srv->sid < 0) return raise_disconnected();
+    PyObject *msg = args[0];
+    PyObject *type = msg_get(msg, s_type);
+    if (type == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
+        return NULL;
+    }
+    PyObject *r;
+    if (type == s_response_body || (PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_body) == 0)) {
+        r = send_body(self, msg);
+    } else if (type == s_response_start ||
+               (PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_start) == 0)) {
+        r = send_start(self, msg);
+    } else if (!PyErr_Occurred()) {
+        PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message '%S' sent.", type);
+        r = NULL;
+    } else {
+        r = NULL;
+    }
+    Py_DECREF(type);
+    return r;
+}
+
+static PyObject *send_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    if (self->rid >= 0 && self->srv->sid >= 0) glAsgiDone(self->srv->sid, self->rid);
+    Py_RETURN_NONE;
+}
+
+static PyObject *send_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    return PyLong_FromLong(self->rid >= 0 ? glAsgiStatus(self->rid) : 0);
+}
+
+static PyMethodDef send_methods[] = {
+    {"_done", (PyCFunction)send_done, METH_NOARGS, "The application's call returned."},
+    {"_status", (PyCFunction)send_status, METH_NOARGS, "The response's status (0: not started)."},
+    {NULL}};
+
+static PyTypeObject SendType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop.AsgiSend",
+    .tp_basicsize = sizeof(GLAsgiSend),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "The `send` callable of one ASGI request.",
+    .tp_dealloc = (destructor)send_dealloc,
+    .tp_traverse = (traverseproc)send_traverse,
+    .tp_clear = (inquiry)send_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(GLAsgiSend, vectorcall),
+    .tp_methods = send_methods,
+};
+
+/* ---------- receive ---------- */
+
+/* The message receive() returns now, or NULL without an error: nothing yet. */
+static PyObject *recv_message(GLAsgiSend *s) {
+    int state;
+    if (s->rid < 0) return PyDict_Copy(msg_disconnect);
+    PyObject *body = glAsgiRecv(s->rid, &state);
+    if (body == NULL) return NULL;
+    if (state == GL_RECV_WAIT) {
+        Py_DECREF(body);
+        return NULL;
+    }
+    if (state == GL_RECV_DISCONNECT) {
+        Py_DECREF(body);
+        return PyDict_Copy(msg_disconnect);
+    }
+    PyObject *m = PyDict_New();
+    if (m == NULL || PyDict_SetItem(m, s_type, s_http_request) < 0 || PyDict_SetItem(m, s_body, body) < 0 ||
+        PyDict_SetItem(m, s_more_body, state == GL_RECV_BODY ? Py_True : Py_False) < 0) {
+        Py_XDECREF(m);
+        m = NULL;
+    }
+    Py_DECREF(body);
+    return m;
+}
+
+static PyObject *recv_call(GLAsgiRecv *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    GL_FORK_GUARD(NULL);
+    if (PyVectorcall_NARGS(nargsf) != 0 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "receive() takes no arguments");
+        return NULL;
+    }
+    GLAsgiSend *s = self->send;
+    if (s->recv_fut != NULL) return Py_NewRef(s->recv_fut);  /* a receive() already waits */
+    PyObject *m = recv_message(s);
+    if (m != NULL) {
+        PyObject *d = done_new(m);
+        Py_DECREF(m);
+        return d;
+    }
+    if (PyErr_Occurred()) return NULL;
+    return new_future(s, &s->recv_fut);
+}
+
+static void recv_dealloc(GLAsgiRecv *self) {
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->send);
+    PyObject_GC_Del(self);
+}
+
+static int recv_traverse(GLAsgiRecv *self, visitproc visit, void *arg) {
+    Py_VISIT(self->send);
+    return 0;
+}
+
+static PyTypeObject RecvType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop.AsgiReceive",
+    .tp_basicsize = sizeof(GLAsgiRecv),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "The `receive` callable of one ASGI request.",
+    .tp_dealloc = (destructor)recv_dealloc,
+    .tp_traverse = (traverseproc)recv_traverse,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(GLAsgiRecv, vectorcall),
+};
+
+/* fut.set_result(v) unless fut is done (cancelled); errors are reported, not raised. */
+static void resolve(PyObject *fut, PyObject *meth, PyObject *v) {
+    PyObject *d = PyObject_CallMethodNoArgs(fut, s_done);
+    if (d == NULL) {
+        PyErr_WriteUnraisable(fut);
+        return;
+    }
+    int done = PyObject_IsTrue(d);
+    Py_DECREF(d);
+    if (done) return;
+    PyObject *r = PyObject_CallMethodOneArg(fut, meth, v);
+    if (r == NULL)
+        PyErr_WriteUnraisable(fut);
+    else
+        Py_DECREF(r);
+}
+
+/* An EvWake for s: resolve the Futures whose wait is over. Returns 1 if one still waits. */
+int gl_asgi_wake(GLAsgiSend *s) {
+    Py_INCREF(s);
+    if (s->recv_fut != NULL) {
+        PyObject *m = recv_message(s);
+        if (m != NULL) {
+            PyObject *fut = s->recv_fut;
+            s->recv_fut = NULL;
+            resolve(fut, s_set_result, m);
+            Py_DECREF(fut);
+            Py_DECREF(m);
+        } else if (PyErr_Occurred()) {
+            PyErr_WriteUnraisable((PyObject *)s);
+        }
+    }
+    if (s->send_fut != NULL && s->rid >= 0) {
+        int rc = glAsgiSendReady(s->rid);
+        if (rc != 0) {
+            PyObject *fut = s->send_fut;
+            s->send_fut = NULL;
+            if (rc == GL_ASGI_ERR_DISCONNECTED) {
+                PyObject *exc = PyObject_CallOneArg(ClientDisconnected, PyUnicode_FromString("the client disconnected"));
+                if (exc != NULL) {
+                    resolve(fut, s_set_exception, exc);
+                    Py_DECREF(exc);
+                } else {
+                    PyErr_WriteUnraisable(fut);
+                }
+            } else {
+                resolve(fut, s_set_result, Py_None);
+            }
+            Py_DECREF(fut);
+        }
+    }
+    int waiting = s->recv_fut != NULL || s->send_fut != NULL;
+    Py_DECREF(s);
+    return waiting;
+}
+
+/* ---------- the request: scope, receive, send, and the application's task ---------- */
+
+static PyObject *method_obj(const char *p, Py_ssize_t n) {
+    for (int i = 0; i < NMETHODS; i++) {
+        if ((Py_ssize_t)strlen(method_names[i]) == n && memcmp(method_names[i], p, n) == 0)
+            return Py_NewRef(method_objs[i]);
+    }
+    return PyUnicode_DecodeLatin1(p, n, NULL);
+}
+
+static PyObject *addr_tuple(const char *host, Py_ssize_t hlen, int port, int is_unix) {
+    PyObject *h = PyUnicode_DecodeUTF8(host ? host : "", hlen, "replace");
+    if (h == NULL) return NULL;
+    PyObject *p = is_unix ? Py_NewRef(Py_None) : PyLong_FromLong(port);
+    if (p == NULL) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    PyObject *t = PyTuple_Pack(2, h, p);
+    Py_DECREF(h);
+    Py_DECREF(p);
+    return t;
+}
+
+static int set_new(PyObject *d, PyObject *k, PyObject *v) {
+    if (v == NULL) return -1;
+    int rc = PyDict_SetItem(d, k, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
+                    int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
+                    const char *shost, Py_ssize_t shostlen, int sport, int is_unix) {
+    GLAsgiSend *send = NULL;
+    GLAsgiRecv *recv = NULL;
+    PyObject *scope = NULL, *coro = NULL, *task = NULL, *headers = NULL;
+    int nh = (nends - 4) / 2;
+#define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
+
+    send = PyObject_GC_New(GLAsgiSend, &SendType);
+    if (send == NULL) goto fail_norid;
+    send->vectorcall = (vectorcallfunc)send_call;
+    send->rid = rid;
+    send->srv = (GLAsgiServer *)Py_NewRef(srv);
+    send->recv_fut = send->send_fut = NULL;
+    PyObject_GC_Track(send);
+    recv = PyObject_GC_New(GLAsgiRecv, &RecvType);
+    if (recv == NULL) goto fail;
+    recv->vectorcall = (vectorcallfunc)recv_call;
+    recv->send = (GLAsgiSend *)Py_NewRef(send);
+    PyObject_GC_Track(recv);
+
+    scope = PyDict_Copy(srv->template);
+    if (scope == NULL) goto fail;
+    headers = PyList_New(nh);
+    if (headers == NULL) goto fail;
+    for (int i = 0; i < nh; i++) {
+        PyObject *n = PyBytes_FromStringAndSize(SEG(2 * i));
+        PyObject *v = n ? PyBytes_FromStringAndSize(SEG(2 * i + 1)) : NULL;
+        PyObject *t = v ? PyTuple_New(2) : NULL;
+        if (t == NULL) {
+            Py_XDECREF(n);
+            Py_XDECREF(v);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(t, 0, n);
+        PyTuple_SET_ITEM(t, 1, v);
+        PyList_SET_ITEM(headers, i, t);
+    }
+    if (PyDict_SetItem(scope, s_http_version, (major == 1 && minor == 0) ? s_v10 : s_v11) < 0 ||
+        set_new(scope, s_method, method_obj(SEG(nends - 4))) < 0 ||
+        set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
+        set_new(scope, s_raw_path, PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
+        set_new(scope, s_query_string, PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
+        PyDict_SetItem(scope, s_headers, headers) < 0)
+        goto fail;
+    if (is_unix) {
+        if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||
+            set_new(scope, s_server, addr_tuple(shost, shostlen, 0, 1)) < 0)
+            goto fail;
+    } else if (set_new(scope, s_client, addr_tuple(chost, chostlen, cport, 0)) < 0 ||
+               set_new(scope, s_server, addr_tuple(shost, shostlen, sport, 0)) < 0) {
+        goto fail;
+    }
+    if (srv->state != NULL && set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
+#undef SEG
+    {
+        PyObject *args[3] = {scope, (PyObject *)recv, (PyObject *)send};
+        coro = PyObject_Vectorcall(srv->runner, args, 3, NULL);
+    }
+    if (coro == NULL) goto fail;
+    task = PyObject_CallMethodOneArg(srv->loop, s_create_task, coro);
+    if (task == NULL) goto fail;
+    Py_DECREF(task);
+    Py_DECREF(coro);
+    Py_DECREF(headers);
+    Py_DECREF(scope);
+    Py_DECREF(recv);
+    Py_DECREF(send);
+    return 0;
+fail:
+    send->rid = -1;  /* Go answers 500 and forgets the request */
+fail_norid:
+    PyErr_WriteUnraisable(srv->runner);
+    if (coro != NULL && PyCoro_CheckExact(coro)) {
+        PyObject *r = PyObject_CallMethod(coro, "close", NULL);
+        if (r == NULL) PyErr_Clear();
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(coro);
+    Py_XDECREF(headers);
+    Py_XDECREF(scope);
+    Py_XDECREF(recv);
+    Py_XDECREF(send);
+    return -1;
+}
+
+/* ---------- init ---------- */
+
+int gl_init_asgi(PyObject *m) {
+#define INTERN(var, s) if ((var = PyUnicode_InternFromString(s)) == NULL) return -1
+    INTERN(s_type, "type");
+    INTERN(s_http, "http");
+    INTERN(s_asgi, "asgi");
+    INTERN(s_http_version, "http_version");
+    INTERN(s_method, "method");
+    INTERN(s_scheme, "scheme");
+    INTERN(s_path, "path");
+    INTERN(s_raw_path, "raw_path");
+    INTERN(s_query_string, "query_string");
+    INTERN(s_root_path, "root_path");
+    INTERN(s_headers, "headers");
+    INTERN(s_client, "client");
+    INTERN(s_server, "server");
+    INTERN(s_state, "state");
+    INTERN(s_status, "status");
+    INTERN(s_body, "body");
+    INTERN(s_more_body, "more_body");
+    INTERN(s_trailers, "trailers");
+    INTERN(s_http_request, "http.request");
+    INTERN(s_http_disconnect, "http.disconnect");
+    INTERN(s_response_start, "http.response.start");
+    INTERN(s_response_body, "http.response.body");
+    INTERN(s_create_task, "create_task");
+    INTERN(s_create_future, "create_future");
+    INTERN(s_call_soon, "call_soon");
+    INTERN(s_set_result, "set_result");
+    INTERN(s_set_exception, "set_exception");
+    INTERN(s_done, "done");
+    INTERN(s_v10, "1.0");
+    INTERN(s_v11, "1.1");
+    INTERN(s_copy, "copy");
+#undef INTERN
+    for (int i = 0; i < NMETHODS; i++)
+        if ((method_objs[i] = PyUnicode_InternFromString(method_names[i])) == NULL) return -1;
+    if ((empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL) return -1;
+    if ((msg_disconnect = PyDict_New()) == NULL || PyDict_SetItem(msg_disconnect, s_type, s_http_disconnect) < 0)
+        return -1;
+    loopcore_type = (PyTypeObject *)PyObject_GetAttrString(m, "LoopCore");
+    if (loopcore_type == NULL) return -1;
+    if (PyType_Ready(&DoneType) < 0 || PyType_Ready(&SendType) < 0 || PyType_Ready(&RecvType) < 0 ||
+        PyType_Ready(&ServerType) < 0)
+        return -1;
+    done_none = PyObject_New(GLDone, &DoneType);
+    if (done_none == NULL) return -1;
+    done_none->value = Py_NewRef(Py_None);
+    ClientDisconnected = PyErr_NewExceptionWithDoc(
+        "goloop.ClientDisconnected", "send() on a request whose client went away (ASGI 2.4: an OSError).",
+        PyExc_OSError, NULL);
+    if (ClientDisconnected == NULL) return -1;
+    if (PyModule_AddObjectRef(m, "ClientDisconnected", ClientDisconnected) < 0 ||
+        PyModule_AddObjectRef(m, "AsgiServer", (PyObject *)&ServerType) < 0)
+        return -1;
+    return 0;
+}

@@ -1,0 +1,381 @@
+package main
+
+// goloop serve's binding (Go side): an asgi.Server attached to a loop. Its connection
+// goroutines queue requests; the loop thread takes the queue once per iteration (takeASGI,
+// called by runOnce) and asgi.c turns each request into an ASGI call. Only the loop
+// thread runs this file's code, apart from the Notify the goroutines call (poll.Wake).
+
+/*
+#include "asgi.h"
+*/
+import "C"
+
+import (
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/goloop/goloop/goloop/asgi"
+	"github.com/goloop/goloop/goloop/idtable"
+)
+
+type asgiSrv struct {
+	id     int
+	l      *loop
+	py     *C.GLAsgiServer
+	s      *asgi.Server
+	evs    []asgi.Event
+	tagged map[*asgi.Request]struct{} // requests whose Tag holds a reference to their send object
+}
+
+var (
+	asgiServers idtable.Table[asgiSrv]
+	asgiReqs    idtable.Table[asgi.Request]
+)
+
+func getSrv(sid C.long) *asgiSrv {
+	sv := asgiServers.Get(int(sid))
+	if sv == nil {
+		panic("goloop: ASGI server released")
+	}
+	return sv
+}
+
+//export glAsgiServerNew
+func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, limitConc C.long,
+	serverHdr, dateHdr C.int, headers *C.char, hlen C.Py_ssize_t) (rc C.int) {
+	defer recoverInt(&rc)
+	l := getLoop(lp)
+	if !l.checkClosed() {
+		return -1
+	}
+	cfg := asgi.Config{
+		MaxHeadSize:      int(maxHead),
+		KeepAliveTimeout: time.Duration(keepAliveMs) * time.Millisecond,
+		LimitConcurrency: int(limitConc),
+		ServerHeader:     serverHdr != 0,
+		DateHeader:       dateHdr != 0,
+	}
+	if hlen > 0 {
+		for _, line := range strings.Split(C.GoStringN(headers, C.int(hlen)), "\n") {
+			if name, value, ok := strings.Cut(line, ":"); ok {
+				cfg.Headers = append(cfg.Headers, [2]string{name, value})
+			}
+		}
+	}
+	poll := l.poll
+	cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
+	sv := &asgiSrv{l: l, py: py, s: asgi.New(cfg), tagged: map[*asgi.Request]struct{}{}}
+	id, _ := asgiServers.Add(sv)
+	sv.id = id
+	py.sid = C.long(id)
+	l.asgi = append(l.asgi, sv)
+	return 0
+}
+
+//export glAsgiListen
+func glAsgiListen(sid C.long, fd C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	if err := getSrv(sid).s.ListenFd(int(fd)); err != nil {
+		raiseErr(err)
+		return -1
+	}
+	return 0
+}
+
+//export glAsgiClose
+func glAsgiClose(sid C.long, abort C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	sv := getSrv(sid)
+	if abort != 0 {
+		sv.s.Abort()
+	} else {
+		sv.s.Close()
+	}
+	return 0
+}
+
+//export glAsgiStats
+func glAsgiStats(sid C.long, conns, inflight, requests *C.long) (rc C.int) {
+	defer recoverInt(&rc)
+	sv := getSrv(sid)
+	*conns = C.long(sv.s.Connections())
+	*inflight = C.long(sv.s.InFlight())
+	*requests = C.long(sv.s.Requests())
+	return 0
+}
+
+//export glAsgiFlush
+func glAsgiFlush(sid C.long) (rc C.int) {
+	defer recoverInt(&rc)
+	if sv := asgiServers.Get(int(sid)); sv != nil {
+		sv.s.Flush()
+	}
+	return 0
+}
+
+// glAsgiServerRelease closes the server now and drops the references Go holds (loop thread).
+//
+//export glAsgiServerRelease
+func glAsgiServerRelease(sid C.long) {
+	defer func() { recover() }()
+	sv := asgiServers.Get(int(sid))
+	if sv == nil {
+		return
+	}
+	sv.s.Abort()
+	sv.release()
+}
+
+func (sv *asgiSrv) release() {
+	for r := range sv.tagged {
+		if r.Tag != nil {
+			o := pyObj(r.Tag)
+			r.Tag = nil
+			C.gl_decref(o)
+		}
+	}
+	clear(sv.tagged)
+	l := sv.l
+	for i, x := range l.asgi {
+		if x == sv {
+			l.asgi = append(l.asgi[:i], l.asgi[i+1:]...)
+			break
+		}
+	}
+	asgiServers.Del(sv.id)
+	sv.py.sid = -1
+}
+
+// releaseASGI: the loop closes; its servers close with it.
+func (l *loop) releaseASGI() {
+	for len(l.asgi) > 0 {
+		sv := l.asgi[0]
+		sv.s.Abort()
+		sv.release()
+	}
+}
+
+// takeASGI is runOnce's hook: it takes each server's queue and starts the requests
+// (asgi.c), and resumes the receive/send waits that events ended.
+func (l *loop) takeASGI() bool {
+	for i := 0; i < len(l.asgi); i++ {
+		sv := l.asgi[i]
+		if !sv.s.Pending() {
+			continue
+		}
+		sv.evs = sv.s.Take(sv.evs[:0])
+		for j := range sv.evs {
+			ev := sv.evs[j]
+			sv.evs[j] = asgi.Event{}
+			if sv.py.sid < 0 { // released by the previous event's Python code
+				continue
+			}
+			switch ev.Kind {
+			case asgi.EvRequest:
+				sv.start(ev.Req)
+			case asgi.EvWake:
+				sv.wake(ev.Req)
+			}
+		}
+		sv.flushIfNeeded()
+	}
+	return true
+}
+
+func (sv *asgiSrv) start(r *asgi.Request) {
+	rid, _ := asgiReqs.Add(r)
+	c := r.Conn()
+	var chost, shost *C.char
+	if len(c.Remote.Host) > 0 {
+		chost = (*C.char)(unsafe.Pointer(unsafe.StringData(c.Remote.Host)))
+	}
+	if len(c.Local.Host) > 0 {
+		shost = (*C.char)(unsafe.Pointer(unsafe.StringData(c.Local.Host)))
+	}
+	isUnix := C.int(0)
+	if c.Local.Unix {
+		isUnix = 1
+	}
+	var blob *C.char
+	if len(r.Blob) > 0 {
+		blob = (*C.char)(unsafe.Pointer(&r.Blob[0]))
+	}
+	rc := C.gl_asgi_request(sv.py, C.long(rid), blob, (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
+		C.int(r.Major), C.int(r.Minor), chost, C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
+		shost, C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), isUnix)
+	if rc < 0 { // the call could not start (reported by asgi.c): a 500
+		r.AppDone()
+		asgiReqs.Del(rid)
+	}
+}
+
+func (sv *asgiSrv) wake(r *asgi.Request) {
+	if r.Tag == nil {
+		return
+	}
+	o := (*C.GLAsgiSend)(r.Tag)
+	if C.gl_asgi_wake(o) == 0 { // nothing left to wait for
+		r.Tag = nil
+		delete(sv.tagged, r)
+		C.gl_decref(pyObj(unsafe.Pointer(o)))
+	}
+}
+
+func (sv *asgiSrv) flushIfNeeded() {
+	if sv.s.NeedFlush() && sv.py.flush_pending == 0 {
+		C.gl_asgi_schedule_flush(sv.py)
+	}
+}
+
+func getReq(rid C.long) *asgi.Request {
+	return asgiReqs.Get(int(rid))
+}
+
+// glAsgiStart is http.response.start.
+//
+//export glAsgiStart
+func glAsgiStart(sid, rid C.long, status C.int, hdr *C.char, n C.Py_ssize_t) (rc C.int) {
+	defer recoverInt(&rc)
+	r := getReq(rid)
+	if r == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	var b []byte
+	if n > 0 {
+		b = unsafe.Slice((*byte)(unsafe.Pointer(hdr)), int(n))
+	}
+	return asgiErr(r.Start(int(status), b))
+}
+
+func asgiErr(err error) C.int {
+	switch err {
+	case nil:
+		return C.GL_ASGI_OK
+	case asgi.ErrDisconnected:
+		return C.GL_ASGI_ERR_DISCONNECTED
+	}
+	raise(C.PyExc_RuntimeError, err.Error())
+	return C.GL_ASGI_ERR_RUNTIME
+}
+
+// glAsgiSend is http.response.body.
+//
+//export glAsgiSend
+func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	r := getReq(rid)
+	if r == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	var b []byte
+	if n > 0 {
+		b = unsafe.Slice((*byte)(unsafe.Pointer(body)), int(n))
+	}
+	flags, err := r.Send(b, more != 0)
+	if sv := asgiServers.Get(int(sid)); sv != nil {
+		sv.flushIfNeeded()
+	}
+	if err != nil {
+		return asgiErr(err)
+	}
+	if flags&asgi.SendPaused != 0 {
+		return C.GL_ASGI_PAUSED
+	}
+	return C.GL_ASGI_OK
+}
+
+// glAsgiRecv takes the body received so far: a new bytes object (body states) or None.
+//
+//export glAsgiRecv
+func glAsgiRecv(rid C.long, state *C.int) (ret pyObj) {
+	defer recoverObj(&ret)
+	r := getReq(rid)
+	if r == nil {
+		*state = C.GL_RECV_DISCONNECT
+		return C.gl_none()
+	}
+	b, st := r.Receive()
+	*state = C.int(st)
+	if st != asgi.RecvBody && st != asgi.RecvLast {
+		return C.gl_none()
+	}
+	if len(b) == 0 {
+		return C.gl_bytes(nil, 0)
+	}
+	return C.gl_bytes((*C.char)(unsafe.Pointer(&b[0])), C.Py_ssize_t(len(b)))
+}
+
+// glAsgiSendReady: 1 the paused sender may go on, 0 it waits, GL_ASGI_ERR_DISCONNECTED.
+//
+//export glAsgiSendReady
+func glAsgiSendReady(rid C.long) (rc C.int) {
+	defer recoverInt(&rc)
+	r := getReq(rid)
+	if r == nil {
+		return C.GL_ASGI_ERR_DISCONNECTED
+	}
+	ok, err := r.SendReady()
+	if err != nil {
+		return C.GL_ASGI_ERR_DISCONNECTED
+	}
+	if ok {
+		return 1
+	}
+	return 0
+}
+
+// glAsgiWait: the send object o waits on a Future: Go keeps a reference to it until the
+// EvWake that ends the wait (loop thread).
+//
+//export glAsgiWait
+func glAsgiWait(sid, rid C.long, o *C.GLAsgiSend) (rc C.int) {
+	defer recoverInt(&rc)
+	r := getReq(rid)
+	sv := asgiServers.Get(int(sid))
+	if r == nil || sv == nil {
+		return 0
+	}
+	if r.Tag == nil {
+		C.gl_incref(pyObj(unsafe.Pointer(o)))
+		r.Tag = unsafe.Pointer(o)
+		sv.tagged[r] = struct{}{}
+	}
+	return 0
+}
+
+// glAsgiDone: the application's call returned (a response not started is answered 500).
+//
+//export glAsgiDone
+func glAsgiDone(sid, rid C.long) (rc C.int) {
+	defer recoverInt(&rc)
+	if r := getReq(rid); r != nil {
+		r.AppDone()
+	}
+	if sv := asgiServers.Get(int(sid)); sv != nil {
+		sv.flushIfNeeded()
+	}
+	return 0
+}
+
+// glAsgiStatus is the response's status (0: not started).
+//
+//export glAsgiStatus
+func glAsgiStatus(rid C.long) (rc C.int) {
+	defer recoverInt(&rc)
+	if r := getReq(rid); r != nil && r.Started() {
+		return C.int(r.Status())
+	}
+	return 0
+}
+
+// glAsgiReqFree: the send object is freed (any thread that frees Python objects).
+//
+//export glAsgiReqFree
+func glAsgiReqFree(rid C.long) {
+	defer func() { recover() }()
+	if r := getReq(rid); r != nil {
+		r.AppDone()
+		asgiReqs.Del(int(rid))
+	}
+}

@@ -1,0 +1,50 @@
+/* goloop serve's binding: the C objects of the ASGI server (asgi.c) and what asgi.go calls.
+ * Everything here runs on the thread of the loop the server belongs to. */
+#ifndef GOLOOP_ASGI_H
+#define GOLOOP_ASGI_H
+#include "gl.h"
+
+/* _goloop.AsgiServer: Python's handle on a Go asgi.Server attached to a loop. */
+typedef struct {
+    PyObject_HEAD
+    long sid;              /* Go server id; -1 once released */
+    PyObject *loop;
+    PyObject *runner;      /* runner(scope, receive, send) -> coroutine */
+    PyObject *template;    /* the scope's constant items */
+    PyObject *state;       /* lifespan state (dict) or NULL */
+    PyObject *flush_cb;    /* self._flush, scheduled with call_soon */
+    char flush_pending;
+} GLAsgiServer;
+
+/* `send` of one request (and the state receive shares). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    long rid;              /* Go request id; -1 once released */
+    GLAsgiServer *srv;
+    PyObject *recv_fut;    /* the Future receive() returned, until resolved */
+    PyObject *send_fut;    /* the Future send() returned (backpressure), until resolved */
+} GLAsgiSend;
+
+/* Called by asgi.go. */
+int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
+                    int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
+                    const char *shost, Py_ssize_t shostlen, int sport, int is_unix);
+int gl_asgi_wake(GLAsgiSend *s);
+int gl_asgi_schedule_flush(GLAsgiServer *srv);
+PyObject *gl_bytes(const char *p, Py_ssize_t n);
+int gl_init_asgi(PyObject *m);
+
+/* Go's answers to Start/Send (asgi.go) */
+#define GL_ASGI_OK 0
+#define GL_ASGI_PAUSED 1
+#define GL_ASGI_ERR_DISCONNECTED (-2)
+#define GL_ASGI_ERR_RUNTIME (-3)     /* message in a RuntimeError */
+#define GL_ASGI_ERR_GONE (-4)        /* the request was released */
+/* receive states (asgi.RecvState) */
+#define GL_RECV_WAIT 0
+#define GL_RECV_BODY 1
+#define GL_RECV_LAST 2
+#define GL_RECV_DISCONNECT 3
+
+#endif

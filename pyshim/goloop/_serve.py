@@ -1,0 +1,459 @@
+"""goloop serve: an ASGI server whose HTTP engine is Go (goloop/asgi) and whose application
+runs on goloop's loop.
+
+    goloop.serve(app, host="127.0.0.1", port=8000)          # from a program
+    python -m goloop serve module:app --port 8000           # or the `goloop` command
+
+Options follow uvicorn's names and meanings. This module imports no part of the Go engine:
+the extension is loaded when serve() creates its loop.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import socket
+import stat
+import sys
+from typing import Any, Callable
+from urllib.parse import quote
+
+__all__ = ["serve", "Server", "main", "SUPPORTED_OPTIONS"]
+
+logger = logging.getLogger("goloop.error")
+access_logger = logging.getLogger("goloop.access")
+
+LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": logging.WARNING,
+              "info": logging.INFO, "debug": logging.DEBUG, "trace": 5}
+
+# serve()'s options and their defaults (uvicorn's names and defaults).
+SUPPORTED_OPTIONS: dict[str, Any] = {
+    "host": "127.0.0.1",
+    "port": 8000,
+    "uds": None,
+    "fd": None,
+    "root_path": "",
+    "timeout_keep_alive": 5,
+    "timeout_graceful_shutdown": None,
+    "limit_concurrency": None,
+    "limit_max_requests": None,
+    "backlog": 2048,
+    "lifespan": "auto",
+    "log_level": None,
+    "access_log": True,
+    "server_header": True,
+    "date_header": True,
+    "headers": None,
+    "h11_max_incomplete_event_size": None,
+    "factory": False,
+    "app_dir": None,
+}
+
+# uvicorn's options this version does not have yet: giving one is an error, not a no-op.
+NOT_YET = ("workers", "reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay",
+           "ssl_keyfile", "ssl_certfile", "ssl_keyfile_password", "ssl_version", "ssl_cert_reqs",
+           "ssl_ca_certs", "ssl_ciphers", "proxy_headers", "forwarded_allow_ips", "loop", "http", "ws",
+           "ws_max_size", "ws_max_queue", "ws_ping_interval", "ws_ping_timeout", "ws_per_message_deflate",
+           "interface", "env_file", "log_config", "use_colors", "timeout_worker_healthcheck")
+
+
+class ConfigError(ValueError):
+    """An option serve() does not take (or not yet)."""
+
+
+def _check_options(options: dict[str, Any]) -> dict[str, Any]:
+    cfg = dict(SUPPORTED_OPTIONS)
+    for name, value in options.items():
+        if name in NOT_YET:
+            # The defaults uvicorn passes (workers=1, reload=False ...) are harmless.
+            if value in (None, False, 1, "auto") or (name == "loop" and value in ("goloop", "auto")):
+                continue
+            raise ConfigError(f"goloop serve does not support {name!r} yet "
+                              f"(--{name.replace('_', '-')}): it is planned, see issue 11")
+        if name not in cfg:
+            raise ConfigError(f"goloop serve has no option {name!r}")
+        cfg[name] = value
+    if cfg["lifespan"] not in ("auto", "on", "off"):
+        raise ConfigError("lifespan must be 'auto', 'on' or 'off'")
+    if cfg["log_level"] is not None and str(cfg["log_level"]).lower() not in LOG_LEVELS \
+            and not isinstance(cfg["log_level"], int):
+        raise ConfigError(f"unknown log level {cfg['log_level']!r}")
+    return cfg
+
+
+def import_app(target: Any, factory: bool = False, app_dir: str | None = None) -> Any:
+    """The ASGI application named by 'module:attribute' (or target itself if not a string)."""
+    if isinstance(target, str):
+        if app_dir is not None:
+            sys.path.insert(0, app_dir)
+        module_name, _, attrs = target.partition(":")
+        if not module_name or not attrs:
+            raise ConfigError(f"Import string {target!r} must be in format '<module>:<attribute>'.")
+        module = importlib.import_module(module_name)
+        app = module
+        for attr in attrs.split("."):
+            try:
+                app = getattr(app, attr)
+            except AttributeError:
+                raise ConfigError(f"Attribute {attrs!r} not found in module {module_name!r}.") from None
+    else:
+        app = target
+    if factory:
+        app = app()
+    return app
+
+
+def _configure_logging(level: Any) -> None:
+    lvl = LOG_LEVELS.get(str(level).lower(), logging.INFO) if not isinstance(level, int) else level
+    root = logging.getLogger("goloop")
+    if not root.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        root.addHandler(h)
+        root.propagate = False
+    root.setLevel(lvl)
+
+
+def _bind_sockets(cfg: dict[str, Any]) -> list[socket.socket]:
+    if cfg["fd"] is not None:
+        sock = socket.socket(fileno=os.dup(int(cfg["fd"])))
+        return [sock]
+    if cfg["uds"]:
+        path = cfg["uds"]
+        if os.path.exists(path) and stat.S_ISSOCK(os.stat(path).st_mode):
+            os.remove(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+        os.chmod(path, 0o666)
+        sock.listen(cfg["backlog"])
+        return [sock]
+    host = cfg["host"]
+    family = socket.AF_INET6 if host and ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, int(cfg["port"])))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(cfg["backlog"])
+    return [sock]
+
+
+class _Lifespan:
+    """The ASGI lifespan protocol (startup, shutdown, state), as uvicorn's LifespanOn."""
+
+    def __init__(self, app: Any, mode: str, state: dict):
+        self.app, self.mode, self.state = app, mode, state
+        self.receive_queue: asyncio.Queue = asyncio.Queue()
+        self.startup_event = asyncio.Event()
+        self.shutdown_event = asyncio.Event()
+        self.startup_failed = self.shutdown_failed = False
+        self.error_occured = False
+        self.should_exit = False
+        self.task: asyncio.Task | None = None
+
+    async def startup(self) -> None:
+        logger.info("Waiting for application startup.")
+        self.task = asyncio.get_running_loop().create_task(self.main())
+        await self.receive_queue.put({"type": "lifespan.startup"})
+        await self.startup_event.wait()
+        if self.startup_failed or (self.error_occured and self.mode == "on"):
+            logger.error("Application startup failed. Exiting.")
+            self.should_exit = True
+        else:
+            logger.info("Application startup complete.")
+
+    async def shutdown(self) -> None:
+        if self.error_occured:
+            return
+        logger.info("Waiting for application shutdown.")
+        await self.receive_queue.put({"type": "lifespan.shutdown"})
+        await self.shutdown_event.wait()
+        if self.shutdown_failed or (self.error_occured and self.mode == "on"):
+            logger.error("Application shutdown failed. Exiting.")
+            self.should_exit = True
+        else:
+            logger.info("Application shutdown complete.")
+
+    async def main(self) -> None:
+        scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": self.state}
+        try:
+            await self.app(scope, self.receive, self.send)
+        except BaseException as exc:
+            self.error_occured = True
+            if self.startup_failed or self.shutdown_failed:
+                return
+            if self.mode == "auto":
+                logger.info("ASGI 'lifespan' protocol appears unsupported.")
+            else:
+                logger.error("Exception in 'lifespan' protocol\n", exc_info=exc)
+        finally:
+            self.startup_event.set()
+            self.shutdown_event.set()
+
+    async def send(self, message: dict) -> None:
+        t = message["type"]
+        if t == "lifespan.startup.complete":
+            self.startup_event.set()
+        elif t == "lifespan.startup.failed":
+            self.startup_failed = True
+            self.startup_event.set()
+            if message.get("message"):
+                logger.error(message["message"])
+        elif t == "lifespan.shutdown.complete":
+            self.shutdown_event.set()
+        elif t == "lifespan.shutdown.failed":
+            self.shutdown_failed = True
+            self.shutdown_event.set()
+            if message.get("message"):
+                logger.error(message["message"])
+        else:
+            raise RuntimeError(f"Unexpected ASGI lifespan message {t!r}")
+
+    async def receive(self) -> dict:
+        return await self.receive_queue.get()
+
+
+def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "Server") -> Callable:
+    """The coroutine function the Go side calls for each request: it runs the application
+    and tells Go when it is done (a response not started becomes a 500)."""
+
+    async def run(scope, receive, send):
+        try:
+            await app(scope, receive, send)
+        except BaseException as exc:
+            send._done()
+            if not isinstance(exc, Exception):
+                raise
+            logger.error("Exception in ASGI application\n", exc_info=exc)
+        else:
+            send._done()
+
+    if not access_log and not max_requests:
+        return run
+
+    count = 0
+
+    async def run_logged(scope, receive, send):
+        nonlocal count
+        try:
+            await run(scope, receive, send)
+        finally:
+            if access_log:
+                client = scope.get("client")
+                addr = "%s:%d" % client if client else "-"
+                path = quote(scope["root_path"] + scope["path"])
+                if scope["query_string"]:
+                    path += "?" + scope["query_string"].decode("ascii", "replace")
+                access_logger.info('%s - "%s %s HTTP/%s" %d', addr, scope["method"], path,
+                                   scope["http_version"], send._status() or 500)
+            if max_requests:
+                count += 1
+                if count >= max_requests:
+                    server.request_exit("Maximum request limit of %d exceeded. Terminating process." % max_requests)
+
+    run_logged.__name__ = "run"
+    return run_logged
+
+
+class Server:
+    """goloop serve's server: Server(app, **options); `await server.serve()` on a goloop
+    loop runs it until request_exit() (or SIGINT/SIGTERM with install_signal_handlers)."""
+
+    def __init__(self, app: Any, **options: Any):
+        self.config = _check_options(options)
+        self.app_target = app
+        self.sockets: list[socket.socket] = []
+        self.started = False
+        self.should_exit = False
+        self.force_exit = False
+        self._exit_event: asyncio.Event | None = None
+        self._srv = None
+        self.exit_code = 0
+
+    def request_exit(self, reason: str | None = None) -> None:
+        if reason:
+            logger.warning(reason)
+        self.should_exit = True
+        if self._exit_event is not None:
+            self._exit_event.set()
+
+    def _handle_signal(self, sig: int) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.request_exit()
+
+    def stats(self) -> tuple[int, int, int]:
+        """(open connections, requests in flight, requests served so far)."""
+        return self._srv.stats() if self._srv is not None else (0, 0, 0)
+
+    async def serve(self, sockets: list[socket.socket] | None = None, install_signal_handlers: bool = False) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        from . import _goloop  # the engine is loaded by then: the loop is goloop's
+
+        if not isinstance(loop, _goloop.LoopCore):
+            raise RuntimeError("goloop serve runs on a goloop loop (goloop.run, goloop.new_event_loop)")
+        self._exit_event = asyncio.Event()
+        if self.should_exit:
+            self._exit_event.set()
+        app = import_app(self.app_target, cfg["factory"], cfg["app_dir"])
+        if install_signal_handlers:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self._handle_signal, sig)
+        state: dict = {}
+        lifespan = None
+        try:
+            if cfg["lifespan"] != "off":
+                lifespan = _Lifespan(app, cfg["lifespan"], state)
+                await lifespan.startup()
+                if lifespan.should_exit:
+                    self.exit_code = 3
+                    return
+            own_sockets = sockets is None
+            self.sockets = _bind_sockets(cfg) if own_sockets else list(sockets)
+            try:
+                await self._run(app, state, loop, _goloop)
+            finally:
+                if own_sockets:
+                    for s in self.sockets:
+                        s.close()
+                    if cfg["uds"] and os.path.exists(cfg["uds"]):
+                        os.remove(cfg["uds"])
+            if lifespan is not None:
+                await lifespan.shutdown()
+        finally:
+            if install_signal_handlers:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+
+    async def _run(self, app, state, loop, _goloop) -> None:
+        cfg = self.config
+        headers = []
+        for h in cfg["headers"] or ():
+            name, value = h.split(":", 1) if isinstance(h, str) else h
+            name, value = str(name).strip(), str(value).strip()
+            if not name or any(c in name + value for c in "\r\n\0") or ":" in name:
+                raise ConfigError(f"invalid header {h!r}")
+            headers.append(f"{name.lower()}:{value}")
+        access = bool(cfg["access_log"]) and access_logger.isEnabledFor(logging.INFO)
+        runner = _make_runner(app, access, cfg["limit_max_requests"], self)
+        template = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "scheme": "http",
+                    "root_path": cfg["root_path"] or ""}
+        max_head = cfg["h11_max_incomplete_event_size"] or 16 * 1024
+        srv = _goloop.AsgiServer(loop, runner, template, state or None, int(max_head),
+                                 int(float(cfg["timeout_keep_alive"]) * 1000), int(cfg["limit_concurrency"] or 0),
+                                 bool(cfg["server_header"]), bool(cfg["date_header"]),
+                                 "\n".join(headers).encode("latin-1"))
+        self._srv = srv
+        try:
+            for s in self.sockets:
+                srv.listen(s.fileno())
+                self._log_started(s)
+            self.started = True
+            await self._exit_event.wait()
+            # Graceful shutdown: stop accepting, answer what is in flight, then close.
+            logger.info("Shutting down")
+            srv.close()
+            for s in self.sockets:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+            timeout = cfg["timeout_graceful_shutdown"]
+            deadline = loop.time() + timeout if timeout is not None else None
+            while not self.force_exit:
+                conns, inflight, _ = srv.stats()
+                if conns == 0 and inflight == 0:
+                    break
+                if deadline is not None and loop.time() >= deadline:
+                    logger.error("Cancel %d running task(s), timeout graceful shutdown exceeded", inflight)
+                    break
+                await asyncio.sleep(0.02)
+            srv.abort()
+        finally:
+            srv.release()
+            self._srv = None
+
+    def _log_started(self, sock: socket.socket) -> None:
+        if sock.family == socket.AF_UNIX:
+            logger.info("goloop serve running on unix socket %s (Press CTRL+C to quit)", sock.getsockname())
+            return
+        host, port = sock.getsockname()[:2]
+        fmt = "http://[%s]:%d" if sock.family == socket.AF_INET6 else "http://%s:%d"
+        logger.info("goloop serve running on " + fmt + " (Press CTRL+C to quit)", host, port)
+
+
+def serve(app: Any, **options: Any) -> int:
+    """Serve the ASGI application app (or 'module:attribute') until SIGINT/SIGTERM.
+    Options: uvicorn's (SUPPORTED_OPTIONS); returns the exit code."""
+    server = Server(app, **options)
+    _configure_logging(server.config["log_level"] or "info")
+    from . import run
+
+    try:
+        run(server.serve(install_signal_handlers=True))
+    except KeyboardInterrupt:
+        pass
+    return server.exit_code
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="goloop serve", description="Serve an ASGI application with goloop "
+                                "(uvicorn's options; the HTTP engine is Go).")
+    p.add_argument("app", help="the application, as module:attribute")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--uds")
+    p.add_argument("--fd", type=int)
+    p.add_argument("--root-path", default="")
+    p.add_argument("--timeout-keep-alive", type=float, default=5)
+    p.add_argument("--timeout-graceful-shutdown", type=float)
+    p.add_argument("--limit-concurrency", type=int)
+    p.add_argument("--limit-max-requests", type=int)
+    p.add_argument("--backlog", type=int, default=2048)
+    p.add_argument("--lifespan", choices=["auto", "on", "off"], default="auto")
+    p.add_argument("--log-level", choices=list(LOG_LEVELS), default=None)
+    p.add_argument("--access-log", dest="access_log", action="store_true", default=True)
+    p.add_argument("--no-access-log", dest="access_log", action="store_false")
+    p.add_argument("--server-header", dest="server_header", action="store_true", default=True)
+    p.add_argument("--no-server-header", dest="server_header", action="store_false")
+    p.add_argument("--date-header", dest="date_header", action="store_true", default=True)
+    p.add_argument("--no-date-header", dest="date_header", action="store_false")
+    p.add_argument("--header", dest="headers", action="append", default=[], help="name:value")
+    p.add_argument("--h11-max-incomplete-event-size", type=int)
+    p.add_argument("--factory", action="store_true")
+    p.add_argument("--app-dir", default=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`goloop serve module:app [options]` (the `goloop` command, python -m goloop)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: goloop serve module:app [options]   (goloop serve --help for the options)")
+        return 0 if argv else 2
+    if argv[0] != "serve":
+        print(f"goloop: unknown command {argv[0]!r} (the command is: goloop serve module:app [options])",
+              file=sys.stderr)
+        return 2
+    p = _parser()
+    args, unknown = p.parse_known_args(argv[1:])
+    if unknown:
+        opt = unknown[0].split("=", 1)[0]
+        if opt.startswith("--") and opt[2:].replace("-", "_") in NOT_YET:
+            p.error(f"{opt} is not supported by goloop serve yet (planned, issue 11)")
+        p.error("unrecognized arguments: " + " ".join(unknown))
+    options = vars(args)
+    app = options.pop("app")
+    if options["app_dir"] is None:
+        options["app_dir"] = "."
+    try:
+        return serve(app, **options)
+    except ConfigError as exc:
+        print(f"goloop serve: {exc}", file=sys.stderr)
+        return 2

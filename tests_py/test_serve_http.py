@@ -1,0 +1,576 @@
+"""goloop serve (HTTP/1.1): real clients (raw sockets, http.client) against the server.
+
+Most tests run goloop._serve.Server on a goloop loop in a thread of this process; the CLI
+and signal tests run `python -m goloop serve` in a subprocess."""
+import asyncio
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+
+import goloop
+from goloop import _serve
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYSHIM = os.path.join(os.path.dirname(HERE), "pyshim")
+
+
+@contextmanager
+def serving(app, **options):
+    """Run Server(app, **options) on a goloop loop in a thread; yield it (port: .port)."""
+    options.setdefault("port", 0)
+    options.setdefault("access_log", False)
+    server = _serve.Server(app, **options)
+    state = {}
+    started = threading.Event()
+
+    async def main():
+        state["loop"] = asyncio.get_running_loop()
+        task = asyncio.ensure_future(server.serve())
+        while not server.started and not task.done():
+            await asyncio.sleep(0.005)
+        started.set()
+        await task
+
+    def run():
+        try:
+            goloop.run(main())
+        except BaseException as exc:  # reported by the test
+            state["error"] = exc
+        finally:
+            started.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    assert started.wait(20)
+    if "error" in state:
+        raise state["error"]
+    if server.sockets and server.sockets[0].family != socket.AF_UNIX:
+        server.port = server.sockets[0].getsockname()[1]
+    try:
+        yield server
+    finally:
+        if t.is_alive():
+            state["loop"].call_soon_threadsafe(server.request_exit)
+        t.join(20)
+        assert not t.is_alive(), "the server did not stop"
+        if "error" in state:
+            raise state["error"]
+
+
+def connect(server):
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    return s
+
+
+def read_response(f):
+    """One response from file f (a socket's makefile('rb')): (status, headers dict, body)."""
+    line = f.readline()
+    if not line:
+        raise EOFError("connection closed")
+    status = int(line.split()[1])
+    headers = {}
+    while True:
+        line = f.readline()
+        if line in (b"\r\n", b""):
+            break
+        k, v = line.decode("latin-1").split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    body = b""
+    if headers.get("transfer-encoding") == "chunked":
+        while True:
+            size = int(f.readline().strip(), 16)
+            chunk = f.read(size + 2)
+            assert chunk.endswith(b"\r\n")
+            if size == 0:
+                break
+            body += chunk[:-2]
+    elif "content-length" in headers:
+        body = f.read(int(headers["content-length"]))
+    return status, headers, body
+
+
+def get(server, path, method="GET", body=None, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+async def hello_app(scope, receive, send):
+    assert scope["type"] == "http"
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"hello " + scope["path"].encode()})
+
+
+async def scope_app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    out = {k: v for k, v in scope.items() if k not in ("headers", "raw_path", "query_string", "state")}
+    out["headers"] = [[n.decode(), v.decode()] for n, v in scope["headers"]]
+    out["header_types"] = sorted({type(x).__name__ for pair in scope["headers"] for x in pair})
+    out["raw_path"] = scope["raw_path"].decode()
+    out["query_string"] = scope["query_string"].decode()
+    out["types"] = {k: type(v).__name__ for k, v in scope.items()}
+    body = json.dumps(out).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [[b"content-type", b"application/json"]]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_scope():
+    with serving(scope_app, root_path="/root") as server:
+        st, hdrs, body = get(server, "/a%20b/%E2%82%AC?x=1&y=%20", headers={"X-Mixed": "Va"})
+    assert st == 200
+    s = json.loads(body)
+    assert s["type"] == "http"
+    assert s["asgi"] == {"version": "3.0", "spec_version": "2.4"}
+    assert s["http_version"] == "1.1" and s["method"] == "GET" and s["scheme"] == "http"
+    assert s["path"] == "/a b/\u20ac"
+    assert s["raw_path"] == "/a%20b/%E2%82%AC"
+    assert s["query_string"] == "x=1&y=%20"
+    assert s["root_path"] == "/root"
+    assert ["x-mixed", "Va"] in s["headers"] and ["host", "127.0.0.1:%d" % server.port] in s["headers"]
+    assert s["header_types"] == ["bytes"]
+    assert s["types"]["headers"] == "list" and s["types"]["raw_path"] == "bytes"
+    assert s["client"][0] == "127.0.0.1" and isinstance(s["client"][1], int)
+    assert s["server"] == ["127.0.0.1", server.port]
+    assert hdrs["server"] == "goloop" and "date" in hdrs and hdrs["content-length"] == str(len(body))
+
+
+def test_keep_alive_and_head():
+    with serving(hello_app) as server:
+        s = connect(server)
+        f = s.makefile("rb")
+        for i in range(3):
+            s.sendall(b"GET /k%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+            assert read_response(f)[2] == b"hello /k%d" % i
+        s.sendall(b"HEAD /h HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n")
+        line = f.readline()
+        assert line.startswith(b"HTTP/1.1 200")
+        while f.readline() != b"\r\n":  # a HEAD response has headers only
+            pass
+        assert read_response(f)[2] == b"hello /after"
+        s.close()
+
+
+def test_pipelining_in_order():
+    """20 requests in one write; the app finishes them in reverse order; the responses
+    come back in request order."""
+    n = 20
+    seen = []
+
+    async def app(scope, receive, send):
+        i = int(scope["path"][1:])
+        seen.append(i)
+        await asyncio.sleep((n - i) * 0.002)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"r%d" % i})
+
+    with serving(app) as server:
+        s = connect(server)
+        s.sendall(b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(n)))
+        f = s.makefile("rb")
+        bodies = [read_response(f)[2] for _ in range(n)]
+        s.close()
+    assert bodies == [b"r%d" % i for i in range(n)]
+    assert sorted(seen) == list(range(n))
+
+
+async def echo_app(scope, receive, send):
+    """Echoes the request body in parts (a chunked response), reporting the receive() messages."""
+    if scope["type"] != "http":
+        return
+    parts = []
+    while True:
+        m = await receive()
+        assert m["type"] == "http.request"
+        parts.append(m["body"])
+        if not m.get("more_body", False):
+            break
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"x-parts", b"%d" % len(parts))]})
+    for p in parts:
+        if p:
+            await send({"type": "http.response.body", "body": p, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def test_chunked_request_streams_and_chunked_response():
+    with serving(echo_app) as server:
+        s = connect(server)
+        f = s.makefile("rb")
+        s.sendall(b"POST /e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        time.sleep(0.2)  # the app has the first part and waits in receive() for more
+        s.sendall(b"6\r\n world\r\n0\r\n\r\n")
+        st, hdrs, body = read_response(f)
+        assert st == 200 and body == b"hello world"
+        assert hdrs["transfer-encoding"] == "chunked" and "content-length" not in hdrs
+        assert int(hdrs["x-parts"]) >= 2  # it streamed: not one message with everything
+        # and the connection is reusable, with a Content-Length body this time
+        s.sendall(b"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+        assert read_response(f)[2] == b"abc"
+        s.close()
+
+
+def test_large_body_both_ways():
+    data = os.urandom(3 * 1024 * 1024)
+    with serving(echo_app) as server:
+        st, hdrs, body = get(server, "/big", method="POST", body=data)
+    assert st == 200 and body == data
+
+
+@pytest.mark.parametrize("raw,status", [
+    (b"GARBAGE\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nBad Header\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n", 400),
+    (b"GET / HTTP/1.1\r\nX: " + b"a" * 3000 + b"\r\n\r\n", 431),
+])
+def test_bad_requests_answered_by_go(raw, status):
+    calls = []
+
+    async def app(scope, receive, send):
+        if scope["type"] == "http":
+            calls.append(scope["path"])
+            if (await receive())["type"] == "http.request":
+                await hello_app(scope, receive, send)
+
+    with serving(app, h11_max_incomplete_event_size=1024) as server:
+        s = connect(server)
+        s.sendall(raw)
+        f = s.makefile("rb")
+        st, hdrs, _ = read_response(f)
+        assert st == status and hdrs["connection"] == "close"
+        assert f.read() == b""  # closed
+        s.close()
+    # a malformed head never reaches the app; a malformed body reaches it as a disconnect
+    assert calls == ([] if b"chunked" not in raw else ["/"])
+
+
+def test_app_errors():
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/raise":
+            raise ValueError("boom")
+        if scope["path"] == "/nothing":
+            return
+        if scope["path"] == "/raise-after-start":
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"10")]})
+            await send({"type": "http.response.body", "body": b"abc", "more_body": True})
+            raise ValueError("late")
+        if scope["path"] == "/bad-header":
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": [(b"a\r\nb", b"v")]})
+            except RuntimeError:
+                pass
+            await send({"type": "http.response.start", "status": 201, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app) as server:
+        st, _, body = get(server, "/raise")
+        assert st == 500 and body == b"Internal Server Error"
+        st, _, body = get(server, "/nothing")
+        assert st == 500
+        st, _, body = get(server, "/bad-header")
+        assert st == 201 and body == b"ok"
+        s = connect(server)
+        s.sendall(b"GET /raise-after-start HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = s.makefile("rb").read()  # the server closes after the partial response
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"\r\n\r\nabc")
+        s.close()
+
+
+def test_disconnect_and_send_after_it():
+    got = {}
+    done = threading.Event()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        got["first"] = await receive()
+        got["second"] = await receive()  # waits until the client goes away
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"x"})
+        except OSError as exc:
+            got["send_error"] = exc
+        done.set()
+
+    with serving(app) as server:
+        s = connect(server)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.2)
+        s.close()
+        assert done.wait(10)
+    assert got["first"] == {"type": "http.request", "body": b"", "more_body": False}
+    assert got["second"] == {"type": "http.disconnect"}
+    assert isinstance(got["send_error"], OSError)
+
+
+def test_receive_after_response_is_disconnect():
+    got = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        await receive()
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body"})
+        got.append(await receive())
+
+    with serving(app) as server:
+        assert get(server, "/")[0] == 204
+        for _ in range(100):
+            if got:
+                break
+            time.sleep(0.02)
+    assert got == [{"type": "http.disconnect"}]
+
+
+def test_lifespan_state_and_shutdown():
+    events = []
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while True:
+                m = await receive()
+                events.append(m["type"])
+                if m["type"] == "lifespan.startup":
+                    scope["state"]["db"] = "connected"
+                    await send({"type": "lifespan.startup.complete"})
+                else:
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        body = scope["state"]["db"].encode()
+        scope["state"]["db"] = "changed"  # each request has its own copy
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    with serving(app, lifespan="on") as server:
+        assert get(server, "/")[2] == b"connected"
+        assert get(server, "/")[2] == b"connected"
+    assert events == ["lifespan.startup", "lifespan.shutdown"]
+
+
+def test_lifespan_startup_failure():
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            await receive()
+            await send({"type": "lifespan.startup.failed", "message": "no db"})
+
+    server = _serve.Server(app, port=0, lifespan="on")
+    goloop.run(server.serve())
+    assert server.exit_code == 3 and not server.started
+
+
+def test_lifespan_auto_unsupported_app():
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            raise RuntimeError("only http")
+        await hello_app(scope, receive, send)
+
+    with serving(app, lifespan="auto") as server:
+        assert get(server, "/x")[2] == b"hello /x"
+
+
+def test_options_headers_and_limits():
+    with serving(hello_app, server_header=False, date_header=False, headers=["X-Powered: goloop", ("x-two", "2")],
+                 timeout_keep_alive=0.3) as server:
+        st, hdrs, _ = get(server, "/")
+        assert "server" not in hdrs and "date" not in hdrs
+        assert hdrs["x-powered"] == "goloop" and hdrs["x-two"] == "2"
+        s = connect(server)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        f = s.makefile("rb")
+        read_response(f)
+        t0 = time.monotonic()
+        assert f.read() == b""  # the idle connection is closed after the keep-alive timeout
+        assert time.monotonic() - t0 < 8
+        s.close()
+
+
+def test_limit_concurrency_503():
+    release = threading.Event()
+
+    async def app(scope, receive, send):
+        if scope["type"] == "http":
+            while not release.is_set():
+                await asyncio.sleep(0.01)
+            await hello_app(scope, receive, send)
+
+    with serving(app, limit_concurrency=1) as server:
+        s1 = connect(server)
+        s1.sendall(b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        for _ in range(500):
+            if server.stats()[1] == 1:
+                break
+            time.sleep(0.01)
+        st, hdrs, _ = get(server, "/2")
+        assert st == 503
+        release.set()
+        assert read_response(s1.makefile("rb"))[2] == b"hello /1"
+        s1.close()
+
+
+def test_limit_max_requests():
+    with serving(hello_app, limit_max_requests=3) as server:
+        for i in range(3):
+            assert get(server, "/%d" % i)[0] == 200
+        for _ in range(200):
+            if server.should_exit:
+                break
+            time.sleep(0.01)
+        assert server.should_exit
+
+
+def test_unix_socket(tmp_path):
+    path = str(tmp_path / "s.sock")
+    with serving(scope_app, uds=path) as server:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        s.sendall(b"GET /u HTTP/1.1\r\nHost: x\r\n\r\n")
+        st, _, body = read_response(s.makefile("rb"))
+        s.close()
+    sc = json.loads(body)
+    assert st == 200 and sc["path"] == "/u" and sc["client"] is None and sc["server"][0] == path
+    assert not os.path.exists(path)
+
+
+def test_unknown_and_unsupported_options():
+    with pytest.raises(_serve.ConfigError, match="no option 'bogus'"):
+        _serve.Server(hello_app, bogus=1)
+    with pytest.raises(_serve.ConfigError, match="workers"):
+        _serve.Server(hello_app, workers=4)
+    with pytest.raises(_serve.ConfigError, match="ssl_certfile"):
+        _serve.Server(hello_app, ssl_certfile="x.pem")
+    _serve.Server(hello_app, workers=1, reload=False)  # uvicorn's defaults are fine
+
+
+def run_cli(*args, **kw):
+    env = dict(os.environ, PYTHONPATH=PYSHIM)
+    return subprocess.run([sys.executable, "-P", "-m", "goloop", *args], capture_output=True, text=True,
+                          timeout=60, env=env, **kw)
+
+
+def test_cli_rejects_unknown_options():
+    r = run_cli("serve", "x:app", "--bogus")
+    assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
+    r = run_cli("serve", "x:app", "--workers", "2")
+    assert r.returncode == 2 and "--workers is not supported by goloop serve yet" in r.stderr
+    r = run_cli("frobnicate")
+    assert r.returncode == 2 and "unknown command" in r.stderr
+
+
+def test_import_goloop_loads_no_go_runtime():
+    code = "import sys, goloop, goloop._serve; assert 'goloop._goloop' not in sys.modules, sys.modules.keys()"
+    env = dict(os.environ, PYTHONPATH=PYSHIM)
+    subprocess.run([sys.executable, "-P", "-c", code], check=True, env=env, timeout=60)
+
+
+SLOW_APP = textwrap.dedent("""
+    import asyncio
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while True:
+                m = await receive()
+                if m["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                else:
+                    print("lifespan shutdown", flush=True)
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["path"] == "/slow":
+            print("slow started", flush=True)
+            await asyncio.sleep(1.0)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done " + scope["path"].encode()})
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_graceful_shutdown(tmp_path, sig):
+    """`python -m goloop serve` on a Unix socket: a signal while a request is in flight
+    stops accepting, answers that request (connection: close), runs the lifespan shutdown
+    and exits 0."""
+    (tmp_path / "slowapp.py").write_text(SLOW_APP)
+    path = str(tmp_path / "srv.sock")
+    env = dict(os.environ, PYTHONPATH=PYSHIM)
+    p = subprocess.Popen([sys.executable, "-P", "-m", "goloop", "serve", "slowapp:app", "--uds", path,
+                          "--app-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         env=env, text=True)
+    try:
+        for _ in range(500):
+            if os.path.exists(path):
+                break
+            time.sleep(0.02)
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        s.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert p.stdout.readline().strip().endswith("startup.") or True
+        time.sleep(0.3)
+        p.send_signal(sig)
+        st, hdrs, body = read_response(s.makefile("rb"))
+        assert (st, body) == (200, b"done /slow")
+        assert hdrs.get("connection") == "close"
+        s.close()
+        out, _ = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, out
+    assert "lifespan shutdown" in out
+    assert not os.path.exists(path)
+
+
+def test_starlette_app():
+    pytest.importorskip("starlette")
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
+    from starlette.routing import Route
+
+    async def item(request):
+        return JSONResponse({"id": request.path_params["item_id"], "q": request.query_params.get("q")})
+
+    async def post(request):
+        data = await request.json()
+        return JSONResponse({"got": data}, status_code=201)
+
+    async def stream(request):
+        async def gen():
+            for i in range(5):
+                yield b"part%d;" % i
+                await asyncio.sleep(0)
+        return StreamingResponse(gen(), media_type="text/plain")
+
+    async def boom(request):
+        raise RuntimeError("boom")
+
+    app = Starlette(routes=[Route("/items/{item_id:int}", item), Route("/post", post, methods=["POST"]),
+                            Route("/stream", stream), Route("/boom", boom),
+                            Route("/text", lambda r: PlainTextResponse("plain"))])
+    with serving(app) as server:
+        st, hdrs, body = get(server, "/items/42?q=x")
+        assert st == 200 and json.loads(body) == {"id": 42, "q": "x"}
+        assert hdrs["content-type"] == "application/json"
+        st, _, body = get(server, "/post", method="POST", body=json.dumps({"a": [1, 2]}),
+                          headers={"Content-Type": "application/json"})
+        assert st == 201 and json.loads(body) == {"got": {"a": [1, 2]}}
+        st, hdrs, body = get(server, "/stream")
+        assert st == 200 and body == b"part0;part1;part2;part3;part4;"
+        assert hdrs["transfer-encoding"] == "chunked"
+        assert get(server, "/missing")[0] == 404
+        assert get(server, "/boom")[0] == 500
+        assert get(server, "/text")[2] == b"plain"
