@@ -47,6 +47,7 @@ type Conn struct {
 	paused   bool          // the reader waits for room (wake)
 	isDirty  bool          // in the server's dirty list
 	wake     chan struct{} // cap 1: room for the reader, or closed
+	ws       *WS           // the WebSocket session this connection was upgraded to (ws.go)
 
 	// the reader goroutine's own state
 	p        *httpparser.Parser
@@ -101,6 +102,9 @@ func (c *Conn) serve() {
 			c.batch = c.batch[:0]
 		}
 		if c.stopRead {
+			if c.ws != nil {
+				c.ws.serve() // upgraded: the goroutine reads the WebSocket session's frames
+			}
 			return
 		}
 		if err != nil {
@@ -158,9 +162,12 @@ func (c *Conn) feed(data []byte) {
 	}
 	var ue *httpparser.UpgradeError
 	if errors.As(err, &ue) {
-		// No protocol switch in this version: the request was answered as a plain one
-		// (keep-alive off); what follows it is not HTTP/1.1 and is not read.
+		// What follows the request is not HTTP/1.1: a WebSocket session's (ws.go), or
+		// not read (the request was answered as a plain one, keep-alive off).
 		c.stopRead = true
+		if c.ws != nil {
+			c.ws.rbuf = append(c.ws.rbuf, data[ue.Offset:]...)
+		}
 		return
 	}
 	code := 400
@@ -238,6 +245,9 @@ func (c *Conn) OnHeadersComplete() error {
 	r.finishHead(p.Method())
 	if !r.keepAlive {
 		c.stopRead = true
+		if p.ShouldUpgrade() {
+			c.wsCheck(r, p.Method()) // a WebSocket handshake? (ws.go)
+		}
 	}
 	if lim := c.s.cfg.LimitConcurrency; lim > 0 && c.s.inflight.Load() >= int64(lim) {
 		r.own = true
@@ -508,7 +518,11 @@ func (c *Conn) shutdown() {
 	if len(c.inflight) == 0 && len(c.out) == 0 && !c.writing && !c.closed {
 		c.closeLocked()
 	}
+	ws := c.ws
 	c.mu.Unlock()
+	if ws != nil {
+		ws.shutdown() // an open WebSocket session is closed with 1012
+	}
 }
 
 func (c *Conn) abort() { c.lost() }

@@ -30,6 +30,7 @@ type Request struct {
 	keepAlive  bool
 	dispatched bool // queued for the application
 	own        bool // answered by the server itself (limit reached, shutting down)
+	ws         *WS  // a WebSocket handshake (ws.go)
 
 	// under c.mu
 	body      []byte // unread body

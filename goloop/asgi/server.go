@@ -87,6 +87,8 @@ type Server struct {
 
 	inflight atomic.Int64 // requests dispatched, application not done
 	requests atomic.Int64 // requests dispatched, ever
+
+	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
 }
 
 // New returns a server with configuration cfg.

@@ -814,3 +814,13 @@ int gl_init_asgi(PyObject *m) {
         return -1;
     return 0;
 }
+
+/* ---------- for asgi_ws.c (WebSocket) ---------- */
+
+PyObject *gl_asgi_done(PyObject *value) { return done_new(value); }
+
+void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception) {
+    resolve(fut, is_exception ? s_set_exception : s_set_result, value);
+}
+
+PyObject *gl_asgi_client_disconnected(void) { return ClientDisconnected; }

@@ -184,6 +184,10 @@ func (l *loop) takeASGI() bool {
 }
 
 func (sv *asgiSrv) start(r *asgi.Request) {
+	if r.WS() != nil {
+		sv.startWS(r) // a WebSocket handshake (asgi_ws.go)
+		return
+	}
 	rid, _ := asgiReqs.Add(r)
 	c := r.Conn()
 	var chost, shost *C.char
@@ -215,7 +219,13 @@ func (sv *asgiSrv) wake(r *asgi.Request) {
 		return
 	}
 	o := (*C.GLAsgiSend)(r.Tag)
-	if C.gl_asgi_wake(o) == 0 { // nothing left to wait for
+	var waiting C.int
+	if r.WS() != nil {
+		waiting = C.gl_asgi_ws_wake(o)
+	} else {
+		waiting = C.gl_asgi_wake(o)
+	}
+	if waiting == 0 { // nothing left to wait for
 		r.Tag = nil
 		delete(sv.tagged, r)
 		C.gl_decref(pyObj(unsafe.Pointer(o)))

@@ -34,6 +34,18 @@ int gl_asgi_wake(GLAsgiSend *s);
 int gl_asgi_schedule_flush(GLAsgiServer *srv);
 PyObject *gl_bytes(const char *p, Py_ssize_t n);
 int gl_init_asgi(PyObject *m);
+/* asgi.c's helpers for asgi_ws.c */
+PyObject *gl_asgi_done(PyObject *value);
+void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception);
+PyObject *gl_asgi_client_disconnected(void);
+
+/* WebSocket (asgi_ws.c) */
+int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
+                       const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
+                       Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen);
+int gl_asgi_ws_wake(GLAsgiSend *s);
+PyObject *gl_ws_text(const char *p, Py_ssize_t n);
+int gl_init_asgi_ws(PyObject *m);
 
 /* Go's answers to Start/Send (asgi.go) */
 #define GL_ASGI_OK 0

@@ -48,6 +48,12 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "date_header": True,
     "headers": None,
     "h11_max_incomplete_event_size": None,
+    "ws": "auto",
+    "ws_max_size": 16 * 1024 * 1024,
+    "ws_max_queue": 32,
+    "ws_ping_interval": 20.0,
+    "ws_ping_timeout": 20.0,
+    "ws_per_message_deflate": True,
     "factory": False,
     "app_dir": None,
 }
@@ -55,9 +61,13 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
 # uvicorn's options this version does not have yet: giving one is an error, not a no-op.
 NOT_YET = ("workers", "reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay",
            "ssl_keyfile", "ssl_certfile", "ssl_keyfile_password", "ssl_version", "ssl_cert_reqs",
-           "ssl_ca_certs", "ssl_ciphers", "proxy_headers", "forwarded_allow_ips", "loop", "http", "ws",
-           "ws_max_size", "ws_max_queue", "ws_ping_interval", "ws_ping_timeout", "ws_per_message_deflate",
+           "ssl_ca_certs", "ssl_ciphers", "proxy_headers", "forwarded_allow_ips", "loop", "http",
            "interface", "env_file", "log_config", "use_colors", "timeout_worker_healthcheck")
+
+
+# --ws: every implementation name of uvicorn's means goloop's own (Go) WebSocket; "none"
+# leaves upgrade requests to the application as plain HTTP requests.
+WS_CHOICES = ("auto", "none", "websockets", "websockets-sansio", "wsproto")
 
 
 class ConfigError(ValueError):
@@ -76,6 +86,8 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
         if name not in cfg:
             raise ConfigError(f"goloop serve has no option {name!r}")
         cfg[name] = value
+    if cfg["ws"] not in WS_CHOICES:
+        raise ConfigError(f"ws must be one of {', '.join(WS_CHOICES)}")
     if cfg["lifespan"] not in ("auto", "on", "off"):
         raise ConfigError("lifespan must be 'auto', 'on' or 'off'")
     if cfg["log_level"] is not None and str(cfg["log_level"]).lower() not in LOG_LEVELS \
@@ -226,7 +238,10 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
         try:
             await app(scope, receive, send)
         except BaseException as exc:
-            send._done()
+            if scope["type"] == "websocket":
+                send._fail()  # an accepted session closes with 1011
+            else:
+                send._done()
             if not isinstance(exc, Exception):
                 raise
             logger.error("Exception in ASGI application\n", exc_info=exc)
@@ -249,8 +264,13 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
                 path = quote(scope["root_path"] + scope["path"])
                 if scope["query_string"]:
                     path += "?" + scope["query_string"].decode("ascii", "replace")
-                access_logger.info('%s - "%s %s HTTP/%s" %d', addr, scope["method"], path,
-                                   scope["http_version"], send._status() or 500)
+                if scope["type"] == "websocket":
+                    status = send._status()
+                    access_logger.info('%s - "WebSocket %s" %s', addr, path,
+                                       "[accepted]" if status == 101 else (status or 500))
+                else:
+                    access_logger.info('%s - "%s %s HTTP/%s" %d', addr, scope["method"], path,
+                                       scope["http_version"], send._status() or 500)
             if max_requests:
                 count += 1
                 if count >= max_requests:
@@ -351,6 +371,9 @@ class Server:
                                  "\n".join(headers).encode("latin-1"))
         self._srv = srv
         try:
+            _goloop._asgi_ws_config(srv, cfg["ws"] == "none", int(cfg["ws_max_size"]), int(cfg["ws_max_queue"]),
+                                    float(cfg["ws_ping_interval"] or 0), float(cfg["ws_ping_timeout"] or 0),
+                                    bool(cfg["ws_per_message_deflate"]))
             for s in self.sockets:
                 srv.listen(s.fileno())
                 self._log_started(s)
@@ -402,6 +425,15 @@ def serve(app: Any, **options: Any) -> int:
     return server.exit_code
 
 
+def _boolean(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("1", "true", "yes", "on", "y", "t"):
+        return True
+    if v in ("0", "false", "no", "off", "n", "f"):
+        return False
+    raise argparse.ArgumentTypeError(f"{value!r} is not a boolean")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="goloop serve", description="Serve an ASGI application with goloop "
                                 "(uvicorn's options; the HTTP engine is Go).")
@@ -426,6 +458,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-date-header", dest="date_header", action="store_false")
     p.add_argument("--header", dest="headers", action="append", default=[], help="name:value")
     p.add_argument("--h11-max-incomplete-event-size", type=int)
+    p.add_argument("--ws", choices=list(WS_CHOICES), default="auto")
+    p.add_argument("--ws-max-size", type=int, default=16 * 1024 * 1024)
+    p.add_argument("--ws-max-queue", type=int, default=32)
+    p.add_argument("--ws-ping-interval", type=float, default=20.0)
+    p.add_argument("--ws-ping-timeout", type=float, default=20.0)
+    p.add_argument("--ws-per-message-deflate", type=_boolean, default=True)
     p.add_argument("--factory", action="store_true")
     p.add_argument("--app-dir", default=None)
     return p

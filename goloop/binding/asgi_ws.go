@@ -1,0 +1,210 @@
+package main
+
+// goloop serve's WebSocket binding (Go side): the exports asgi_ws.c calls for a websocket
+// scope's send and receive (goloop/asgi/ws.go does the protocol). Loop thread only.
+
+/*
+#include "asgi.h"
+*/
+import "C"
+
+import (
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/goloop/goloop/goloop/asgi"
+)
+
+func cBytes(p *C.char, n C.Py_ssize_t) []byte {
+	if n <= 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n))
+}
+
+func getWS(rid C.long) *asgi.WS {
+	if r := getReq(rid); r != nil {
+		return r.WS()
+	}
+	return nil
+}
+
+//export glAsgiWsConfig
+func glAsgiWsConfig(sid C.long, disabled C.int, maxSize, maxQueue C.long, pingInterval, pingTimeout C.double,
+	deflate C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	getSrv(sid).s.SetWSConfig(asgi.WSConfig{
+		Disabled:     disabled != 0,
+		MaxSize:      int(maxSize),
+		MaxQueue:     int(maxQueue),
+		PingInterval: time.Duration(float64(pingInterval) * float64(time.Second)),
+		PingTimeout:  time.Duration(float64(pingTimeout) * float64(time.Second)),
+		Deflate:      deflate != 0,
+	})
+	return 0
+}
+
+// startWS makes the websocket scope of an upgrade request and starts the application.
+func (sv *asgiSrv) startWS(r *asgi.Request) {
+	rid, _ := asgiReqs.Add(r)
+	c := r.Conn()
+	var chost, shost *C.char
+	if len(c.Remote.Host) > 0 {
+		chost = (*C.char)(unsafe.Pointer(unsafe.StringData(c.Remote.Host)))
+	}
+	if len(c.Local.Host) > 0 {
+		shost = (*C.char)(unsafe.Pointer(unsafe.StringData(c.Local.Host)))
+	}
+	isUnix := C.int(0)
+	if c.Local.Unix {
+		isUnix = 1
+	}
+	var blob *C.char
+	if len(r.Blob) > 0 {
+		blob = (*C.char)(unsafe.Pointer(&r.Blob[0]))
+	}
+	protos := strings.Join(r.WS().Subprotocols, ",")
+	var pp *C.char
+	if len(protos) > 0 {
+		pp = (*C.char)(unsafe.Pointer(unsafe.StringData(protos)))
+	}
+	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), blob, (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
+		chost, C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
+		shost, C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), isUnix, pp, C.Py_ssize_t(len(protos)))
+	if rc < 0 { // the call could not start (reported by asgi_ws.c): a 500
+		r.WS().AppDone(false)
+		asgiReqs.Del(rid)
+	}
+}
+
+func wsRet(sid C.long, flags int, err error) C.int {
+	if sv := asgiServers.Get(int(sid)); sv != nil {
+		sv.flushIfNeeded()
+	}
+	if err != nil {
+		return asgiErr(err)
+	}
+	if flags&asgi.SendPaused != 0 {
+		return C.GL_ASGI_PAUSED
+	}
+	return C.GL_ASGI_OK
+}
+
+//export glAsgiWsAccept
+func glAsgiWsAccept(sid, rid C.long, sp *C.char, spn C.Py_ssize_t, hdr *C.char, hn C.Py_ssize_t) (rc C.int) {
+	defer recoverInt(&rc)
+	w := getWS(rid)
+	if w == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	return wsRet(sid, 0, w.Accept(string(cBytes(sp, spn)), cBytes(hdr, hn)))
+}
+
+//export glAsgiWsSend
+func glAsgiWsSend(sid, rid C.long, text C.int, p *C.char, n C.Py_ssize_t) (rc C.int) {
+	defer recoverInt(&rc)
+	w := getWS(rid)
+	if w == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	flags, err := w.Send(text != 0, cBytes(p, n))
+	return wsRet(sid, flags, err)
+}
+
+//export glAsgiWsClose
+func glAsgiWsClose(sid, rid C.long, code C.int, reason *C.char, n C.Py_ssize_t) (rc C.int) {
+	defer recoverInt(&rc)
+	w := getWS(rid)
+	if w == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	return wsRet(sid, 0, w.Close(int(code), string(cBytes(reason, n))))
+}
+
+//export glAsgiWsDeny
+func glAsgiWsDeny(sid, rid C.long, status C.int, hdr *C.char, n C.Py_ssize_t) (rc C.int) {
+	defer recoverInt(&rc)
+	w := getWS(rid)
+	if w == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	return wsRet(sid, 0, w.Deny(int(status), cBytes(hdr, n)))
+}
+
+//export glAsgiWsDenyBody
+func glAsgiWsDenyBody(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	w := getWS(rid)
+	if w == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	flags, err := w.DenyBody(cBytes(body, n), more != 0)
+	return wsRet(sid, flags, err)
+}
+
+// glAsgiWsRecv: the next message's kind (asgi.WSKind), its data (bytes, str) or None, and
+// for a disconnect its code and reason (a new str in *reason).
+//
+//export glAsgiWsRecv
+func glAsgiWsRecv(rid C.long, kind, code *C.int, reason *pyObj) (ret pyObj) {
+	defer recoverObj(&ret)
+	w := getWS(rid)
+	if w == nil {
+		*kind, *code = C.int(asgi.WSDisconnect), 1006
+		*reason = C.gl_ws_text(nil, 0)
+		return C.gl_none()
+	}
+	k, data, cd, rs := w.Receive()
+	*kind = C.int(k)
+	var p *C.char
+	if len(data) > 0 {
+		p = (*C.char)(unsafe.Pointer(&data[0]))
+	}
+	switch k {
+	case asgi.WSText:
+		return C.gl_ws_text(p, C.Py_ssize_t(len(data)))
+	case asgi.WSBinary:
+		return C.gl_bytes(p, C.Py_ssize_t(len(data)))
+	case asgi.WSDisconnect:
+		*code = C.int(cd)
+		var rp *C.char
+		if len(rs) > 0 {
+			rp = (*C.char)(unsafe.Pointer(unsafe.StringData(rs)))
+		}
+		*reason = C.gl_ws_text(rp, C.Py_ssize_t(len(rs)))
+	}
+	return C.gl_none()
+}
+
+//export glAsgiWsDone
+func glAsgiWsDone(sid, rid C.long, failed C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	if w := getWS(rid); w != nil {
+		w.AppDone(failed != 0)
+	}
+	if sv := asgiServers.Get(int(sid)); sv != nil {
+		sv.flushIfNeeded()
+	}
+	return 0
+}
+
+//export glAsgiWsStatus
+func glAsgiWsStatus(rid C.long) (rc C.int) {
+	defer recoverInt(&rc)
+	if w := getWS(rid); w != nil {
+		return C.int(w.Status())
+	}
+	return 0
+}
+
+// glAsgiWsFree: the send object is freed.
+//
+//export glAsgiWsFree
+func glAsgiWsFree(rid C.long) {
+	defer func() { recover() }()
+	if w := getWS(rid); w != nil {
+		w.AppDone(false)
+		asgiReqs.Del(int(rid))
+	}
+}
