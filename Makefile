@@ -26,7 +26,7 @@ all: build
 # Python-side tools the build and the tests need, from the project's own declarations.
 deps:
 	$(PIP) install setuptools wheel
-	$(PIP) install pytest pytest-timeout uvicorn starlette websockets anyio
+	$(PIP) install pytest pytest-timeout uvicorn starlette websockets 'httpx[http2]' h2 anyio
 	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
 	  echo "$(PIP) install $$p"; \
 	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \
@@ -37,7 +37,8 @@ deps:
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
 bench-deps:
-	$(PIP) install uvloop httptools
+	$(PIP) install uvloop httptools fastapi pydantic
+	$(PIP) install granian || echo "granian not installed: bench/serve_bench.py's Granian rows will fail"
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || echo "wrk not installed: HTTP benchmarks will be skipped"
 
 # Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode.

@@ -1,26 +1,92 @@
 #!/usr/bin/env python3
-"""goloop serve against uvicorn: an ASGI hello world (bench/asgi_server.py's app) under
-uvicorn+uvloop, uvicorn+goloop and `goloop serve`, side by side in one run.
+"""goloop serve against uvicorn and Granian: issue 11's table.
 
-    python3 bench/serve_bench.py [--duration 5] [--connections 100] [--rounds 1] [--pipeline 16]
+    python3 bench/serve_bench.py [--duration 5] [--rounds 3] [--rows hello,json,...] [--servers ...]
 
-Each server is a fresh subprocess pinned to core 0 (taskset -c 0), wrk -t1 -cN on core 1.
-Prints requests/s and the server's CPU time per request (utime+stime of all its threads,
-from /proc). Needs wrk, uvicorn, uvloop, httptools.
+Workloads (bench/serve_apps.py): a raw ASGI hello world, a Starlette JSON endpoint, a FastAPI
+endpoint with a path parameter and a Pydantic response, the hello world 16-deep pipelined
+(bench/pipeline.lua), and a 100 KiB response. Servers: uvicorn (httptools) on the asyncio,
+uvloop and goloop loops; Granian (ASGI, --workers 1 --runtime-threads 1) on asyncio and uvloop;
+`goloop serve`. Each server is a fresh process tree pinned to core 0 (`taskset -c 0`, which
+its threads and child processes inherit: Go's threads, Granian's worker and Rust threads),
+after a 1 s warm-up wrk -t1 -cN runs on core 1. Reported: requests/s, the server's CPU µs per
+request (utime+stime of every thread of every process of its tree, over the measured run,
+divided by the requests wrk counted) and wrk's p50/p99 latency. With --rounds N each cell is
+the run with the least CPU per request (the machine is shared: the best of N is the steadiest).
+
+HTTPS rows (--https) run the servers that take a certificate: uvicorn, Granian, and
+`goloop serve` once it has --ssl-certfile (the row says "not supported" until then).
+Needs wrk, uvicorn, uvloop, httptools, granian, starlette, fastapi (make bench-deps).
 """
+from __future__ import annotations
+
 import argparse
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PY = sys.executable
-ENV = dict(os.environ, PYTHONPATH=os.path.join(REPO, "pyshim") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
+SERVER_CPU, CLIENT_CPU = "0", "1"
+
+# name -> (app in serve_apps, path, pipeline depth, tls)
+ROWS = {
+    "hello": ("hello world", "hello", "/", 1, False),
+    "json": ("Starlette JSON", "starlette", "/json", 1, False),
+    "fastapi": ("FastAPI path param + Pydantic", "fastapi", "/items/42", 1, False),
+    "pipeline": ("hello world, 16 pipelined", "hello", "/", 16, False),
+    "big": ("100 KiB response", "big", "/", 1, False),
+    "https": ("hello world, HTTPS", "hello", "/", 1, True),
+}
+SERVERS = ["uvicorn+asyncio", "uvicorn+uvloop", "uvicorn+goloop", "granian+asyncio", "granian+uvloop",
+           "goloop serve"]
+
+
+def goloop_serve_has_tls() -> bool:
+    sys.path.insert(0, os.path.join(REPO, "pyshim"))
+    try:
+        from goloop import _serve
+    except ImportError:
+        return False
+    return "ssl_certfile" in getattr(_serve, "SUPPORTED_OPTIONS", {})
+
+
+def server_argv(name, app, port, certs):
+    """The command line of server `name` serving serve_apps:app on port (None: unsupported)."""
+    target = f"serve_apps:{app}"
+    if name.startswith("uvicorn+"):
+        loop = name.split("+")[1]
+        loop = "goloop:new_event_loop" if loop == "goloop" else loop
+        argv = [PY, "-m", "uvicorn", target, "--app-dir", HERE, "--host", "127.0.0.1", "--port", str(port),
+                "--loop", loop, "--http", "httptools", "--no-access-log", "--lifespan", "off",
+                "--log-level", "warning"]
+        if certs:
+            argv += ["--ssl-certfile", certs[0], "--ssl-keyfile", certs[1]]
+        return argv
+    if name.startswith("granian+"):
+        argv = [PY, "-m", "granian", "--interface", "asgi", "--workers", "1", "--runtime-threads", "1",
+                "--loop", name.split("+")[1], "--no-ws", "--log-level", "warning", "--host", "127.0.0.1",
+                "--port", str(port)]
+        if certs:
+            argv += ["--ssl-certificate", certs[0], "--ssl-keyfile", certs[1]]
+        return argv + [target]
+    if name == "goloop serve":
+        argv = [PY, "-P", "-m", "goloop", "serve", target, "--app-dir", HERE, "--port", str(port),
+                "--no-access-log", "--lifespan", "off", "--log-level", "warning"]
+        if certs:
+            if not goloop_serve_has_tls():
+                return None
+            argv += ["--ssl-certfile", certs[0], "--ssl-keyfile", certs[1]]
+        return argv
+    raise ValueError(name)
 
 
 def free_port():
@@ -29,27 +95,62 @@ def free_port():
         return s.getsockname()[1]
 
 
-def servers(port):
-    addr = f"127.0.0.1:{port}"
-    return {
-        "uvicorn+uvloop": [PY, os.path.join(HERE, "asgi_server.py"), "--loop", "uvloop", "--addr", addr],
-        "uvicorn+goloop": [PY, os.path.join(HERE, "asgi_server.py"), "--loop", "goloop", "--addr", addr],
-        "goloop serve": [PY, "-P", "-m", "goloop", "serve", "asgi_server:app", "--app-dir", HERE, "--port",
-                         str(port), "--no-access-log", "--lifespan", "off", "--log-level", "warning"],
-    }
+def tree_pids(pid):
+    """pid and its descendants (Granian's master and worker processes)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def tree_cpu(pid):
+    """utime+stime of pid's whole process tree (every thread), in seconds."""
+    total = 0
+    for p in tree_pids(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
 
 
-def wait_port(port, proc, timeout=20):
+_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def parse_wrk(out):
+    m = re.search(r"(\d+) requests in", out)
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if not m or not rps:
+        return None
+    res = {"n": int(m.group(1)), "rps": float(rps.group(1)), "errors": 0}
+    for q in ("50", "99"):
+        lm = re.search(rf"^\s*{q}%\s+([\d.]+)(us|ms|s)\b", out, re.M)
+        if lm:
+            res["p" + q] = float(lm.group(1)) * _UNITS[lm.group(2)]
+    sm = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if sm:
+        res["errors"] += sum(int(x) for x in sm.groups())
+    nm = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if nm:
+        res["errors"] += int(nm.group(1))
+    return res
+
+
+def wait_port(port, proc, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
+            proc.errf.seek(0)
+            raise RuntimeError(f"server exited with {proc.returncode}: {proc.errf.read().decode()[-400:]}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
@@ -58,35 +159,54 @@ def wait_port(port, proc, timeout=20):
     raise RuntimeError("server not ready")
 
 
-def run_one(argv, port, duration, conns, pipeline):
-    proc = subprocess.Popen(["taskset", "-c", "0", *argv], env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, cwd=REPO)
+def run_one(argv, port, path, duration, conns, depth, tls):
+    # stderr to a file, not a pipe: a server logging more than a pipe holds (tracebacks of
+    # the requests wrk cut off at its end) would block on it.
+    errf = tempfile.TemporaryFile()
+    proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, *argv], env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=errf, cwd=HERE)
+    proc.errf = errf
     try:
         wait_port(port, proc)
-        url = f"http://127.0.0.1:{port}/"
-        subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c", str(conns), "-d1s", url],
-                       capture_output=True, timeout=60)  # warm-up
-        wrk = ["taskset", "-c", "1", "wrk", "-t1", "-c", str(conns), f"-d{duration}s", url]
-        if pipeline > 1:
-            wrk[4:4] = ["-s", os.path.join(HERE, "pipeline.lua")]
-            wrk += ["--", str(pipeline)]
-        c0 = cpu_seconds(proc.pid)
-        out = subprocess.run(wrk, capture_output=True, text=True, timeout=duration + 60).stdout
-        c1 = cpu_seconds(proc.pid)
-        m = re.search(r"(\d+) requests in", out)
-        rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-        if not m or not rps:
-            raise RuntimeError("wrk output: " + out)
-        n = int(m.group(1))
-        errs = re.search(r"Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)", out)
-        return float(rps.group(1)), (c1 - c0) * 1e6 / max(n, 1), errs.group(0) if errs else ""
+        url = f"{'https' if tls else 'http'}://127.0.0.1:{port}{path}"
+        wrk = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c", str(conns), "--latency"]
+        if depth > 1:
+            wrk += ["-s", os.path.join(HERE, "pipeline.lua")]
+        tail = ["--", str(depth)] if depth > 1 else []
+        subprocess.run(wrk + ["-d1s", url] + tail, capture_output=True, timeout=60)  # warm-up
+        c0 = tree_cpu(proc.pid)
+        out = subprocess.run(wrk + [f"-d{duration}s", url] + tail, capture_output=True, text=True,
+                             timeout=duration + 60).stdout
+        c1 = tree_cpu(proc.pid)
+        res = parse_wrk(out)
+        if res is None or res["n"] == 0:
+            raise RuntimeError("wrk output: " + out[-400:])
+        res["cpu_us"] = (c1 - c0) * 1e6 / res["n"]
+        return res
     finally:
-        proc.terminate()
+        proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(5)
+            proc.wait(10)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            for p in reversed(tree_pids(proc.pid)):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
             proc.wait()
+        errf.close()
+
+
+def make_certs(tmp):
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def fmt_ms(us):
+    return f"{us / 1e3:.2f}" if us is not None else ""
 
 
 def main():
@@ -94,24 +214,53 @@ def main():
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--connections", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--pipeline", type=int, default=1, help="requests per connection in flight (wrk script)")
-    ap.add_argument("--only", action="append", help="run only the named servers")
+    ap.add_argument("--rows", default="hello,json,fastapi,pipeline,big", help=",".join(ROWS))
+    ap.add_argument("--servers", default=",".join(SERVERS), help=",".join(SERVERS))
+    ap.add_argument("--https", action="store_true", help="add the HTTPS row")
     args = ap.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed")
-    print(f"ASGI hello world, wrk -t1 -c{args.connections} -d{args.duration}s"
-          + (f", {args.pipeline} pipelined" if args.pipeline > 1 else "") + ", server on core 0")
-    print(f"| server | requests/s | server CPU µs/request |\n| --- | --- | --- |")
-    for _ in range(args.rounds):
-        for name in servers(0):
-            if args.only and name not in args.only:
+    rows = args.rows.split(",") + (["https"] if args.https and "https" not in args.rows else [])
+    servers = args.servers.split(",")
+    best: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        certs = make_certs(tmp) if "https" in rows else None
+        for rnd in range(args.rounds):
+            for row in rows:
+                title, app, path, depth, tls = ROWS[row]
+                for name in servers:
+                    port = free_port()
+                    argv = server_argv(name, app, port, certs if tls else None)
+                    if argv is None:
+                        best[(row, name)] = "not supported"
+                        continue
+                    try:
+                        r = run_one(argv, port, path, args.duration, args.connections, depth, tls)
+                    except Exception as exc:  # noqa: BLE001 (a row that fails is reported, not fatal)
+                        print(f"# {title} / {name}: failed: {exc}", flush=True)
+                        best.setdefault((row, name), "failed")
+                        continue
+                    print(f"# round {rnd + 1} {title} / {name}: {r['rps']:,.0f} req/s, {r['cpu_us']:.2f} µs CPU/req, "
+                          f"p50 {fmt_ms(r.get('p50'))} ms, p99 {fmt_ms(r.get('p99'))} ms"
+                          + (f", {r['errors']} errors" if r["errors"] else ""), flush=True)
+                    old = best.get((row, name))
+                    if not isinstance(old, dict) or r["cpu_us"] < old["cpu_us"]:
+                        best[(row, name)] = r
+    print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s on core {CLIENT_CPU}, server tree on core {SERVER_CPU}"
+          f", best of {args.rounds} by CPU/request\n")
+    print("| workload | server | requests/s | server CPU µs/request | goloop serve's CPU advantage | p50 ms | p99 ms |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows:
+        title = ROWS[row][0]
+        mine = best.get((row, "goloop serve"))
+        for name in servers:
+            r = best.get((row, name))
+            if not isinstance(r, dict):
+                print(f"| {title} | {name} | {r or ''} | | | | |")
                 continue
-            port = free_port()
-            try:
-                rps, us, err = run_one(servers(port)[name], port, args.duration, args.connections, args.pipeline)
-                print(f"| {name} | {rps:,.0f} | {us:.1f} |" + (f" {err}" if err else ""), flush=True)
-            except Exception as exc:
-                print(f"| {name} | failed: {exc} | |", flush=True)
+            ratio = f"{r['cpu_us'] / mine['cpu_us']:.2f}x" if isinstance(mine, dict) and name != "goloop serve" else ""
+            print(f"| {title} | {name} | {r['rps']:,.0f} | {r['cpu_us']:.1f} | {ratio} | {fmt_ms(r.get('p50'))} "
+                  f"| {fmt_ms(r.get('p99'))} |" + (f" ({r['errors']} errors)" if r["errors"] else ""))
 
 
 if __name__ == "__main__":

@@ -55,11 +55,14 @@ type Conn struct {
 	batch    []Event
 	stopRead bool
 	deadline time.Time
+
+	sniff bool    // the first read may turn the connection into HTTP/2 (h2.go)
+	h2    *h2Conn // set if it did
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
 	c := &Conn{s: s, nc: nc, Remote: addrOf(nc.RemoteAddr()), Local: addrOf(nc.LocalAddr()),
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), sniff: !s.cfg.NoH2}
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.rc, _ = sc.SyscallConn()
 	}
@@ -93,6 +96,11 @@ func (c *Conn) serve() {
 			c.nc.SetReadDeadline(c.deadline)
 		}
 		n, err := c.nc.Read(buf)
+		if c.sniff {
+			if c.sniff = false; n > 0 && c.startH2(buf[:n]) {
+				return
+			}
+		}
 		if n > 0 {
 			c.feed(buf[:n])
 		}
@@ -461,6 +469,10 @@ func (c *Conn) writer() {
 // drainedLocked: the output is written. Wake the senders that wait for it; close the
 // connection if it is done.
 func (c *Conn) drainedLocked() {
+	if c.h2 != nil {
+		c.h2.drainedLocked()
+		return
+	}
 	for _, r := range c.inflight {
 		if r.waitSend {
 			c.wakeLocked(r, nil)
@@ -492,6 +504,9 @@ func (c *Conn) lost() {
 }
 
 func (c *Conn) lostLocked() {
+	if c.h2 != nil {
+		c.h2.lostLocked()
+	}
 	for _, r := range c.inflight {
 		r.lost = true
 		c.wakeLocked(r, nil)
@@ -514,6 +529,11 @@ func (c *Conn) lostLocked() {
 // requests in flight are answered.
 func (c *Conn) shutdown() {
 	c.mu.Lock()
+	if h := c.h2; h != nil {
+		c.mu.Unlock()
+		h.shutdown()
+		return
+	}
 	c.closing = true
 	if len(c.inflight) == 0 && len(c.out) == 0 && !c.writing && !c.closed {
 		c.closeLocked()

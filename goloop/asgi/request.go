@@ -21,6 +21,7 @@ type Request struct {
 	Ends  []int32
 	Major int
 	Minor int
+	h2    *h2Stream // an HTTP/2 stream's (h2.go); nil for HTTP/1.1
 	// Tag is the application's (the binding keeps its own state of the request there:
 	// memory Go does not manage).
 	Tag unsafe.Pointer
@@ -154,6 +155,9 @@ const (
 
 // Receive takes the body received so far (ASGI's receive()).
 func (r *Request) Receive() ([]byte, RecvState) {
+	if r.h2 != nil {
+		return r.h2Receive()
+	}
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -215,6 +219,9 @@ const (
 
 // Send adds a body part (ASGI's http.response.body); more=false completes the response.
 func (r *Request) Send(body []byte, more bool) (flags int, err error) {
+	if r.h2 != nil {
+		return r.h2Send(body, more)
+	}
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -307,6 +314,9 @@ func (r *Request) completeLocked() {
 // SendReady tells whether a sender paused by SendPaused may go on (false: wait for the
 // next EvWake); err is ErrDisconnected if the client went away meanwhile.
 func (r *Request) SendReady() (bool, error) {
+	if r.h2 != nil {
+		return r.h2SendReady()
+	}
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -327,6 +337,10 @@ func (r *Request) Status() int   { r.c.mu.Lock(); defer r.c.mu.Unlock(); return 
 // AppDone: the application's call for this request returned (or failed). A response not
 // started is answered 500; one started but incomplete ends the connection.
 func (r *Request) AppDone() {
+	if r.h2 != nil {
+		r.h2AppDone()
+		return
+	}
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -46,6 +46,12 @@ type Config struct {
 	LimitConcurrency int
 	// Notify is called (from any goroutine) when an event is queued to an empty queue.
 	Notify func()
+
+	// NoH2 turns HTTP/2 off (no h2 in ALPN, no h2c prior knowledge); H2MaxResets is how
+	// many streams a client may reset per second before its connection is dropped
+	// (default 100; see h2.go).
+	NoH2        bool
+	H2MaxResets int
 }
 
 // EventKind says what an Event reports.
@@ -87,6 +93,9 @@ type Server struct {
 
 	inflight atomic.Int64 // requests dispatched, application not done
 	requests atomic.Int64 // requests dispatched, ever
+
+	tls atomic.Pointer[tlsState] // SetTLS (tls.go)
+	h2  h2Server                 // h2.go
 
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
 }
@@ -175,7 +184,7 @@ func (s *Server) acceptLoop(ln net.Listener) {
 			continue
 		}
 		delay = 0
-		c := newConn(s, nc)
+		c := newConn(s, s.wrapTLS(nc))
 		s.mu.Lock()
 		if s.closed.Load() {
 			s.mu.Unlock()

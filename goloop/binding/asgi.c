@@ -14,7 +14,7 @@ static PyObject *s_type, *s_http, *s_asgi, *s_http_version, *s_method, *s_scheme
     *s_raw_path, *s_query_string, *s_root_path, *s_headers, *s_client, *s_server, *s_state,
     *s_status, *s_body, *s_more_body, *s_trailers, *s_http_request, *s_http_disconnect,
     *s_response_start, *s_response_body, *s_create_task, *s_create_future, *s_call_soon,
-    *s_set_result, *s_set_exception, *s_done, *s_v10, *s_v11, *s_copy;
+    *s_set_result, *s_set_exception, *s_done, *s_v10, *s_v11, *s_v2, *s_copy;
 static PyObject *msg_disconnect;      /* {"type": "http.disconnect"} (copied for each use) */
 static PyObject *empty_bytes;
 #define NMETHODS 9
@@ -109,8 +109,8 @@ static PyTypeObject DoneType = {
 
 static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"loop", "runner", "template", "state", "max_head", "keep_alive_ms",
-                             "limit_concurrency", "server_header", "date_header", "headers", NULL};
-    PyObject *loop, *runner, *template, *state, *flush;
+                             "limit_concurrency", "server_header", "date_header", "headers", "on_error", "app", NULL};
+    PyObject *loop, *runner, *template, *state, *on_error = Py_None, *app = Py_None;
     long max_head, ka, limit;
     int server_header, date_header;
     const char *headers;
@@ -120,21 +120,22 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "AsgiServer already initialized");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!Olllppy#", kwlist, &loop, &runner, &PyDict_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!Olllppy#|OO", kwlist, &loop, &runner, &PyDict_Type,
                                      &template, &state, &max_head, &ka, &limit, &server_header,
-                                     &date_header, &headers, &hlen))
+                                     &date_header, &headers, &hlen, &on_error, &app))
         return -1;
     if (!PyObject_TypeCheck(loop, loopcore_type)) {
         PyErr_SetString(PyExc_TypeError, "AsgiServer needs a goloop loop");
         return -1;
     }
-    flush = PyObject_GetAttrString((PyObject *)self, "_flush");
-    if (flush == NULL) return -1;
     self->loop = Py_NewRef(loop);
     self->runner = Py_NewRef(runner);
+    if (on_error != Py_None && app != Py_None) {
+        self->on_error = Py_NewRef(on_error);
+        self->app = Py_NewRef(app);
+    }
     self->template = Py_NewRef(template);
     self->state = (state == Py_None) ? NULL : Py_NewRef(state);
-    self->flush_cb = flush;
     if (glAsgiServerNew(self, (GLLoop *)loop, max_head, ka, limit, server_header, date_header,
                         (char *)headers, hlen) < 0)
         return -1;
@@ -150,17 +151,23 @@ static PyObject *srv_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
     Py_VISIT(self->loop);
     Py_VISIT(self->runner);
+    Py_VISIT(self->on_error);
+    Py_VISIT(self->app);
+    Py_VISIT(self->c_host);
+    Py_VISIT(self->s_addr);
     Py_VISIT(self->template);
     Py_VISIT(self->state);
-    Py_VISIT(self->flush_cb);
     return 0;
 }
 
 static int srv_clear(GLAsgiServer *self) {
     Py_CLEAR(self->runner);
+    Py_CLEAR(self->on_error);
+    Py_CLEAR(self->app);
+    Py_CLEAR(self->c_host);
+    Py_CLEAR(self->s_addr);
     Py_CLEAR(self->template);
     Py_CLEAR(self->state);
-    Py_CLEAR(self->flush_cb);
     return 0;
 }
 
@@ -214,7 +221,6 @@ static PyObject *srv_stats(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
 
 static PyObject *srv_flush(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
-    self->flush_pending = 0;
     if (self->sid >= 0 && glAsgiFlush(self->sid) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -224,7 +230,28 @@ static PyObject *srv_set_state(GLAsgiServer *self, PyObject *state) {
     Py_RETURN_NONE;
 }
 
+/* set_tls(certfile, keyfile, password, ca_certs, cert_reqs): TLS for every connection
+ * accepted from now on (asgi_tls.go). */
+static PyObject *srv_set_tls(GLAsgiServer *self, PyObject *args) {
+    SRV_CHECK(self);
+    const char *cert, *key, *pw, *ca;
+    int reqs;
+    if (!PyArg_ParseTuple(args, "zzzzi:set_tls", &cert, &key, &pw, &ca, &reqs)) return NULL;
+    if (glAsgiSetTLS(self->sid, (char *)cert, (char *)key, (char *)pw, (char *)ca, reqs) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *srv_reload_tls(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
+    SRV_CHECK(self);
+    if (glAsgiReloadTLS(self->sid) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef srv_methods[] = {
+    {"set_tls", (PyCFunction)srv_set_tls, METH_VARARGS,
+     "set_tls(certfile, keyfile, password, ca_certs, cert_reqs): TLS (and h2 by ALPN)."},
+    {"reload_tls", (PyCFunction)srv_reload_tls, METH_NOARGS,
+     "Read the TLS files again: the next handshakes use them (the old ones stay on error)."},
     {"listen", (PyCFunction)srv_listen, METH_O, "listen(fd): serve the listening socket fd (a duplicate)."},
     {"close", (PyCFunction)srv_close, METH_NOARGS,
      "Stop accepting; idle connections close now, busy ones after their responses."},
@@ -249,18 +276,6 @@ static PyTypeObject ServerType = {
     .tp_clear = (inquiry)srv_clear,
     .tp_methods = srv_methods,
 };
-
-int gl_asgi_schedule_flush(GLAsgiServer *srv) {
-    if (srv->flush_cb == NULL) return 0;
-    PyObject *r = PyObject_CallMethodOneArg(srv->loop, s_call_soon, srv->flush_cb);
-    if (r == NULL) {
-        PyErr_WriteUnraisable(srv->flush_cb);
-        return -1;
-    }
-    Py_DECREF(r);
-    srv->flush_pending = 1;
-    return 0;
-}
 
 /* ---------- send ---------- */
 
@@ -662,6 +677,53 @@ static PyObject *addr_tuple(const char *host, Py_ssize_t hlen, int port, int is_
     return t;
 }
 
+/* The host as a str, the one of the last call when host is the same (*slot caches it). */
+static PyObject *host_cached(PyObject **slot, char *key, Py_ssize_t *keylen, const char *host, Py_ssize_t hlen) {
+    if (*slot != NULL && *keylen == hlen && (hlen == 0 || memcmp(key, host, hlen) == 0)) return Py_NewRef(*slot);
+    PyObject *h = PyUnicode_DecodeUTF8(host ? host : "", hlen, "replace");
+    if (h != NULL && hlen <= 64) {
+        Py_XSETREF(*slot, Py_NewRef(h));
+        if (hlen) memcpy(key, host, hlen);
+        *keylen = hlen;
+    }
+    return h;
+}
+
+/* scope["client"]: (host, port), the host str reused from the previous request. */
+static PyObject *client_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hlen, int port) {
+    PyObject *h = host_cached(&srv->c_host, srv->c_key, &srv->c_keylen, host, hlen);
+    if (h == NULL) return NULL;
+    PyObject *p = PyLong_FromLong(port);
+    if (p == NULL) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    PyObject *t = PyTuple_New(2);
+    if (t == NULL) {
+        Py_DECREF(h);
+        Py_DECREF(p);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, h);
+    PyTuple_SET_ITEM(t, 1, p);
+    return t;
+}
+
+/* scope["server"] for TCP: the tuple of the previous request when the address is the same. */
+static PyObject *server_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hlen, int port) {
+    if (srv->s_addr != NULL && srv->s_port == port && srv->s_keylen == hlen &&
+        (hlen == 0 || memcmp(srv->s_key, host, hlen) == 0))
+        return Py_NewRef(srv->s_addr);
+    PyObject *t = addr_tuple(host, hlen, port, 0);
+    if (t != NULL && hlen <= 64) {
+        Py_XSETREF(srv->s_addr, Py_NewRef(t));
+        if (hlen) memcpy(srv->s_key, host, hlen);
+        srv->s_keylen = hlen;
+        srv->s_port = port;
+    }
+    return t;
+}
+
 static int set_new(PyObject *d, PyObject *k, PyObject *v) {
     if (v == NULL) return -1;
     int rc = PyDict_SetItem(d, k, v);
@@ -708,7 +770,7 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
         PyTuple_SET_ITEM(t, 1, v);
         PyList_SET_ITEM(headers, i, t);
     }
-    if (PyDict_SetItem(scope, s_http_version, (major == 1 && minor == 0) ? s_v10 : s_v11) < 0 ||
+    if (PyDict_SetItem(scope, s_http_version, major == 2 ? s_v2 : (major == 1 && minor == 0) ? s_v10 : s_v11) < 0 ||
         set_new(scope, s_method, method_obj(SEG(nends - 4))) < 0 ||
         set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
         set_new(scope, s_raw_path, PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
@@ -719,17 +781,22 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
         if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||
             set_new(scope, s_server, addr_tuple(shost, shostlen, 0, 1)) < 0)
             goto fail;
-    } else if (set_new(scope, s_client, addr_tuple(chost, chostlen, cport, 0)) < 0 ||
-               set_new(scope, s_server, addr_tuple(shost, shostlen, sport, 0)) < 0) {
+    } else if (set_new(scope, s_client, client_tuple(srv, chost, chostlen, cport)) < 0 ||
+               set_new(scope, s_server, server_tuple(srv, shost, shostlen, sport)) < 0) {
         goto fail;
     }
     if (srv->state != NULL && set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
 #undef SEG
     {
         PyObject *args[3] = {scope, (PyObject *)recv, (PyObject *)send};
-        coro = PyObject_Vectorcall(srv->runner, args, 3, NULL);
+        coro = PyObject_Vectorcall(srv->app != NULL ? srv->app : srv->runner, args, 3, NULL);
     }
     if (coro == NULL) goto fail;
+    if (srv->app != NULL) {  /* the application's own coroutine, run in an AsgiRun */
+        PyObject *run = gl_asgi_run_new(coro, send, srv->on_error);
+        if (run == NULL) goto fail;
+        Py_SETREF(coro, run);
+    }
     task = PyObject_CallMethodOneArg(srv->loop, s_create_task, coro);
     if (task == NULL) goto fail;
     Py_DECREF(task);
@@ -743,7 +810,7 @@ fail:
     send->rid = -1;  /* Go answers 500 and forgets the request */
 fail_norid:
     PyErr_WriteUnraisable(srv->runner);
-    if (coro != NULL && PyCoro_CheckExact(coro)) {
+    if (coro != NULL && (PyCoro_CheckExact(coro) || gl_asgi_is_run(coro))) {
         PyObject *r = PyObject_CallMethod(coro, "close", NULL);
         if (r == NULL) PyErr_Clear();
         Py_XDECREF(r);
@@ -790,6 +857,7 @@ int gl_init_asgi(PyObject *m) {
     INTERN(s_done, "done");
     INTERN(s_v10, "1.0");
     INTERN(s_v11, "1.1");
+    INTERN(s_v2, "2");
     INTERN(s_copy, "copy");
 #undef INTERN
     for (int i = 0; i < NMETHODS; i++)
@@ -800,7 +868,7 @@ int gl_init_asgi(PyObject *m) {
     loopcore_type = (PyTypeObject *)PyObject_GetAttrString(m, "LoopCore");
     if (loopcore_type == NULL) return -1;
     if (PyType_Ready(&DoneType) < 0 || PyType_Ready(&SendType) < 0 || PyType_Ready(&RecvType) < 0 ||
-        PyType_Ready(&ServerType) < 0)
+        PyType_Ready(&ServerType) < 0 || gl_init_asgi_run(m) < 0)
         return -1;
     done_none = PyObject_New(GLDone, &DoneType);
     if (done_none == NULL) return -1;

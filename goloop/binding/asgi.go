@@ -159,6 +159,7 @@ func (l *loop) releaseASGI() {
 // takeASGI is runOnce's hook: it takes each server's queue and starts the requests
 // (asgi.c), and resumes the receive/send waits that events ended.
 func (l *loop) takeASGI() bool {
+	l.flushASGI() // output queued while the loop was not running
 	for i := 0; i < len(l.asgi); i++ {
 		sv := l.asgi[i]
 		if !sv.s.Pending() {
@@ -178,9 +179,22 @@ func (l *loop) takeASGI() bool {
 				sv.wake(ev.Req)
 			}
 		}
-		sv.flushIfNeeded()
 	}
 	return true
+}
+
+// flushASGI writes the responses the iteration's handles produced: runOnce calls it after
+// running them (one non-blocking write per connection with output, from Go: no handle,
+// no extra iteration).
+func (l *loop) flushASGI() {
+	if len(l.asgi) == 0 {
+		return
+	}
+	for _, sv := range l.asgi {
+		if sv.s.NeedFlush() {
+			sv.s.Flush()
+		}
+	}
 }
 
 func (sv *asgiSrv) start(r *asgi.Request) {
@@ -232,12 +246,6 @@ func (sv *asgiSrv) wake(r *asgi.Request) {
 	}
 }
 
-func (sv *asgiSrv) flushIfNeeded() {
-	if sv.s.NeedFlush() && sv.py.flush_pending == 0 {
-		C.gl_asgi_schedule_flush(sv.py)
-	}
-}
-
 func getReq(rid C.long) *asgi.Request {
 	return asgiReqs.Get(int(rid))
 }
@@ -283,9 +291,6 @@ func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int) (rc C
 		b = unsafe.Slice((*byte)(unsafe.Pointer(body)), int(n))
 	}
 	flags, err := r.Send(b, more != 0)
-	if sv := asgiServers.Get(int(sid)); sv != nil {
-		sv.flushIfNeeded()
-	}
 	if err != nil {
 		return asgiErr(err)
 	}
@@ -361,9 +366,6 @@ func glAsgiDone(sid, rid C.long) (rc C.int) {
 	defer recoverInt(&rc)
 	if r := getReq(rid); r != nil {
 		r.AppDone()
-	}
-	if sv := asgiServers.Get(int(sid)); sv != nil {
-		sv.flushIfNeeded()
 	}
 	return 0
 }

@@ -12,8 +12,14 @@ typedef struct {
     PyObject *runner;      /* runner(scope, receive, send) -> coroutine */
     PyObject *template;    /* the scope's constant items */
     PyObject *state;       /* lifespan state (dict) or NULL */
-    PyObject *flush_cb;    /* self._flush, scheduled with call_soon */
-    char flush_pending;
+    PyObject *app;         /* set: an HTTP request calls app itself (not runner, which is still
+                              the websocket's) and its coroutine runs in an AsgiRun (asgi_run.c) */
+    PyObject *on_error;    /* with app: on_error(exc) logs an application's exception */
+    /* the scope's last addresses, reused while they stay the same (asgi.c addr_cached) */
+    PyObject *c_host, *s_addr;                  /* client host (str), server (host, port) */
+    char c_key[64], s_key[64];
+    Py_ssize_t c_keylen, s_keylen;
+    int s_port;
 } GLAsgiServer;
 
 /* `send` of one request (and the state receive shares). */
@@ -31,9 +37,12 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
                     int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
                     const char *shost, Py_ssize_t shostlen, int sport, int is_unix);
 int gl_asgi_wake(GLAsgiSend *s);
-int gl_asgi_schedule_flush(GLAsgiServer *srv);
 PyObject *gl_bytes(const char *p, Py_ssize_t n);
 int gl_init_asgi(PyObject *m);
+/* asgi_run.c */
+PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error);
+int gl_init_asgi_run(PyObject *m);
+int gl_asgi_is_run(PyObject *o);
 /* asgi.c's helpers for asgi_ws.c */
 PyObject *gl_asgi_done(PyObject *value);
 void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception);

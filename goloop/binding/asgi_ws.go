@@ -79,9 +79,6 @@ func (sv *asgiSrv) startWS(r *asgi.Request) {
 }
 
 func wsRet(sid C.long, flags int, err error) C.int {
-	if sv := asgiServers.Get(int(sid)); sv != nil {
-		sv.flushIfNeeded()
-	}
 	if err != nil {
 		return asgiErr(err)
 	}
@@ -182,9 +179,6 @@ func glAsgiWsDone(sid, rid C.long, failed C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	if w := getWS(rid); w != nil {
 		w.AppDone(failed != 0)
-	}
-	if sv := asgiServers.Get(int(sid)); sv != nil {
-		sv.flushIfNeeded()
 	}
 	return 0
 }

@@ -600,6 +600,7 @@ func (l *loop) runOnce() bool {
 			}
 			C.gl_decref(r)
 		}
+		l.flushASGI()
 		return l.flushDirty()
 	}
 	for i := 0; i < ntodo; i++ {
@@ -608,6 +609,7 @@ func (l *loop) runOnce() bool {
 			return false
 		}
 	}
+	l.flushASGI() // goloop serve's responses (asgi.go)
 	return l.flushDirty()
 }
 

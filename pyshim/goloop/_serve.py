@@ -56,12 +56,21 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "ws_per_message_deflate": True,
     "factory": False,
     "app_dir": None,
+    # TLS (Go's crypto/tls; ALPN offers h2 and http/1.1)
+    "ssl_keyfile": None,
+    "ssl_certfile": None,
+    "ssl_keyfile_password": None,
+    "ssl_version": None,
+    "ssl_cert_reqs": 0,
+    "ssl_ca_certs": None,
+    "ssl_ciphers": "TLSv1",
 }
+
+_SSL_PROTOCOL_TLS, _SSL_PROTOCOL_TLS_SERVER = 2, 17  # ssl.PROTOCOL_TLS, ssl.PROTOCOL_TLS_SERVER
 
 # uvicorn's options this version does not have yet: giving one is an error, not a no-op.
 NOT_YET = ("workers", "reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay",
-           "ssl_keyfile", "ssl_certfile", "ssl_keyfile_password", "ssl_version", "ssl_cert_reqs",
-           "ssl_ca_certs", "ssl_ciphers", "proxy_headers", "forwarded_allow_ips", "loop", "http",
+           "proxy_headers", "forwarded_allow_ips", "loop", "http",
            "interface", "env_file", "log_config", "use_colors", "timeout_worker_healthcheck")
 
 
@@ -86,6 +95,7 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
         if name not in cfg:
             raise ConfigError(f"goloop serve has no option {name!r}")
         cfg[name] = value
+    _check_ssl(cfg)
     if cfg["ws"] not in WS_CHOICES:
         raise ConfigError(f"ws must be one of {', '.join(WS_CHOICES)}")
     if cfg["lifespan"] not in ("auto", "on", "off"):
@@ -94,6 +104,29 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
             and not isinstance(cfg["log_level"], int):
         raise ConfigError(f"unknown log level {cfg['log_level']!r}")
     return cfg
+
+
+def _check_ssl(cfg: dict[str, Any]) -> None:
+    if cfg["ssl_ciphers"] not in (None, "", "TLSv1"):
+        raise ConfigError("goloop serve's TLS is Go's crypto/tls, with its own cipher suites (TLS 1.2+, "
+                          "forward secrecy only): --ssl-ciphers is not supported")
+    if cfg["ssl_version"] not in (None, _SSL_PROTOCOL_TLS, _SSL_PROTOCOL_TLS_SERVER):
+        raise ConfigError("goloop serve negotiates TLS 1.2 or 1.3: --ssl-version can only be "
+                          "PROTOCOL_TLS_SERVER (17) or PROTOCOL_TLS (2)")
+    reqs = cfg["ssl_cert_reqs"]
+    if reqs is None:
+        reqs = cfg["ssl_cert_reqs"] = 0
+    if int(reqs) not in (0, 1, 2):
+        raise ConfigError("ssl_cert_reqs must be 0 (CERT_NONE), 1 (CERT_OPTIONAL) or 2 (CERT_REQUIRED)")
+    cfg["ssl_cert_reqs"] = int(reqs)
+    if not cfg["ssl_certfile"]:
+        for name in ("ssl_keyfile", "ssl_ca_certs", "ssl_keyfile_password"):
+            if cfg[name]:
+                raise ConfigError(f"{name} needs ssl_certfile")
+        if cfg["ssl_cert_reqs"]:
+            raise ConfigError("ssl_cert_reqs needs ssl_certfile")
+    elif cfg["ssl_cert_reqs"] and not cfg["ssl_ca_certs"]:
+        raise ConfigError("client certificates (ssl_cert_reqs 1 or 2) need ssl_ca_certs to verify them")
 
 
 def import_app(target: Any, factory: bool = False, app_dir: str | None = None) -> Any:
@@ -230,9 +263,15 @@ class _Lifespan:
         return await self.receive_queue.get()
 
 
+def _log_app_error(exc: BaseException) -> None:
+    logger.error("Exception in ASGI application\n", exc_info=exc)
+
+
 def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "Server") -> Callable:
     """The coroutine function the Go side calls for each request: it runs the application
-    and tells Go when it is done (a response not started becomes a 500)."""
+    and tells Go when it is done (a response not started becomes a 500). Without an access
+    log or a request limit, HTTP requests do this in C (AsgiServer's app and on_error) and
+    only WebSocket sessions come here."""
 
     async def run(scope, receive, send):
         try:
@@ -307,6 +346,19 @@ class Server:
             self.force_exit = True
         self.request_exit()
 
+    def reload_tls(self) -> bool:
+        """Read the TLS certificate/key/CA files again (what SIGHUP does): the next
+        handshakes use them. On error the current ones stay and the error is logged."""
+        if self._srv is None or not self.config["ssl_certfile"]:
+            return False
+        try:
+            self._srv.reload_tls()
+        except OSError as exc:
+            logger.error("TLS files not reloaded, the current ones stay: %s", exc)
+            return False
+        logger.info("TLS files reloaded")
+        return True
+
     def stats(self) -> tuple[int, int, int]:
         """(open connections, requests in flight, requests served so far)."""
         return self._srv.stats() if self._srv is not None else (0, 0, 0)
@@ -322,9 +374,12 @@ class Server:
         if self.should_exit:
             self._exit_event.set()
         app = import_app(self.app_target, cfg["factory"], cfg["app_dir"])
+        hup = install_signal_handlers and bool(cfg["ssl_certfile"]) and hasattr(signal, "SIGHUP")
         if install_signal_handlers:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, self._handle_signal, sig)
+        if hup:  # SIGHUP: read the certificate and key files again
+            loop.add_signal_handler(signal.SIGHUP, self.reload_tls)
         state: dict = {}
         lifespan = None
         try:
@@ -350,6 +405,8 @@ class Server:
             if install_signal_handlers:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
+            if hup:
+                loop.remove_signal_handler(signal.SIGHUP)
 
     async def _run(self, app, state, loop, _goloop) -> None:
         cfg = self.config
@@ -362,13 +419,28 @@ class Server:
             headers.append(f"{name.lower()}:{value}")
         access = bool(cfg["access_log"]) and access_logger.isEnabledFor(logging.INFO)
         runner = _make_runner(app, access, cfg["limit_max_requests"], self)
-        template = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "scheme": "http",
+        # Without an access log or a request limit, an HTTP request's coroutine is the
+        # application's own, run in a C wrapper (asgi_run.c): no Python frame around it.
+        direct = not access and not cfg["limit_max_requests"]
+        tls = bool(cfg["ssl_certfile"])
+        template = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
+                    "scheme": "https" if tls else "http",
                     "root_path": cfg["root_path"] or ""}
         max_head = cfg["h11_max_incomplete_event_size"] or 16 * 1024
         srv = _goloop.AsgiServer(loop, runner, template, state or None, int(max_head),
                                  int(float(cfg["timeout_keep_alive"]) * 1000), int(cfg["limit_concurrency"] or 0),
                                  bool(cfg["server_header"]), bool(cfg["date_header"]),
-                                 "\n".join(headers).encode("latin-1"))
+                                 "\n".join(headers).encode("latin-1"),
+                                 _log_app_error if direct else None, app if direct else None)
+        try:
+            if tls:
+                pw = cfg["ssl_keyfile_password"]
+                srv.set_tls(os.fspath(cfg["ssl_certfile"]), os.fspath(cfg["ssl_keyfile"] or cfg["ssl_certfile"]),
+                            str(pw) if pw else None,
+                            os.fspath(cfg["ssl_ca_certs"]) if cfg["ssl_ca_certs"] else None, cfg["ssl_cert_reqs"])
+        except BaseException:
+            srv.release()
+            raise
         self._srv = srv
         try:
             _goloop._asgi_ws_config(srv, cfg["ws"] == "none", int(cfg["ws_max_size"]), int(cfg["ws_max_queue"]),
@@ -407,7 +479,8 @@ class Server:
             logger.info("goloop serve running on unix socket %s (Press CTRL+C to quit)", sock.getsockname())
             return
         host, port = sock.getsockname()[:2]
-        fmt = "http://[%s]:%d" if sock.family == socket.AF_INET6 else "http://%s:%d"
+        fmt = "[%s]:%d" if sock.family == socket.AF_INET6 else "%s:%d"
+        fmt = ("https://" if self.config["ssl_certfile"] else "http://") + fmt
         logger.info("goloop serve running on " + fmt + " (Press CTRL+C to quit)", host, port)
 
 
@@ -466,6 +539,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ws-per-message-deflate", type=_boolean, default=True)
     p.add_argument("--factory", action="store_true")
     p.add_argument("--app-dir", default=None)
+    p.add_argument("--ssl-keyfile")
+    p.add_argument("--ssl-certfile")
+    p.add_argument("--ssl-keyfile-password")
+    p.add_argument("--ssl-version", type=int)
+    p.add_argument("--ssl-cert-reqs", type=int, default=0)
+    p.add_argument("--ssl-ca-certs")
+    p.add_argument("--ssl-ciphers", default="TLSv1")
     return p
 
 

@@ -1,0 +1,64 @@
+"""The applications of bench/serve_bench.py (issue 11's table), importable as serve_apps:NAME.
+
+    hello      raw ASGI hello world ("Hello, world!", text/plain)
+    big        raw ASGI, a 100 KiB response body
+    starlette  Starlette, an async endpoint returning JSONResponse (GET /json)
+    fastapi    FastAPI, GET /items/{item_id} with a path parameter and a Pydantic response model
+"""
+
+BODY = b"Hello, world!"
+HEADERS = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(BODY))]
+BIG = b"x" * (100 * 1024)
+BIG_HEADERS = [(b"content-type", b"application/octet-stream"), (b"content-length", b"%d" % len(BIG))]
+
+
+async def hello(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+    await send({"type": "http.response.body", "body": BODY})
+
+
+async def big(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": BIG_HEADERS})
+    await send({"type": "http.response.body", "body": BIG})
+
+
+def _starlette():
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def json_endpoint(request):
+        return JSONResponse({"message": "Hello, world!"})
+
+    return Starlette(routes=[Route("/json", json_endpoint)])
+
+
+def _fastapi():
+    from fastapi import FastAPI
+    from pydantic import BaseModel
+
+    class Item(BaseModel):
+        item_id: int
+        name: str
+        price: float
+
+    api = FastAPI()
+
+    @api.get("/items/{item_id}", response_model=Item)
+    async def read_item(item_id: int) -> Item:
+        return Item(item_id=item_id, name="widget", price=9.5)
+
+    return api
+
+
+def __getattr__(name):
+    # Built on first access only, so a run of `hello` imports neither framework.
+    if name in ("starlette", "fastapi"):
+        app = globals()["_" + name]()
+        globals()[name] = app
+        return app
+    raise AttributeError(name)

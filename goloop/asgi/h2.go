@@ -1,0 +1,874 @@
+package asgi
+
+// HTTP/2 (RFC 9113) connections: over TLS when ALPN chose h2, and h2c with prior knowledge
+// (a plain connection whose first bytes are the client preface). Frames are read and
+// written with golang.org/x/net/http2's Framer and hpack; each stream becomes a Request of
+// the same model as HTTP/1.1's (one ASGI call per stream), answered through the same
+// Request methods, and the connection's output goes through Conn's out/flush/writer like
+// HTTP/1.1's. See DESIGN.md.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+const (
+	h2MaxStreams    = 100       // SETTINGS_MAX_CONCURRENT_STREAMS we announce
+	h2StreamWindow  = 256 << 10 // our initial stream receive window
+	h2ConnWindow    = 1 << 20   // our connection receive window
+	h2MaxFrame      = 16384     // SETTINGS_MAX_FRAME_SIZE we accept (the default)
+	h2DefaultResets = 100       // streams a client may reset per second (rapid reset)
+	h2MaxControlOut = 1 << 20   // unsent output beyond which a peer that sends PINGs/SETTINGS without reading is dropped
+)
+
+// h2Server is the server's HTTP/2 state shared by its connections.
+type h2Server struct {
+	once  sync.Once
+	extra [][2]string // server header and --header lines, lower-cased names
+}
+
+func (s *Server) h2Extra() [][2]string {
+	s.h2.once.Do(func() {
+		scanHeaders(s.extra, func(n, v []byte) {
+			s.h2.extra = append(s.h2.extra, [2]string{strings.ToLower(string(n)), string(v)})
+		})
+	})
+	return s.h2.extra
+}
+
+// h2Conn is the HTTP/2 state of a Conn (c.h2). Fields marked "c.mu" are shared by the
+// reader goroutine and the application's thread under c.mu; the Framer's write side and
+// the hpack encoder are used under c.mu, its read side by the reader goroutine only.
+type h2Conn struct {
+	c   *Conn
+	br  *bufio.Reader
+	fr  *http2.Framer
+	enc *hpack.Encoder
+	hb  bytes.Buffer // hpack output
+
+	// c.mu
+	streams     map[uint32]*h2Stream
+	maxID       uint32 // the highest stream id the client opened
+	goaway      bool   // GOAWAY sent or received: no new streams
+	sendWin     int64  // connection send window
+	peerInit    int64  // the peer's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame   int    // the peer's SETTINGS_MAX_FRAME_SIZE
+	recvWin     int64  // our connection receive window, as the peer sees it
+	connUnacked int64  // consumed, not yet returned with a WINDOW_UPDATE
+
+	// reader goroutine
+	resets     int
+	resetStart time.Time
+	maxResets  int
+}
+
+// h2Stream is one stream's state (c.mu).
+type h2Stream struct {
+	id         uint32
+	r          *Request
+	sendWin    int64
+	pending    []byte // response body not yet sent (flow control)
+	endPending bool   // END_STREAM follows pending
+	endSent    bool
+	recvWin    int64 // our receive window, as the peer sees it
+	unacked    int64
+	declared   int64 // the request's content-length, -1 if none
+	received   int64
+	remoteDone bool // END_STREAM received (or the stream was reset)
+	gone       bool // removed from streams
+}
+
+// startH2 turns c into an HTTP/2 connection if its first bytes (first) are the client
+// preface or its TLS handshake chose h2; it then serves c and returns true.
+func (c *Conn) startH2(first []byte) bool {
+	n := min(len(first), len(http2.ClientPreface))
+	if !c.alpnH2() && string(first[:n]) != http2.ClientPreface[:n] {
+		return false
+	}
+	h := &h2Conn{c: c, streams: map[uint32]*h2Stream{}, sendWin: 65535, peerInit: 65535,
+		peerFrame: 16384, recvWin: 65535, maxResets: c.s.cfg.H2MaxResets}
+	if h.maxResets <= 0 {
+		h.maxResets = h2DefaultResets
+	}
+	rd := io.MultiReader(bytes.NewReader(append([]byte(nil), first...)), c.nc)
+	h.br = bufio.NewReaderSize(rd, 32<<10)
+	h.fr = http2.NewFramer(h2Writer{c}, h.br)
+	h.fr.SetMaxReadFrameSize(h2MaxFrame)
+	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	h.fr.MaxHeaderListSize = uint32(2 * c.s.cfg.MaxHeadSize)
+	h.enc = hpack.NewEncoder(&h.hb)
+	c.mu.Lock()
+	c.h2 = h
+	c.mu.Unlock()
+	h.serve()
+	return true
+}
+
+// h2Writer appends the Framer's output to the connection's (c.mu held by the writer).
+type h2Writer struct{ c *Conn }
+
+func (w h2Writer) Write(p []byte) (int, error) {
+	w.c.out = append(w.c.out, p...)
+	return len(p), nil
+}
+
+// serve is the reader: frames in, events out.
+func (h *h2Conn) serve() {
+	c := h.c
+	ka := c.s.cfg.KeepAliveTimeout
+	var pre [24]byte
+	c.nc.SetReadDeadline(time.Now().Add(ka))
+	if _, err := io.ReadFull(h.br, pre[:]); err != nil || string(pre[:]) != http2.ClientPreface {
+		c.lost()
+		return
+	}
+	c.mu.Lock()
+	h.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: h2MaxStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
+		http2.Setting{ID: http2.SettingMaxFrameSize, Val: h2MaxFrame},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h.fr.MaxHeaderListSize},
+	)
+	h.fr.WriteWindowUpdate(0, h2ConnWindow-65535)
+	h.recvWin = h2ConnWindow
+	c.mu.Unlock()
+	c.flush()
+	for {
+		if h.br.Buffered() == 0 {
+			h.pushBatch()
+			c.flush()
+			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				return
+			}
+			h.deadlineLocked()
+			c.mu.Unlock()
+		}
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			var ce http2.ConnectionError
+			switch {
+			case errors.As(err, &se):
+				c.mu.Lock()
+				if se.StreamID > h.maxID {
+					h.maxID = se.StreamID
+				}
+				h.resetLocked(se.StreamID, se.Code)
+				c.mu.Unlock()
+				continue
+			case errors.As(err, &ce):
+				h.fail(http2.ErrCode(ce))
+			case errors.Is(err, http2.ErrFrameTooLarge):
+				h.fail(http2.ErrCodeFrameSize)
+			default:
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					h.fail(http2.ErrCodeNo) // idle
+				} else {
+					h.pushBatch()
+					c.lost()
+				}
+			}
+			return
+		}
+		if code, ok := h.frame(f); !ok {
+			h.fail(code)
+			return
+		}
+	}
+}
+
+// deadlineLocked: an idle connection (no stream) closes after the keep-alive timeout.
+func (h *h2Conn) deadlineLocked() {
+	if len(h.streams) == 0 {
+		h.c.nc.SetReadDeadline(time.Now().Add(h.c.s.cfg.KeepAliveTimeout))
+	} else {
+		h.c.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+func (h *h2Conn) pushBatch() {
+	c := h.c
+	if len(c.batch) > 0 {
+		c.s.push(c.batch...)
+		clear(c.batch)
+		c.batch = c.batch[:0]
+	}
+}
+
+// fail sends GOAWAY with code, drops the streams (their applications see a disconnect)
+// and closes the connection: after the output is written, the write side is shut and what
+// the client still sends is read and dropped for a second, so that the client reads the
+// GOAWAY (closing with unread input would reset the connection and lose it).
+func (h *h2Conn) fail(code http2.ErrCode) {
+	c := h.c
+	h.pushBatch()
+	c.mu.Lock()
+	if !c.closed {
+		h.fr.WriteGoAway(h.maxID, code, nil)
+		h.goaway = true
+		for _, st := range h.streams {
+			h.dropLocked(st)
+		}
+		h.pushBatch()
+	}
+	c.mu.Unlock()
+	c.flush()
+	end := time.Now().Add(time.Second)
+	c.nc.SetWriteDeadline(end)
+	for {
+		c.mu.Lock()
+		done := c.closed || (len(c.out) == 0 && !c.writing)
+		c.mu.Unlock()
+		if done || time.Now().After(end) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	nc := c.nc
+	if t, ok := nc.(*tlsConn); ok {
+		nc = t.NetConn()
+	}
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.nc.SetReadDeadline(end)
+	io.Copy(io.Discard, h.br)
+	c.lost()
+}
+
+// frame handles one frame; false: a connection error with code.
+func (h *h2Conn) frame(f http2.Frame) (http2.ErrCode, bool) {
+	c := h.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return h.onHeaders(f)
+	case *http2.DataFrame:
+		return h.onData(f)
+	case *http2.WindowUpdateFrame:
+		inc := int64(f.Increment)
+		if f.StreamID == 0 {
+			if h.sendWin+inc > 1<<31-1 {
+				return http2.ErrCodeFlowControl, false
+			}
+			h.sendWin += inc
+			for _, st := range h.streams {
+				h.writeDataLocked(st)
+			}
+		} else if st := h.streams[f.StreamID]; st != nil {
+			if st.sendWin+inc > 1<<31-1 {
+				h.resetLocked(st.id, http2.ErrCodeFlowControl)
+				return 0, true
+			}
+			st.sendWin += inc
+			h.writeDataLocked(st)
+		} else if f.StreamID > h.maxID {
+			return http2.ErrCodeProtocol, false // an idle stream
+		}
+		h.drainedLocked()
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return 0, true
+		}
+		var bad http2.ErrCode
+		f.ForeachSetting(func(s http2.Setting) error {
+			switch s.ID {
+			case http2.SettingInitialWindowSize:
+				if s.Val > 1<<31-1 {
+					bad = http2.ErrCodeFlowControl
+					return nil
+				}
+				d := int64(s.Val) - h.peerInit
+				h.peerInit = int64(s.Val)
+				for _, st := range h.streams {
+					st.sendWin += d
+				}
+			case http2.SettingMaxFrameSize:
+				h.peerFrame = int(s.Val)
+			case http2.SettingHeaderTableSize:
+				h.enc.SetMaxDynamicTableSizeLimit(s.Val)
+			}
+			return nil
+		})
+		if bad != 0 {
+			return bad, false
+		}
+		h.fr.WriteSettingsAck()
+		for _, st := range h.streams {
+			h.writeDataLocked(st)
+		}
+		return h.controlOut()
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			h.fr.WritePing(true, f.Data)
+			return h.controlOut()
+		}
+	case *http2.RSTStreamFrame:
+		return h.onReset(f.StreamID)
+	case *http2.GoAwayFrame:
+		h.goaway = true
+		c.closing = true
+		h.maybeCloseLocked()
+	case *http2.PushPromiseFrame:
+		return http2.ErrCodeProtocol, false
+	}
+	return 0, true
+}
+
+// controlOut: a peer that makes us answer (PING, SETTINGS) without reading is dropped.
+func (h *h2Conn) controlOut() (http2.ErrCode, bool) {
+	if len(h.c.out) > h2MaxControlOut+h.c.s.cfg.WriteBuffer {
+		return http2.ErrCodeEnhanceYourCalm, false
+	}
+	return 0, true
+}
+
+// connection-specific header fields, malformed in HTTP/2 requests (RFC 9113 8.2.2) and
+// dropped from responses.
+func connSpecific(name string) bool {
+	switch name {
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+		return true
+	}
+	return false
+}
+
+func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
+	c := h.c
+	id := f.StreamID
+	if id%2 == 0 {
+		return http2.ErrCodeProtocol, false
+	}
+	if st := h.streams[id]; st != nil { // trailers: they end the request (not in ASGI)
+		if !f.StreamEnded() || st.remoteDone {
+			return http2.ErrCodeProtocol, false
+		}
+		return h.endRemoteLocked(st)
+	}
+	if id <= h.maxID {
+		return http2.ErrCodeStreamClosed, false
+	}
+	h.maxID = id
+	if h.goaway {
+		return 0, true
+	}
+	if len(h.streams) >= h2MaxStreams {
+		h.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+		c.dirtyLocked()
+		return 0, true
+	}
+	method, path, authority := f.PseudoValue("method"), f.PseudoValue("path"), f.PseudoValue("authority")
+	if method == "" || path == "" || method == "CONNECT" || (path[0] != '/' && !(path == "*" && method == "OPTIONS")) {
+		h.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
+		c.dirtyLocked()
+		return 0, true
+	}
+	r := &Request{c: c, clen: -1, Major: 2}
+	st := &h2Stream{id: id, r: r, sendWin: h.peerInit, recvWin: h2StreamWindow, declared: -1}
+	r.h2 = st
+	fields := f.RegularFields()
+	hasHost := false
+	var cookie []byte
+	for _, hf := range fields {
+		switch {
+		case connSpecific(hf.Name), hf.Name == "te" && hf.Value != "trailers":
+			h.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
+			c.dirtyLocked()
+			return 0, true
+		case hf.Name == "host":
+			hasHost = true
+		case hf.Name == "content-length":
+			n, err := strconv.ParseInt(hf.Value, 10, 64)
+			if err != nil || n < 0 || (st.declared >= 0 && st.declared != n) {
+				h.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
+				c.dirtyLocked()
+				return 0, true
+			}
+			st.declared = n
+		}
+	}
+	if authority != "" && !hasHost { // as hypercorn: :authority is the host header
+		r.Blob = append(r.Blob, "host"...)
+		r.Ends = append(r.Ends, int32(len(r.Blob)))
+		r.Blob = append(r.Blob, authority...)
+		r.Ends = append(r.Ends, int32(len(r.Blob)))
+	}
+	for _, hf := range fields {
+		if hf.Name == "cookie" { // split crumbs are one header again (RFC 9113 8.2.3)
+			if cookie != nil {
+				cookie = append(cookie, "; "...)
+			}
+			cookie = append(cookie, hf.Value...)
+			continue
+		}
+		r.Blob = append(r.Blob, hf.Name...)
+		r.Ends = append(r.Ends, int32(len(r.Blob)))
+		r.Blob = append(r.Blob, hf.Value...)
+		r.Ends = append(r.Ends, int32(len(r.Blob)))
+	}
+	if cookie != nil {
+		r.Blob = append(r.Blob, "cookie"...)
+		r.Ends = append(r.Ends, int32(len(r.Blob)))
+		r.Blob = append(r.Blob, cookie...)
+		r.Ends = append(r.Ends, int32(len(r.Blob)))
+	}
+	r.target = append(r.target, path...)
+	r.finishHead([]byte(method))
+	r.head = method == "HEAD"
+	h.streams[id] = st
+	if lim := c.s.cfg.LimitConcurrency; (lim > 0 && c.s.inflight.Load() >= int64(lim)) || c.closing {
+		r.own = true
+		r.bodyDone = true // what follows is not read
+		r.started, r.status = true, 503
+		r.hdr = append(r.hdr, "content-type: text/plain; charset=utf-8\r\n"...)
+		r.appDone = true
+		h.sendLocked(r, []byte("Service Unavailable"), false)
+		return 0, true
+	}
+	r.dispatched = true
+	c.s.inflight.Add(1)
+	c.s.requests.Add(1)
+	c.batch = append(c.batch, Event{Kind: EvRequest, Req: r})
+	if f.StreamEnded() {
+		return h.endRemoteLocked(st)
+	}
+	return 0, true
+}
+
+// endRemoteLocked: the client's END_STREAM on st.
+func (h *h2Conn) endRemoteLocked(st *h2Stream) (http2.ErrCode, bool) {
+	st.remoteDone = true
+	if st.declared >= 0 && st.received != st.declared {
+		h.resetLocked(st.id, http2.ErrCodeProtocol)
+		return 0, true
+	}
+	r := st.r
+	r.bodyDone = true
+	h.c.wakeLocked(r, &h.c.batch)
+	if st.endSent {
+		h.removeLocked(st)
+	}
+	return 0, true
+}
+
+func (h *h2Conn) onData(f *http2.DataFrame) (http2.ErrCode, bool) {
+	c := h.c
+	n := int64(f.Length)
+	if n > h.recvWin {
+		return http2.ErrCodeFlowControl, false
+	}
+	h.recvWin -= n
+	st := h.streams[f.StreamID]
+	if st == nil || st.remoteDone {
+		if f.StreamID > h.maxID {
+			return http2.ErrCodeProtocol, false
+		}
+		h.giveBackLocked(n) // a closed stream: the connection's window is ours again
+		if st != nil {
+			h.resetLocked(st.id, http2.ErrCodeStreamClosed)
+		}
+		return 0, true
+	}
+	if n > st.recvWin {
+		h.giveBackLocked(n)
+		h.resetLocked(st.id, http2.ErrCodeFlowControl)
+		return 0, true
+	}
+	st.recvWin -= n
+	data := f.Data()
+	if pad := n - int64(len(data)); pad > 0 { // padding is consumed at once
+		st.unacked += pad
+		h.giveBackLocked(pad)
+	}
+	st.received += int64(len(data))
+	if st.declared >= 0 && st.received > st.declared {
+		h.resetLocked(st.id, http2.ErrCodeProtocol)
+		return 0, true
+	}
+	r := st.r
+	if r.own || r.lost {
+		h.giveBackLocked(int64(len(data)))
+	} else if len(data) > 0 {
+		r.body = append(r.body, data...)
+		c.wakeLocked(r, &c.batch)
+	}
+	if f.StreamEnded() {
+		return h.endRemoteLocked(st)
+	}
+	return 0, true
+}
+
+// giveBackLocked returns n consumed bytes to the connection's receive window (a
+// WINDOW_UPDATE once half of it is consumed).
+func (h *h2Conn) giveBackLocked(n int64) {
+	h.connUnacked += n
+	if h.connUnacked >= h2ConnWindow/2 {
+		h.fr.WriteWindowUpdate(0, uint32(h.connUnacked))
+		h.recvWin += h.connUnacked
+		h.connUnacked = 0
+		h.c.dirtyLocked()
+	}
+}
+
+// consumedLocked: the application took n body bytes of st.
+func (h *h2Conn) consumedLocked(st *h2Stream, n int64) {
+	if !st.remoteDone {
+		st.unacked += n
+		if st.unacked >= h2StreamWindow/2 {
+			h.fr.WriteWindowUpdate(st.id, uint32(st.unacked))
+			st.recvWin += st.unacked
+			st.unacked = 0
+			h.c.dirtyLocked()
+		}
+	}
+	h.giveBackLocked(n)
+}
+
+func (h *h2Conn) onReset(id uint32) (http2.ErrCode, bool) {
+	if id > h.maxID {
+		return http2.ErrCodeProtocol, false
+	}
+	st := h.streams[id]
+	if st == nil {
+		return 0, true
+	}
+	r := st.r
+	early := !r.done
+	h.dropLocked(st)
+	if early { // rapid reset (CVE-2023-44487): a client that cancels too fast goes away
+		now := time.Now()
+		if now.Sub(h.resetStart) > time.Second {
+			h.resetStart, h.resets = now, 0
+		}
+		h.resets++
+		if h.resets > h.maxResets {
+			return http2.ErrCodeEnhanceYourCalm, false
+		}
+	}
+	return 0, true
+}
+
+// dropLocked ends st from the client's side or ours: its application sees a disconnect
+// (a request not yet handed to it is withdrawn), its buffered body returns the window.
+func (h *h2Conn) dropLocked(st *h2Stream) {
+	c := h.c
+	r := st.r
+	if !r.lost {
+		r.lost = true
+		for i := len(c.batch) - 1; i >= 0; i-- { // not yet queued: never started
+			if c.batch[i].Req == r && c.batch[i].Kind == EvRequest {
+				c.batch = append(c.batch[:i], c.batch[i+1:]...)
+				c.s.inflight.Add(-1)
+				r.appDone = true
+				break
+			}
+		}
+		c.wakeLocked(r, &c.batch)
+	}
+	if len(r.body) > 0 {
+		h.giveBackLocked(int64(len(r.body)))
+		r.body = nil
+	}
+	st.pending = nil
+	h.removeLocked(st)
+}
+
+// resetLocked sends RST_STREAM for id and drops the stream if it is open.
+func (h *h2Conn) resetLocked(id uint32, code http2.ErrCode) {
+	h.fr.WriteRSTStream(id, code)
+	h.c.dirtyLocked()
+	if st := h.streams[id]; st != nil {
+		h.dropLocked(st)
+	}
+}
+
+func (h *h2Conn) removeLocked(st *h2Stream) {
+	if st.gone {
+		return
+	}
+	st.gone = true
+	delete(h.streams, st.id)
+	if len(h.streams) == 0 {
+		if !h.c.closing {
+			h.c.nc.SetReadDeadline(time.Now().Add(h.c.s.cfg.KeepAliveTimeout))
+		}
+		h.maybeCloseLocked()
+	}
+}
+
+// maybeCloseLocked closes a closing connection with no stream left and its output written.
+func (h *h2Conn) maybeCloseLocked() {
+	c := h.c
+	if c.closing && len(h.streams) == 0 && len(c.out) == 0 && !c.writing && !c.closed {
+		c.closeLocked()
+	}
+}
+
+// drainedLocked (Conn.drainedLocked's HTTP/2 part): wake the senders waiting for room,
+// close if done.
+func (h *h2Conn) drainedLocked() {
+	c := h.c
+	if len(c.out) <= c.s.cfg.WriteBuffer {
+		for _, st := range h.streams {
+			if st.r.waitSend && len(st.pending) <= c.s.cfg.WriteBuffer {
+				c.wakeLocked(st.r, nil)
+			}
+		}
+	}
+	if len(c.out) == 0 && !c.writing {
+		h.maybeCloseLocked()
+	}
+}
+
+// lostLocked (Conn.lostLocked's HTTP/2 part): every stream's application sees a disconnect.
+func (h *h2Conn) lostLocked() {
+	for _, st := range h.streams {
+		st.r.lost = true
+		h.c.wakeLocked(st.r, nil)
+		st.gone = true
+	}
+	clear(h.streams)
+}
+
+// shutdown (Server.Close): GOAWAY; the streams in progress finish, then the connection closes.
+func (h *h2Conn) shutdown() {
+	c := h.c
+	c.mu.Lock()
+	if !c.closed && !h.goaway {
+		h.fr.WriteGoAway(h.maxID, http2.ErrCodeNo, nil)
+	}
+	h.goaway = true
+	c.closing = true
+	c.mu.Unlock()
+	c.flush()
+	c.mu.Lock()
+	h.maybeCloseLocked()
+	c.mu.Unlock()
+}
+
+// ---- the application's side (Request's methods for a stream) ----
+
+func (r *Request) h2Receive() ([]byte, RecvState) {
+	c := r.c
+	c.mu.Lock()
+	if r.lost {
+		c.mu.Unlock()
+		return nil, RecvDisconnect
+	}
+	if len(r.body) > 0 || (r.bodyDone && !r.bodyTaken) {
+		b := r.body
+		r.body = nil
+		st := RecvBody
+		if r.bodyDone {
+			r.bodyTaken = true
+			st = RecvLast
+		}
+		flush := false
+		if len(b) > 0 && c.h2 != nil {
+			n := len(c.out)
+			c.h2.consumedLocked(r.h2, int64(len(b)))
+			flush = len(c.out) > n
+		}
+		c.mu.Unlock()
+		if flush {
+			c.flush() // the window updates must leave now: the client may wait for them
+		}
+		return b, st
+	}
+	defer c.mu.Unlock()
+	if r.bodyTaken && r.done {
+		return nil, RecvDisconnect
+	}
+	r.waitRecv = true
+	return nil, RecvWait
+}
+
+func (r *Request) h2Send(body []byte, more bool) (flags int, err error) {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !r.started:
+		return 0, ErrNotStarted
+	case r.done:
+		return 0, ErrCompleted
+	case r.lost || c.h2 == nil:
+		return 0, ErrDisconnected
+	}
+	if err := c.h2.sendLocked(r, body, more); err != nil {
+		return 0, err
+	}
+	st := r.h2
+	if (len(st.pending) > c.s.cfg.WriteBuffer || len(c.out) > c.s.cfg.WriteBuffer) && !r.lost && !st.endSent {
+		if len(c.out) > c.s.cfg.WriteBuffer && !c.writing {
+			c.mu.Unlock()
+			c.flush()
+			c.mu.Lock()
+		}
+		if !r.lost && (len(st.pending) > c.s.cfg.WriteBuffer || (len(c.out) > c.s.cfg.WriteBuffer && c.writing)) {
+			r.waitSend = true
+			flags |= SendPaused
+		}
+	}
+	return flags, nil
+}
+
+// sendLocked adds a part of r's response: HEADERS first, then DATA as the windows allow.
+func (h *h2Conn) sendLocked(r *Request, body []byte, more bool) error {
+	c := h.c
+	st := r.h2
+	if !r.headSent {
+		r.noBody = r.head || r.status < 200 || r.status == 204 || r.status == 304
+		h.hb.Reset()
+		h.enc.WriteField(hpack.HeaderField{Name: ":status", Value: strconv.Itoa(r.status)})
+		for _, kv := range c.s.h2Extra() {
+			h.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+		}
+		if c.s.cfg.DateHeader {
+			d := dateHeader() // "date: ...\r\n"
+			h.enc.WriteField(hpack.HeaderField{Name: "date", Value: string(d[6 : len(d)-2])})
+		}
+		r.clen = -1
+		scanHeaders(r.hdr, func(name, value []byte) {
+			n := strings.ToLower(string(name))
+			if connSpecific(n) {
+				return
+			}
+			if n == "content-length" {
+				if v, err := strconv.ParseInt(string(value), 10, 64); err == nil && v >= 0 {
+					r.clen = v
+				}
+			}
+			h.enc.WriteField(hpack.HeaderField{Name: n, Value: string(value)})
+		})
+		end := !more && (len(body) == 0 || r.noBody)
+		blk := h.hb.Bytes()
+		first := min(len(blk), h.peerFrame)
+		h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: blk[:first],
+			EndStream: end, EndHeaders: first == len(blk)})
+		for blk = blk[first:]; len(blk) > 0; {
+			n := min(len(blk), h.peerFrame)
+			h.fr.WriteContinuation(st.id, n == len(blk), blk[:n])
+			blk = blk[n:]
+		}
+		r.headSent = true
+		if end {
+			st.endSent = true
+		}
+	}
+	if len(body) > 0 && !r.noBody {
+		if r.clen >= 0 && r.sent+int64(len(body)) > r.clen {
+			return ErrTooLong
+		}
+		st.pending = append(st.pending, body...)
+		r.sent += int64(len(body))
+	}
+	if !more {
+		if !st.endSent {
+			st.endPending = true
+		}
+		r.done = true
+		if r.waitRecv {
+			c.wakeLocked(r, nil)
+		}
+	}
+	h.writeDataLocked(st)
+	c.dirtyLocked()
+	return nil
+}
+
+// writeDataLocked writes st's pending body as DATA frames while both windows allow.
+func (h *h2Conn) writeDataLocked(st *h2Stream) {
+	if st.gone {
+		return
+	}
+	for len(st.pending) > 0 {
+		n := int64(min(len(st.pending), h.peerFrame))
+		n = min(n, st.sendWin, h.sendWin)
+		if n <= 0 {
+			break
+		}
+		end := st.endPending && int(n) == len(st.pending)
+		h.fr.WriteData(st.id, end, st.pending[:n])
+		st.pending = st.pending[n:]
+		st.sendWin -= n
+		h.sendWin -= n
+		if end {
+			st.endPending, st.endSent = false, true
+		}
+	}
+	if len(st.pending) == 0 {
+		st.pending = nil
+		if st.endPending {
+			h.fr.WriteData(st.id, true, nil)
+			st.endPending, st.endSent = false, true
+		}
+	}
+	if st.endSent {
+		if !st.remoteDone { // answered before the request's end: no more of it is wanted
+			h.fr.WriteRSTStream(st.id, http2.ErrCodeNo)
+			st.remoteDone = true
+			r := st.r
+			if len(r.body) > 0 {
+				h.giveBackLocked(int64(len(r.body)))
+				r.body = nil
+			}
+			r.bodyDone, r.bodyTaken = true, true
+		}
+		h.removeLocked(st)
+	}
+	h.c.dirtyLocked()
+}
+
+func (r *Request) h2SendReady() (bool, error) {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.lost {
+		return true, ErrDisconnected
+	}
+	if len(r.h2.pending) > c.s.cfg.WriteBuffer || (len(c.out) > c.s.cfg.WriteBuffer && c.writing) {
+		r.waitSend = true
+		return false, nil
+	}
+	return true, nil
+}
+
+func (r *Request) h2AppDone() {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.appDone {
+		return
+	}
+	r.appDone = true
+	c.s.inflight.Add(-1)
+	h := c.h2
+	if r.lost || r.done || h == nil {
+		return
+	}
+	if !r.started {
+		r.status = 500
+		r.hdr = append(r.hdr[:0], "content-type: text/plain; charset=utf-8\r\n"...)
+		r.started = true
+		h.sendLocked(r, []byte("Internal Server Error"), false)
+		return
+	}
+	// started, not complete: the stream is reset
+	r.done = true
+	h.resetLocked(r.h2.id, http2.ErrCodeInternal)
+}

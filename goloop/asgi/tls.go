@@ -1,0 +1,324 @@
+package asgi
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/des"
+	"crypto/pbkdf2"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"hash"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// TLSOptions are the server's TLS files and client-certificate policy (uvicorn's
+// --ssl-certfile, --ssl-keyfile, --ssl-keyfile-password, --ssl-ca-certs, --ssl-cert-reqs).
+type TLSOptions struct {
+	CertFile string // PEM: the certificate, then its chain
+	KeyFile  string // PEM private key (the cert file if empty); encrypted if Password is set
+	Password string
+	CAFile   string // PEM CAs that client certificates are verified against
+	// CertReqs is ssl's verify mode for client certificates: 0 none asked, 1 optional
+	// (verified if given), 2 required.
+	CertReqs int
+}
+
+// tlsState is the server's TLS: the options (for ReloadTLS) and the current config,
+// swapped whole by a reload; each handshake takes the config current at its start.
+type tlsState struct {
+	mu   sync.Mutex // serializes loads
+	opts TLSOptions
+	cur  atomic.Pointer[tls.Config]
+	base *tls.Config // the listener's: GetConfigForClient returns cur
+}
+
+// SetTLS makes every connection accepted from now on TLS (ALPN: h2 unless Config.NoH2,
+// http/1.1). It loads the files now and reports their errors.
+func (s *Server) SetTLS(o TLSOptions) error {
+	if o.CertReqs < 0 || o.CertReqs > 2 {
+		return fmt.Errorf("ssl_cert_reqs must be 0 (none), 1 (optional) or 2 (required), not %d", o.CertReqs)
+	}
+	if o.CertReqs != 0 && o.CAFile == "" {
+		return errors.New("client certificates (ssl_cert_reqs 1 or 2) need ssl_ca_certs to verify them")
+	}
+	ts := &tlsState{opts: o}
+	cfg, err := s.loadTLS(o)
+	if err != nil {
+		return err
+	}
+	ts.cur.Store(cfg)
+	ts.base = &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return ts.cur.Load(), nil
+		},
+	}
+	s.tls.Store(ts)
+	return nil
+}
+
+// ReloadTLS reads the files again (SIGHUP); the next handshakes use them. On error the
+// current ones stay.
+func (s *Server) ReloadTLS() error {
+	ts := s.tls.Load()
+	if ts == nil {
+		return errors.New("the server has no TLS")
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	cfg, err := s.loadTLS(ts.opts)
+	if err != nil {
+		return err
+	}
+	ts.cur.Store(cfg)
+	return nil
+}
+
+func (s *Server) loadTLS(o TLSOptions) (*tls.Config, error) {
+	certPEM, err := os.ReadFile(o.CertFile)
+	if err != nil {
+		return nil, err
+	}
+	keyFile := o.KeyFile
+	if keyFile == "" {
+		keyFile = o.CertFile
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err = decryptKeyPEM(keyPEM, o.Password)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keyFile, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS12,
+	}
+	if s.cfg.NoH2 {
+		cfg.NextProtos = []string{"http/1.1"}
+	} else {
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+	}
+	if o.CAFile != "" {
+		ca, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, fmt.Errorf("%s: no PEM certificate found", o.CAFile)
+		}
+		cfg.ClientCAs = pool
+	}
+	switch o.CertReqs {
+	case 1:
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	case 2:
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// wrapTLS makes nc a TLS server connection if the server has TLS (the handshake runs at
+// the connection goroutine's first read).
+func (s *Server) wrapTLS(nc net.Conn) net.Conn {
+	ts := s.tls.Load()
+	if ts == nil {
+		return nc
+	}
+	return &tlsConn{tls.Server(nc, ts.base)}
+}
+
+// tlsConn is a TLS connection whose Close does not wait: tls.Conn.Close sends close_notify
+// with a write that may block (up to 5 s on a peer that does not read), and the engine
+// closes connections with its lock held, perhaps on the loop thread.
+type tlsConn struct{ *tls.Conn }
+
+func (t *tlsConn) Close() error {
+	go t.Conn.Close()
+	return nil
+}
+
+// TLS reports whether c is a TLS connection (the scope's scheme is "https").
+func (c *Conn) TLS() bool {
+	_, ok := c.nc.(*tlsConn)
+	return ok
+}
+
+// alpnH2 reports whether c is TLS and its handshake chose h2.
+func (c *Conn) alpnH2() bool {
+	t, ok := c.nc.(*tlsConn)
+	return ok && t.ConnectionState().NegotiatedProtocol == "h2"
+}
+
+// ---- encrypted private keys (--ssl-keyfile-password) ----
+
+// decryptKeyPEM returns the PEM blocks of b with an encrypted private key decrypted:
+// PKCS#8 "ENCRYPTED PRIVATE KEY" (PBES2: PBKDF2 with HMAC-SHA1/SHA-2, AES-CBC or
+// DES-EDE3-CBC: what OpenSSL 1.1+/3 and Python's cryptography write) and the legacy
+// OpenSSL "Proc-Type: 4,ENCRYPTED" form.
+func decryptKeyPEM(b []byte, password string) ([]byte, error) {
+	var out []byte
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		switch {
+		case blk.Type == "ENCRYPTED PRIVATE KEY":
+			if password == "" {
+				return nil, errors.New("the private key is encrypted: ssl_keyfile_password is needed")
+			}
+			der, err := decryptPKCS8(blk.Bytes, []byte(password))
+			if err != nil {
+				return nil, err
+			}
+			blk = &pem.Block{Type: "PRIVATE KEY", Bytes: der}
+		case blk.Headers["Proc-Type"] == "4,ENCRYPTED":
+			if password == "" {
+				return nil, errors.New("the private key is encrypted: ssl_keyfile_password is needed")
+			}
+			//lint:ignore SA1019 the legacy format is insecure but still written by old tools
+			der, err := x509.DecryptPEMBlock(blk, []byte(password)) //nolint:staticcheck
+			if err != nil {
+				return nil, fmt.Errorf("cannot decrypt the private key: %w", err)
+			}
+			blk = &pem.Block{Type: blk.Type, Bytes: der}
+		}
+		out = append(out, pem.EncodeToMemory(blk)...)
+	}
+	return out, nil
+}
+
+var (
+	oidPBES2      = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 5, 13}
+	oidPBKDF2     = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 5, 12}
+	oidHMACSHA1   = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 7}
+	oidHMACSHA224 = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 8}
+	oidHMACSHA256 = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 9}
+	oidHMACSHA384 = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 10}
+	oidHMACSHA512 = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 11}
+	oidAES128CBC  = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 1, 2}
+	oidAES192CBC  = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 1, 22}
+	oidAES256CBC  = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 1, 42}
+	oidDESEDE3CBC = asn1.ObjectIdentifier{1, 2, 840, 113549, 3, 7}
+)
+
+type encryptedPKI struct {
+	Algo pkix.AlgorithmIdentifier
+	Data []byte
+}
+
+type pbes2Params struct {
+	KDF pkix.AlgorithmIdentifier
+	Enc pkix.AlgorithmIdentifier
+}
+
+type pbkdf2Params struct {
+	Salt       []byte
+	Iterations int
+	KeyLength  int                      `asn1:"optional"`
+	PRF        pkix.AlgorithmIdentifier `asn1:"optional"`
+}
+
+func decryptPKCS8(der, password []byte) ([]byte, error) {
+	var epki encryptedPKI
+	if _, err := asn1.Unmarshal(der, &epki); err != nil {
+		return nil, fmt.Errorf("bad encrypted private key: %w", err)
+	}
+	if !epki.Algo.Algorithm.Equal(oidPBES2) {
+		return nil, fmt.Errorf("unsupported private key encryption %v (PBES2 is)", epki.Algo.Algorithm)
+	}
+	var p pbes2Params
+	if _, err := asn1.Unmarshal(epki.Algo.Parameters.FullBytes, &p); err != nil {
+		return nil, fmt.Errorf("bad PBES2 parameters: %w", err)
+	}
+	if !p.KDF.Algorithm.Equal(oidPBKDF2) {
+		return nil, fmt.Errorf("unsupported key derivation %v (PBKDF2 is)", p.KDF.Algorithm)
+	}
+	var kp pbkdf2Params
+	if _, err := asn1.Unmarshal(p.KDF.Parameters.FullBytes, &kp); err != nil {
+		return nil, fmt.Errorf("bad PBKDF2 parameters: %w", err)
+	}
+	var h func() hash.Hash
+	switch {
+	case len(kp.PRF.Algorithm) == 0 || kp.PRF.Algorithm.Equal(oidHMACSHA1):
+		h = sha1.New
+	case kp.PRF.Algorithm.Equal(oidHMACSHA224):
+		h = sha256.New224
+	case kp.PRF.Algorithm.Equal(oidHMACSHA256):
+		h = sha256.New
+	case kp.PRF.Algorithm.Equal(oidHMACSHA384):
+		h = sha512.New384
+	case kp.PRF.Algorithm.Equal(oidHMACSHA512):
+		h = sha512.New
+	default:
+		return nil, fmt.Errorf("unsupported PBKDF2 PRF %v", kp.PRF.Algorithm)
+	}
+	var keyLen int
+	var newCipher func([]byte) (cipher.Block, error)
+	switch {
+	case p.Enc.Algorithm.Equal(oidAES128CBC):
+		keyLen, newCipher = 16, aes.NewCipher
+	case p.Enc.Algorithm.Equal(oidAES192CBC):
+		keyLen, newCipher = 24, aes.NewCipher
+	case p.Enc.Algorithm.Equal(oidAES256CBC):
+		keyLen, newCipher = 32, aes.NewCipher
+	case p.Enc.Algorithm.Equal(oidDESEDE3CBC):
+		keyLen, newCipher = 24, des.NewTripleDESCipher
+	default:
+		return nil, fmt.Errorf("unsupported private key cipher %v", p.Enc.Algorithm)
+	}
+	var iv []byte
+	if _, err := asn1.Unmarshal(p.Enc.Parameters.FullBytes, &iv); err != nil {
+		return nil, fmt.Errorf("bad cipher parameters: %w", err)
+	}
+	if kp.Iterations <= 0 || kp.Iterations > 10_000_000 {
+		return nil, errors.New("bad PBKDF2 iteration count")
+	}
+	key, err := pbkdf2.Key(h, string(password), kp.Salt, kp.Iterations, keyLen)
+	if err != nil {
+		return nil, err
+	}
+	blk, err := newCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	data := epki.Data
+	if len(iv) != blk.BlockSize() || len(data) == 0 || len(data)%blk.BlockSize() != 0 {
+		return nil, errors.New("bad encrypted private key")
+	}
+	plain := make([]byte, len(data))
+	cipher.NewCBCDecrypter(blk, iv).CryptBlocks(plain, data)
+	pad := int(plain[len(plain)-1])
+	if pad == 0 || pad > blk.BlockSize() {
+		return nil, errors.New("cannot decrypt the private key: wrong password?")
+	}
+	for _, x := range plain[len(plain)-pad:] {
+		if int(x) != pad {
+			return nil, errors.New("cannot decrypt the private key: wrong password?")
+		}
+	}
+	plain = plain[:len(plain)-pad]
+	if _, err := x509.ParsePKCS8PrivateKey(plain); err != nil {
+		return nil, errors.New("cannot decrypt the private key: wrong password?")
+	}
+	return plain, nil
+}

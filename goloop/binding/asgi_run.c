@@ -1,0 +1,246 @@
+/* goloop serve: the coroutine a request's Task runs when no access log or request limit
+ * needs Python around the application (asgi.c). It delegates to the application's
+ * awaitable as `await app(scope, receive, send)` would and does what _serve.py's Python
+ * wrapper did: tell Go the application returned (a response not started becomes a 500),
+ * log an Exception through on_error and end normally, let other BaseExceptions through.
+ * One C object instead of a Python coroutine frame per request. */
+#include "asgi.h"
+#include "_cgo_export.h"
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *it;          /* the application's awaitable iterator; NULL once finished */
+    GLAsgiSend *send;      /* the request */
+    PyObject *on_error;    /* on_error(exc) logs an application's exception */
+    char finished;
+} GLAsgiRun;
+
+static PyTypeObject RunType;
+
+/* The exception being raised, as one object with its traceback (3.12's PyErr_GetRaisedException). */
+static PyObject *take_exception(void) {
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (tb != NULL && v != NULL) PyException_SetTraceback(v, tb);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    return v;
+#endif
+}
+
+/* o.name, or *res = NULL without an error when it has none (3.13's PyObject_GetOptionalAttr). */
+static int get_optional_attr(PyObject *o, const char *name, PyObject **res) {
+    *res = PyObject_GetAttrString(o, name);
+    if (*res != NULL) return 1;
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error) {
+    PyObject *it;
+    if (PyCoro_CheckExact(awaitable)) {
+        it = Py_NewRef(awaitable);
+    } else {
+        unaryfunc getter = Py_TYPE(awaitable)->tp_as_async ? Py_TYPE(awaitable)->tp_as_async->am_await : NULL;
+        if (getter == NULL) {
+            PyErr_Format(PyExc_TypeError, "the ASGI application returned %.100s, not an awaitable",
+                         Py_TYPE(awaitable)->tp_name);
+            return NULL;
+        }
+        it = getter(awaitable);
+        if (it == NULL) return NULL;
+    }
+    GLAsgiRun *r = PyObject_GC_New(GLAsgiRun, &RunType);
+    if (r == NULL) {
+        Py_DECREF(it);
+        return NULL;
+    }
+    r->it = it;
+    r->send = (GLAsgiSend *)Py_NewRef(send);
+    r->on_error = Py_NewRef(on_error);
+    r->finished = 0;
+    PyObject_GC_Track(r);
+    return (PyObject *)r;
+}
+
+static void run_app_done(GLAsgiRun *r) {
+    GLAsgiSend *s = r->send;
+    Py_CLEAR(r->it);
+    if (r->finished) return;
+    r->finished = 1;
+    if (!gl_forked && s->rid >= 0 && s->srv->sid >= 0) glAsgiDone(s->srv->sid, s->rid);
+}
+
+/* The step's outcome after the application's iterator gave status (and *result). */
+static PySendResult run_outcome(GLAsgiRun *r, PySendResult status, PyObject **result) {
+    if (status == PYGEN_NEXT) return status;
+    run_app_done(r);
+    if (status == PYGEN_RETURN) {
+        Py_SETREF(*result, Py_NewRef(Py_None));
+        return PYGEN_RETURN;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return PYGEN_ERROR;  /* CancelledError, exit */
+    PyObject *exc = take_exception();
+    if (exc == NULL) return PYGEN_ERROR;
+    PyObject *x = PyObject_CallOneArg(r->on_error, exc);
+    if (x == NULL) PyErr_WriteUnraisable(r->on_error);
+    Py_XDECREF(x);
+    Py_DECREF(exc);
+    *result = Py_NewRef(Py_None);
+    return PYGEN_RETURN;
+}
+
+static PySendResult run_am_send(GLAsgiRun *r, PyObject *arg, PyObject **result) {
+    *result = NULL;
+    if (r->it == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+        return PYGEN_ERROR;
+    }
+    PySendResult st = PyIter_Send(r->it, arg, result);
+    return run_outcome(r, st, result);
+}
+
+/* A Python-level result of a step: the yielded value, or NULL with StopIteration / the error. */
+static PyObject *run_result(PySendResult st, PyObject *result) {
+    if (st == PYGEN_NEXT) return result;
+    if (st == PYGEN_RETURN) {
+        Py_DECREF(result);  /* always None */
+        PyErr_SetNone(PyExc_StopIteration);
+    }
+    return NULL;
+}
+
+static PyObject *run_send(GLAsgiRun *r, PyObject *arg) {
+    PyObject *result;
+    PySendResult st = run_am_send(r, arg, &result);
+    return run_result(st, result);
+}
+
+static PyObject *run_next(GLAsgiRun *r) { return run_send(r, Py_None); }
+
+static PyObject *run_throw(GLAsgiRun *r, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw expected 1 to 3 arguments");
+        return NULL;
+    }
+    if (r->it == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+        return NULL;
+    }
+    PyObject *meth;
+    if (get_optional_attr(r->it, "throw", &meth) < 0) return NULL;
+    PyObject *result = NULL;
+    if (meth != NULL) {
+        result = PyObject_Vectorcall(meth, args, nargs, NULL);
+        Py_DECREF(meth);
+    } else {  /* an iterator without throw: the exception is raised here (as `yield from`) */
+        PyObject *typ = args[0];
+        if (PyExceptionInstance_Check(typ)) PyErr_SetObject((PyObject *)Py_TYPE(typ), typ);
+        else PyErr_SetObject(typ, nargs > 1 ? args[1] : NULL);
+    }
+    PySendResult st;
+    if (result != NULL) {
+        st = PYGEN_NEXT;
+    } else if (PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        PyErr_Clear();
+        result = Py_NewRef(Py_None);
+        st = PYGEN_RETURN;
+    } else {
+        st = PYGEN_ERROR;
+    }
+    st = run_outcome(r, st, &result);
+    return run_result(st, result);
+}
+
+static PyObject *run_close(GLAsgiRun *r, PyObject *Py_UNUSED(ignored)) {
+    PyObject *it = r->it;
+    if (it != NULL) {
+        r->it = NULL;
+        PyObject *x = PyObject_CallMethod(it, "close", NULL);
+        if (x == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+        Py_XDECREF(x);
+        Py_DECREF(it);
+        run_app_done(r);
+        if (PyErr_Occurred()) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *run_await(PyObject *self) { return Py_NewRef(self); }
+
+/* The application's frame (Task.get_stack, print_stack). */
+static PyObject *run_get_frame(GLAsgiRun *r, void *closure) {
+    if (r->it == NULL) Py_RETURN_NONE;
+    PyObject *f;
+    if (get_optional_attr(r->it, "cr_frame", &f) < 0) return NULL;
+    return f != NULL ? f : Py_NewRef(Py_None);
+}
+
+static int run_traverse(GLAsgiRun *r, visitproc visit, void *arg) {
+    Py_VISIT(r->it);
+    Py_VISIT(r->send);
+    Py_VISIT(r->on_error);
+    return 0;
+}
+
+static int run_clear(GLAsgiRun *r) {
+    Py_CLEAR(r->it);
+    Py_CLEAR(r->on_error);
+    return 0;
+}
+
+static void run_dealloc(GLAsgiRun *r) {
+    PyObject_GC_UnTrack(r);
+    run_clear(r);
+    Py_CLEAR(r->send);  /* its dealloc tells Go, if this was the last reference */
+    PyObject_GC_Del(r);
+}
+
+static PyMethodDef run_methods[] = {
+    {"send", (PyCFunction)run_send, METH_O, NULL},
+    {"throw", (PyCFunction)(void (*)(void))run_throw, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)run_close, METH_NOARGS, NULL},
+    {NULL}};
+
+static PyGetSetDef run_getset[] = {{"cr_frame", (getter)run_get_frame, NULL, NULL, NULL}, {NULL}};
+
+static PyAsyncMethods run_async = {.am_await = run_await, .am_send = (sendfunc)run_am_send};
+
+static PyTypeObject RunType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop.AsgiRun",
+    .tp_basicsize = sizeof(GLAsgiRun),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The coroutine of one goloop serve request: the application's, and its end.",
+    .tp_dealloc = (destructor)run_dealloc,
+    .tp_traverse = (traverseproc)run_traverse,
+    .tp_clear = (inquiry)run_clear,
+    .tp_as_async = &run_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)run_next,
+    .tp_methods = run_methods,
+    .tp_getset = run_getset,
+};
+
+int gl_asgi_is_run(PyObject *o) { return Py_IS_TYPE(o, &RunType); }
+
+/* Ready the type and register it as a collections.abc.Coroutine (asyncio.Task takes it). */
+int gl_init_asgi_run(PyObject *m) {
+    if (PyType_Ready(&RunType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "AsgiRun", (PyObject *)&RunType) < 0) return -1;
+    PyObject *abc = PyImport_ImportModule("collections.abc");
+    if (abc == NULL) return -1;
+    PyObject *r, *coro = PyObject_GetAttrString(abc, "Coroutine");
+    Py_DECREF(abc);
+    if (coro == NULL) return -1;
+    r = PyObject_CallMethod(coro, "register", "O", (PyObject *)&RunType);
+    Py_DECREF(coro);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
