@@ -26,7 +26,7 @@ all: build
 # Python-side tools the build and the tests need, from the project's own declarations.
 deps:
 	$(PIP) install setuptools wheel
-	$(PIP) install pytest pytest-timeout uvicorn starlette websockets 'httpx[http2]' h2
+	$(PIP) install pytest pytest-timeout uvicorn starlette websockets 'httpx[http2]' h2 anyio
 	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
 	  echo "$(PIP) install $$p"; \
 	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \

@@ -394,6 +394,39 @@ func TestPollerModReusedFdNumber(t *testing.T) {
 	plWaitFor(t, p, r1, poller.Readable)
 }
 
+// Check tells a live registration (kept, with the interest given) from one whose file was
+// closed, number reused or not (gone, nothing registered), and reports EBADF for a number
+// that is not open.
+func TestPollerCheck(t *testing.T) {
+	p := plNew(t, 16)
+	r, w := plPipe(t)
+	require.NoError(t, p.Add(r, poller.Readable))
+	gone, err := p.Check(r, poller.Readable)
+	require.NoError(t, err)
+	assert.False(t, gone)
+	plWrite(t, w, "x")
+	plWaitFor(t, p, r, poller.Readable) // still registered
+
+	plClose(t, r)
+	_, err = p.Check(r, poller.Readable)
+	assert.Equal(t, unix.EBADF, err)
+
+	reused, w2 := plPipeReadAt(t, r)
+	gone, err = p.Check(reused, poller.Readable)
+	require.NoError(t, err)
+	assert.True(t, gone)
+	plWrite(t, w2, "y")
+	evs, _ := plWait(t, p, 0)
+	_, ok := plFind(evs, reused)
+	assert.False(t, ok, "Check does not register a gone descriptor")
+	require.NoError(t, p.Add(reused, poller.Readable))
+	plWaitFor(t, p, reused, poller.Readable)
+
+	p.Close()
+	_, err = p.Check(reused, poller.Readable)
+	assert.Equal(t, poller.ErrClosed, err)
+}
+
 func TestPollerWaitTimeout(t *testing.T) {
 	p := plNew(t, 16)
 	r, _ := plPipe(t)

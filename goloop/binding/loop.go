@@ -55,6 +55,12 @@ type fdEntry struct {
 	registered     uint32 // interest registered with epoll: union of the handles' and the transport's
 	idle           bool   // still registered for reading, though nothing wants it (see sync)
 	oneshot        uint32 // Readable/Writable: that handle is dropped once it fires (_wait_fd)
+
+	// obj is the object the registration was made with (a strong reference, dropped with the
+	// last handle), as asyncio's SelectorKey.fileobj: the object of the add_reader/add_writer
+	// that found no handle on the descriptor. remove_reader(sock) after sock.close() finds
+	// the registration by it (glFdOf). nil for a descriptor number (an int) and _wait_fd.
+	obj pyObj
 }
 
 // fdTable maps descriptors to their entries: a slice indexed by fd (descriptors are small
@@ -108,6 +114,12 @@ func (l *loop) sync(fd int, e *fdEntry) error {
 	if e.conn != nil {
 		want |= e.conn.want()
 	}
+	// The registration's object goes with its last handle; released last (a socket's
+	// finalizer may run), once the entry is consistent.
+	var obj pyObj
+	if e.reader == nil && e.writer == nil && e.obj != nil {
+		obj, e.obj = e.obj, nil
+	}
 	var err error
 	switch {
 	case want == 0 && e.registered == poller.Readable && e.conn == nil:
@@ -118,6 +130,9 @@ func (l *loop) sync(fd int, e *fdEntry) error {
 		// closed and reused meanwhile. Write interest is dropped at once: a writable socket
 		// would report itself on every poll.
 		e.idle = true
+		if obj != nil {
+			C.gl_decref(obj)
+		}
 		return nil
 	case e.idle:
 		e.idle = false
@@ -145,7 +160,51 @@ func (l *loop) sync(fd int, e *fdEntry) error {
 	if e.reader == nil && e.writer == nil && e.conn == nil && e.registered == 0 {
 		l.fds.del(fd)
 	}
+	if obj != nil {
+		C.gl_decref(obj)
+	}
 	return err
+}
+
+// claim readies entry e of fd for a new registration: an add_reader/add_writer or _wait_fd
+// handle (made with obj, nil for a descriptor number; bit: the interest it adds) or a
+// transport (bit 0). The registrations already on e may be stale: their socket was closed
+// without remove_reader/remove_writer (epoll forgets a closed descriptor without a word)
+// and the number now names the new socket. Their kernel registration is gone then, and
+// sync, which calls epoll_ctl only when the interest changes, would never arm the new
+// socket; an interest it did change would re-add the number with the old callbacks on it,
+// called for the new socket's events. So unless e is idle (sync's MOD re-adds it: nothing
+// is on it), has nothing registered (sync adds) or was made with this same object (a
+// socket that is not closed: fileno() gave fd), the kernel is asked: one EPOLL_CTL_MOD,
+// with the interest the new registration wants, which sync then has nothing left to do
+// for. If the kernel no longer knows fd, every handle on e is dropped (cancelled) and sync
+// adds fd afresh. A transport's registration is left alone (it is the transport's to end;
+// asyncio refuses add_reader on its descriptor until it closes).
+func (l *loop) claim(fd int, e *fdEntry, obj pyObj, bit uint32) {
+	if e.idle || e.registered == 0 || (obj != nil && obj == e.obj) {
+		return
+	}
+	gone, err := l.poll.Check(fd, e.registered|bit)
+	if err != nil { // EBADF (fd is not open): what follows raises it as before
+		return
+	}
+	if !gone {
+		e.registered |= bit
+		return
+	}
+	e.registered = 0
+	e.oneshot = 0
+	for _, slot := range []*pyObj{&e.reader, &e.writer} {
+		if h := *slot; h != nil {
+			*slot = nil
+			cancelHandle(h)
+			C.gl_decref(h)
+		}
+	}
+	if obj := e.obj; obj != nil {
+		e.obj = nil
+		C.gl_decref(obj)
+	}
 }
 
 // dropIdle forgets an idle registration (an event arrived that nobody wants).
@@ -632,7 +691,7 @@ func glWaitIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int) (rc C.int) {
 	if e := l.fds.get(int(fd)); e != nil && e.conn != nil && e.conn.tr.closing == 0 {
 		return -2
 	}
-	if rc = glAddIO(self, fd, h, writer); rc == 0 {
+	if rc = glAddIO(self, fd, h, writer, nil); rc == 0 {
 		bit := uint32(poller.Readable)
 		if writer != 0 {
 			bit = poller.Writable
@@ -654,8 +713,11 @@ func cancelHandle(h pyObj) {
 
 var cCancel = C.CString("cancel")
 
+// glAddIO installs h as the reader (or writer) of fd, replacing (and cancelling) the one
+// there; obj is the object add_reader/add_writer got (nil: a descriptor number).
+//
 //export glAddIO
-func glAddIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int) (rc C.int) {
+func glAddIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int, obj pyObj) (rc C.int) {
 	defer recoverInt(&rc)
 	l := getLoop(self)
 	if !l.checkClosed() {
@@ -666,9 +728,19 @@ func glAddIO(self *C.GLLoop, fd C.int, h pyObj, writer C.int) (rc C.int) {
 		e = &fdEntry{}
 		l.fds.set(int(fd), e)
 	}
-	slot := &e.reader
+	slot, bit := &e.reader, uint32(poller.Readable)
 	if writer != 0 {
-		slot = &e.writer
+		slot, bit = &e.writer, poller.Writable
+	}
+	l.claim(int(fd), e, obj, bit)
+	if e.reader == nil && e.writer == nil && obj != e.obj { // the registration starts here
+		if obj != nil {
+			C.gl_incref(obj)
+		}
+		if old := e.obj; old != nil { // (sync drops it with the last handle: not expected)
+			C.gl_decref(old)
+		}
+		e.obj = obj
 	}
 	old := *slot
 	*slot = h
@@ -711,6 +783,26 @@ func (l *loop) removeIO(fd int, writer bool) bool {
 	return true
 }
 
+// glFdOf is the descriptor whose registration was made with obj (see fdEntry.obj), or -1.
+//
+//export glFdOf
+func glFdOf(self *C.GLLoop, obj pyObj) (fd C.int) {
+	defer func() {
+		if recover() != nil {
+			fd = -1
+		}
+	}()
+	fd = -1
+	getLoop(self).fds.each(func(n int, e *fdEntry) bool {
+		if e.obj == obj {
+			fd = C.int(n)
+			return false
+		}
+		return true
+	})
+	return fd
+}
+
 //export glRemoveIO
 func glRemoveIO(self *C.GLLoop, fd C.int, writer C.int) (ret pyObj) {
 	defer recoverObj(&ret)
@@ -725,7 +817,8 @@ func glRemoveIO(self *C.GLLoop, fd C.int, writer C.int) (ret pyObj) {
 }
 
 // glFdKey answers the selector-style question "what is registered for fd": None, or
-// (events, reader, writer) with selectors.EVENT_READ=1 and EVENT_WRITE=2.
+// (events, reader, writer, fd, fileobj) with selectors.EVENT_READ=1 and EVENT_WRITE=2 and
+// fileobj the object the registration was made with (fdEntry.obj; else the number).
 //
 //export glFdKey
 func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
@@ -745,7 +838,7 @@ func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
 	if mask == 0 {
 		return C.gl_none()
 	}
-	t := C.PyTuple_New(3)
+	t := C.PyTuple_New(5)
 	if t == nil {
 		return nil
 	}
@@ -757,6 +850,13 @@ func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
 			C.gl_incref(h)
 		}
 		C.PyTuple_SetItem(t, C.Py_ssize_t(i+1), h)
+	}
+	C.PyTuple_SetItem(t, 3, C.PyLong_FromLong(C.long(fd)))
+	if obj := e.obj; obj != nil {
+		C.gl_incref(obj)
+		C.PyTuple_SetItem(t, 4, obj)
+	} else {
+		C.PyTuple_SetItem(t, 4, C.PyLong_FromLong(C.long(fd)))
 	}
 	return t
 }
@@ -809,7 +909,7 @@ func glLoopTraverse(self *C.GLLoop, visit C.visitproc, arg unsafe.Pointer) (rc C
 	}
 	l.ready.Each(v)
 	l.timers.Each(func(t sched.Timer[pyObj]) bool { return v(t.Item) })
-	if l.fds.each(func(_ int, e *fdEntry) bool { return v(e.reader) && v(e.writer) }) {
+	if l.fds.each(func(_ int, e *fdEntry) bool { return v(e.reader) && v(e.writer) && v(e.obj) }) {
 		return rc
 	}
 	for c := range l.conns {

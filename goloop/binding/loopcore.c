@@ -358,19 +358,41 @@ static PyObject *loop_close_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
     return glCloseCore(self);
 }
 
+/* asyncio's selectors._fileobj_lookup: the descriptor of fileobj, or, when its fileno() is
+ * no longer valid (a socket closed since it was registered: -1), the descriptor of the
+ * registration made with that very object. -1 with asyncio's ValueError when neither. */
+static int fileobj_lookup(GLLoop *self, PyObject *fileobj) {
+    int fd = PyObject_AsFileDescriptor(fileobj);
+    if (fd >= 0 || !PyErr_ExceptionMatches(PyExc_ValueError)) return fd;
+    PyErr_Clear();
+    if (!PyLong_Check(fileobj) && self->id >= 0 && (fd = glFdOf(self, fileobj)) >= 0)
+        return fd;
+    /* asyncio's error (selectors._fileobj_to_fd) */
+    PyObject *n = PyLong_Check(fileobj) ? Py_NewRef(fileobj) : PyObject_CallMethod(fileobj, "fileno", NULL);
+    if (n != NULL && PyLong_Check(n)) {
+        PyErr_Format(PyExc_ValueError, "Invalid file descriptor: %R", n);
+    } else {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "Invalid file object: %R", fileobj);
+    }
+    Py_XDECREF(n);
+    return -1;
+}
+
 static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *const *args, Py_ssize_t nargs) {
     GL_FORK_GUARD(NULL);
     if (nargs < 2) {
         PyErr_Format(PyExc_TypeError, "%s() takes at least 2 arguments (fd, callback)", fname);
         return NULL;
     }
-    int fd = PyObject_AsFileDescriptor(args[0]);
+    int fd = fileobj_lookup(self, args[0]);
     if (fd < 0) return NULL;
     if (gl_check_callback(args[1], fname) < 0) return NULL;
     PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, NULL, 0);
     if (h == NULL) return NULL;
     Py_INCREF(h);
-    if (glAddIO(self, fd, h, writer) < 0) {
+    /* the object is remembered (not a number: asyncio finds registrations by identity) */
+    if (glAddIO(self, fd, h, writer, PyLong_Check(args[0]) ? NULL : args[0]) < 0) {
         Py_DECREF(h);
         Py_DECREF(h);
         return NULL;
@@ -388,7 +410,8 @@ static PyObject *loop_add_writer(GLLoop *self, PyObject *const *args, Py_ssize_t
 
 static PyObject *remove_io(GLLoop *self, PyObject *fdobj, int writer) {
     GL_FORK_GUARD(NULL);
-    int fd = PyObject_AsFileDescriptor(fdobj);
+    if (self->closed) Py_RETURN_FALSE;  /* asyncio's answer, before it looks fdobj up */
+    int fd = fileobj_lookup(self, fdobj);
     if (fd < 0) return NULL;
     return glRemoveIO(self, fd, writer);
 }
@@ -426,7 +449,7 @@ static PyObject *loop_wait_fd(GLLoop *self, PyObject *const *args, Py_ssize_t na
 
 static PyObject *loop_fd_key(GLLoop *self, PyObject *fdobj) {
     GL_FORK_GUARD(NULL);
-    int fd = PyObject_AsFileDescriptor(fdobj);
+    int fd = fileobj_lookup(self, fdobj);
     if (fd < 0) return NULL;
     return glFdKey(self, fd);
 }

@@ -129,6 +129,8 @@ func glConnAttach(tr *C.GLTransport, loopObj pyObj, fd C.int) (rc C.int) {
 	if e == nil {
 		e = &fdEntry{}
 		l.fds.set(int(fd), e)
+	} else {
+		l.claim(int(fd), e, nil, 0) // handles left by a closed socket that had this number
 	}
 	e.conn = c
 	l.conns[c] = struct{}{}

@@ -128,6 +128,21 @@ func (p *Poller) Mod(fd int, events uint32) error {
 	return err
 }
 
+// Check re-registers fd with the interest bits it is registered with, to ask the kernel
+// whether that registration still exists. gone reports that it does not: the file it was
+// made for was closed (epoll forgets a closed descriptor without a word) and the number may
+// name another file now. Nothing is registered for fd then.
+func (p *Poller) Check(fd int, events uint32) (gone bool, err error) {
+	if p.closed {
+		return false, ErrClosed
+	}
+	err = p.ctl(unix.EPOLL_CTL_MOD, fd, events)
+	if err == unix.ENOENT {
+		return true, nil
+	}
+	return false, err
+}
+
 // Del unregisters fd. A descriptor that is already closed or unknown is not an error.
 func (p *Poller) Del(fd int) error {
 	if p.closed {

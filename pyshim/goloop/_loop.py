@@ -66,11 +66,12 @@ class _GoSelector(selectors.BaseSelector):
 
     def get_key(self, fileobj: Any) -> selectors.SelectorKey:
         loop = self._loop()
+        # (a closed socket that was registered is found by identity, as asyncio's is)
         key = None if loop is None or loop.is_closed() else loop._fd_key(fileobj)
         if key is None:
             raise KeyError(f"{fileobj!r} is not registered")
-        fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
-        return selectors.SelectorKey(fileobj, fd, key[0], (key[1], key[2]))
+        events, reader, writer, fd, registered = key
+        return selectors.SelectorKey(registered, fd, events, (reader, writer))
 
     def register(self, fileobj, events, data=None):  # pragma: no cover - not used
         raise RuntimeError("goloop's selector is driven by the Go poller; use loop.add_reader()")
