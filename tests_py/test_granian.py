@@ -126,11 +126,13 @@ def test_launcher_adds_loop_asyncio():
     assert _loop_option(["--loop=uvloop", "app:app"]) == "uvloop"
 
 
-def test_installing_the_policy_does_not_load_the_engine():
+def test_installing_the_policy_does_not_load_the_engine(tmp_path):
     """Granian forks workers from the launcher's process: the Go runtime must not be in it."""
     code = ("import sys, goloop.granian, asyncio, goloop; "
             "assert isinstance(asyncio.get_event_loop_policy(), goloop.EventLoopPolicy); "
             "print(any(m.startswith('goloop._goloop') for m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    # (not from the repository root, whose goloop/ folder of Go sources would shadow the package)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                       cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
