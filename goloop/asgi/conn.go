@@ -48,6 +48,8 @@ type Conn struct {
 	isDirty  bool          // in the server's dirty list
 	wake     chan struct{} // cap 1: room for the reader, or closed
 	ws       *WS           // the WebSocket session this connection was upgraded to (ws.go)
+	files    []fileSeg     // files to send at offsets of out (spec.go)
+	linger   bool          // close with a lingering close (spec.go)
 
 	// the reader goroutine's own state
 	p        *httpparser.Parser
@@ -124,7 +126,7 @@ func (c *Conn) serve() {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				c.mu.Lock()
-				busy := len(c.inflight) > 0 || c.writing || len(c.out) > 0
+				busy := len(c.inflight) > 0 || c.writing || !c.idleOutLocked()
 				c.mu.Unlock()
 				if busy {
 					c.deadline = time.Time{}
@@ -147,7 +149,8 @@ func (c *Conn) waitRoom() bool {
 			return false
 		}
 		full := len(c.inflight) >= c.s.cfg.MaxPipeline ||
-			(c.cur != nil && c.cur.dispatched && len(c.cur.body) > c.s.cfg.BodyBuffer)
+			(c.cur != nil && c.cur.dispatched && len(c.cur.body) > c.s.cfg.BodyBuffer) ||
+			(len(c.inflight) > 1 && c.heldLocked() > maxHeld)
 		c.paused = full
 		c.mu.Unlock()
 		if !full {
@@ -212,6 +215,7 @@ func (c *Conn) answer(code int, text string) {
 		return
 	}
 	r.done = true
+	c.linger = true
 	c.inflight = append(c.inflight, r)
 	c.advanceLocked()
 	c.mu.Unlock()
@@ -237,6 +241,9 @@ func (c *Conn) OnHeader(name, value []byte) error {
 	if r.dispatched { // a trailer: not in ASGI's http.request
 		return nil
 	}
+	if len(name) == 6 || len(name) == 2 {
+		r.noteHeader(name, value) // expect, te (spec.go)
+	}
 	for _, b := range name {
 		if 'A' <= b && b <= 'Z' {
 			b += 'a' - 'A'
@@ -260,6 +267,10 @@ func (c *Conn) OnHeadersComplete() error {
 		c.stopRead = true
 		if p.ShouldUpgrade() {
 			c.wsCheck(r, p.Method()) // a WebSocket handshake? (ws.go)
+			if r.ownStatus != 0 { // a WebSocket version we do not speak: 426
+				c.answer(r.ownStatus, "Unsupported WebSocket version")
+				return nil
+			}
 		}
 	}
 	if c.s.proxy != nil {
@@ -300,6 +311,7 @@ func (c *Conn) OnBody(chunk []byte) error {
 		return nil
 	}
 	c.mu.Lock()
+	r.expect100 = false // the client sends the body without waiting for a 100
 	r.body = append(r.body, chunk...)
 	c.wakeLocked(r, &c.batch)
 	c.mu.Unlock()
@@ -359,9 +371,8 @@ func (c *Conn) wakeLocked(r *Request, batch *[]Event) {
 func (c *Conn) advanceLocked() {
 	for len(c.inflight) > 0 {
 		h := c.inflight[0]
-		if len(h.out) > 0 {
-			c.out = append(c.out, h.out...)
-			h.out = nil
+		if len(h.out) > 0 || len(h.files) > 0 {
+			c.takeOutLocked(h)
 		}
 		if !h.done {
 			break
@@ -386,7 +397,7 @@ func (c *Conn) advanceLocked() {
 
 // dirtyLocked puts c in the server's dirty list (once per flush) if it has output.
 func (c *Conn) dirtyLocked() {
-	if len(c.out) > 0 && !c.isDirty {
+	if !c.idleOutLocked() && !c.isDirty {
 		c.isDirty = true
 		if c.s.markDirty(c) {
 			c.s.needFlush.Store(true)
@@ -403,9 +414,14 @@ func (c *Conn) flush() {
 		c.mu.Unlock()
 		return
 	}
-	for len(c.out) > 0 && !c.closed {
+	for !c.idleOutLocked() && !c.closed {
 		c.writing = true
-		buf := c.out
+		buf := c.out[:c.outLimit()]
+		if len(buf) == 0 { // a file is next: the writer goroutine sends it
+			go c.writer()
+			c.mu.Unlock()
+			return
+		}
 		c.mu.Unlock()
 		n, err := c.tryWrite(buf)
 		c.mu.Lock()
@@ -452,6 +468,9 @@ func (c *Conn) consumeLocked(n int) {
 	if n <= 0 {
 		return
 	}
+	for i := range c.files {
+		c.files[i].at -= n
+	}
 	if n >= len(c.out) {
 		c.out = c.out[:0]
 		if cap(c.out) > 1<<20 {
@@ -466,8 +485,17 @@ func (c *Conn) consumeLocked(n int) {
 // writer writes c.out with blocking writes (Go's netpoller) until it is empty.
 func (c *Conn) writer() {
 	c.mu.Lock()
-	for len(c.out) > 0 && !c.closed {
-		buf := c.out
+	for !c.idleOutLocked() && !c.closed {
+		buf := c.out[:c.outLimit()]
+		if len(buf) == 0 {
+			if !c.sendFileFront() {
+				c.writing = false
+				c.lostLocked()
+				c.mu.Unlock()
+				return
+			}
+			continue
+		}
 		c.mu.Unlock()
 		n, err := c.nc.Write(buf)
 		c.mu.Lock()
@@ -496,13 +524,21 @@ func (c *Conn) drainedLocked() {
 			c.wakeLocked(r, nil)
 		}
 	}
-	if c.closing && len(c.inflight) == 0 && len(c.out) == 0 && !c.closed {
+	if c.closing && len(c.inflight) == 0 && c.idleOutLocked() && !c.closed {
 		c.closeLocked()
 	}
 }
 
 func (c *Conn) closeLocked() {
 	c.closed = true
+	if c.linger {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		go c.lingerClose()
+		return
+	}
 	if tc, ok := c.nc.(*net.TCPConn); ok {
 		tc.CloseWrite()
 	}
@@ -525,6 +561,7 @@ func (c *Conn) lostLocked() {
 	if c.h2 != nil {
 		c.h2.lostLocked()
 	}
+	c.dropFilesLocked()
 	for _, r := range c.inflight {
 		r.lost = true
 		c.wakeLocked(r, nil)
@@ -532,6 +569,9 @@ func (c *Conn) lostLocked() {
 	clear(c.inflight)
 	c.inflight = c.inflight[:0]
 	c.out = nil
+	if c.closed && c.linger {
+		c.nc.Close() // ends a lingering close
+	}
 	if !c.closed {
 		c.closed = true
 		c.nc.Close()
@@ -562,7 +602,7 @@ func (c *Conn) shutdown() {
 		return
 	}
 	c.closing = true
-	if len(c.inflight) == 0 && len(c.out) == 0 && !c.writing && !c.closed {
+	if len(c.inflight) == 0 && c.idleOutLocked() && !c.writing && !c.closed {
 		c.closeLocked()
 	}
 	ws := c.ws

@@ -86,6 +86,7 @@ type h2Stream struct {
 	received   int64
 	remoteDone bool // END_STREAM received (or the stream was reset)
 	gone       bool // removed from streams
+	trReady    bool // the trailers end the stream after pending (spec.go)
 }
 
 // startH2 turns c into an HTTP/2 connection if its first bytes (first) are the client
@@ -704,7 +705,7 @@ func (r *Request) h2Send(body []byte, more bool) (flags int, err error) {
 	switch {
 	case !r.started:
 		return 0, ErrNotStarted
-	case r.done:
+	case r.done || r.bodyEnd:
 		return 0, ErrCompleted
 	case r.lost || c.h2 == nil:
 		return 0, ErrDisconnected
@@ -755,7 +756,7 @@ func (h *h2Conn) sendLocked(r *Request, body []byte, more bool) error {
 			}
 			h.enc.WriteField(hpack.HeaderField{Name: n, Value: string(value)})
 		})
-		end := !more && (len(body) == 0 || r.noBody)
+		end := !more && (len(body) == 0 || r.noBody) && !r.trailers
 		blk := h.hb.Bytes()
 		first := min(len(blk), h.peerFrame)
 		h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: blk[:first],
@@ -777,7 +778,10 @@ func (h *h2Conn) sendLocked(r *Request, body []byte, more bool) error {
 		st.pending = append(st.pending, body...)
 		r.sent += int64(len(body))
 	}
-	if !more {
+	if !more && r.trailers { // a HEADERS frame of trailers ends the stream (spec.go)
+		r.bodyEnd, r.keepTr = true, true
+	} else if !more {
+		r.bodyEnd = true
 		if !st.endSent {
 			st.endPending = true
 		}
@@ -802,7 +806,7 @@ func (h *h2Conn) writeDataLocked(st *h2Stream) {
 		if n <= 0 {
 			break
 		}
-		end := st.endPending && int(n) == len(st.pending)
+		end := st.endPending && int(n) == len(st.pending) && !st.trReady
 		h.fr.WriteData(st.id, end, st.pending[:n])
 		st.pending = st.pending[n:]
 		st.sendWin -= n
@@ -814,7 +818,11 @@ func (h *h2Conn) writeDataLocked(st *h2Stream) {
 	if len(st.pending) == 0 {
 		st.pending = nil
 		if st.endPending {
-			h.fr.WriteData(st.id, true, nil)
+			if st.trReady {
+				h.writeTrailersLocked(st)
+			} else {
+				h.fr.WriteData(st.id, true, nil)
+			}
 			st.endPending, st.endSent = false, true
 		}
 	}

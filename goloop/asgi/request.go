@@ -56,6 +56,17 @@ type Request struct {
 	clen     int64 // declared or computed Content-Length, -1 if none
 	sent     int64
 	out      []byte // output held while an earlier request's response is incomplete
+
+	// spec.go: 100-continue, trailers, files (c.mu)
+	expect100  bool      // Expect: 100-continue, no 100 sent yet and no body received
+	teTrailers bool      // TE: trailers
+	trailers   bool      // the response announced trailers
+	keepTr     bool      // ... and they are sent (else dropped)
+	bodyEnd    bool      // the final body part was sent
+	trDone     bool      // the final trailers message was received
+	trHdr      []byte    // trailer lines received so far
+	files      []fileSeg // files in out (pathsend)
+	ownStatus  int       // answered by the server with this status (426) instead of the app
 }
 
 // Conn returns the request's connection.
@@ -181,6 +192,7 @@ func (r *Request) Receive() ([]byte, RecvState) {
 		return nil, RecvDisconnect
 	}
 	r.waitRecv = true
+	r.continueLocked()
 	return nil, RecvWait
 }
 
@@ -231,7 +243,7 @@ func (r *Request) Send(body []byte, more bool) (flags int, err error) {
 	switch {
 	case !r.started:
 		return 0, ErrNotStarted
-	case r.done:
+	case r.done || r.bodyEnd:
 		return 0, ErrCompleted
 	case r.lost:
 		return 0, ErrDisconnected
@@ -263,7 +275,8 @@ func (r *Request) Send(body []byte, more bool) (flags int, err error) {
 		r.sent += int64(len(body))
 	}
 	if !more {
-		if r.chunked && !r.noBody {
+		r.bodyEnd = true
+		if r.chunked && !r.noBody && !r.keepTr { // with trailers: SendTrailers ends it
 			w = append(w, "0\r\n\r\n"...)
 		}
 		if r.clen >= 0 && r.sent < r.clen && !r.noBody {
@@ -271,7 +284,7 @@ func (r *Request) Send(body []byte, more bool) (flags int, err error) {
 		}
 	}
 	r.restore(w, head)
-	if !more {
+	if !more && !r.keepTr {
 		r.completeLocked()
 	} else {
 		c.dirtyLocked()
@@ -312,7 +325,7 @@ func (r *Request) completeLocked() {
 		c.advanceLocked()
 	}
 	c.dirtyLocked()
-	if len(c.out) == 0 && !c.writing {
+	if c.idleOutLocked() && !c.writing {
 		c.drainedLocked()
 	}
 }
@@ -427,6 +440,9 @@ func (r *Request) appendHead(w []byte, n int, more bool) []byte {
 		if hasTE && !r.chunked {
 			r.keepAlive = false
 		}
+	case r.chunkedForTrailers():
+		w = append(w, "transfer-encoding: chunked\r\n"...)
+		r.chunked = true
 	case !more:
 		w = append(w, "content-length: "...)
 		w = strconv.AppendInt(w, int64(n), 10)
@@ -438,6 +454,7 @@ func (r *Request) appendHead(w []byte, n int, more bool) []byte {
 	default:
 		r.keepAlive = false // HTTP/1.0: the end of the body is the end of the connection
 	}
+	r.keepTr = r.trailers && r.chunked && r.teTrailers && !r.noBody
 	if !hasConn {
 		if !r.keepAlive {
 			w = append(w, "connection: close\r\n"...)
@@ -452,6 +469,9 @@ func (r *Request) appendHead(w []byte, n int, more bool) []byte {
 func (r *Request) buildOwn(code int, text string) {
 	r.status = code
 	r.started, r.bodyDone = true, true
+	if code == 426 {
+		r.hdr = append(r.hdr, "sec-websocket-version: 13\r\nupgrade: websocket\r\n"...)
+	}
 	r.hdr = append(r.hdr, "content-type: text/plain; charset=utf-8\r\n"...)
 	r.out = r.appendHead(r.out, len(text), false)
 	r.out = append(r.out, text...)

@@ -158,7 +158,7 @@ func (c *Conn) wsCheck(r *Request, method []byte) {
 	if cfg.Disabled || string(method) != "GET" || r.Major != 1 || r.Minor < 1 {
 		return
 	}
-	var upgrade, version bool
+	var upgrade, version, otherVersion bool
 	var key []byte
 	var protos []string
 	var exts []string
@@ -175,6 +175,7 @@ func (c *Conn) wsCheck(r *Request, method []byte) {
 			key = bytes.TrimSpace(value)
 		case "sec-websocket-version":
 			version = string(bytes.TrimSpace(value)) == "13"
+			otherVersion = !version
 		case "sec-websocket-protocol":
 			for _, t := range strings.Split(string(value), ",") {
 				if t = strings.TrimSpace(t); t != "" {
@@ -184,6 +185,10 @@ func (c *Conn) wsCheck(r *Request, method []byte) {
 		case "sec-websocket-extensions":
 			exts = append(exts, string(value))
 		}
+	}
+	if upgrade && otherVersion && len(key) > 0 {
+		r.ownStatus = 426 // RFC 6455 4.4: the versions we speak, in sec-websocket-version
+		return
 	}
 	if !upgrade || !version || len(key) == 0 {
 		return

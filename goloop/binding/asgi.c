@@ -368,26 +368,14 @@ static PyObject *raise_disconnected(void) {
     return NULL;
 }
 
-static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
-    PyObject *status_o = msg_get(msg, s_status);
-    if (status_o == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "status");
-        return NULL;
-    }
-    long status = PyLong_Check(status_o) ? PyLong_AsLong(status_o) : -2;
-    Py_DECREF(status_o);
-    if (status == -1 && PyErr_Occurred()) return NULL;
-    if (status < 0 || status > 999) {
-        PyErr_SetString(PyExc_RuntimeError, "ASGI 'http.response.start' status must be an integer from 100 to 999");
-        return NULL;
-    }
-    PyObject *headers = msg_get(msg, s_headers);
-    if (headers == NULL && PyErr_Occurred()) return NULL;
+/* The header lines ("name: value\r\n" each) of an ASGI headers iterable (NULL: none) into
+ * hdrbuf (gl_asgi_hdrbuf), checked; steals the reference to headers. */
+int gl_asgi_header_lines(PyObject *headers) {
     hdrbuf.n = 0;
     if (headers != NULL) {
         PyObject *it = PyObject_GetIter(headers);
         Py_DECREF(headers);
-        if (it == NULL) return NULL;
+        if (it == NULL) return -1;
         PyObject *pair;
         while ((pair = PyIter_Next(it)) != NULL) {
             PyObject *name, *value;
@@ -404,7 +392,7 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
                     Py_XDECREF(seq);
                     Py_DECREF(pair);
                     Py_DECREF(it);
-                    return NULL;
+                    return -1;
                 }
                 name = Py_NewRef(PySequence_Fast_GET_ITEM(seq, 0));
                 value = Py_NewRef(PySequence_Fast_GET_ITEM(seq, 1));
@@ -418,15 +406,40 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
             Py_DECREF(value);
             if (bad) {
                 Py_DECREF(it);
-                return NULL;
+                return -1;
             }
         }
         Py_DECREF(it);
-        if (PyErr_Occurred()) return NULL;
+        if (PyErr_Occurred()) return -1;
     }
+    return 0;
+}
+
+const char *gl_asgi_hdrbuf(Py_ssize_t *n) {
+    *n = hdrbuf.n;
+    return hdrbuf.p;
+}
+
+static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
+    PyObject *status_o = msg_get(msg, s_status);
+    if (status_o == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "status");
+        return NULL;
+    }
+    long status = PyLong_Check(status_o) ? PyLong_AsLong(status_o) : -2;
+    Py_DECREF(status_o);
+    if (status == -1 && PyErr_Occurred()) return NULL;
+    if (status < 0 || status > 999) {
+        PyErr_SetString(PyExc_RuntimeError, "ASGI 'http.response.start' status must be an integer from 100 to 999");
+        return NULL;
+    }
+    PyObject *headers = msg_get(msg, s_headers);
+    if (headers == NULL && PyErr_Occurred()) return NULL;
+    if (gl_asgi_header_lines(headers) < 0) return NULL;
     int rc = glAsgiStart(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n);
     if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return raise_disconnected();
     if (rc < 0) return NULL;
+    if (gl_asgi_start_trailers(self, msg) < 0) return NULL; /* trailers: True (asgi_spec.c) */
     return Py_NewRef((PyObject *)done_none);
 }
 
@@ -494,8 +507,7 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
                (PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_start) == 0)) {
         r = send_start(self, msg);
     } else if (!PyErr_Occurred()) {
-        PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message '%S' sent.", type);
-        r = NULL;
+        r = gl_asgi_send_ext(self, type, msg); /* trailers, pathsend (asgi_spec.c) */
     } else {
         r = NULL;
     }
@@ -873,7 +885,7 @@ int gl_init_asgi(PyObject *m) {
     loopcore_type = (PyTypeObject *)PyObject_GetAttrString(m, "LoopCore");
     if (loopcore_type == NULL) return -1;
     if (PyType_Ready(&DoneType) < 0 || PyType_Ready(&SendType) < 0 || PyType_Ready(&RecvType) < 0 ||
-        PyType_Ready(&ServerType) < 0 || gl_init_asgi_run(m) < 0)
+        PyType_Ready(&ServerType) < 0 || gl_init_asgi_run(m) < 0 || gl_init_asgi_spec() < 0)
         return -1;
     done_none = PyObject_New(GLDone, &DoneType);
     if (done_none == NULL) return -1;

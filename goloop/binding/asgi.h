@@ -44,6 +44,13 @@ int gl_init_asgi(PyObject *m);
 PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error);
 int gl_init_asgi_run(PyObject *m);
 int gl_asgi_is_run(PyObject *o);
+/* asgi_spec.c: http.response.trailers and http.response.pathsend; asgi.c's header lines */
+int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg);
+PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg);
+int gl_init_asgi_spec(void);
+int gl_asgi_ws_extensions(PyObject *scope);
+int gl_asgi_header_lines(PyObject *headers);
+const char *gl_asgi_hdrbuf(Py_ssize_t *n);
 /* asgi.c's helpers for asgi_ws.c */
 PyObject *gl_asgi_done(PyObject *value);
 void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception);

@@ -571,7 +571,8 @@ int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int3
         set_new(scope, s_raw_path, PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
         set_new(scope, s_query_string, PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
         PyDict_SetItem(scope, s_headers, headers) < 0 ||
-        set_new(scope, s_subprotocols, split_protocols(protos, protolen)) < 0)
+        set_new(scope, s_subprotocols, split_protocols(protos, protolen)) < 0 ||
+        gl_asgi_ws_extensions(scope) < 0)
         goto fail;
     if (is_unix) {
         if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||

@@ -432,7 +432,10 @@ class Server:
         tls = bool(cfg["ssl_certfile"])
         template = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
                     "scheme": "https" if tls else "http",
-                    "root_path": cfg["root_path"] or ""}
+                    "root_path": cfg["root_path"] or "",
+                    # the HTTP extensions Go implements (goloop/asgi/spec.go); a websocket
+                    # scope gets its own (asgi_ws.c)
+                    "extensions": {"http.response.trailers": {}, "http.response.pathsend": {}}}
         max_head = cfg["h11_max_incomplete_event_size"] or 16 * 1024
         srv = _goloop.AsgiServer(loop, runner, template, state or None, int(max_head),
                                  int(float(cfg["timeout_keep_alive"]) * 1000), int(cfg["limit_concurrency"] or 0),

@@ -1,0 +1,346 @@
+package asgi
+
+// spec.go: the parts of ASGI's HTTP spec and of HTTP/1.1 beyond the plain exchange:
+// Expect: 100-continue, response trailers (HTTP/1.1 chunked trailer section, HTTP/2
+// trailing HEADERS), http.response.pathsend (a file sent by Go: sendfile(2) on plain
+// TCP), the lingering close after the server's own error answers, and the bound on the
+// output held behind an unfinished pipelined response.
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+const (
+	// maxHeld: past this much response output held behind an unfinished earlier
+	// response of the same connection, the connection stops reading (and dispatching).
+	maxHeld = 1 << 20
+	// lingerTime and lingerMax bound the lingering close: after an error answer (400,
+	// 426, 431, 503) the write side is shut and the client's further input is read and
+	// dropped (up to lingerMax bytes, for up to lingerTime) before the socket is closed, so
+	// the client reads the answer instead of a reset.
+	lingerTime = 2 * time.Second
+	lingerMax  = 64 << 20
+)
+
+var continue100 = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+
+// Errors of SendTrailers and SendFile.
+var (
+	ErrNoTrailers    = errors.New("Unexpected ASGI message 'http.response.trailers' sent, without 'trailers': True in 'http.response.start'.")
+	ErrTrailersEarly = errors.New("Unexpected ASGI message 'http.response.trailers' sent, before the final 'http.response.body'.")
+	ErrTrailersDone  = errors.New("Unexpected ASGI message 'http.response.trailers' sent, after the trailers were complete.")
+	ErrPathsend      = errors.New("Expected ASGI message 'http.response.start', but got 'http.response.pathsend'.")
+)
+
+// fileSeg is a file to send at offset at of an output buffer (Conn.out or Request.out):
+// the bytes before at leave first, then n bytes of f, then the rest.
+type fileSeg struct {
+	at int
+	f  *os.File
+	n  int64
+}
+
+// noteHeader records the request headers that change how it is answered (OnHeader; name
+// as received).
+func (r *Request) noteHeader(name, value []byte) {
+	switch {
+	case len(name) == 6 && equalFold(name, "expect"):
+		v := bytes.TrimSpace(value)
+		r.expect100 = len(v) == 12 && equalFold(v, "100-continue")
+	case len(name) == 2 && equalFold(name, "te"):
+		for _, t := range bytes.Split(value, []byte(",")) {
+			if i := bytes.IndexByte(t, ';'); i >= 0 {
+				t = t[:i]
+			}
+			if t = bytes.TrimSpace(t); len(t) == 8 && equalFold(t, "trailers") {
+				r.teTrailers = true
+			}
+		}
+	}
+}
+
+// continueLocked writes "100 Continue" for a request that expects it, the first time its
+// application waits for the body (uvicorn's rule): not before, so an application that
+// answers without reading the body never makes the client send it (c.mu held).
+func (r *Request) continueLocked() {
+	if !r.expect100 || r.headSent || r.bodyDone || r.Major != 1 || r.Minor < 1 {
+		return
+	}
+	r.expect100 = false
+	c := r.c
+	if len(c.inflight) > 0 && c.inflight[0] == r {
+		c.out = append(c.out, continue100...)
+		c.dirtyLocked()
+	} else {
+		r.out = append(r.out, continue100...)
+	}
+}
+
+// chunkedForTrailers: the response announced trailers and the client takes them (TE:
+// trailers, HTTP/1.1): it is chunked even when it has one body part.
+func (r *Request) chunkedForTrailers() bool {
+	return r.trailers && r.teTrailers && (r.Minor >= 1 || r.Major > 1) && !r.noBody
+}
+
+// SetTrailers: the response's http.response.start had trailers: True (called after Start).
+func (r *Request) SetTrailers() {
+	r.c.mu.Lock()
+	if r.started && !r.headSent {
+		r.trailers = true
+	}
+	r.c.mu.Unlock()
+}
+
+// SendTrailers adds trailer lines ("name: value\r\n" each) after the final body part
+// (http.response.trailers); more=false completes the response. On HTTP/1.1 they are sent
+// only if the request had TE: trailers (and the response is chunked); else dropped.
+func (r *Request) SendTrailers(hdr []byte, more bool) error {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !r.trailers:
+		return ErrNoTrailers
+	case !r.bodyEnd:
+		return ErrTrailersEarly
+	case r.trDone:
+		return ErrTrailersDone
+	case r.lost:
+		return ErrDisconnected
+	}
+	r.trDone = !more
+	if !r.keepTr {
+		return nil // dropped: the response completed with its body
+	}
+	r.trHdr = append(r.trHdr, hdr...)
+	if more {
+		return nil
+	}
+	if r.h2 != nil {
+		if c.h2 == nil {
+			return ErrDisconnected
+		}
+		st := r.h2
+		st.trReady = true
+		if !st.endSent {
+			st.endPending = true
+		}
+		r.done = true
+		if r.waitRecv {
+			c.wakeLocked(r, nil)
+		}
+		c.h2.writeDataLocked(st)
+		return nil
+	}
+	head := len(c.inflight) > 0 && c.inflight[0] == r
+	w := r.out
+	if head {
+		w = c.out
+	}
+	w = append(w, "0\r\n"...)
+	w = append(w, r.trHdr...)
+	w = append(w, "\r\n"...)
+	r.trHdr = nil
+	r.restore(w, head)
+	r.completeLocked()
+	return nil
+}
+
+// writeTrailersLocked writes st's trailers as a HEADERS frame ending the stream (after
+// its last DATA).
+func (h *h2Conn) writeTrailersLocked(st *h2Stream) {
+	h.hb.Reset()
+	scanHeaders(st.r.trHdr, func(name, value []byte) {
+		n := strings.ToLower(string(name))
+		if connSpecific(n) || n == "content-length" {
+			return
+		}
+		h.enc.WriteField(hpack.HeaderField{Name: n, Value: string(value)})
+	})
+	st.r.trHdr = nil
+	blk := h.hb.Bytes()
+	first := min(len(blk), h.peerFrame)
+	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: blk[:first],
+		EndStream: true, EndHeaders: first == len(blk)})
+	for blk = blk[first:]; len(blk) > 0; {
+		n := min(len(blk), h.peerFrame)
+		h.fr.WriteContinuation(st.id, n == len(blk), blk[:n])
+		blk = blk[n:]
+	}
+}
+
+// SendFile sends the file at path as the rest of the response's body and completes it
+// (http.response.pathsend). On HTTP/1.1 the file is not read by the application's thread:
+// the writer goroutine copies it to the socket (sendfile(2) on plain TCP; reads and TLS
+// writes otherwise). On HTTP/2 it is read and sent as DATA frames.
+func (r *Request) SendFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New(path + " is not a regular file")
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	size := fi.Size()
+	if r.h2 != nil {
+		data, err := io.ReadAll(io.LimitReader(f, size))
+		f.Close()
+		if err != nil {
+			return err
+		}
+		_, err = r.h2Send(data, false)
+		return err
+	}
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !r.started:
+		err = ErrPathsend
+	case r.done || r.bodyEnd:
+		err = ErrCompleted
+	case r.lost:
+		err = ErrDisconnected
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	head := len(c.inflight) > 0 && c.inflight[0] == r
+	w := r.out
+	if head {
+		w = c.out
+	}
+	if !r.headSent {
+		w = r.appendHead(w, int(size), false)
+		r.headSent = true
+	}
+	n := size
+	if r.clen >= 0 {
+		n = max(0, min(n, r.clen-r.sent))
+		if r.sent+n < r.clen {
+			r.keepAlive = false // the declared length is not met: close after it
+		}
+	}
+	if r.noBody || n == 0 {
+		f.Close()
+	} else {
+		if r.chunked {
+			w = strconv.AppendInt(w, n, 16)
+			w = append(w, "\r\n"...)
+		}
+		seg := fileSeg{at: len(w), f: f, n: n}
+		if head {
+			c.files = append(c.files, seg)
+		} else {
+			r.files = append(r.files, seg)
+		}
+		if r.chunked {
+			w = append(w, "\r\n"...)
+		}
+		r.sent += n
+	}
+	r.bodyEnd = true
+	if r.chunked && !r.noBody && !r.keepTr {
+		w = append(w, "0\r\n\r\n"...)
+	}
+	r.restore(w, head)
+	if r.keepTr {
+		c.dirtyLocked()
+	} else {
+		r.completeLocked()
+	}
+	return nil
+}
+
+// outLimit is how much of c.out may be written before the next file (c.mu held).
+func (c *Conn) outLimit() int {
+	if len(c.files) > 0 {
+		return c.files[0].at
+	}
+	return len(c.out)
+}
+
+// idleOutLocked: nothing left to write, bytes nor files.
+func (c *Conn) idleOutLocked() bool { return len(c.out) == 0 && len(c.files) == 0 }
+
+// takeOutLocked moves h's held output (bytes and files) to the connection's.
+func (c *Conn) takeOutLocked(h *Request) {
+	for _, fs := range h.files {
+		fs.at += len(c.out)
+		c.files = append(c.files, fs)
+	}
+	h.files = nil
+	c.out = append(c.out, h.out...)
+	h.out = nil
+}
+
+// sendFileFront copies the file at the front of the output to the socket (the writer
+// goroutine; c.mu held, released during the copy). False: the connection failed.
+func (c *Conn) sendFileFront() bool {
+	fs := c.files[0]
+	n := copy(c.files, c.files[1:])
+	c.files[n] = fileSeg{}
+	c.files = c.files[:n]
+	c.mu.Unlock()
+	w, err := io.Copy(c.nc, &io.LimitedReader{R: fs.f, N: fs.n})
+	fs.f.Close()
+	c.mu.Lock()
+	return err == nil && w == fs.n // a file cut short breaks the framing: the connection ends
+}
+
+// dropFilesLocked closes the files not yet sent (the connection is lost).
+func (c *Conn) dropFilesLocked() {
+	for _, fs := range c.files {
+		fs.f.Close()
+	}
+	c.files = nil
+	for _, r := range c.inflight {
+		for _, fs := range r.files {
+			fs.f.Close()
+		}
+		r.files = nil
+	}
+}
+
+// heldLocked is how much output the requests after the first hold.
+func (c *Conn) heldLocked() int {
+	n := 0
+	for i := 1; i < len(c.inflight); i++ {
+		n += len(c.inflight[i].out)
+	}
+	return n
+}
+
+// lingerClose ends a connection after an error answer: the write side is shut, the
+// client's further input read and dropped (bounded), then the socket closed.
+func (c *Conn) lingerClose() {
+	nc := c.nc
+	if t, ok := nc.(*tlsConn); ok {
+		nc = t.NetConn()
+	}
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	io.CopyN(io.Discard, c.nc, lingerMax)
+	c.nc.Close()
+	c.s.forget(c)
+}
+
+var _ net.Conn = (*tlsConn)(nil)
