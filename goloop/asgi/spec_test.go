@@ -1,0 +1,235 @@
+package asgi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// receiveFlushing is receive() as the binding does it: the loop flushes what Receive
+// queued (a 100 Continue) before it waits.
+func (a *fakeApp) receiveFlushing(r *Request) ([]byte, RecvState) {
+	for {
+		b, st := r.Receive()
+		if st != RecvWait {
+			return b, st
+		}
+		a.s.Flush()
+		select {
+		case <-a.wakeCh(r):
+		case <-time.After(10 * time.Second):
+			panic("receive: no wake-up")
+		}
+	}
+}
+
+func TestExpect100Continue(t *testing.T) {
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		if string(r.Path()) == "/noread" {
+			a.respond(r, 403, "", "no")
+			return
+		}
+		var body []byte
+		for {
+			b, st := a.receiveFlushing(r)
+			body = append(body, b...)
+			if st != RecvBody {
+				break
+			}
+		}
+		a.respond(r, 200, "", "got "+string(body))
+	})
+	c, br := dial(t, addr)
+	fmt.Fprintf(c, "POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
+	line, _ := br.ReadString('\n')
+	blank, _ := br.ReadString('\n')
+	if line != "HTTP/1.1 100 Continue\r\n" || blank != "\r\n" {
+		t.Fatalf("got %q %q", line, blank)
+	}
+	fmt.Fprintf(c, "abc")
+	if resp, body := readResp(t, br, "POST"); resp.StatusCode != 200 || body != "got abc" {
+		t.Fatalf("got %d %q", resp.StatusCode, body)
+	}
+	// answered without reading: no 100, and the connection closes after the response
+	fmt.Fprintf(c, "POST /noread HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
+	resp, body := readResp(t, br, "POST")
+	if resp.StatusCode != 403 || body != "no" || !resp.Close {
+		t.Fatalf("got %d %q close %v", resp.StatusCode, body, resp.Close)
+	}
+}
+
+func trailersApp(a *fakeApp, r *Request) {
+	if err := r.Start(200, nil); err != nil {
+		panic(err)
+	}
+	r.SetTrailers()
+	r.Send([]byte("abc"), false)
+	if _, err := r.Send([]byte("x"), false); err != ErrCompleted {
+		panic(fmt.Sprint("send after the body's end: ", err))
+	}
+	if err := r.SendTrailers([]byte("x-sum: 1\r\n"), true); err != nil {
+		panic(err)
+	}
+	if err := r.SendTrailers([]byte("x-two: 2\r\n"), false); err != nil {
+		panic(err)
+	}
+	if err := r.SendTrailers(nil, false); err != ErrTrailersDone {
+		panic(fmt.Sprint("trailers after the end: ", err))
+	}
+	a.s.Flush()
+}
+
+func TestTrailers(t *testing.T) {
+	_, addr := startServer(t, Config{}, trailersApp)
+	c, br := dial(t, addr)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nTE: gzip, trailers\r\n\r\n")
+	resp, body := readResp(t, br, "GET")
+	if body != "abc" || resp.Trailer.Get("X-Sum") != "1" || resp.Trailer.Get("X-Two") != "2" ||
+		len(resp.TransferEncoding) != 1 {
+		t.Fatalf("got %q trailers %v te %v", body, resp.Trailer, resp.TransferEncoding)
+	}
+	// without TE: trailers they are dropped, the response framed as usual
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, body = readResp(t, br, "GET")
+	if body != "abc" || len(resp.Trailer) != 0 || resp.ContentLength != 3 || resp.Close {
+		t.Fatalf("got %q trailers %v length %d", body, resp.Trailer, resp.ContentLength)
+	}
+}
+
+func TestTrailersErrors(t *testing.T) {
+	errs := make(chan error, 2)
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		r.Start(200, nil)
+		errs <- r.SendTrailers(nil, false) // not announced
+		a.respond2(r, "x")
+	})
+	c, br := dial(t, addr)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	readResp(t, br, "GET")
+	if err := <-errs; err != ErrNoTrailers {
+		t.Fatal(err)
+	}
+}
+
+func (a *fakeApp) respond2(r *Request, body string) {
+	r.Send([]byte(body), false)
+	a.s.Flush()
+}
+
+func TestSendFile(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 300000) // 4.8 MB
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		switch string(r.Path()) {
+		case "/slow":
+			<-release
+			a.respond(r, 200, "", "slow")
+		case "/chunked":
+			r.Start(200, nil)
+			r.Send([]byte("head-"), true)
+			if err := r.SendFile(path); err != nil {
+				panic(err)
+			}
+			a.s.Flush()
+		case "/missing":
+			r.Start(200, nil)
+			if err := r.SendFile(path + ".nope"); !os.IsNotExist(err) {
+				panic(err)
+			}
+			a.respond2(r, "none")
+		default:
+			r.Start(200, []byte("content-type: application/octet-stream\r\n"))
+			if err := r.SendFile(path); err != nil {
+				panic(err)
+			}
+			a.s.Flush()
+		}
+	})
+	c, br := dial(t, addr)
+	// the first file waits behind /slow (held in the request's output), the second is
+	// the head of the line; a small response between them
+	fmt.Fprintf(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /f HTTP/1.1\r\nHost: x\r\n\r\n"+
+		"GET /chunked HTTP/1.1\r\nHost: x\r\n\r\nGET /missing HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if _, body := readResp(t, br, "GET"); body != "slow" {
+		t.Fatal(body)
+	}
+	resp, body := readResp(t, br, "GET")
+	if resp.ContentLength != int64(len(data)) || sha256.Sum256([]byte(body)) != sha256.Sum256(data) {
+		t.Fatalf("file: length %d, %d bytes", resp.ContentLength, len(body))
+	}
+	resp, body = readResp(t, br, "GET")
+	if len(resp.TransferEncoding) != 1 || body != "head-"+string(data) {
+		t.Fatalf("chunked file: %v %d bytes", resp.TransferEncoding, len(body))
+	}
+	if _, body := readResp(t, br, "GET"); body != "none" {
+		t.Fatal(body)
+	}
+}
+
+func TestLingeringCloseAfter400(t *testing.T) {
+	_, addr := startServer(t, Config{}, hello)
+	c, _ := dial(t, addr)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nBad Header: 1\r\n\r\n")
+	time.Sleep(50 * time.Millisecond)
+	junk := bytes.Repeat([]byte("x"), 1<<20)
+	for i := 0; i < 2; i++ {
+		if _, err := c.Write(junk); err != nil {
+			t.Fatalf("the server reset the connection: %v", err)
+		}
+	}
+	c.(interface{ CloseWrite() error }).CloseWrite()
+	b, err := io.ReadAll(c)
+	if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 400 ") {
+		t.Fatalf("%q %v", b, err)
+	}
+}
+
+func TestWebSocketVersion426(t *testing.T) {
+	_, addr := startServer(t, Config{}, hello)
+	c, br := dial(t, addr)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 7\r\n\r\n")
+	resp, _ := readResp(t, br, "GET")
+	if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Sec-WebSocket-Version") != "13" {
+		t.Fatalf("got %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+func TestHeldOutputBound(t *testing.T) {
+	release := make(chan struct{})
+	a, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		if string(r.Path()) == "/slow" {
+			<-release
+		}
+		a.respond(r, 200, "", strings.Repeat("b", 512<<10))
+	})
+	c, br := dial(t, addr)
+	fmt.Fprintf(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	for i := 0; i < 12; i++ {
+		time.Sleep(20 * time.Millisecond)
+		fmt.Fprintf(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := a.seenCount(); n > 6 {
+		t.Fatalf("%d requests dispatched behind an unfinished response", n)
+	}
+	close(release)
+	for i := 0; i < 13; i++ {
+		if _, body := readResp(t, br, "GET"); len(body) != 512<<10 {
+			t.Fatal(len(body))
+		}
+	}
+}
