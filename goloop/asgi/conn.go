@@ -267,7 +267,7 @@ func (c *Conn) OnHeadersComplete() error {
 		c.stopRead = true
 		if p.ShouldUpgrade() {
 			c.wsCheck(r, p.Method()) // a WebSocket handshake? (ws.go)
-			if r.ownStatus != 0 { // a WebSocket version we do not speak: 426
+			if r.ownStatus != 0 {    // a WebSocket version we do not speak: 426
 				c.answer(r.ownStatus, "Unsupported WebSocket version")
 				return nil
 			}
