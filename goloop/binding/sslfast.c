@@ -22,7 +22,9 @@
  * (OpenSSL reads a TLS record's bytes from the BIO only as it processes the record; CPython
  * never turns on read-ahead. Checked by reading anyway in a test build: in WRAPPED the skip
  * was right every time; while FLUSHING it was not, see sp_do_read_copied. uvloop's
- * sslproto.pyx loops on the same two checks, in every state.)
+ * sslproto.pyx loops on the same two checks, in every state.) And a write of more than a
+ * record's plaintext goes to SSL_write one record at a time, the outgoing BIO read out after
+ * each, so that OpenSSL's BIO buffer stays small and warm (write_records).
  *
  * All of this runs on the loop thread with the GIL held; nothing here calls Go. */
 #include "gl.h"
@@ -474,9 +476,148 @@ static int append_backlog(PyObject *self, PyObject *data, Py_ssize_t len) {
     return 0;
 }
 
+/* The transport's write() of the records read from the outgoing BIO, in order, as the one
+ * write() asyncio's _process_outgoing makes of the BIO's whole content: goloop's socket
+ * transport queues the bytes objects as they are (one writev, no join); any other transport
+ * gets their join. Returns 0, or -1 with an exception set. */
+static int hand_over(PyObject *self, PyObject *records) {
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    if (n == 0) return 0;
+    PyObject *transport = NEED(self, transport);
+    if (transport == NULL) return -1;
+    Py_INCREF(transport);
+    int rc = n > 1 ? gl_transport_write_seq(transport, records) : 1;
+    if (rc == 1) {
+        PyObject *data;
+        if (n == 1) {
+            data = PyList_GET_ITEM(records, 0);
+            Py_INCREF(data);
+        } else {
+            PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+            data = empty ? PyObject_CallMethod(empty, "join", "O", records) : NULL;
+            Py_XDECREF(empty);
+        }
+        PyObject *r = data ? call_method1(transport, s_write, data) : NULL;
+        Py_XDECREF(data);
+        rc = r ? 0 : -1;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(transport);
+    return rc;
+}
+
+/* The end of a write of application data that did not all go into SSL_write (an exception,
+ * or a short count): backlog[0] = data[done:], as asyncio's _do_write leaves it. */
+static int backlog_rest(PyObject *self, PyObject *data, Py_ssize_t done, Py_ssize_t len) {
+    if (done == 0) return append_backlog(self, data, len);
+    PyObject *rest = PySequence_GetSlice(data, done, PY_SSIZE_T_MAX);
+    int rc = rest ? append_backlog(self, rest, len - done) : -1;
+    Py_XDECREF(rest);
+    return rc;
+}
+
+/* One write of application data, SSL_write by SSL_write, at most one TLS record's plaintext
+ * (16 KiB) each, the outgoing BIO read out after each; then the records go to the transport
+ * at once (hand_over) and _process_outgoing's flow control follows. The transport gets what
+ * asyncio's single SSL_write + _process_outgoing gives it, in one write(), and the backlog
+ * ends as asyncio's _do_write leaves it.
+ *
+ * Why: OpenSSL's memory BIO grows its buffer to hold all that one SSL_write makes, and zeroes
+ * every part it appends to (BUF_MEM_grow_clean) before copying the record in; the bytes read
+ * out of it are one more buffer that size. At 100 KiB both are cold (each connection's BIO
+ * has its own buffer, and other connections ran in between): the memset alone was 7 % of an
+ * HTTPS server's CPU. Record by record, the BIO's buffer stays one record long and is
+ * reused while it is in the cache, and so are the bytes objects, freed once sent.
+ *
+ * Returns Ellipsis when it does not apply (nothing done; the caller makes asyncio's one
+ * write): a buffer that is not one contiguous run of len(data) bytes. */
+static PyObject *write_records(PyObject *self, PyObject *data, Py_ssize_t len) {
+    SP *sp = (SP *)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return Py_NewRef(Py_Ellipsis);
+    }
+    if (view.len != len) {  /* len() counts items: a memoryview of another format */
+        PyBuffer_Release(&view);
+        return Py_NewRef(Py_Ellipsis);
+    }
+    PyObject *outgoing = NEED(self, outgoing);
+    PyObject *records = outgoing ? PyList_New(0) : NULL;
+    if (records == NULL) {
+        PyBuffer_Release(&view);
+        return fatal_from_current(self);
+    }
+    PyObject *sslobj = sp->inner;
+    Py_INCREF(sslobj);
+    Py_INCREF(outgoing);
+    Py_ssize_t done = 0;
+    int failed = 0;  /* 1: again (SSLWantReadError...), 2: another exception */
+    while (done < len) {
+        Py_ssize_t n = len - done < TLS_MAX_PLAINTEXT ? len - done : TLS_MAX_PLAINTEXT;
+        PyObject *mv = PyMemoryView_FromMemory((char *)view.buf + done, n, PyBUF_READ);
+        PyObject *res = mv ? call_method1(sslobj, s_write, mv) : NULL;
+        Py_XDECREF(mv);
+        if (res == NULL) {
+            failed = PyErr_ExceptionMatches(again_errors) ? 1 : 2;
+            break;
+        }
+        Py_ssize_t count = PyNumber_AsSsize_t(res, PyExc_OverflowError);
+        Py_DECREF(res);
+        if (count == -1 && PyErr_Occurred()) {
+            failed = 2;
+            break;
+        }
+        if (count > 0) done += count < n ? count : n;
+        /* read() of an empty BIO gives b'' (a memory BIO's read returns bytes) */
+        PyObject *out = call_method0(outgoing, s_read);
+        if (out == NULL) {
+            failed = 2;
+            break;
+        }
+        Py_ssize_t k = PyObject_Size(out);
+        int rc = k > 0 ? PyList_Append(records, out) : (int)k;
+        Py_DECREF(out);
+        if (rc < 0) {
+            failed = 2;
+            break;
+        }
+        if (count < n) break;  /* a short count: the rest to the backlog, as asyncio's */
+    }
+    PyBuffer_Release(&view);
+    Py_DECREF(sslobj);
+    Py_DECREF(outgoing);
+    PyObject *r = NULL;
+    if (failed == 2) {  /* as asyncio's: backlog holds the data, then _fatal_error */
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (backlog_rest(self, data, done, len) < 0) {
+            Py_XDECREF(t);
+            Py_XDECREF(v);
+            Py_XDECREF(tb);
+        } else {
+            PyErr_Restore(t, v, tb);
+        }
+        goto fatal;
+    }
+    if (failed == 1) PyErr_Clear();
+    if (done < len && backlog_rest(self, data, done, len) < 0) goto fatal;
+    if (hand_over(self, records) < 0) goto fatal;
+    Py_DECREF(records);
+    r = sp_process_outgoing(self, NULL);  /* whatever is left (nothing), then flow control */
+    if (r == NULL) return fatal_from_current(self);
+    return r;
+fatal:
+    Py_DECREF(records);
+    return fatal_from_current(self);
+}
+
 /* One write of application data (_SSLProtocolTransport.write -> _write_appdata((data,))) in
  * the WRAPPED state with nothing queued: straight to SSL_write, then _process_outgoing. The
- * backlog and its size end as asyncio's _do_write leaves them. Anything else is asyncio's. */
+ * backlog and its size end as asyncio's _do_write leaves them. More than a record's worth
+ * goes record by record (write_records) unless the transport has paused this protocol
+ * (_process_outgoing leaves the BIO alone then) or the SSLObject is not the plain one.
+ * Anything else is asyncio's. */
 static PyObject *write_one(PyObject *self, PyObject *data) {
     SP *sp = (SP *)self;
     PyObject *state = NEED(self, state);
@@ -495,6 +636,15 @@ static PyObject *write_one(PyObject *self, PyObject *data) {
         PyObject *r = call_parent(parent_write_appdata, self, tuple);
         Py_DECREF(tuple);
         return r;
+    }
+    if (len > TLS_MAX_PLAINTEXT && Py_TYPE(sp->sslobj) == sslobject_type) {
+        int paused = FLAG(self, ssl_writing_paused);
+        if (paused < 0) return fatal_from_current(self);
+        if (!paused) {
+            PyObject *r = write_records(self, data, len);
+            if (r != Py_Ellipsis) return r;
+            Py_DECREF(r);
+        }
     }
     PyObject *sslobj = sp->inner;
     Py_INCREF(sslobj);
@@ -521,12 +671,8 @@ static PyObject *write_one(PyObject *self, PyObject *data) {
         Py_ssize_t count = PyNumber_AsSsize_t(res, PyExc_OverflowError);
         Py_DECREF(res);
         if (count == -1 && PyErr_Occurred()) return fatal_from_current(self);
-        if (count < len) {  /* backlog[0] = data[count:] */
-            PyObject *rest = PySequence_GetSlice(data, count, PY_SSIZE_T_MAX);
-            int rc = rest ? append_backlog(self, rest, len - count) : -1;
-            Py_XDECREF(rest);
-            if (rc < 0) return fatal_from_current(self);
-        }
+        if (count < len && backlog_rest(self, data, count < 0 ? 0 : count, len) < 0)
+            return fatal_from_current(self);
     }
     PyObject *r = sp_process_outgoing(self, NULL);
     if (r == NULL) return fatal_from_current(self);
