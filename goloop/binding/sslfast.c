@@ -246,6 +246,81 @@ static PyObject *sp_process_outgoing(PyObject *self, PyObject *Py_UNUSED(ignored
     return sp_control_app_writing(self, NULL);
 }
 
+/* _do_read__copied's reads for a plain SSLObject: every record decrypted straight into one
+ * bytes object, sized for all the ciphertext in the incoming BIO (plaintext is never longer:
+ * Python's ssl turns compression off; should it be longer, the bytes grow), then shrunk to
+ * what was read. asyncio makes a bytes per record (read(max_size)) and then copies them all
+ * once more into the one it delivers (b''.join). Returns the bytes, None when nothing was
+ * read, or NULL with an exception set; *closed = 1 when the read found close_notify. The
+ * reads and the checks that skip the last one are sp_do_read_copied's. */
+static PyObject *read_all(PyObject *sslobj, PyObject *incoming, int wrapped, int *closed) {
+    PyObject *buf = NULL;
+    Py_ssize_t size = 0, total = 0;
+    for (;;) {
+        Py_ssize_t left = bio_pending(incoming), inside = 0;
+        if (left == -1 && PyErr_Occurred()) goto error;
+        if (left == 0 || total == size) {
+            PyObject *p = call_method0(sslobj, s_pending);
+            if (p == NULL) goto error;
+            inside = PyNumber_AsSsize_t(p, PyExc_OverflowError);
+            Py_DECREF(p);
+            if (inside == -1 && PyErr_Occurred()) goto error;
+            if (left == 0 && inside == 0 && wrapped) break;  /* see sp_do_read_copied */
+        }
+        if (total == size) {  /* room for all there is (a read with no room reads nothing) */
+            Py_ssize_t more = left + inside > 256 ? left + inside : 256;
+            if (more > PY_SSIZE_T_MAX - size) {
+                PyErr_NoMemory();
+                goto error;
+            }
+            size += more;
+            if (buf == NULL) {
+                buf = PyBytes_FromStringAndSize(NULL, size);
+                if (buf == NULL) goto error;
+            } else if (_PyBytes_Resize(&buf, size) < 0) {
+                goto error;  /* it freed buf */
+            }
+        }
+        /* the bytes is this function's alone until it returns: written in place */
+        PyObject *mv = PyMemoryView_FromMemory(PyBytes_AS_STRING(buf) + total, size - total,
+                                               PyBUF_WRITE);
+        /* _ssl takes the size as a C int on 3.11, and reads at most the buffer's length */
+        PyObject *room = mv ? PyLong_FromSsize_t(size - total < (1 << 30) ? size - total : (1 << 30))
+                            : NULL;
+        PyObject *res = NULL;
+        if (room != NULL) {
+            PyObject *args[3] = {sslobj, room, mv};
+            res = PyObject_VectorcallMethod(s_read, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        }
+        Py_XDECREF(room);
+        Py_XDECREF(mv);
+        if (res == NULL) {
+            if (PyErr_ExceptionMatches(again_errors)) {
+                PyErr_Clear();
+                break;
+            }
+            goto error;
+        }
+        Py_ssize_t count = PyNumber_AsSsize_t(res, PyExc_OverflowError);
+        Py_DECREF(res);
+        if (count == -1 && PyErr_Occurred()) goto error;
+        if (count <= 0) {
+            *closed = 1;  /* close_notify: read() gives 0 */
+            break;
+        }
+        total += count < size - total ? count : size - total;
+    }
+    if (total == 0) {
+        Py_XDECREF(buf);
+        Py_RETURN_NONE;
+    }
+    if (total < size && _PyBytes_Resize(&buf, total) < 0) return NULL;
+    return buf;
+error:
+    Py_XDECREF(buf);
+    return NULL;
+}
+
 /* _do_read__copied: decrypt every complete record, one data_received with all of it. */
 static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     if (!ready()) return NULL;
@@ -256,6 +331,15 @@ static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_INCREF(incoming);
     PyObject *max_size = NULL, *first = NULL, *list = NULL, *result = NULL;
     int nchunks = 0, closed = 0, all_bytes = 1, wrapped = sp->state == st_WRAPPED;
+    if (Py_TYPE(sp->sslobj) == sslobject_type) {
+        first = read_all(sslobj, incoming, wrapped, &closed);
+        if (first == NULL) goto done;
+        if (first == Py_None)
+            Py_CLEAR(first);
+        else
+            nchunks = 1;
+        goto deliver;
+    }
     max_size = PyObject_GetAttr(self, s_max_size);
     if (max_size == NULL) goto done;
     /* asyncio reads with read(max_size), 256 KiB: _ssl allocates bytes of that size and
@@ -321,6 +405,7 @@ static PyObject *sp_do_read_copied(PyObject *self, PyObject *Py_UNUSED(ignored))
         }
         nchunks++;
     }
+deliver:
     if (nchunks > 0) {
         PyObject *data = first;
         if (list != NULL && !all_bytes) {  /* b''.join(chunks), by bytes.join */
