@@ -59,14 +59,14 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
     Py_RETURN_NONE;
 }
 
+static PyObject *s_write;  /* "write", made by gl_init_transport_type */
+
 /* transport.write(b''.join(items)) for a list of non-empty bytes objects, without the join:
  * each is queued by reference, and Go checks the high-water mark (and may start sending)
  * after the last, so they leave together, with one writev. goloop's TLS protocol hands its
  * records over this way (sslfast.c). Returns 0, -1 with an exception set, or 1 when tr is
  * not a goloop socket transport whose write() is this file's (nothing done: the caller
  * makes asyncio's write() call). */
-static PyObject *s_write;  /* "write", made by gl_init_transport_type */
-
 int gl_transport_write_seq(PyObject *tr, PyObject *items) {
     GLTransport *self = (GLTransport *)tr;
     Py_ssize_t n = PyList_GET_SIZE(items);
