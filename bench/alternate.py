@@ -7,8 +7,8 @@
 
 Each round runs `bench/run.py ARGS` once per configuration, in the order given, so that a
 slow spell of the machine falls on every configuration alike. `LABEL=PYTHON[@REPO]`: the
-interpreter, and the checkout whose bench/run.py (and so whose goloop) it runs (default:
-this one). Prints a Markdown table: per row, each configuration's best of the rounds:
+interpreter, and the checkout whose bench/run.py and goloop (its pyshim, put first on
+PYTHONPATH) it runs (default: this one). Prints a Markdown table: per row, each configuration's best of the rounds:
 the most requests/s and, separately, the least server CPU µs per request (the figure that
 other work on the server's core disturbs least).
 """
@@ -52,7 +52,11 @@ def main():
             with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
                 argv = [py, os.path.join(repo, "bench", "run.py"), *run_args, "--json", tmp.name]
                 print(f"# round {rnd + 1}/{args.rounds}: {label}: {' '.join(argv)}", flush=True)
-                p = subprocess.run(argv, cwd=repo, stdout=subprocess.PIPE, text=True)
+                # the checkout's own goloop, even where another one is installed (bench/_loops
+                # imports an installed goloop first)
+                env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                    [os.path.join(repo, "pyshim")] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+                p = subprocess.run(argv, cwd=repo, stdout=subprocess.PIPE, text=True, env=env)
                 for line in p.stdout.splitlines():
                     if line.startswith("  "):
                         print(f"#   {label}: {line.strip()}", flush=True)

@@ -50,6 +50,7 @@ typedef struct {
 static PyTypeObject *ProtoFastType, *TransportFastType;
 
 #define TLS_MAX_PLAINTEXT 16384  /* 2^14: the most plaintext one TLS record carries */
+#define WRITE_CHUNK TLS_MAX_PLAINTEXT  /* the most plaintext write_records gives one SSL_write */
 
 /* Set by _setup() from _sslproto.py's PySSLProtocol, its states and ssl. */
 static PyObject *st_DO_HANDSHAKE, *st_WRAPPED, *st_FLUSHING, *st_SHUTDOWN;
@@ -561,6 +562,71 @@ static int append_backlog(PyObject *self, PyObject *data, Py_ssize_t len) {
     return 0;
 }
 
+/* What write_records gives SSL_write, record after record: a read-only buffer over part of
+ * the application's data, moved along between the calls. _ssl's write() takes the buffer
+ * and releases it before it returns, so one object serves a whole write (a memoryview per
+ * record cost two allocations each); it holds the data's own buffer until it is freed, so
+ * a buffer of it kept by anyone stays valid, and it is never moved while one is out. */
+typedef struct {
+    PyObject_HEAD
+    Py_buffer data;      /* the application data's buffer (PyBUF_SIMPLE) */
+    char *buf;           /* what the next export gives: a part of data */
+    Py_ssize_t len;
+    Py_ssize_t exports;
+} Slice;
+
+static PyTypeObject *SliceType;
+
+static int slice_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Slice *sl = (Slice *)self;
+    if (PyBuffer_FillInfo(view, self, sl->buf, sl->len, 1, flags) < 0) return -1;
+    sl->exports++;
+    return 0;
+}
+
+static void slice_releasebuffer(PyObject *self, Py_buffer *Py_UNUSED(view)) {
+    ((Slice *)self)->exports--;
+}
+
+static void slice_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyBuffer_Release(&((Slice *)self)->data);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static Py_ssize_t slice_length(PyObject *self) { return ((Slice *)self)->len; }
+
+static PyType_Slot slice_slots[] = {
+    {Py_sq_length, slice_length},  /* len(), for an SSLObject's write() in Python */
+    {Py_bf_getbuffer, slice_getbuffer},
+    {Py_bf_releasebuffer, slice_releasebuffer},
+    {Py_tp_dealloc, slice_dealloc},
+    {0, NULL},
+};
+
+/* A Slice over data's len bytes; NULL with no exception set when data is not one contiguous
+ * run of len bytes (a memoryview of another format: len() counts its items), NULL with an
+ * exception set on failure. */
+static PyObject *slice_new(PyObject *data, Py_ssize_t len) {
+    Slice *sl = PyObject_New(Slice, SliceType);
+    if (sl == NULL) return NULL;
+    sl->exports = 0;
+    if (PyObject_GetBuffer(data, &sl->data, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        sl->data.obj = NULL;
+        Py_DECREF(sl);
+        return NULL;
+    }
+    if (sl->data.len != len) {
+        Py_DECREF(sl);
+        return NULL;
+    }
+    sl->buf = sl->data.buf;
+    sl->len = 0;
+    return (PyObject *)sl;
+}
+
 /* The transport's write() of the records read from the outgoing BIO, in order, as the one
  * write() asyncio's _process_outgoing makes of the BIO's whole content: goloop's socket
  * transport queues the bytes objects as they are (one writev, no join); any other transport
@@ -618,31 +684,36 @@ static int backlog_rest(PyObject *self, PyObject *data, Py_ssize_t done, Py_ssiz
  * write): a buffer that is not one contiguous run of len(data) bytes. */
 static PyObject *write_records(PyObject *self, PyObject *data, Py_ssize_t len) {
     SP *sp = (SP *)self;
-    Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
-        PyErr_Clear();
+    PyObject *slice = slice_new(data, len);
+    if (slice == NULL) {
+        if (PyErr_Occurred()) return fatal_from_current(self);
         return Py_NewRef(Py_Ellipsis);
     }
-    if (view.len != len) {  /* len() counts items: a memoryview of another format */
-        PyBuffer_Release(&view);
-        return Py_NewRef(Py_Ellipsis);
-    }
+    Slice *sl = (Slice *)slice;
     PyObject *outgoing = NEED(self, outgoing);
     PyObject *records = outgoing ? PyList_New(0) : NULL;
-    if (records == NULL) {
-        PyBuffer_Release(&view);
+    /* bound once for all the records */
+    PyObject *write = records ? PyObject_GetAttr(sp->inner, s_write) : NULL;
+    PyObject *read = write ? PyObject_GetAttr(outgoing, s_read) : NULL;
+    if (read == NULL) {
+        Py_DECREF(slice);
+        Py_XDECREF(records);
+        Py_XDECREF(write);
         return fatal_from_current(self);
     }
-    PyObject *sslobj = sp->inner;
-    Py_INCREF(sslobj);
-    Py_INCREF(outgoing);
+    char *base = (char *)sl->data.buf;
     Py_ssize_t done = 0;
     int failed = 0;  /* 1: again (SSLWantReadError...), 2: another exception */
     while (done < len) {
-        Py_ssize_t n = len - done < TLS_MAX_PLAINTEXT ? len - done : TLS_MAX_PLAINTEXT;
-        PyObject *mv = PyMemoryView_FromMemory((char *)view.buf + done, n, PyBUF_READ);
-        PyObject *res = mv ? call_method1(sslobj, s_write, mv) : NULL;
-        Py_XDECREF(mv);
+        Py_ssize_t n = len - done < WRITE_CHUNK ? len - done : WRITE_CHUNK;
+        if (sl->exports != 0) {  /* someone kept the last one's buffer: never moved under it */
+            PyErr_SetString(PyExc_RuntimeError, "SSLObject.write() kept its buffer");
+            failed = 2;
+            break;
+        }
+        sl->buf = base + done;
+        sl->len = n;
+        PyObject *res = PyObject_Vectorcall(write, &slice, 1, NULL);
         if (res == NULL) {
             failed = PyErr_ExceptionMatches(again_errors) ? 1 : 2;
             break;
@@ -655,12 +726,12 @@ static PyObject *write_records(PyObject *self, PyObject *data, Py_ssize_t len) {
         }
         if (count > 0) done += count < n ? count : n;
         /* read() of an empty BIO gives b'' (a memory BIO's read returns bytes) */
-        PyObject *out = call_method0(outgoing, s_read);
+        PyObject *out = PyObject_Vectorcall(read, NULL, 0, NULL);
         if (out == NULL) {
             failed = 2;
             break;
         }
-        Py_ssize_t k = PyObject_Size(out);
+        Py_ssize_t k = PyBytes_CheckExact(out) ? PyBytes_GET_SIZE(out) : PyObject_Size(out);
         int rc = k > 0 ? PyList_Append(records, out) : (int)k;
         Py_DECREF(out);
         if (rc < 0) {
@@ -669,9 +740,9 @@ static PyObject *write_records(PyObject *self, PyObject *data, Py_ssize_t len) {
         }
         if (count < n) break;  /* a short count: the rest to the backlog, as asyncio's */
     }
-    PyBuffer_Release(&view);
-    Py_DECREF(sslobj);
-    Py_DECREF(outgoing);
+    Py_DECREF(write);
+    Py_DECREF(read);
+    Py_DECREF(slice);  /* releases data's buffer, unless someone kept the slice's */
     PyObject *r = NULL;
     if (failed == 2) {  /* as asyncio's: backlog holds the data, then _fatal_error */
         PyObject *t, *v, *tb;
@@ -986,6 +1057,15 @@ int gl_init_ssl(PyObject *module) {
         .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
         .slots = tf_slots,
     };
+    PyType_Spec slice_spec = {
+        .name = "goloop._goloop._RecordSlice",
+        .basicsize = sizeof(Slice),
+        .itemsize = 0,
+        .flags = Py_TPFLAGS_DEFAULT,
+        .slots = slice_slots,
+    };
+    SliceType = (PyTypeObject *)PyType_FromSpec(&slice_spec);
+    if (SliceType == NULL) return -1;
     ProtoFastType = (PyTypeObject *)PyType_FromSpec(&sp_spec);
     if (ProtoFastType == NULL) return -1;
     TransportFastType = (PyTypeObject *)PyType_FromSpec(&tf_spec);
