@@ -412,6 +412,8 @@ def measure_tls(loop, size, cfg):
         raise Failure(msg[-300:])
     r = rows[-1]
     res = {"value": r["rps"], "p50_us": r.get("p50_us"), "p99_us": r.get("p99_us")}
+    if r.get("cpu_us"):
+        res["cpu_us"] = r["cpu_us"]
     if r.get("errors"):
         res["warning"] = f"{r['errors']} client errors"
     return res

@@ -813,3 +813,278 @@ def test_custom_sslobject_read_returning_a_bytearray_like_asyncio(loop, certs):
 
     run(loop, main())
     assert contexts == []
+
+
+# -- writes larger than a record: SSL_write record by record (issue 10) -------------------
+#
+# goloop's C write path feeds more than 16 KiB of plaintext to SSL_write one record's worth
+# at a time, reading the outgoing BIO after each, and hands the records to the transport
+# together. These check that nothing is lost, doubled or reordered, whatever the sizes
+# around the record boundary, the flow control and the transport.
+
+MIB = 1024 * 1024
+REC = 16384  # the most plaintext a TLS record carries
+
+
+def _pieces(seed):
+    """Writes around the record size, a little over 1 MiB first, small ones between; random
+    bytes (a periodic payload would hide records swapped at a multiple of its period); bytes,
+    bytearray and memoryview in turn."""
+    import random
+
+    rnd = random.Random(seed)
+    sizes = [MIB + 1, 3, REC, 1, REC + 1, REC - 1, 2 * REC, 7, 100_007, 1, 5 * REC - 1,
+             MIB // 2 + 13, 5, 3 * REC + 2]
+    kinds = (bytes, bytearray, memoryview)
+    return [kinds[i % 3](rnd.randbytes(n)) for i, n in enumerate(sizes)]
+
+
+def _small_buffers_pair(loop, certs, server_factory, client_factory):
+    """A TLS connection over sockets with small kernel buffers, so that a reader that reads
+    slowly pauses the writer soon."""
+    import socket
+
+    async def main():
+        accepted = loop.create_future()
+
+        def factory():
+            p = server_factory()
+            if not accepted.done():
+                accepted.set_result(p)
+            return p
+
+        lsock = socket.socket()
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)  # accepted ones inherit it
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen()
+        server = await loop.create_server(factory, sock=lsock, ssl=certs.server_context())
+        csock = socket.socket()
+        csock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 * 1024)
+        csock.setblocking(False)
+        await loop.sock_connect(csock, lsock.getsockname())
+        tr, pr = await loop.create_connection(client_factory, sock=csock,
+                                              ssl=certs.client_context(),
+                                              server_hostname="localhost")
+        return server, tr, pr, await accepted
+
+    return main()
+
+
+def test_large_writes_arrive_whole_and_in_order_under_flow_control(loop, certs):
+    pieces = _pieces(10) * 2
+    want = b"".join(pieces)
+
+    class Writer(asyncio.Protocol):
+        """Writes while it may; after pause_writing one more write (asyncio lets it), then
+        waits for resume_writing."""
+
+        def __init__(self):
+            self.todo = list(pieces)
+            self.paused = self.resumed = 0
+            self.is_paused = False
+
+        def connection_made(self, tr):
+            self.tr = tr
+            tr.set_write_buffer_limits(high=64 * 1024, low=16 * 1024)
+            loop.call_soon(self.pump)
+
+        def pump(self):
+            while self.todo and not self.is_paused:
+                self.tr.write(self.todo.pop(0))
+
+        def write_while_paused(self):
+            if self.todo and self.is_paused:
+                self.tr.write(self.todo.pop(0))
+
+        def pause_writing(self):
+            self.is_paused = True
+            self.paused += 1
+            loop.call_soon(self.write_while_paused)
+
+        def resume_writing(self):
+            self.is_paused = False
+            self.resumed += 1
+            loop.call_soon(self.pump)
+
+    class SlowReader(asyncio.Protocol):
+        """Pauses reading after each delivery, for a moment."""
+
+        def __init__(self):
+            self.data = bytearray()
+            self.done = loop.create_future()
+
+        def connection_made(self, tr):
+            self.tr = tr
+
+        def data_received(self, data):
+            self.data += data
+            if len(self.data) >= len(want):
+                if not self.done.done():
+                    self.done.set_result(None)
+                return
+            self.tr.pause_reading()
+            loop.call_later(0.002, self.resume)
+
+        def resume(self):
+            if not self.tr.is_closing():
+                self.tr.resume_reading()
+
+    async def main():
+        server, tr, writer, reader = await _small_buffers_pair(loop, certs, SlowReader, Writer)
+        try:
+            await reader.done
+            await asyncio.sleep(0.01)
+            return writer, bytes(reader.data)
+        finally:
+            tr.close()
+            server.close()
+            await server.wait_closed()
+
+    writer, got = run(loop, main(), timeout=50)
+    assert len(got) == len(want)
+    assert got == want
+    assert writer.todo == []
+    assert writer.paused >= 1 and writer.resumed >= 1  # flow control took part
+
+
+def test_a_large_write_is_one_transport_write_like_asyncio(loop, certs):
+    """asyncio's _process_outgoing hands all the ciphertext of one app write to the socket
+    transport in one write(); goloop's record-by-record SSL_write still does, through any
+    transport (here one whose write() is a Python wrapper: it gets the records joined)."""
+    import random
+
+    data = random.Random(3).randbytes(5 * REC + 7)
+    writes = []
+
+    async def main():
+        server, tr, _, sp = await _pair(loop, certs, lambda: _Collect(loop, want=len(data) + 2),
+                                        lambda: _Collect(loop))
+        try:
+            raw = tr._ssl_protocol._transport
+            real_write = raw.write
+
+            def write(b):
+                writes.append(len(b))
+                return real_write(b)
+
+            raw.write = write
+            tr.write(data)
+            tr.write(b"ok")
+            await sp.done
+            return bytes(sp.data), list(writes)
+        finally:
+            tr.close()
+            server.close()
+            await server.wait_closed()
+
+    got, writes = run(loop, main())
+    assert got == data + b"ok"
+    assert len(writes) == 2
+    assert 5 * REC + 7 < writes[0] < 5 * REC + 7 + 6 * 100  # six records' headers and tags
+
+
+def test_ssl_want_read_in_the_middle_of_a_large_write(gloop, certs):
+    """SSLWantReadError from SSL_write part way through (as during a TLS 1.2 renegotiation):
+    what was not written waits in the backlog and goes at the next read or write, before
+    anything written later; the peer gets every byte once, in order, as with asyncio's
+    class."""
+    import random
+
+    mod = _goloop_sslproto()
+    big = random.Random(4).randbytes(6 * REC + 5)
+    big2 = random.Random(5).randbytes(3 * REC)
+
+    def drive(proto_cls):
+        app = _FlowApp()
+        proto = proto_cls(gloop, app, certs.client_context(), None, server_hostname="localhost")
+        transport = _FakeTransport()
+        proto.connection_made(transport)
+        sin, sout = ssl.MemoryBIO(), ssl.MemoryBIO()
+        server = certs.server_context().wrap_bio(sin, sout, server_side=True)
+        plain = bytearray()
+
+        def to_client():
+            data = sout.read()
+            if data:
+                buf = proto.get_buffer(len(data))
+                buf[:len(data)] = data
+                proto.buffer_updated(len(data))
+
+        def to_server():
+            sin.write(bytes(transport.out))
+            transport.out.clear()
+            while True:
+                try:
+                    chunk = server.read(1 << 20)
+                except ssl.SSLWantReadError:
+                    break
+                if not chunk:
+                    break
+                plain.extend(chunk)
+
+        for _ in range(20):
+            to_server()
+            try:
+                server.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                to_client()
+        to_client()
+        to_server()
+        gloop.run_until_complete(asyncio.sleep(0))
+
+        sslobj = proto._sslobj
+        inner = sslobj._sslobj
+        calls = []
+        written = [0]
+        raised = []
+
+        class Flaky:
+            """The _ssl object, but SSLWantReadError (once) for the write that would take
+            the third record's plaintext."""
+
+            def write(self, data):
+                calls.append(len(data))
+                if written[0] <= 2 * REC < written[0] + len(data) and not raised:
+                    raised.append(True)
+                    raise ssl.SSLWantReadError("want read")
+                n = inner.write(data)
+                written[0] += n
+                return n
+
+            def __getattr__(self, name):
+                return getattr(inner, name)
+
+        sslobj._sslobj = Flaky()
+        proto._sslobj = sslobj  # goloop's C class takes the _ssl object when it is set
+        tr = proto._app_transport
+        sizes = []
+        tr.write(big)
+        sizes.append(tr.get_write_buffer_size())
+        to_server()
+        server.write(b"ping")  # the read that follows writes the rest
+        to_client()
+        sizes.append(tr.get_write_buffer_size())
+        to_server()
+        written[0] = 0
+        raised.clear()
+        tr.write(big2)
+        sizes.append(tr.get_write_buffer_size())
+        tr.write(b"after")  # a write behind the rest writes the rest first
+        sizes.append(tr.get_write_buffer_size())
+        to_server()
+        sslobj._sslobj = inner
+        return bytes(plain), sizes, calls, bytes(app.data)
+
+    for cls in (sslproto.SSLProtocol, mod.PySSLProtocol, mod.SSLProtocol):
+        plain, sizes, calls, got = drive(cls)
+        assert got == b"ping", cls
+        assert len(plain) == len(big) + len(big2) + 5, cls
+        assert plain == big + big2 + b"after", cls
+        if cls is mod.SSLProtocol:  # two records went out before the error
+            assert calls == [REC, REC, REC, len(big) - 2 * REC,
+                             REC, REC, REC, REC, 5], cls
+            assert sizes == [len(big) - 2 * REC, 0, REC, 0]
+        else:  # asyncio's one SSL_write: all of it waited
+            assert calls == [len(big), len(big), len(big2), len(big2), 5], cls
+            assert sizes == [len(big), 0, len(big2), 0]

@@ -172,6 +172,10 @@ int gl_call_fatal(PyObject *tr, const char *msg);
 PyObject *gl_call_method0_in(PyObject *self, const char *name, PyObject *ctx);
 int gl_call_fatal_in(PyObject *tr, const char *msg, PyObject *ctx);
 void gl_tr_clear_ctx(GLTransport *tr);
+/* transport.c: the socket transports' C type, and their write() of a list of bytes objects
+ * without joining them (sslfast.c hands its TLS records over with it). */
+extern PyTypeObject *GL_TransportType;
+int gl_transport_write_seq(PyObject *tr, PyObject *items);
 PyObject *gl_getattr(PyObject *o, const char *name);
 int gl_check_callback(PyObject *cb, const char *method);
 int gl_init_callback_check(void);

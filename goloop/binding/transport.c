@@ -53,10 +53,61 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
         }
         Py_XSETREF(self->wctx, ctx);
     }
-    int rc = glConnWrite(self, data, (char *)view.buf, view.len, PyBytes_CheckExact(data));
+    int rc = glConnWrite(self, data, (char *)view.buf, view.len, PyBytes_CheckExact(data), 0);
     PyBuffer_Release(&view);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *s_write;  /* "write", made by gl_init_transport_type */
+
+/* transport.write(b''.join(items)) for a list of non-empty bytes objects, without the join:
+ * each is queued by reference, and Go checks the high-water mark (and may start sending)
+ * after the last, so they leave together, with one writev. goloop's TLS protocol hands its
+ * records over this way (sslfast.c). Returns 0, -1 with an exception set, or 1 when tr is
+ * not a goloop socket transport whose write() is this file's (nothing done: the caller
+ * makes asyncio's write() call). */
+int gl_transport_write_seq(PyObject *tr, PyObject *items) {
+    GLTransport *self = (GLTransport *)tr;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    if (n == 0) return 0;
+    if (GL_TransportType == NULL || !PyObject_TypeCheck(tr, GL_TransportType)) return 1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyBytes_CheckExact(PyList_GET_ITEM(items, i))) return 1;
+    /* a subclass, or the instance, may have replaced write() (a test's mock) */
+    PyObject *w = PyObject_GetAttr(tr, s_write);
+    if (w == NULL) return -1;
+    int plain = PyCFunction_Check(w) && PyCFunction_GET_SELF(w) == tr &&
+                PyCFunction_GET_FUNCTION(w) == (PyCFunction)tr_write;
+    Py_DECREF(w);
+    if (!plain) return 1;
+    if (self->eof) {
+        PyErr_SetString(PyExc_RuntimeError, "Cannot call write() after write_eof()");
+        return -1;
+    }
+    if (self->sendfile_busy) {
+        PyErr_SetString(PyExc_RuntimeError, "unable to write; sendfile is in progress");
+        return -1;
+    }
+    GL_FORK_GUARD(-1);
+    if (self->conn_lost || self->conn == 0) {  /* one write(), as asyncio's join would be */
+        PyObject *r = PyObject_CallMethod(tr, "_write_after_conn_lost", NULL);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+    if (self->write_size == 0) {  /* see tr_write */
+        PyObject *ctx = PyContext_CopyCurrent();
+        if (ctx == NULL) return -1;
+        Py_XSETREF(self->wctx, ctx);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* the list is the caller's own: no Python code runs in between to change it */
+        PyObject *b = PyList_GET_ITEM(items, i);
+        if (glConnWrite(self, b, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, i < n - 1) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static PyObject *tr_get_write_buffer_size(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
@@ -181,6 +232,8 @@ static PyType_Slot tr_slots[] = {
  * place of asyncio's private names); fails if that class's layout is not the one this file
  * was written for (the header and five slots). */
 int gl_init_transport_type(PyObject *module) {
+    s_write = PyUnicode_InternFromString("write");
+    if (s_write == NULL) return -1;
     PyObject *compat = PyImport_ImportModule("goloop._compat");
     if (compat == NULL) return -1;
     PyObject *base = PyObject_GetAttrString(compat, "FlowControlMixin");

@@ -221,10 +221,11 @@ func glConnEvents(tr *C.GLTransport) (ev C.long) {
 }
 
 // glConnWrite queues data; it leaves with the other writes of this loop iteration at its end
-// (one writev), or at once when the queue passes the high-water mark.
+// (one writev), or at once when the queue passes the high-water mark. more != 0: another
+// part of the same write follows (gl_transport_write_seq), which makes that check.
 //
 //export glConnWrite
-func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBytes C.int) (rc C.int) {
+func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBytes C.int, more C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	c := connOf(tr)
 	if c == nil {
@@ -258,7 +259,7 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 	}
 	c.wsize += int(n)
 	tr.write_size = C.Py_ssize_t(c.wsize)
-	if c.wsize > int(tr.high_water) {
+	if c.wsize > int(tr.high_water) && more == 0 {
 		if !c.flush(false) { // inside write(): its caller's context, as asyncio's send
 			return -1
 		}
