@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import socket
-import stat
 import sys
 from typing import Any, Callable
 from urllib.parse import quote
@@ -170,29 +169,7 @@ def _configure_logging(level: Any) -> None:
 
 
 def _bind_sockets(cfg: dict[str, Any]) -> list[socket.socket]:
-    if cfg["fd"] is not None:
-        sock = socket.socket(fileno=os.dup(int(cfg["fd"])))
-        return [sock]
-    if cfg["uds"]:
-        path = cfg["uds"]
-        if os.path.exists(path) and stat.S_ISSOCK(os.stat(path).st_mode):
-            os.remove(path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(path)
-        os.chmod(path, 0o666)
-        sock.listen(cfg["backlog"])
-        return [sock]
-    host = cfg["host"]
-    family = socket.AF_INET6 if host and ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, int(cfg["port"])))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(cfg["backlog"])
-    return [sock]
+    return _supervisor.bind_sockets(cfg, reuse_port=False)
 
 
 class _Lifespan:

@@ -260,8 +260,9 @@ def worker_main(argv: list[str] | None = None) -> None:
 
 # ---------------------------------------------------------------- the master
 
-def bind_sockets(cfg: dict[str, Any]) -> list[socket.socket]:
-    """The master's listening sockets (as goloop._serve's, TCP with SO_REUSEPORT too)."""
+def bind_sockets(cfg: dict[str, Any], reuse_port: bool = True) -> list[socket.socket]:
+    """The listening sockets of cfg's --fd, --uds or --host/--port: the master's (TCP with
+    SO_REUSEPORT, which its workers share) and a single process's (reuse_port=False)."""
     if cfg.get("fd") is not None:
         return [socket.socket(fileno=os.dup(int(cfg["fd"])))]
     if cfg.get("uds"):
@@ -277,7 +278,7 @@ def bind_sockets(cfg: dict[str, Any]) -> list[socket.socket]:
     family = socket.AF_INET6 if host and ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if hasattr(socket, "SO_REUSEPORT"):
+    if reuse_port and hasattr(socket, "SO_REUSEPORT"):
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         except OSError:
