@@ -28,7 +28,8 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
-from run import parse_wrk, proc_cpu_seconds  # noqa: E402
+from run import parse_wrk  # noqa: E402
+from serve_bench import free_port, tree_cpu  # noqa: E402
 
 SERVER_CPU, CLIENT_CPU = "0", "1"
 
@@ -51,31 +52,6 @@ LOOPS = {
     "uvloop": ["-m", "granian", "--loop", "uvloop"],
     "goloop": ["-m", "goloop.granian"],
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def tree_pids(pid):
-    """pid and its descendants (Granian's master and worker processes)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return out
-
-
-def tree_cpu(pid):
-    return sum(proc_cpu_seconds(p) or 0.0 for p in tree_pids(pid))
 
 
 def measure(loop, path, appdir, warm, dur):

@@ -17,6 +17,7 @@ import resource
 import shutil
 import socket
 import tempfile
+import time
 
 import pytest
 
@@ -156,3 +157,19 @@ def free_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def wait_listening(proc, port: int, what: str, timeout: float = 30) -> None:
+    """Waits until a server subprocess accepts on 127.0.0.1:port; fails the test with its
+    output if it exits or the timeout passes first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                out = proc.communicate()[0]
+                pytest.fail(f"{what} did not start:\n" + (out.decode(errors="replace") if out else ""))
+            time.sleep(0.1)

@@ -4,14 +4,13 @@ loop before importing the app, so the app itself cannot install goloop; the laun
 in the worker, with both of multiprocessing's start methods. Skipped without granian."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.request
 
 import pytest
+from nethelpers import free_port, wait_listening
 
 pytest.importorskip("granian")
 
@@ -46,12 +45,6 @@ SPAWN_LAUNCHER = textwrap.dedent('''
 ''')
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve(tmp_path, cmd):
     (tmp_path / "asgiapp.py").write_text(APP)
     port = free_port()
@@ -60,16 +53,7 @@ def serve(tmp_path, cmd):
     proc = subprocess.Popen(
         cmd + ["--interface", "asgi", "--port", str(port), "--workers", "1", "asgiapp:app"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("granian did not start:\n" + proc.communicate()[0].decode())
-            time.sleep(0.1)
+    wait_listening(proc, port, "granian")
     return proc, port
 
 

@@ -5,14 +5,13 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 import pytest
+from nethelpers import free_port, wait_listening
 
 pytest.importorskip("fastapi")
 
@@ -24,12 +23,6 @@ def readme_app() -> str:
     m = re.search(r"<!-- readme-fastapi -->\s*```python\n(.*?)```", text, re.S)
     assert m, "README lost its FastAPI example (the readme-fastapi marker)"
     return m.group(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(port, path):
@@ -49,16 +42,7 @@ def test_readme_fastapi_app_under_goloop_serve(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "goloop", "serve", "main:app", "--port", str(port)],
                             cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    pytest.fail("goloop serve did not start:\n" + proc.communicate()[0].decode())
-                time.sleep(0.1)
+        wait_listening(proc, port, "goloop serve")
         assert get(port, "/items/5?q=x") == (200, {"item_id": 5, "q": "x"})
         assert get(port, "/items/7") == (200, {"item_id": 7, "q": None})
         status, body = get(port, "/items/abc")  # FastAPI's validation error
