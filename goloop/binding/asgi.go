@@ -197,6 +197,36 @@ func (l *loop) flushASGI() {
 	}
 }
 
+// cview, cbytes: C's view of Go bytes for the length of one call (nil when empty).
+func cview(s string) *C.char {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.char)(unsafe.Pointer(unsafe.StringData(s)))
+}
+
+func cbytes(b []byte) *C.char {
+	if len(b) == 0 {
+		return nil
+	}
+	return (*C.char)(unsafe.Pointer(&b[0]))
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// proxyEnc is what trusted proxy headers changed in r ("scheme\nclient", asgi_ops.c), or nil.
+func proxyEnc(r *asgi.Request) (*C.char, C.Py_ssize_t) {
+	if p := r.Proxy; p != nil {
+		return cbytes(p.Enc), C.Py_ssize_t(len(p.Enc))
+	}
+	return nil, 0
+}
+
 func (sv *asgiSrv) start(r *asgi.Request) {
 	if r.WS() != nil {
 		sv.startWS(r) // a WebSocket handshake (asgi_ws.go)
@@ -204,29 +234,10 @@ func (sv *asgiSrv) start(r *asgi.Request) {
 	}
 	rid, _ := asgiReqs.Add(r)
 	c := r.Conn()
-	var chost, shost *C.char
-	if len(c.Remote.Host) > 0 {
-		chost = (*C.char)(unsafe.Pointer(unsafe.StringData(c.Remote.Host)))
-	}
-	if len(c.Local.Host) > 0 {
-		shost = (*C.char)(unsafe.Pointer(unsafe.StringData(c.Local.Host)))
-	}
-	isUnix := C.int(0)
-	if c.Local.Unix {
-		isUnix = 1
-	}
-	var blob *C.char
-	if len(r.Blob) > 0 {
-		blob = (*C.char)(unsafe.Pointer(&r.Blob[0]))
-	}
-	var penc *C.char // trusted proxy headers' scheme and client (asgi_ops.c)
-	plen := 0
-	if p := r.Proxy; p != nil {
-		penc, plen = (*C.char)(unsafe.Pointer(&p.Enc[0])), len(p.Enc)
-	}
-	rc := C.gl_asgi_request(sv.py, C.long(rid), blob, (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
-		C.int(r.Major), C.int(r.Minor), chost, C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
-		shost, C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), isUnix, penc, C.Py_ssize_t(plen))
+	penc, plen := proxyEnc(r)
+	rc := C.gl_asgi_request(sv.py, C.long(rid), cbytes(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
+		C.int(r.Major), C.int(r.Minor), cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
+		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix), penc, plen)
 	if rc < 0 { // the call could not start (reported by asgi.c): a 500
 		r.AppDone()
 		asgiReqs.Del(rid)

@@ -49,35 +49,12 @@ func glAsgiWsConfig(sid C.long, disabled C.int, maxSize, maxQueue C.long, pingIn
 func (sv *asgiSrv) startWS(r *asgi.Request) {
 	rid, _ := asgiReqs.Add(r)
 	c := r.Conn()
-	var chost, shost *C.char
-	if len(c.Remote.Host) > 0 {
-		chost = (*C.char)(unsafe.Pointer(unsafe.StringData(c.Remote.Host)))
-	}
-	if len(c.Local.Host) > 0 {
-		shost = (*C.char)(unsafe.Pointer(unsafe.StringData(c.Local.Host)))
-	}
-	isUnix := C.int(0)
-	if c.Local.Unix {
-		isUnix = 1
-	}
-	var blob *C.char
-	if len(r.Blob) > 0 {
-		blob = (*C.char)(unsafe.Pointer(&r.Blob[0]))
-	}
 	protos := strings.Join(r.WS().Subprotocols, ",")
-	var pp *C.char
-	if len(protos) > 0 {
-		pp = (*C.char)(unsafe.Pointer(unsafe.StringData(protos)))
-	}
-	var penc *C.char // trusted proxy headers' scheme and client (asgi_ops.c)
-	plen := 0
-	if p := r.Proxy; p != nil {
-		penc, plen = (*C.char)(unsafe.Pointer(&p.Enc[0])), len(p.Enc)
-	}
-	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), blob, (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
-		chost, C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
-		shost, C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), isUnix, pp, C.Py_ssize_t(len(protos)),
-		penc, C.Py_ssize_t(plen))
+	penc, plen := proxyEnc(r)
+	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), cbytes(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
+		cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
+		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix),
+		cview(protos), C.Py_ssize_t(len(protos)), penc, plen)
 	if rc < 0 { // the call could not start (reported by asgi_ws.c): a 500
 		r.WS().AppDone(false)
 		asgiReqs.Del(rid)
