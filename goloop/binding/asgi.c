@@ -678,7 +678,30 @@ static PyObject *method_obj(const char *p, Py_ssize_t n) {
     return PyUnicode_DecodeLatin1(p, n, NULL);
 }
 
-static PyObject *addr_tuple(const char *host, Py_ssize_t hlen, int port, int is_unix) {
+/* The scope's headers: a list of (name, value) bytes pairs, from the request's blob and the
+ * ends of its segments (names and values alternate from segment 0). */
+PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh) {
+    PyObject *headers = PyList_New(nh);
+    if (headers == NULL) return NULL;
+    for (int i = 0; i < 2 * nh; i += 2) {
+        int32_t a = i > 0 ? ends[i - 1] : 0, b = ends[i], c = ends[i + 1];
+        PyObject *n = PyBytes_FromStringAndSize(blob + a, b - a);
+        PyObject *v = n ? PyBytes_FromStringAndSize(blob + b, c - b) : NULL;
+        PyObject *t = v ? PyTuple_New(2) : NULL;
+        if (t == NULL) {
+            Py_XDECREF(n);
+            Py_XDECREF(v);
+            Py_DECREF(headers);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, 0, n);
+        PyTuple_SET_ITEM(t, 1, v);
+        PyList_SET_ITEM(headers, i / 2, t);
+    }
+    return headers;
+}
+
+PyObject *gl_asgi_addr(const char *host, Py_ssize_t hlen, int port, int is_unix) {
     PyObject *h = PyUnicode_DecodeUTF8(host ? host : "", hlen, "replace");
     if (h == NULL) return NULL;
     PyObject *p = is_unix ? Py_NewRef(Py_None) : PyLong_FromLong(port);
@@ -729,7 +752,7 @@ static PyObject *server_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hl
     if (srv->s_addr != NULL && srv->s_port == port && srv->s_keylen == hlen &&
         (hlen == 0 || memcmp(srv->s_key, host, hlen) == 0))
         return Py_NewRef(srv->s_addr);
-    PyObject *t = addr_tuple(host, hlen, port, 0);
+    PyObject *t = gl_asgi_addr(host, hlen, port, 0);
     if (t != NULL && hlen <= 64) {
         Py_XSETREF(srv->s_addr, Py_NewRef(t));
         if (hlen) memcpy(srv->s_key, host, hlen);
@@ -771,21 +794,8 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
 
     scope = PyDict_Copy(srv->template);
     if (scope == NULL) goto fail;
-    headers = PyList_New(nh);
+    headers = gl_asgi_headers(blob, ends, nh);
     if (headers == NULL) goto fail;
-    for (int i = 0; i < nh; i++) {
-        PyObject *n = PyBytes_FromStringAndSize(SEG(2 * i));
-        PyObject *v = n ? PyBytes_FromStringAndSize(SEG(2 * i + 1)) : NULL;
-        PyObject *t = v ? PyTuple_New(2) : NULL;
-        if (t == NULL) {
-            Py_XDECREF(n);
-            Py_XDECREF(v);
-            goto fail;
-        }
-        PyTuple_SET_ITEM(t, 0, n);
-        PyTuple_SET_ITEM(t, 1, v);
-        PyList_SET_ITEM(headers, i, t);
-    }
     if (PyDict_SetItem(scope, s_http_version, major == 2 ? s_v2 : (major == 1 && minor == 0) ? s_v10 : s_v11) < 0 ||
         set_new(scope, s_method, method_obj(SEG(nends - 4))) < 0 ||
         set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
@@ -795,7 +805,7 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
         goto fail;
     if (is_unix) {
         if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||
-            set_new(scope, s_server, addr_tuple(shost, shostlen, 0, 1)) < 0)
+            set_new(scope, s_server, gl_asgi_addr(shost, shostlen, 0, 1)) < 0)
             goto fail;
     } else if (set_new(scope, s_client, client_tuple(srv, chost, chostlen, cport)) < 0 ||
                set_new(scope, s_server, server_tuple(srv, shost, shostlen, sport)) < 0) {

@@ -39,6 +39,8 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
                     const char *proxy, Py_ssize_t proxylen);
 int gl_asgi_wake(GLAsgiSend *s);
 PyObject *gl_bytes(const char *p, Py_ssize_t n);
+PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh);  /* the scope's headers */
+PyObject *gl_asgi_addr(const char *host, Py_ssize_t hlen, int port, int is_unix);  /* (host, port|None) */
 int gl_init_asgi(PyObject *m);
 /* asgi_run.c */
 PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error);

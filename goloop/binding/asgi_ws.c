@@ -498,16 +498,6 @@ static int set_new(PyObject *d, PyObject *k, PyObject *v) {
     return rc;
 }
 
-static PyObject *addr_tuple(const char *host, Py_ssize_t hlen, int port, int is_unix) {
-    PyObject *h = PyUnicode_DecodeUTF8(host ? host : "", hlen, "replace");
-    if (h == NULL) return NULL;
-    PyObject *p = is_unix ? Py_NewRef(Py_None) : PyLong_FromLong(port);
-    PyObject *t = p ? PyTuple_Pack(2, h, p) : NULL;
-    Py_DECREF(h);
-    Py_XDECREF(p);
-    return t;
-}
-
 static PyObject *split_protocols(const char *p, Py_ssize_t n) {
     PyObject *l = PyList_New(0);
     Py_ssize_t start = 0;
@@ -550,21 +540,8 @@ int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int3
     if (scope == NULL) goto fail;
     scheme = PyDict_GetItemWithError(scope, s_scheme);  /* borrowed */
     scheme = (scheme != NULL && is(scheme, s_https)) ? s_wss : s_ws;
-    headers = PyList_New(nh);
+    headers = gl_asgi_headers(blob, ends, nh);
     if (headers == NULL) goto fail;
-    for (int i = 0; i < nh; i++) {
-        PyObject *n = PyBytes_FromStringAndSize(SEG(2 * i));
-        PyObject *v = n ? PyBytes_FromStringAndSize(SEG(2 * i + 1)) : NULL;
-        PyObject *t = v ? PyTuple_New(2) : NULL;
-        if (t == NULL) {
-            Py_XDECREF(n);
-            Py_XDECREF(v);
-            goto fail;
-        }
-        PyTuple_SET_ITEM(t, 0, n);
-        PyTuple_SET_ITEM(t, 1, v);
-        PyList_SET_ITEM(headers, i, t);
-    }
     if (PyDict_SetItem(scope, s_type, s_websocket) < 0 || PyDict_SetItem(scope, s_scheme, scheme) < 0 ||
         PyDict_SetItem(scope, s_http_version, s_v11) < 0 ||
         set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
@@ -576,10 +553,10 @@ int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int3
         goto fail;
     if (is_unix) {
         if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||
-            set_new(scope, s_server, addr_tuple(shost, shostlen, 0, 1)) < 0)
+            set_new(scope, s_server, gl_asgi_addr(shost, shostlen, 0, 1)) < 0)
             goto fail;
-    } else if (set_new(scope, s_client, addr_tuple(chost, chostlen, cport, 0)) < 0 ||
-               set_new(scope, s_server, addr_tuple(shost, shostlen, sport, 0)) < 0) {
+    } else if (set_new(scope, s_client, gl_asgi_addr(chost, chostlen, cport, 0)) < 0 ||
+               set_new(scope, s_server, gl_asgi_addr(shost, shostlen, sport, 0)) < 0) {
         goto fail;
     }
     if (proxy != NULL) {
