@@ -45,6 +45,7 @@ ROWS = {
     "pipeline": ("hello world, 16 pipelined", "hello", "/", 16, False),
     "big": ("100 KiB response", "big", "/", 1, False),
     "https": ("hello world, HTTPS", "hello", "/", 1, True),
+    "https-big": ("100 KiB response, HTTPS", "big", "/", 1, True),
 }
 SERVERS = ["uvicorn+asyncio", "uvicorn+uvloop", "uvicorn+goloop", "granian+asyncio", "granian+uvloop",
            "goloop serve"]
@@ -224,7 +225,7 @@ def main():
     servers = args.servers.split(",")
     best: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        certs = make_certs(tmp) if "https" in rows else None
+        certs = make_certs(tmp) if any(ROWS[r][4] for r in rows) else None
         for rnd in range(args.rounds):
             for row in rows:
                 title, app, path, depth, tls = ROWS[row]

@@ -445,9 +445,17 @@ func (c *Conn) flush() {
 
 func (c *Conn) tryWrite(buf []byte) (n int, err error) {
 	if c.rc == nil {
+		if t, ok := c.nc.(*tlsConn); ok {
+			return t.tryWrite(buf) // encrypted here, written as below (tls.go)
+		}
 		return 0, unix.EAGAIN
 	}
-	cerr := c.rc.Control(func(fd uintptr) {
+	return rawWrite(c.rc, buf)
+}
+
+// rawWrite is one non-blocking write to rc's socket.
+func rawWrite(rc syscall.RawConn, buf []byte) (n int, err error) {
+	cerr := rc.Control(func(fd uintptr) {
 		for {
 			n, err = unix.Write(int(fd), buf)
 			if err != unix.EINTR {
@@ -484,6 +492,13 @@ func (c *Conn) consumeLocked(n int) {
 
 // writer writes c.out with blocking writes (Go's netpoller) until it is empty.
 func (c *Conn) writer() {
+	if !c.drainTLS() {
+		c.mu.Lock()
+		c.writing = false
+		c.lostLocked()
+		c.mu.Unlock()
+		return
+	}
 	c.mu.Lock()
 	for !c.idleOutLocked() && !c.closed {
 		buf := c.out[:c.outLimit()]

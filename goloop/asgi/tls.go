@@ -20,6 +20,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // TLSOptions are the server's TLS files and client-certificate policy (uvicorn's
@@ -142,17 +145,205 @@ func (s *Server) wrapTLS(nc net.Conn) net.Conn {
 	if ts == nil {
 		return nc
 	}
-	return &tlsConn{tls.Server(nc, ts.base)}
+	k := &tlsSink{Conn: nc}
+	k.cond.L = &k.mu
+	if sc, ok := nc.(syscall.Conn); ok {
+		k.rc, _ = sc.SyscallConn()
+	}
+	return &tlsConn{Conn: tls.Server(k, ts.base), sink: k}
 }
 
-// tlsConn is a TLS connection whose Close does not wait: tls.Conn.Close sends close_notify
-// with a write that may block (up to 5 s on a peer that does not read), and the engine
-// closes connections with its lock held, perhaps on the loop thread.
-type tlsConn struct{ *tls.Conn }
+// tlsConn is a TLS connection whose records are written by the connection's flush: Flush
+// encrypts the output on the calling thread (the loop's) and writes the records with the
+// same non-blocking write as a plain connection; what the socket does not take is left to
+// the writer goroutine. Its Close does not wait: tls.Conn.Close sends close_notify with a
+// write that may block (up to 5 s on a peer that does not read), and the engine closes
+// connections with its lock held, perhaps on the loop thread.
+type tlsConn struct {
+	*tls.Conn
+	sink *tlsSink
+}
 
 func (t *tlsConn) Close() error {
 	go t.Conn.Close()
 	return nil
+}
+
+// Write is the writer goroutine's (blocking): p's records are on the socket when it returns.
+func (t *tlsConn) Write(p []byte) (int, error) {
+	n, err := t.Conn.Write(p)
+	if err == nil {
+		err = t.sink.drain()
+	}
+	return n, err
+}
+
+// tlsChunk is how much plaintext a non-blocking write encrypts before it tries the socket:
+// the loop thread encrypts no more than about what the socket takes.
+const tlsChunk = 64 << 10
+
+// tryWrite encrypts plain (up to where the socket is full) and writes the records without
+// blocking. n: the plaintext bytes taken; EAGAIN: records wait in the sink (the socket is
+// full, or another writer owns it) and the writer goroutine must drain them.
+func (t *tlsConn) tryWrite(plain []byte) (n int, err error) {
+	k := t.sink
+	k.mu.Lock()
+	if k.owned { // a blocking write is under way (handshake, alert, close_notify)
+		k.mu.Unlock()
+		return 0, unix.EAGAIN
+	}
+	k.owned = true
+	k.mu.Unlock()
+	for {
+		m := min(len(plain)-n, tlsChunk)
+		if _, err = t.Conn.Write(plain[n : n+m]); err != nil { // records appended to k.pend
+			k.mu.Lock()
+			k.releaseLocked()
+			k.mu.Unlock()
+			return n, err
+		}
+		n += m
+		last := n == len(plain)
+		if err = k.writeSome(last); err != nil || last {
+			return n, err
+		}
+	}
+}
+
+// tlsSink is the TCP connection under a TLS connection: crypto/tls reads the socket, and
+// the records it writes queue in pend. Whoever owns the socket's output writes pend: the
+// flush's non-blocking write, or a blocking writer (the writer goroutine; the reader
+// goroutine for the handshake and alerts; Close for close_notify). A record written while
+// the output is owned is left to the owner, which writes pend until it is empty before it
+// lets go; so records leave in the order crypto/tls made them (its write lock orders the
+// appends).
+type tlsSink struct {
+	net.Conn
+	rc    syscall.RawConn
+	mu    sync.Mutex
+	cond  sync.Cond // the output was let go
+	pend  []byte    // records not written yet
+	owned bool
+	err   error // a write failed: every later write fails
+}
+
+// Write queues a record; if no one owns the output, the caller writes pend (blocking).
+func (k *tlsSink) Write(p []byte) (int, error) {
+	k.mu.Lock()
+	if k.err != nil {
+		err := k.err
+		k.mu.Unlock()
+		return 0, err
+	}
+	k.pend = append(k.pend, p...)
+	if k.owned {
+		k.mu.Unlock()
+		return len(p), nil
+	}
+	k.owned = true
+	k.mu.Unlock()
+	if err := k.writeAll(); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// drain waits for the output to be free and writes pend (blocking).
+func (k *tlsSink) drain() error {
+	k.mu.Lock()
+	for k.owned {
+		k.cond.Wait()
+	}
+	if len(k.pend) == 0 || k.err != nil {
+		err := k.err
+		k.mu.Unlock()
+		return err
+	}
+	k.owned = true
+	k.mu.Unlock()
+	return k.writeAll()
+}
+
+// writeAll writes pend with blocking writes and lets the output go (owner).
+func (k *tlsSink) writeAll() error {
+	k.mu.Lock()
+	for len(k.pend) > 0 && k.err == nil {
+		b := k.pend // appends made during the write land after b (or in a new array)
+		k.mu.Unlock()
+		_, err := k.Conn.Write(b)
+		k.mu.Lock()
+		k.consumeLocked(len(b), err)
+	}
+	err := k.err
+	k.releaseLocked()
+	k.mu.Unlock()
+	return err
+}
+
+// writeSome writes pend with non-blocking writes (owner). It lets the output go when pend
+// is empty and release is set, or on an error (EAGAIN: the socket is full).
+func (k *tlsSink) writeSome(release bool) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for len(k.pend) > 0 {
+		b := k.pend
+		k.mu.Unlock()
+		n, err := rawWrite(k.rc, b)
+		k.mu.Lock()
+		if err == nil && n < len(b) {
+			err = unix.EAGAIN
+		}
+		if err == unix.EAGAIN {
+			k.consumeLocked(n, nil)
+			k.releaseLocked()
+			return err
+		}
+		k.consumeLocked(n, err)
+		if err != nil {
+			k.releaseLocked()
+			return err
+		}
+	}
+	if release {
+		k.releaseLocked()
+	}
+	return nil
+}
+
+// consumeLocked drops the first n bytes of pend, written; err: the socket failed.
+func (k *tlsSink) consumeLocked(n int, err error) {
+	switch {
+	case err != nil:
+		k.err, k.pend = err, nil
+	case n >= len(k.pend):
+		k.pend = k.pend[:0]
+		if cap(k.pend) > tlsChunk*2 {
+			k.pend = nil
+		}
+	default:
+		m := copy(k.pend, k.pend[n:])
+		k.pend = k.pend[:m]
+	}
+}
+
+func (k *tlsSink) releaseLocked() {
+	k.owned = false
+	k.cond.Broadcast()
+}
+
+// CloseWrite shuts the TCP connection's write side (lingering close, HTTP/2's fatal GOAWAY).
+func (k *tlsSink) CloseWrite() error {
+	if cw, ok := k.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// drainTLS writes the records a flush left queued (the writer goroutine, before the rest
+// of the output). False: the connection failed.
+func (c *Conn) drainTLS() bool {
+	t, ok := c.nc.(*tlsConn)
+	return !ok || t.sink.drain() == nil
 }
 
 // TLS reports whether c is a TLS connection (the scope's scheme is "https").
