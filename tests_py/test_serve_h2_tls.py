@@ -7,6 +7,7 @@ import hashlib
 import http.client
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -239,6 +240,125 @@ def test_sighup_reloads_certificates(tmp_path, certs):
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=30)
     assert "TLS files reloaded" in err and "not reloaded" in err, err
+
+
+# ---------- TLS output written by the flush (records encrypted on the loop thread) ----------
+
+def big_body(n):
+    return random.Random(n).randbytes(n)  # records lost, doubled or out of order do not compare equal
+
+
+async def out_app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    path = scope["path"]
+    if path.startswith("/one/") or path.startswith("/parts/"):
+        body = big_body(int(path.split("/")[2]))
+        part = len(body) if path.startswith("/one/") else 65536
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for i in range(0, len(body), part):
+            await send({"type": "http.response.body", "body": body[i:i + part], "more_body": i + part < len(body)})
+        return
+    if path == "/endless":  # until the client goes away
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        chunk = b"z" * 65536
+        try:
+            while True:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except OSError as exc:
+            EVENTS.append(type(exc).__name__)
+            DISCONNECTED.set()
+        return
+    if path == "/exit":
+        SERVER[0].request_exit()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": path.encode()})
+
+
+@pytest.mark.parametrize("kind", ["one", "parts"])
+def test_https_large_response_slow_reader(certs, kind):
+    n = 8 << 20
+    with serving(out_app, **tls_options(certs)) as server:
+        conn = http.client.HTTPSConnection("localhost", server.port, context=certs.client_context(), timeout=30)
+        try:
+            for _ in range(2):  # the connection stays usable after it
+                conn.request("GET", f"/{kind}/{n}")
+                r = conn.getresponse()
+                time.sleep(0.2)  # the socket fills up
+                got = bytearray()
+                while len(got) < n:
+                    if len(got) < 1 << 20:
+                        time.sleep(0.001)  # slowly for the first MiB
+                    b = r.read(16384)
+                    assert b, len(got)
+                    got += b
+                assert r.read() == b""
+                assert r.status == 200 and bytes(got) == big_body(n)
+        finally:
+            conn.close()
+
+
+def test_https_keep_alive_many(certs):
+    with serving(out_app, **tls_options(certs)) as server:
+        conn = http.client.HTTPSConnection("localhost", server.port, context=certs.client_context(), timeout=10)
+        try:
+            for i in range(1000):
+                conn.request("GET", f"/r{i}")
+                r = conn.getresponse()
+                assert r.read() == f"/r{i}".encode()
+            assert server.stats()[0] == 1
+        finally:
+            conn.close()
+
+
+def test_https_client_disconnect_mid_response(certs):
+    EVENTS.clear()
+    DISCONNECTED.clear()
+    with serving(out_app, **tls_options(certs)) as server:
+        ctx = certs.client_context()
+        raw = socket.create_connection(("localhost", server.port))
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            s.sendall(b"GET /endless HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = 0
+            while got < 300_000:
+                got += len(s.recv(65536))
+        assert DISCONNECTED.wait(20)
+        assert EVENTS == ["ClientDisconnected"]
+        deadline = time.monotonic() + 5
+        while server.stats()[0] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.stats()[0] == 0
+
+
+def test_https_close_notify(certs):
+    """The server's close of a TLS connection sends close_notify: a client that treats a bare
+    TCP end as an error (suppress_ragged_eofs=False) reads a clean end, after a response with
+    connection: close and for an idle connection at shutdown."""
+    ctx = certs.client_context()
+
+    def read_to_end(s):
+        data = b""
+        while True:
+            b = s.recv(65536)  # ssl.SSLEOFError without close_notify
+            if not b:
+                return data
+            data += b
+
+    with serving(out_app, **tls_options(certs)) as server:
+        raw = socket.create_connection(("localhost", server.port), timeout=10)
+        with ctx.wrap_socket(raw, server_hostname="localhost", suppress_ragged_eofs=False) as s:
+            s.sendall(b"GET /bye HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert read_to_end(s).endswith(b"/bye")
+        raw = socket.create_connection(("localhost", server.port), timeout=10)
+        s = ctx.wrap_socket(raw, server_hostname="localhost", suppress_ragged_eofs=False)
+        s.sendall(b"GET /idle HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = b""
+        while not head.endswith(b"/idle"):
+            head += s.recv(65536)
+        SERVER[:] = [server]
+        assert https_get(server.port, ctx, "/exit") == (200, b"/exit")
+        assert read_to_end(s) == b""
+        s.close()
 
 
 # ---------- HTTP/2 ----------
