@@ -169,11 +169,24 @@ func (t *tlsConn) Close() error {
 	return nil
 }
 
-// Write is the writer goroutine's (blocking): p's records are on the socket when it returns.
-func (t *tlsConn) Write(p []byte) (int, error) {
-	n, err := t.Conn.Write(p)
-	if err == nil {
-		err = t.sink.drain()
+// Write is the writer goroutine's (blocking): it owns the output while it encrypts p, a
+// chunk at a time, and writes each chunk's records at once; they are on the socket when it
+// returns.
+func (t *tlsConn) Write(p []byte) (n int, err error) {
+	k := t.sink
+	for n < len(p) && err == nil {
+		k.mu.Lock()
+		for k.owned {
+			k.cond.Wait()
+		}
+		k.owned = true
+		k.mu.Unlock()
+		m := min(len(p)-n, tlsChunk)
+		_, err = t.Conn.Write(p[n : n+m]) // the records queue in pend
+		n += m
+		if werr := k.writeAll(); err == nil {
+			err = werr
+		}
 	}
 	return n, err
 }
