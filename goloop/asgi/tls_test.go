@@ -58,12 +58,29 @@ func sendAll(a *fakeApp, r *Request, body []byte, part int) error {
 	return nil
 }
 
+// startTLSWith is startServer with cfg, then TLS (no client certificates).
+func startTLSWith(t *testing.T, p *testPKI, cfg Config, h func(a *fakeApp, r *Request)) (*fakeApp, string) {
+	a, addr := startServer(t, cfg, h)
+	if err := a.s.SetTLS(TLSOptions{CertFile: p.certFile, KeyFile: p.keyFile}); err != nil {
+		t.Fatal(err)
+	}
+	return a, addr
+}
+
+func dialTLS(t *testing.T, addr string, p *testPKI) *tls.Conn {
+	tc, err := tls.Dial("tcp", addr, p.client("http/1.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
 // A response far larger than the socket takes, sent in one part or in many, reaches a
 // client that reads slowly at first whole and in order; the connection stays usable.
 func TestTLSLargeResponseSlowReader(t *testing.T) {
 	big := pattern(8 << 20)
 	p := newPKI(t)
-	a, addr := startServer(t, Config{WriteBuffer: 64 << 10}, func(a *fakeApp, r *Request) {
+	_, addr := startTLSWith(t, p, Config{WriteBuffer: 64 << 10}, func(a *fakeApp, r *Request) {
 		body, part := big, 0
 		switch string(r.Path()) {
 		case "/parts":
@@ -75,13 +92,7 @@ func TestTLSLargeResponseSlowReader(t *testing.T) {
 			panic(err)
 		}
 	})
-	if err := a.s.SetTLS(TLSOptions{CertFile: p.certFile, KeyFile: p.keyFile}); err != nil {
-		t.Fatal(err)
-	}
-	tc, err := tls.Dial("tcp", addr, p.client("http/1.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tc := dialTLS(t, addr, p)
 	defer tc.Close()
 	sr := &slowReader{r: tc}
 	br := bufio.NewReaderSize(sr, 4096)
@@ -129,11 +140,8 @@ func (s *slowReader) Read(p []byte) (int, error) {
 // response arrives, in order.
 func TestTLSKeepAliveMany(t *testing.T) {
 	p := newPKI(t)
-	_, addr := startTLS(t, p, 0, hello)
-	tc, err := tls.Dial("tcp", addr, p.client("http/1.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, addr := startTLSWith(t, p, Config{}, hello)
+	tc := dialTLS(t, addr, p)
 	defer tc.Close()
 	br := bufio.NewReader(tc)
 	for i := 0; i < 2000; i++ {
@@ -159,16 +167,10 @@ func TestTLSKeepAliveMany(t *testing.T) {
 func TestTLSDisconnectMidResponse(t *testing.T) {
 	p := newPKI(t)
 	errs := make(chan error, 1)
-	a, addr := startServer(t, Config{WriteBuffer: 64 << 10}, func(a *fakeApp, r *Request) {
+	a, addr := startTLSWith(t, p, Config{WriteBuffer: 64 << 10}, func(a *fakeApp, r *Request) {
 		errs <- sendAll(a, r, pattern(256<<20), 1<<20)
 	})
-	if err := a.s.SetTLS(TLSOptions{CertFile: p.certFile, KeyFile: p.keyFile}); err != nil {
-		t.Fatal(err)
-	}
-	tc, err := tls.Dial("tcp", addr, p.client("http/1.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tc := dialTLS(t, addr, p)
 	io.WriteString(tc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	if _, err := io.ReadFull(tc, make([]byte, 300<<10)); err != nil {
 		t.Fatal(err)
@@ -273,14 +275,11 @@ func TestTLSRecordsLeftOverByFlush(t *testing.T) {
 	p := newPKI(t)
 	reqs := make(chan *Request, 1)
 	release := make(chan struct{})
-	a, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+	a, addr := startTLSWith(t, p, Config{}, func(a *fakeApp, r *Request) {
 		reqs <- r
 		<-release
 	})
 	defer close(release)
-	if err := a.s.SetTLS(TLSOptions{CertFile: p.certFile, KeyFile: p.keyFile}); err != nil {
-		t.Fatal(err)
-	}
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
