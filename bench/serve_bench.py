@@ -16,8 +16,9 @@ request (utime+stime of every thread of every process of its tree, over the meas
 divided by the requests wrk counted) and wrk's p50/p99 latency. With --rounds N each cell is
 the run with the least CPU per request (the machine is shared: the best of N is the steadiest).
 
-HTTPS rows (--https) run the servers that take a certificate: uvicorn, Granian, and
-`goloop serve` once it has --ssl-certfile (the row says "not supported" until then).
+HTTPS rows (--https adds "https"; "https-big" is the 100 KiB response over HTTPS) run the
+servers that take a certificate: uvicorn, Granian, and `goloop serve` once it has
+--ssl-certfile (the row says "not supported" until then).
 Needs wrk, uvicorn, uvloop, httptools, granian, starlette, fastapi (make bench-deps).
 """
 from __future__ import annotations
