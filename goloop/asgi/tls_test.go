@@ -393,3 +393,38 @@ func TestTLSSinkWritersTakeTurns(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A WebSocket session over TLS (wss): the reader goroutine's pongs and close echo and the
+// application's messages share the flush's output.
+func TestTLSWebSocket(t *testing.T) {
+	p := newPKI(t)
+	codes := make(chan int, 1)
+	_, addr := startTLSWith(t, p, Config{}, wsEchoApp(codes))
+	tc := dialTLS(t, addr, p)
+	defer tc.Close()
+	br, head := wsHandshake(t, tc, "")
+	if !strings.HasPrefix(head, "HTTP/1.1 101 ") {
+		t.Fatalf("handshake response: %q", head)
+	}
+	big := pattern(1 << 20)
+	for i := 0; i < 20; i++ {
+		writeFrame(tc, 0x89, []byte("p"), true)
+		writeFrame(tc, 0x82, big[:i*50000], true)
+		if f, b := readFrame(t, br); f != 0x8a || string(b) != "p" {
+			t.Fatalf("pong: %x %q", f, b)
+		}
+		if f, b := readFrame(t, br); f != 0x82 || !bytes.Equal(b, big[:i*50000]) {
+			t.Fatalf("echo %d: %x %d", i, f, len(b))
+		}
+	}
+	writeFrame(tc, 0x88, []byte{0x0f, 0xa1}, true) // 4001
+	if f, b := readFrame(t, br); f != 0x88 || closeCode(b) != 4001 {
+		t.Fatalf("close echo: %x %v", f, b)
+	}
+	if code := <-codes; code != 4001 {
+		t.Fatalf("disconnect code %d", code)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("connection not closed after the close handshake: %v", err)
+	}
+}

@@ -78,6 +78,13 @@ func wsDial(t *testing.T, addr string, extra string) (net.Conn, *bufio.Reader, s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	br, head := wsHandshake(t, c, extra)
+	return c, br, head
+}
+
+// wsHandshake sends a WebSocket handshake on c and reads the response's head.
+func wsHandshake(t *testing.T, c net.Conn, extra string) (*bufio.Reader, string) {
+	t.Helper()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(c, "GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
 		"Sec-WebSocket-Key: "+wsKey+"\r\nSec-WebSocket-Version: 13\r\n"+extra+"\r\n")
@@ -93,7 +100,7 @@ func wsDial(t *testing.T, addr string, extra string) (net.Conn, *bufio.Reader, s
 			break
 		}
 	}
-	return c, br, head.String()
+	return br, head.String()
 }
 
 func writeFrame(c net.Conn, first byte, payload []byte, masked bool) {
