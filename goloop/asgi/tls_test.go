@@ -417,14 +417,5 @@ func TestTLSWebSocket(t *testing.T) {
 			t.Fatalf("echo %d: %x %d", i, f, len(b))
 		}
 	}
-	writeFrame(tc, 0x88, []byte{0x0f, 0xa1}, true) // 4001
-	if f, b := readFrame(t, br); f != 0x88 || closeCode(b) != 4001 {
-		t.Fatalf("close echo: %x %v", f, b)
-	}
-	if code := <-codes; code != 4001 {
-		t.Fatalf("disconnect code %d", code)
-	}
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Fatalf("connection not closed after the close handshake: %v", err)
-	}
+	wsClientClose(t, tc, br, codes)
 }

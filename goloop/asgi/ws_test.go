@@ -193,7 +193,13 @@ func TestWSEchoFragmentsAndControl(t *testing.T) {
 	if f, p := readFrame(t, br); f != 0x82 || !bytes.Equal(p, big) {
 		t.Fatalf("big echo: %x %d", f, len(p))
 	}
-	// the client closes: the close is echoed, the application sees its code
+	wsClientClose(t, c, br, codes)
+}
+
+// wsClientClose: the client closes (4001): the close is echoed, the application sees its
+// code and the connection ends.
+func wsClientClose(t *testing.T, c net.Conn, br *bufio.Reader, codes chan int) {
+	t.Helper()
 	writeFrame(c, 0x88, []byte{0x0f, 0xa1, 'o', 'k'}, true) // 4001
 	if f, p := readFrame(t, br); f != 0x88 || closeCode(p) != 4001 {
 		t.Fatalf("close echo: %x %v", f, p)
