@@ -200,6 +200,9 @@ const tlsChunk = 64 << 10
 // full, or another writer owns it) and the writer goroutine must drain them.
 func (t *tlsConn) tryWrite(plain []byte) (n int, err error) {
 	k := t.sink
+	if k.rc == nil { // no descriptor: everything goes through the writer goroutine
+		return 0, unix.EAGAIN
+	}
 	k.mu.Lock()
 	if k.owned { // a blocking write is under way (handshake, alert, close_notify)
 		k.mu.Unlock()
