@@ -361,6 +361,52 @@ def test_https_close_notify(certs):
         s.close()
 
 
+@pytest.mark.skipif(not shutil.which("openssl"), reason="needs the openssl command")
+def test_https_key_update(certs):
+    """A client's KeyUpdate asking for ours (TLS 1.3): the reader goroutine answers it with a
+    record of its own between the responses the loop thread encrypts; the responses after it
+    still decrypt. openssl s_client sends one on its command letter K, read from a terminal
+    only: it runs under a pty."""
+    import pty
+    import select
+
+    with serving(out_app, **tls_options(certs)) as server:
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: openssl (exec, or exit at once)
+            try:
+                os.execvp("openssl", ["openssl", "s_client", "-connect", f"127.0.0.1:{server.port}", "-tls1_3",
+                                      "-alpn", "http/1.1", "-crlf", "-msg", "-CAfile", certs.ca_cert])
+            finally:
+                os._exit(127)
+        out = b""
+        key_update = b"<<< TLS 1.3, Handshake [length 0005], KeyUpdate"  # -msg: one received
+
+        def until(text, count=1, timeout=10):
+            nonlocal out
+            end = time.monotonic() + timeout
+            while out.count(text) < count and time.monotonic() < end:
+                if select.select([fd], [], [], 0.05)[0]:
+                    try:
+                        out += os.read(fd, 65536)
+                    except OSError:
+                        break
+            return out.count(text) >= count
+
+        try:
+            assert until(b"Verify return code"), out[-2000:]
+            for i in range(3):
+                os.write(fd, b"K\n")
+                assert until(key_update, i + 1), out[-2000:]
+                os.write(fd, f"GET /k{i} HTTP/1.1\nHost: x\n\n".encode())
+                assert until(b"HTTP/1.1 200 OK", i + 1), out[-2000:]  # (the pty echoes the request)
+            until(b"/k2", 2, timeout=2)
+            assert out.count(b"/k0") == out.count(b"/k1") == out.count(b"/k2") == 2, out[-3000:]
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(fd)
+
+
 # ---------- HTTP/2 ----------
 
 def run_async(coro, timeout=60):
