@@ -249,13 +249,7 @@ func (sv *asgiSrv) wake(r *asgi.Request) {
 		return
 	}
 	o := (*C.GLAsgiSend)(r.Tag)
-	var waiting C.int
-	if r.WS() != nil {
-		waiting = C.gl_asgi_ws_wake(o)
-	} else {
-		waiting = C.gl_asgi_wake(o)
-	}
-	if waiting == 0 { // nothing left to wait for
+	if C.gl_asgi_wake(o, cbool(r.WS() != nil)) == 0 { // nothing left to wait for
 		r.Tag = nil
 		delete(sv.tagged, r)
 		C.gl_decref(pyObj(unsafe.Pointer(o)))
@@ -397,13 +391,18 @@ func glAsgiStatus(rid C.long) (rc C.int) {
 	return 0
 }
 
-// glAsgiReqFree: the send object is freed (any thread that frees Python objects).
+// glAsgiReqFree: the send object of a request or a WebSocket session is freed (any thread
+// that frees Python objects).
 //
 //export glAsgiReqFree
 func glAsgiReqFree(rid C.long) {
 	defer func() { recover() }()
 	if r := getReq(rid); r != nil {
-		r.AppDone()
+		if w := r.WS(); w != nil {
+			w.AppDone(false)
+		} else {
+			r.AppDone()
+		}
 		asgiReqs.Del(int(rid))
 	}
 }

@@ -175,13 +175,3 @@ func glAsgiWsStatus(rid C.long) (rc C.int) {
 	return 0
 }
 
-// glAsgiWsFree: the send object is freed.
-//
-//export glAsgiWsFree
-func glAsgiWsFree(rid C.long) {
-	defer func() { recover() }()
-	if w := getWS(rid); w != nil {
-		w.AppDone(false)
-		asgiReqs.Del(int(rid))
-	}
-}
