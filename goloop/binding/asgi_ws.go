@@ -55,7 +55,7 @@ func (sv *asgiSrv) startWS(r *asgi.Request) {
 		cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
 		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix),
 		cview(protos), C.Py_ssize_t(len(protos)), penc, plen)
-	if rc < 0 { // the call could not start (reported by asgi_ws.c): a 500
+	if rc < 0 { // the call could not start (reported by asgi.c gl_asgi_launch): a 500
 		r.WS().AppDone(false)
 		asgiReqs.Del(rid)
 	}
