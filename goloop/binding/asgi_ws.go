@@ -174,4 +174,3 @@ func glAsgiWsStatus(rid C.long) (rc C.int) {
 	}
 	return 0
 }
-
