@@ -455,37 +455,22 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
     PyObject *body;
     int more, rc;
     if (gl_asgi_body(msg, s_body, s_more_body, &body, &more) < 0) return NULL;
-    Py_buffer view = {0};
-    if (body != NULL && !PyBytes_CheckExact(body)) {
-        if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
-            Py_DECREF(body);
-            return NULL;
-        }
-        rc = glAsgiSend(self->srv->sid, self->rid, view.buf, view.len, more);
+    Py_buffer view;
+    char *p;
+    Py_ssize_t n;
+    rc = gl_asgi_view(body, &view, &p, &n);  /* -1: an error, which answer() returns */
+    if (rc == 0) {
+        rc = glAsgiSend(self->srv->sid, self->rid, p, n, more);
         PyBuffer_Release(&view);
-    } else if (body != NULL) {
-        rc = glAsgiSend(self->srv->sid, self->rid, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), more);
-    } else {
-        rc = glAsgiSend(self->srv->sid, self->rid, NULL, 0, more);
     }
     Py_XDECREF(body);
     return answer(self, rc);
 }
 
 static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    GL_FORK_GUARD(NULL);
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
-        PyErr_SetString(PyExc_TypeError, "send() takes one message");
-        return NULL;
-    }
-    if (self->rid < 0 || self->srv->sid < 0) return gl_asgi_raise_disconnected();
-    PyObject *msg = args[0];
-    PyObject *type = gl_asgi_get(msg, s_type);
-    if (type == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
-        return NULL;
-    }
+    PyObject *type = gl_asgi_send_type(self, args, nargsf, kwnames, s_type), *msg;
+    if (type == NULL) return NULL;
+    msg = args[0];
     PyObject *r;
     if (type == s_response_body || (PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_body) == 0)) {
         r = send_body(self, msg);
@@ -501,24 +486,32 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
     return r;
 }
 
-static PyObject *send_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
+static PyObject *app_done(GLAsgiSend *self, int failed) {
     GL_FORK_GUARD(NULL);
-    if (self->rid >= 0 && self->srv->sid >= 0) glAsgiDone(self->srv->sid, self->rid);
+    if (self->rid >= 0 && self->srv->sid >= 0) glAsgiDone(self->srv->sid, self->rid, failed);
     Py_RETURN_NONE;
 }
+
+static PyObject *send_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { return app_done(self, 0); }
+
+static PyObject *send_fail(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { return app_done(self, 1); }
 
 static PyObject *send_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
     return PyLong_FromLong(self->rid >= 0 ? glAsgiStatus(self->rid) : 0);
 }
 
-static PyMethodDef send_methods[] = {
+/* The methods of HTTP's and the WebSocket's send (GL_ASGI_SEND_TYPE). */
+PyMethodDef gl_asgi_send_methods[] = {
     {"_done", (PyCFunction)send_done, METH_NOARGS, "The application's call returned."},
-    {"_status", (PyCFunction)send_status, METH_NOARGS, "The response's status (0: not started)."},
+    {"_fail", (PyCFunction)send_fail, METH_NOARGS,
+     "The application's call raised (an open WebSocket session closes with 1011)."},
+    {"_status", (PyCFunction)send_status, METH_NOARGS,
+     "The response's status (101: a WebSocket session accepted; 0: not started)."},
     {NULL}};
 
 static PyTypeObject SendType =
-    GL_ASGI_SEND_TYPE("goloop._goloop.AsgiSend", "The `send` callable of one ASGI request.", send_methods);
+    GL_ASGI_SEND_TYPE("goloop._goloop.AsgiSend", "The `send` callable of one ASGI request.");
 
 /* ---------- receive ---------- */
 

@@ -369,18 +369,29 @@ func glAsgiWait(sid, rid C.long, o *C.GLAsgiSend) (rc C.int) {
 	return 0
 }
 
-// glAsgiDone: the application's call returned (a response not started is answered 500).
+// appDone: the application's call for r (a request or a WebSocket session) returned, or
+// raised (failed): a response not started is answered 500, an accepted session closes
+// (1011 when failed).
+func appDone(r *asgi.Request, failed bool) {
+	if w := r.WS(); w != nil {
+		w.AppDone(failed)
+	} else {
+		r.AppDone()
+	}
+}
+
+// glAsgiDone: the application's call returned (failed: it raised).
 //
 //export glAsgiDone
-func glAsgiDone(sid, rid C.long) (rc C.int) {
+func glAsgiDone(sid, rid C.long, failed C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	if r := getReq(rid); r != nil {
-		r.AppDone()
+		appDone(r, failed != 0)
 	}
 	return 0
 }
 
-// glAsgiStatus is the response's status (0: not started).
+// glAsgiStatus is the response's status (101: a WebSocket session accepted; 0: not started).
 //
 //export glAsgiStatus
 func glAsgiStatus(rid C.long) (rc C.int) {
@@ -398,11 +409,7 @@ func glAsgiStatus(rid C.long) (rc C.int) {
 func glAsgiReqFree(rid C.long) {
 	defer func() { recover() }()
 	if r := getReq(rid); r != nil {
-		if w := r.WS(); w != nil {
-			w.AppDone(false)
-		} else {
-			r.AppDone()
-		}
+		appDone(r, false)
 		asgiReqs.Del(int(rid))
 	}
 }

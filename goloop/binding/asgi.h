@@ -40,36 +40,27 @@ typedef struct {
 } GLAsgiRecv;
 
 /* The send and receive types of HTTP (asgi.c) and of the WebSocket (asgi_ws.c) share their
- * slots (asgi.c); they differ in the call each object carries and in send's methods. */
+ * slots and send's methods (asgi.c); they differ in the call each object carries. */
 void gl_asgi_send_dealloc(GLAsgiSend *self);
 int gl_asgi_send_traverse(GLAsgiSend *self, visitproc visit, void *arg);
 int gl_asgi_send_clear(GLAsgiSend *self);
 void gl_asgi_recv_dealloc(GLAsgiRecv *self);
 int gl_asgi_recv_traverse(GLAsgiRecv *self, visitproc visit, void *arg);
-#define GL_ASGI_SEND_TYPE(name, doc, methods) {                                   \
-    PyVarObject_HEAD_INIT(NULL, 0)                                                \
-    .tp_name = (name),                                                            \
-    .tp_basicsize = sizeof(GLAsgiSend),                                           \
+extern PyMethodDef gl_asgi_send_methods[];  /* _done, _fail, _status */
+#define GL_ASGI_TYPE(T, slots, name, doc, ...) {                                    \
+    PyVarObject_HEAD_INIT(NULL, 0)                                                  \
+    .tp_name = (name),                                                              \
+    .tp_basicsize = sizeof(T),                                                      \
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, \
-    .tp_doc = (doc),                                                              \
-    .tp_dealloc = (destructor)gl_asgi_send_dealloc,                               \
-    .tp_traverse = (traverseproc)gl_asgi_send_traverse,                           \
-    .tp_clear = (inquiry)gl_asgi_send_clear,                                      \
-    .tp_call = PyVectorcall_Call,                                                 \
-    .tp_vectorcall_offset = offsetof(GLAsgiSend, vectorcall),                     \
-    .tp_methods = (methods),                                                      \
-}
-#define GL_ASGI_RECV_TYPE(name, doc) {                                            \
-    PyVarObject_HEAD_INIT(NULL, 0)                                                \
-    .tp_name = (name),                                                            \
-    .tp_basicsize = sizeof(GLAsgiRecv),                                           \
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, \
-    .tp_doc = (doc),                                                              \
-    .tp_dealloc = (destructor)gl_asgi_recv_dealloc,                               \
-    .tp_traverse = (traverseproc)gl_asgi_recv_traverse,                           \
-    .tp_call = PyVectorcall_Call,                                                 \
-    .tp_vectorcall_offset = offsetof(GLAsgiRecv, vectorcall),                     \
-}
+    .tp_doc = (doc),                                                                \
+    .tp_dealloc = (destructor)slots##_dealloc,                                      \
+    .tp_traverse = (traverseproc)slots##_traverse,                                  \
+    .tp_call = PyVectorcall_Call,                                                   \
+    .tp_vectorcall_offset = offsetof(T, vectorcall),                                \
+    __VA_ARGS__}
+#define GL_ASGI_SEND_TYPE(name, doc) GL_ASGI_TYPE(GLAsgiSend, gl_asgi_send, name, doc, \
+    .tp_clear = (inquiry)gl_asgi_send_clear, .tp_methods = gl_asgi_send_methods)
+#define GL_ASGI_RECV_TYPE(name, doc) GL_ASGI_TYPE(GLAsgiRecv, gl_asgi_recv, name, doc)
 
 /* What makes a request's send and receive: their types and calls. */
 typedef struct {
@@ -79,6 +70,8 @@ typedef struct {
 
 /* The message receive() returns now, or NULL: an error, or (none set) nothing yet. */
 typedef PyObject *(*gl_asgi_message_fn)(GLAsgiSend *s);
+
+PyObject *gl_asgi_raise_disconnected(void);  /* ClientDisconnected (asgi.c) */
 
 /* message[key] of a dict (or any mapping), or NULL without an error when it is missing. */
 static inline PyObject *gl_asgi_get(PyObject *msg, PyObject *key) {
@@ -91,6 +84,35 @@ static inline PyObject *gl_asgi_get(PyObject *msg, PyObject *key) {
 /* A message's type is s (interned: usually the same object). */
 static inline int gl_asgi_is(PyObject *t, PyObject *s) {
     return t == s || (PyUnicode_Check(t) && PyUnicode_Compare(t, s) == 0);
+}
+
+/* send(message)'s checks: the message's type (a new reference), or NULL with an error. */
+static inline PyObject *gl_asgi_send_type(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                                          PyObject *type_key) {
+    GL_FORK_GUARD(NULL);
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "send() takes one message");
+        return NULL;
+    }
+    if (self->rid < 0 || self->srv->sid < 0) return gl_asgi_raise_disconnected();
+    PyObject *type = gl_asgi_get(args[0], type_key);
+    if (type == NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
+    return type;
+}
+
+/* The bytes of body (NULL: none; bytes as they are, any other buffer through view): -1 with
+ * an error; release view with PyBuffer_Release (nothing to do when body was bytes). */
+static inline int gl_asgi_view(PyObject *body, Py_buffer *view, char **p, Py_ssize_t *n) {
+    view->obj = NULL;
+    if (body == NULL || PyBytes_CheckExact(body)) {
+        *p = body != NULL ? PyBytes_AS_STRING(body) : NULL;
+        *n = body != NULL ? PyBytes_GET_SIZE(body) : 0;
+        return 0;
+    }
+    if (PyObject_GetBuffer(body, view, PyBUF_SIMPLE) < 0) return -1;
+    *p = view->buf;
+    *n = view->len;
+    return 0;
 }
 
 /* An http.response.body message's body (NULL: missing) and more_body; -1 with an error. */
@@ -152,7 +174,6 @@ int gl_asgi_header_lines(PyObject *headers);
 const char *gl_asgi_hdrbuf(Py_ssize_t *n);
 /* asgi.c's helpers for asgi_ws.c and asgi_spec.c */
 PyObject *gl_asgi_done(PyObject *value);
-PyObject *gl_asgi_raise_disconnected(void);
 PyObject *gl_asgi_answer(GLAsgiSend *self, int rc);
 PyObject *gl_asgi_receive(GLAsgiRecv *self, size_t nargsf, PyObject *kwnames, gl_asgi_message_fn message);
 int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKind *kind, PyObject *app);

@@ -66,12 +66,13 @@ static PyObject *ws_send(GLAsgiSend *self, PyObject *msg) {
     int rc;
     if (b != NULL && b != Py_None) {
         Py_buffer view;
-        if (PyObject_GetBuffer(b, &view, PyBUF_SIMPLE) < 0) {
-            Py_DECREF(b);
-            return NULL;
+        char *p;
+        Py_ssize_t n;
+        rc = gl_asgi_view(b, &view, &p, &n);  /* -1: an error, which gl_asgi_answer returns */
+        if (rc == 0) {
+            rc = glAsgiWsSend(self->srv->sid, self->rid, 0, p, n);
+            PyBuffer_Release(&view);
         }
-        rc = glAsgiWsSend(self->srv->sid, self->rid, 0, view.buf, view.len);
-        PyBuffer_Release(&view);
         Py_DECREF(b);
         return gl_asgi_answer(self, rc);
     }
@@ -139,34 +140,23 @@ static PyObject *ws_http_body(GLAsgiSend *self, PyObject *msg) {
     PyObject *body;
     int more, rc;
     if (gl_asgi_body(msg, s_body, s_more_body, &body, &more) < 0) return NULL;
-    if (body != NULL && body != Py_None) {
-        Py_buffer view;
-        if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
-            Py_DECREF(body);
-            return NULL;
-        }
-        rc = glAsgiWsDenyBody(self->srv->sid, self->rid, view.buf, view.len, more);
+    if (body == Py_None) Py_CLEAR(body);
+    Py_buffer view;
+    char *p;
+    Py_ssize_t n;
+    rc = gl_asgi_view(body, &view, &p, &n);  /* -1: an error, which gl_asgi_answer returns */
+    if (rc == 0) {
+        rc = glAsgiWsDenyBody(self->srv->sid, self->rid, p, n, more);
         PyBuffer_Release(&view);
-    } else {
-        rc = glAsgiWsDenyBody(self->srv->sid, self->rid, NULL, 0, more);
     }
     Py_XDECREF(body);
     return gl_asgi_answer(self, rc);
 }
 
 static PyObject *ws_send_call(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    GL_FORK_GUARD(NULL);
-    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
-        PyErr_SetString(PyExc_TypeError, "send() takes one message");
-        return NULL;
-    }
-    if (self->rid < 0 || self->srv->sid < 0) return gl_asgi_raise_disconnected();
-    PyObject *msg = args[0];
-    PyObject *t = gl_asgi_get(msg, s_type);
-    if (t == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
-        return NULL;
-    }
+    PyObject *t = gl_asgi_send_type(self, args, nargsf, kwnames, s_type), *msg;
+    if (t == NULL) return NULL;
+    msg = args[0];
     PyObject *r = NULL;
     if (gl_asgi_is(t, s_t_send))
         r = ws_send(self, msg);
@@ -184,31 +174,8 @@ static PyObject *ws_send_call(GLAsgiSend *self, PyObject *const *args, size_t na
     return r;
 }
 
-static PyObject *ws_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
-    GL_FORK_GUARD(NULL);
-    if (self->rid >= 0 && self->srv->sid >= 0) glAsgiWsDone(self->srv->sid, self->rid, 0);
-    Py_RETURN_NONE;
-}
-
-static PyObject *ws_fail(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
-    GL_FORK_GUARD(NULL);
-    if (self->rid >= 0 && self->srv->sid >= 0) glAsgiWsDone(self->srv->sid, self->rid, 1);
-    Py_RETURN_NONE;
-}
-
-static PyObject *ws_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
-    GL_FORK_GUARD(NULL);
-    return PyLong_FromLong(self->rid >= 0 ? glAsgiWsStatus(self->rid) : 0);
-}
-
-static PyMethodDef ws_send_methods[] = {
-    {"_done", (PyCFunction)ws_done, METH_NOARGS, "The application's call returned."},
-    {"_fail", (PyCFunction)ws_fail, METH_NOARGS, "The application's call raised (an open session closes with 1011)."},
-    {"_status", (PyCFunction)ws_status, METH_NOARGS, "101 accepted, the HTTP response's status, or 0."},
-    {NULL}};
-
-static PyTypeObject WsSendType = GL_ASGI_SEND_TYPE(
-    "goloop._goloop.AsgiWebSocketSend", "The `send` callable of one ASGI WebSocket session.", ws_send_methods);
+static PyTypeObject WsSendType =
+    GL_ASGI_SEND_TYPE("goloop._goloop.AsgiWebSocketSend", "The `send` callable of one ASGI WebSocket session.");
 
 /* ---------- receive ---------- */
 

@@ -156,21 +156,3 @@ func glAsgiWsRecv(rid C.long, kind, code *C.int, reason *pyObj) (ret pyObj) {
 	}
 	return C.gl_none()
 }
-
-//export glAsgiWsDone
-func glAsgiWsDone(sid, rid C.long, failed C.int) (rc C.int) {
-	defer recoverInt(&rc)
-	if w := getWS(rid); w != nil {
-		w.AppDone(failed != 0)
-	}
-	return 0
-}
-
-//export glAsgiWsStatus
-func glAsgiWsStatus(rid C.long) (rc C.int) {
-	defer recoverInt(&rc)
-	if w := getWS(rid); w != nil {
-		return C.int(w.Status())
-	}
-	return 0
-}
