@@ -145,6 +145,7 @@ func TestLoopDriver(t *testing.T) {
 		{"WSDenyAndNotAccepted", TestWSDenyAndNotAccepted},
 		{"SlowReader", testLoopSlowReader}, {"ManyLargeResponses", testLoopManyLargeResponses},
 		{"ResetsAndFds", testLoopResetsAndFds}, {"BothDrivers", testBothDrivers},
+		{"HandOffWritePending", testHandOffWritePending},
 	} {
 		t.Run(tc.name, tc.f)
 	}
@@ -356,4 +357,42 @@ func testBothDrivers(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A WebSocket handshake pipelined behind a large response the socket has not taken yet:
+// the connection is handed to the goroutine driver with its write pending (the writer
+// goroutine finishes it), then the session is read by its goroutine.
+func testHandOffWritePending(t *testing.T) {
+	ws := wsEchoApp(nil)
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		if r.WS() != nil {
+			ws(a, r)
+			return
+		}
+		sized(a, r)
+	})
+	c, br := dialSmall(t, addr)
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, "GET /4194304 HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(100 * time.Millisecond) // the response fills the socket
+	io.WriteString(c, "GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: "+wsKey+"\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	time.Sleep(100 * time.Millisecond) // handed off while the write waits
+	if n, err := readHead(br); err != nil || n != 4194304 {
+		t.Fatal(n, err)
+	}
+	if _, err := io.CopyN(io.Discard, br, 4194304); err != nil {
+		t.Fatal(err)
+	}
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 101") {
+		t.Fatalf("%q %v", line, err)
+	}
+	if _, err := readHead(br); err != nil {
+		t.Fatal(err)
+	}
+	writeFrame(c, 0x81, []byte("hi"), true)
+	if first, p := readFrame(t, br); first != 0x81 || string(p) != "hi" {
+		t.Fatalf("%x %q", first, p)
+	}
 }
