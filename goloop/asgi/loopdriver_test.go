@@ -33,6 +33,7 @@ type testPoller struct {
 	epfd, evfd int
 	mu         sync.Mutex
 	hs         map[int]func(uint32)
+	gate       sync.Mutex // held around each batch of events (a test may hold them back)
 	after      func()
 	done       chan struct{}
 	stopped    chan struct{}
@@ -85,6 +86,7 @@ func (p *testPoller) run() {
 		if err != nil {
 			continue
 		}
+		p.gate.Lock()
 		for _, ev := range evs[:n] {
 			p.mu.Lock()
 			h := p.hs[int(ev.Fd)]
@@ -93,6 +95,7 @@ func (p *testPoller) run() {
 				h(ev.Events)
 			}
 		}
+		p.gate.Unlock()
 		p.after()
 	}
 }
@@ -145,7 +148,7 @@ func TestLoopDriver(t *testing.T) {
 		{"WSDenyAndNotAccepted", TestWSDenyAndNotAccepted},
 		{"SlowReader", testLoopSlowReader}, {"ManyLargeResponses", testLoopManyLargeResponses},
 		{"ResetsAndFds", testLoopResetsAndFds}, {"BothDrivers", testBothDrivers},
-		{"HandOffWritePending", testHandOffWritePending},
+		{"HandOffWritePending", testHandOffWritePending}, {"AcceptBackoff", testAcceptBackoff},
 	} {
 		t.Run(tc.name, tc.f)
 	}
@@ -394,5 +397,44 @@ func testHandOffWritePending(t *testing.T) {
 	writeFrame(c, 0x81, []byte("hi"), true)
 	if first, p := readFrame(t, br); first != 0x81 || string(p) != "hi" {
 		t.Fatalf("%x %q", first, p)
+	}
+}
+
+// Accept failing with EMFILE pauses the listener (level-triggered, it would spin); the
+// timer resumes it and the waiting connections are served.
+func testAcceptBackoff(t *testing.T) {
+	a, addr := startServer(t, Config{}, hello)
+	gate := &a.s.lp.(*testPoller).gate
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skip(err)
+	}
+	gate.Lock() // the server accepts nothing until the limit is down
+	var conns []net.Conn
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	low := lim
+	low.Cur = uint64(countFds(t)) // no descriptor left for accept
+	err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low)
+	gate.Unlock()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, c := range conns {
+		io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	time.Sleep(250 * time.Millisecond) // accept fails, the listener pauses
+	unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	for _, c := range conns {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, body := readResp(t, bufio.NewReader(c), "GET"); body != "hello /a" {
+			t.Fatal(body)
+		}
 	}
 }
