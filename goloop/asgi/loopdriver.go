@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goloop/goloop/goloop/poller"
 	"golang.org/x/sys/unix"
 )
 
@@ -213,9 +214,9 @@ func (c *Conn) loopRead() {
 			c.mu.Unlock()
 			return
 		}
-		n, err := unix.Read(c.fd, buf)
+		n, err := poller.RawRead(c.fd, buf) // non-blocking: no scheduler bookkeeping
 		for err == unix.EINTR {
-			n, err = unix.Read(c.fd, buf)
+			n, err = poller.RawRead(c.fd, buf)
 		}
 		if c.lingering {
 			if n > 0 && c.lingerN > n && err == nil {
@@ -323,9 +324,9 @@ func (c *Conn) loopWriteLocked() {
 			}
 			continue
 		}
-		n, err := unix.Write(c.fd, c.out[:lim])
+		n, err := poller.RawWrite(c.fd, c.out[:lim])
 		for err == unix.EINTR {
-			n, err = unix.Write(c.fd, c.out[:lim])
+			n, err = poller.RawWrite(c.fd, c.out[:lim])
 		}
 		c.consumeLocked(n)
 		if err == unix.EAGAIN || (err == nil && n < lim) {
