@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goloop/goloop/goloop/httpparser"
+	"github.com/goloop/goloop/goloop/poller"
 	"golang.org/x/sys/unix"
 )
 
@@ -496,11 +497,12 @@ func (c *Conn) tryWrite(buf []byte) (n int, err error) {
 	return rawWrite(c.rc, buf)
 }
 
-// rawWrite is one non-blocking write to rc's socket.
+// rawWrite is one non-blocking write to rc's socket (a raw system call, as the loop
+// driver's: no entersyscall/exitsyscall on the loop thread).
 func rawWrite(rc syscall.RawConn, buf []byte) (n int, err error) {
 	cerr := rc.Control(func(fd uintptr) {
 		for {
-			n, err = unix.Write(int(fd), buf)
+			n, err = poller.RawWrite(int(fd), buf)
 			if err != unix.EINTR {
 				return
 			}
