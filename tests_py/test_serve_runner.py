@@ -139,3 +139,105 @@ def test_scope_addresses_per_connection():
                 assert got["server"] == ["127.0.0.1", server.port]
                 seen.append(got["client"][1])
         assert len(set(seen)) == 3
+
+
+def test_each_request_is_its_own_task_with_its_own_context():
+    """current_task() inside the application is the request's Task (anyio's cancel scopes and
+    Starlette rely on it), a different one per request, in asyncio.all_tasks(); a ContextVar
+    set by one request is not seen by the next (each Task runs in a copy of the context)."""
+    import contextvars
+
+    var = contextvars.ContextVar("req", default="unset")
+    seen = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        task = asyncio.current_task()
+        seen.append((task, var.get(), task in asyncio.all_tasks(), task.get_name()))
+        var.set(scope["path"])
+        await asyncio.sleep(0)  # the same task after a suspension
+        assert asyncio.current_task() is task and var.get() == scope["path"]
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        assert get(server, "/a")[0] == 200
+        assert get(server, "/b")[0] == 200
+    (t1, v1, in1, n1), (t2, v2, in2, n2) = seen
+    assert t1 is not None and t2 is not None and t1 is not t2
+    assert (v1, v2) == ("unset", "unset")
+    assert in1 and in2
+    assert n1 != n2  # task names stay unique
+
+
+def test_send_and_receive_after_the_application_returned():
+    """A send() kept past the application's return (a task it left behind) raises the
+    RuntimeError Go gives for a completed response; receive() gives http.disconnect."""
+    got = {}
+    done = asyncio.Event
+
+    async def late(send, receive):
+        await asyncio.sleep(0.01)
+        for msg in ({"type": "http.response.start", "status": 200, "headers": []},
+                    {"type": "http.response.body", "body": b"late"}):
+            try:
+                await send(msg)
+            except Exception as exc:  # noqa: BLE001 (recorded for the test)
+                got[msg["type"]] = exc
+        got["receive"] = await receive()
+        got["done"].set()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        got["done"] = done()
+        got["task"] = asyncio.get_running_loop().create_task(late(send, receive))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        assert get(server, "/")[:3:2] == (200, b"ok")
+        for _ in range(200):
+            if "receive" in got:
+                break
+            import time
+            time.sleep(0.01)
+    assert isinstance(got["http.response.start"], RuntimeError), got
+    assert "already started" in str(got["http.response.start"])
+    assert isinstance(got["http.response.body"], RuntimeError), got
+    assert "already completed" in str(got["http.response.body"])
+    assert got["receive"] == {"type": "http.disconnect"}
+
+
+def test_scope_has_every_key_once_set():
+    """The scope is copied from a template holding every key a request sets: none is left
+    at its placeholder (None), and "state" is there only with a lifespan state."""
+    seen = []
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while True:
+                m = await receive()
+                if m["type"] == "lifespan.startup":
+                    if "state" in scope:
+                        scope["state"]["k"] = 1
+                    await send({"type": "lifespan.startup.complete"})
+                else:
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        seen.append(dict(scope))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    keys = {"type", "asgi", "http_version", "scheme", "method", "path", "raw_path", "query_string",
+            "root_path", "headers", "client", "server", "extensions"}
+    with serving(app, lifespan="off") as server:
+        assert get(server, "/")[0] == 200
+    with serving(app, lifespan="on") as server:
+        assert get(server, "/x")[0] == 200
+    plain, with_state = seen
+    assert set(plain) == keys
+    assert set(with_state) == keys | {"state"} and with_state["state"] == {"k": 1}
+    for s in (plain, with_state):
+        assert all(v is not None for v in s.values()), s

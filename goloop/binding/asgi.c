@@ -156,6 +156,7 @@ static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
     Py_VISIT(self->c_host);
     Py_VISIT(self->s_addr);
     Py_VISIT(self->template);
+    Py_VISIT(self->scope_tpl);
     Py_VISIT(self->state);
     return 0;
 }
@@ -167,6 +168,7 @@ static int srv_clear(GLAsgiServer *self) {
     Py_CLEAR(self->c_host);
     Py_CLEAR(self->s_addr);
     Py_CLEAR(self->template);
+    Py_CLEAR(self->scope_tpl);
     Py_CLEAR(self->state);
     return 0;
 }
@@ -486,6 +488,24 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
     return Py_NewRef((PyObject *)done_none);
 }
 
+/* send() after the application returned: what Go answers then (AppDone started and completed
+ * the response), raised without Go (the request was let go). */
+static PyObject *send_after_finish(PyObject *msg) {
+    PyObject *type = msg_get(msg, s_type);
+    if (type == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
+        return NULL;
+    }
+    int start = PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_start) == 0;
+    if (start)
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Unexpected ASGI message 'http.response.start' sent, after response already started.");
+    else if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message %R sent, after response already completed.", type);
+    Py_DECREF(type);
+    return NULL;
+}
+
 static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     GL_FORK_GUARD(NULL);
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -493,7 +513,7 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
         PyErr_SetString(PyExc_TypeError, "send() takes one message");
         return NULL;
     }
-    if (self->rid < 0 || self->srv->sid < 0) return raise_disconnected();
+    if (self->rid < 0 || self->srv->sid < 0) return self->finished ? send_after_finish(args[0]) : raise_disconnected();
     PyObject *msg = args[0];
     PyObject *type = msg_get(msg, s_type);
     if (type == NULL) {
@@ -696,6 +716,7 @@ PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh) {
         }
         PyTuple_SET_ITEM(t, 0, n);
         PyTuple_SET_ITEM(t, 1, v);
+        PyObject_GC_UnTrack(t);  /* two bytes: never in a cycle (the collector would untrack it later) */
         PyList_SET_ITEM(headers, i / 2, t);
     }
     return headers;
@@ -744,6 +765,7 @@ static PyObject *client_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hl
     }
     PyTuple_SET_ITEM(t, 0, h);
     PyTuple_SET_ITEM(t, 1, p);
+    PyObject_GC_UnTrack(t);  /* a str and an int: never in a cycle */
     return t;
 }
 
@@ -762,11 +784,72 @@ static PyObject *server_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hl
     return t;
 }
 
+/* A new HTTP scope: a copy of srv->scope_tpl, the template with every key a request sets
+ * already there (None). Copying a compact dict is one copy of its key table, and the
+ * request's items then replace values: no insertion, no resize. */
+static PyObject *http_scope(GLAsgiServer *srv) {
+    char want_state = srv->state != NULL;
+    if (srv->scope_tpl == NULL || srv->scope_tpl_state != want_state) {
+        PyObject *keys[] = {s_http_version, s_method, s_path, s_raw_path, s_query_string, s_headers,
+                            s_client, s_server, s_state};
+        PyObject *t = PyDict_Copy(srv->template);
+        if (t == NULL) return NULL;
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) - !want_state; i++) {
+            if (PyDict_SetDefault(t, keys[i], Py_None) == NULL) {
+                Py_DECREF(t);
+                return NULL;
+            }
+        }
+        Py_XSETREF(srv->scope_tpl, t);
+        srv->scope_tpl_state = want_state;
+    }
+    return PyDict_Copy(srv->scope_tpl);
+}
+
 static int set_new(PyObject *d, PyObject *k, PyObject *v) {
     if (v == NULL) return -1;
     int rc = PyDict_SetItem(d, k, v);
     Py_DECREF(v);
     return rc;
+}
+
+#if PY_VERSION_HEX < 0x030C0000
+static PyObject *kw_name;  /* ("name",) */
+
+/* A name for a request's Task, "goloop-request-N". 3.11's Task formats its default name
+ * ("Task-N") with PyUnicode_FromFormat when it is created (~4% of a pipelined hello world's
+ * CPU); this one is made from a digit string. 3.12 names tasks lazily: no name passed there. */
+static PyObject *task_name(void) {
+    static unsigned long long counter;
+    static const char prefix[] = "goloop-request-";
+    char digits[24];
+    int nd = 0;
+    unsigned long long n = ++counter;
+    do {
+        digits[sizeof(digits) - 1 - nd++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    Py_ssize_t np = sizeof(prefix) - 1;
+    PyObject *u = PyUnicode_New(np + nd, 127);
+    if (u == NULL) return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(u), prefix, np);
+    memcpy(PyUnicode_1BYTE_DATA(u) + np, digits + sizeof(digits) - nd, nd);
+    return u;
+}
+#endif
+
+/* loop.create_task(coro) for a request. */
+static PyObject *create_task(GLAsgiServer *srv, PyObject *coro) {
+#if PY_VERSION_HEX < 0x030C0000
+    PyObject *name = task_name();
+    if (name == NULL) return NULL;
+    PyObject *args[3] = {srv->loop, coro, name};
+    PyObject *task = PyObject_VectorcallMethod(s_create_task, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_name);
+    Py_DECREF(name);
+    return task;
+#else
+    return PyObject_CallMethodOneArg(srv->loop, s_create_task, coro);
+#endif
 }
 
 int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
@@ -785,6 +868,7 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
     send->rid = rid;
     send->srv = (GLAsgiServer *)Py_NewRef(srv);
     send->recv_fut = send->send_fut = NULL;
+    send->finished = 0;
     PyObject_GC_Track(send);
     recv = PyObject_GC_New(GLAsgiRecv, &RecvType);
     if (recv == NULL) goto fail;
@@ -792,7 +876,7 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
     recv->send = (GLAsgiSend *)Py_NewRef(send);
     PyObject_GC_Track(recv);
 
-    scope = PyDict_Copy(srv->template);
+    scope = http_scope(srv);
     if (scope == NULL) goto fail;
     headers = gl_asgi_headers(blob, ends, nh);
     if (headers == NULL) goto fail;
@@ -824,7 +908,7 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
         if (run == NULL) goto fail;
         Py_SETREF(coro, run);
     }
-    task = PyObject_CallMethodOneArg(srv->loop, s_create_task, coro);
+    task = create_task(srv, coro);
     if (task == NULL) goto fail;
     Py_DECREF(task);
     Py_DECREF(coro);
@@ -887,6 +971,14 @@ int gl_init_asgi(PyObject *m) {
     INTERN(s_v2, "2");
     INTERN(s_copy, "copy");
 #undef INTERN
+#if PY_VERSION_HEX < 0x030C0000
+    {
+        PyObject *k = PyUnicode_InternFromString("name");
+        kw_name = k ? PyTuple_Pack(1, k) : NULL;
+        Py_XDECREF(k);
+        if (kw_name == NULL) return -1;
+    }
+#endif
     for (int i = 0; i < NMETHODS; i++)
         if ((method_objs[i] = PyUnicode_InternFromString(method_names[i])) == NULL) return -1;
     if ((empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL) return -1;
@@ -919,3 +1011,14 @@ void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception) {
 }
 
 PyObject *gl_asgi_client_disconnected(void) { return ClientDisconnected; }
+
+/* The application's call returned (asgi_run.c): Go answers a response not started with a
+ * 500 and forgets the request now, in the one call the send object's dealloc would make
+ * (glAsgiReqFree); send() then raises as Go would, receive() gives http.disconnect. */
+void gl_asgi_finish(GLAsgiSend *s) {
+    if (gl_forked || s->rid < 0) return;
+    if (s->srv->sid < 0) return;  /* released: the dealloc frees the id */
+    glAsgiReqFree(s->rid);
+    s->rid = -1;
+    s->finished = 1;
+}

@@ -11,6 +11,8 @@ typedef struct {
     PyObject *loop;
     PyObject *runner;      /* runner(scope, receive, send) -> coroutine */
     PyObject *template;    /* the scope's constant items */
+    PyObject *scope_tpl;   /* template + every key an HTTP request sets (None): what a scope copies */
+    char scope_tpl_state;  /* scope_tpl has "state" */
     PyObject *state;       /* lifespan state (dict) or NULL */
     PyObject *app;         /* set: an HTTP request calls app itself (not runner, which is still
                               the websocket's) and its coroutine runs in an AsgiRun (asgi_run.c) */
@@ -30,6 +32,7 @@ typedef struct {
     GLAsgiServer *srv;
     PyObject *recv_fut;    /* the Future receive() returned, until resolved */
     PyObject *send_fut;    /* the Future send() returned (backpressure), until resolved */
+    char finished;         /* the application returned and the request was let go (asgi_run.c) */
 } GLAsgiSend;
 
 /* Called by asgi.go. */
@@ -57,6 +60,7 @@ const char *gl_asgi_hdrbuf(Py_ssize_t *n);
 PyObject *gl_asgi_done(PyObject *value);
 void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception);
 PyObject *gl_asgi_client_disconnected(void);
+void gl_asgi_finish(GLAsgiSend *s);
 
 /* WebSocket (asgi_ws.c) */
 int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
