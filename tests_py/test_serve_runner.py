@@ -241,3 +241,24 @@ def test_scope_has_every_key_once_set():
     assert set(with_state) == keys | {"state"} and with_state["state"] == {"k": 1}
     for s in (plain, with_state):
         assert all(v is not None for v in s.values()), s
+
+
+def test_response_headers_as_list_tuple_or_iterable():
+    """http.response.start's headers: a list or tuple is indexed, anything else iterated; pairs
+    may be tuples or lists; a bad pair is a RuntimeError/TypeError raised by send (500)."""
+    def hdrs(path):
+        pairs = [(b"x-a", b"1"), [b"x-b", b"2"]]
+        return {"/list": pairs, "/tuple": tuple(pairs), "/gen": (p for p in pairs),
+                "/bad": [(b"x-a", b"1"), (b"x-b",)]}[path]
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": hdrs(scope["path"])})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        for path in ("/list", "/tuple", "/gen"):
+            st, h, _ = get(server, path)
+            assert st == 200 and h["x-a"] == "1" and h["x-b"] == "2", (path, h)
+        assert get(server, "/bad")[0] == 500

@@ -375,11 +375,23 @@ static PyObject *raise_disconnected(void) {
 int gl_asgi_header_lines(PyObject *headers) {
     hdrbuf.n = 0;
     if (headers != NULL) {
-        PyObject *it = PyObject_GetIter(headers);
+        /* a list or tuple is indexed: no iterator object (one GC allocation less per
+         * response). The size is read at each step and the item referenced, so Python code
+         * a pair runs (a sequence's __iter__) may change the list. Free-threaded builds
+         * iterate lists (another thread may change one). */
+#ifdef Py_GIL_DISABLED
+        int indexed = PyTuple_CheckExact(headers);
+#else
+        int indexed = PyList_CheckExact(headers) || PyTuple_CheckExact(headers);
+#endif
+        PyObject *it = indexed ? Py_NewRef(headers) : PyObject_GetIter(headers);
         Py_DECREF(headers);
         if (it == NULL) return -1;
         PyObject *pair;
-        while ((pair = PyIter_Next(it)) != NULL) {
+        Py_ssize_t i = 0;
+        while ((pair = !indexed ? PyIter_Next(it)
+                                : i < PySequence_Fast_GET_SIZE(it) ? Py_NewRef(PySequence_Fast_GET_ITEM(it, i++))
+                                                                   : NULL) != NULL) {
             PyObject *name, *value;
             const char *np, *vp;
             Py_ssize_t nn, vn;
