@@ -262,3 +262,59 @@ def test_response_headers_as_list_tuple_or_iterable():
             st, h, _ = get(server, path)
             assert st == 200 and h["x-a"] == "1" and h["x-b"] == "2", (path, h)
         assert get(server, "/bad")[0] == 500
+
+
+def test_held_start_meets_another_requests_response():
+    """asgi.c holds http.response.start until the first body part (one Go call for both):
+    a request whose start is held while another request answers (its start reuses the
+    buffer), then answers, gets its own status and headers; a second start is refused at
+    once; a start followed by the app's return closes the connection (as uvicorn: the
+    response is incomplete)."""
+    import http.client
+    import threading
+
+    ev = {}
+    errors = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        if path == "/a":
+            await send({"type": "http.response.start", "status": 201, "headers": [(b"x-who", b"a")]})
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": []})
+            except RuntimeError as exc:
+                errors.append(str(exc))
+            ev["a"] = asyncio.Event()
+            await ev["a"].wait()  # /b answers meanwhile
+            await send({"type": "http.response.body", "body": b"from a"})
+        elif path == "/b":
+            await send({"type": "http.response.start", "status": 202, "headers": [(b"x-who", b"b")]})
+            await send({"type": "http.response.body", "body": b"from b"})
+            ev["a"].set()
+        else:  # /start-only: the app returns after its start
+            await send({"type": "http.response.start", "status": 204, "headers": [(b"x-who", b"c")]})
+
+    with serving(app, lifespan="off") as server:
+        res = {}
+        t = threading.Thread(target=lambda: res.setdefault("a", get(server, "/a")))
+        t.start()
+        import time
+        for _ in range(500):
+            if "a" in ev:
+                break
+            time.sleep(0.01)
+        res["b"] = get(server, "/b")
+        t.join(10)
+        try:
+            res["c"] = get(server, "/start-only")
+        except http.client.RemoteDisconnected as exc:
+            res["c"] = exc
+        assert get(server, "/b")[0] == 202  # the server goes on
+    st, h, body = res["a"]
+    assert (st, h["x-who"], body) == (201, "a", b"from a")
+    st, h, body = res["b"]
+    assert (st, h["x-who"], body) == (202, "b", b"from b")
+    assert isinstance(res["c"], http.client.RemoteDisconnected)
+    assert errors == ["Unexpected ASGI message 'http.response.start' sent, after response already started."]

@@ -6,6 +6,7 @@
 #include "_cgo_export.h"
 
 static PyObject *ClientDisconnected;
+static void release_own_start(GLAsgiSend *s);
 static PyTypeObject DoneType, SendType, RecvType, ServerType;
 static PyTypeObject *loopcore_type;  /* _goloop.LoopCore */
 
@@ -292,6 +293,7 @@ typedef struct {
 
 static void send_dealloc(GLAsgiSend *self) {
     PyObject_GC_UnTrack(self);
+    release_own_start(self);
     if (self->rid >= 0 && !gl_forked) glAsgiReqFree(self->rid);
     Py_CLEAR(self->recv_fut);
     Py_CLEAR(self->send_fut);
@@ -342,6 +344,31 @@ static int gbuf_put(gbuf *b, const char *s, Py_ssize_t n) {
 }
 
 static _Thread_local gbuf hdrbuf;  /* per thread: loops of several threads serve at once (3.13t) */
+/* The request whose http.response.start is held (GLAsgiSend.held_status): its header lines
+ * are in hdrbuf until its first body part or until hdrbuf is needed for something else. */
+static _Thread_local GLAsgiSend *held_start;
+
+static PyObject *raise_disconnected(void);
+
+/* Give the held start, if any, to Go now (before hdrbuf is reused, or before an operation
+ * of its request that needs Go to know the response started). A client that went away
+ * meanwhile is reported by that request's next send. */
+void gl_asgi_release_start(void) {
+    GLAsgiSend *s = held_start;
+    if (s == NULL) return;
+    held_start = NULL;
+    int status = s->held_status;
+    s->held_status = 0;
+    if (gl_forked || s->rid < 0 || s->srv->sid < 0) return;
+    int rc = glAsgiStart(s->srv->sid, s->rid, status, hdrbuf.p, hdrbuf.n);
+    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) s->start_lost = 1;
+    else if (rc < 0) PyErr_WriteUnraisable((PyObject *)s);  /* cannot happen: checked when held */
+}
+
+/* The held start of s, if s has one, to Go (see gl_asgi_release_start). */
+static void release_own_start(GLAsgiSend *s) {
+    if (s->held_status != 0 && held_start == s) gl_asgi_release_start();
+}
 
 /* bytes of a header name or value, checked the way h11 checks them (no CR, LF, NUL; a
  * name is a non-empty token without ':' or whitespace). */
@@ -373,6 +400,7 @@ static PyObject *raise_disconnected(void) {
 /* The header lines ("name: value\r\n" each) of an ASGI headers iterable (NULL: none) into
  * hdrbuf (gl_asgi_hdrbuf), checked; steals the reference to headers. */
 int gl_asgi_header_lines(PyObject *headers) {
+    gl_asgi_release_start();  /* hdrbuf holds a start not yet in Go */
     hdrbuf.n = 0;
     if (headers != NULL) {
         /* a list or tuple is indexed: no iterator object (one GC allocation less per
@@ -435,6 +463,11 @@ const char *gl_asgi_hdrbuf(Py_ssize_t *n) {
 }
 
 static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
+    if (self->held_status != 0 || self->start_lost) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Unexpected ASGI message 'http.response.start' sent, after response already started.");
+        return NULL;
+    }
     PyObject *status_o = msg_get(msg, s_status);
     if (status_o == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "status");
@@ -443,13 +476,22 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
     long status = PyLong_Check(status_o) ? PyLong_AsLong(status_o) : -2;
     Py_DECREF(status_o);
     if (status == -1 && PyErr_Occurred()) return NULL;
-    if (status < 0 || status > 999) {
+    if (status < 100 || status > 999) {
         PyErr_SetString(PyExc_RuntimeError, "ASGI 'http.response.start' status must be an integer from 100 to 999");
         return NULL;
     }
     PyObject *headers = msg_get(msg, s_headers);
     if (headers == NULL && PyErr_Occurred()) return NULL;
     if (gl_asgi_header_lines(headers) < 0) return NULL;
+    PyObject *tr = PyDict_CheckExact(msg) ? PyDict_GetItemWithError(msg, s_trailers) : NULL;
+    if (tr == NULL && PyErr_Occurred()) return NULL;
+    if (PyDict_CheckExact(msg) && tr == NULL) {
+        /* held until the first body part, which takes it to Go in the same call (Go writes
+         * nothing before it anyway); a second start is refused here as Go would */
+        self->held_status = (int)status;
+        held_start = self;
+        return Py_NewRef((PyObject *)done_none);
+    }
     int rc = glAsgiStart(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n);
     if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return raise_disconnected();
     if (rc < 0) return NULL;
@@ -480,19 +522,31 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
         return NULL;
     }
     Py_buffer view = {0};
-    int rc;
+    const char *p = NULL;
+    Py_ssize_t n = 0;
     if (body != NULL && !PyBytes_CheckExact(body)) {
         if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
             Py_DECREF(body);
             return NULL;
         }
-        rc = glAsgiSend(self->srv->sid, self->rid, view.buf, view.len, more);
-        PyBuffer_Release(&view);
+        p = view.buf;
+        n = view.len;
     } else if (body != NULL) {
-        rc = glAsgiSend(self->srv->sid, self->rid, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), more);
-    } else {
-        rc = glAsgiSend(self->srv->sid, self->rid, NULL, 0, more);
+        p = PyBytes_AS_STRING(body);
+        n = PyBytes_GET_SIZE(body);
     }
+    int rc;
+    if (self->start_lost) {
+        rc = GL_ASGI_ERR_DISCONNECTED;
+    } else if (self->held_status != 0) {  /* the held start and this part: one call */
+        int status = self->held_status;
+        self->held_status = 0;
+        held_start = NULL;
+        rc = glAsgiStartSend(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n, (char *)p, n, more);
+    } else {
+        rc = glAsgiSend(self->srv->sid, self->rid, (char *)p, n, more);
+    }
+    if (view.obj != NULL) PyBuffer_Release(&view);
     Py_XDECREF(body);
     if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return raise_disconnected();
     if (rc < 0) return NULL;
@@ -539,7 +593,8 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
                (PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_start) == 0)) {
         r = send_start(self, msg);
     } else if (!PyErr_Occurred()) {
-        r = gl_asgi_send_ext(self, type, msg); /* trailers, pathsend (asgi_spec.c) */
+        release_own_start(self);
+        r = self->start_lost ? raise_disconnected() : gl_asgi_send_ext(self, type, msg); /* trailers, pathsend (asgi_spec.c) */
     } else {
         r = NULL;
     }
@@ -549,12 +604,14 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
 
 static PyObject *send_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
+    release_own_start(self);
     if (self->rid >= 0 && self->srv->sid >= 0) glAsgiDone(self->srv->sid, self->rid);
     Py_RETURN_NONE;
 }
 
 static PyObject *send_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
+    release_own_start(self);
     return PyLong_FromLong(self->rid >= 0 ? glAsgiStatus(self->rid) : 0);
 }
 
@@ -880,7 +937,8 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
     send->rid = rid;
     send->srv = (GLAsgiServer *)Py_NewRef(srv);
     send->recv_fut = send->send_fut = NULL;
-    send->finished = 0;
+    send->finished = send->start_lost = 0;
+    send->held_status = 0;
     PyObject_GC_Track(send);
     recv = PyObject_GC_New(GLAsgiRecv, &RecvType);
     if (recv == NULL) goto fail;
@@ -1028,6 +1086,7 @@ PyObject *gl_asgi_client_disconnected(void) { return ClientDisconnected; }
  * 500 and forgets the request now, in the one call the send object's dealloc would make
  * (glAsgiReqFree); send() then raises as Go would, receive() gives http.disconnect. */
 void gl_asgi_finish(GLAsgiSend *s) {
+    release_own_start(s);
     if (gl_forked || s->rid < 0) return;
     if (s->srv->sid < 0) return;  /* released: the dealloc frees the id */
     glAsgiReqFree(s->rid);

@@ -33,6 +33,9 @@ typedef struct {
     PyObject *recv_fut;    /* the Future receive() returned, until resolved */
     PyObject *send_fut;    /* the Future send() returned (backpressure), until resolved */
     char finished;         /* the application returned and the request was let go (asgi_run.c) */
+    char start_lost;       /* a held start reached Go after the client went away */
+    int held_status;       /* http.response.start held in C (its header lines in hdrbuf) until
+                              the first body part takes it to Go in the same call; 0: none */
 } GLAsgiSend;
 
 /* Called by asgi.go. */
@@ -61,6 +64,7 @@ PyObject *gl_asgi_done(PyObject *value);
 void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception);
 PyObject *gl_asgi_client_disconnected(void);
 void gl_asgi_finish(GLAsgiSend *s);
+void gl_asgi_release_start(void);
 
 /* WebSocket (asgi_ws.c) */
 int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
