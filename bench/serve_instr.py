@@ -14,18 +14,16 @@ off (GODEBUG=asyncpreemptoff=1): callgrind asserts on its SIGURG. Needs valgrind
 import argparse
 import os
 import re
-import signal
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from serve_bench import free_port  # noqa: E402
+from serve_bench import free_port, wait_port  # noqa: E402
 
 
 def drive(port, n, depth, conns, path):
@@ -72,17 +70,9 @@ def count(app, n, depth, conns, path, out):
             "--lifespan", "off", "--log-level", "warning", "--timeout-keep-alive", "300"]
     errf = tempfile.TemporaryFile()
     proc = subprocess.Popen(argv, env=env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=errf)
+    proc.errf = errf
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    errf.seek(0)
-                    raise RuntimeError("server did not start: " + errf.read().decode()[:3000])
-                time.sleep(0.5)
+        wait_port(port, proc, timeout=300)  # valgrind starts slowly
         drive(port, 1000, depth, conns, path)  # warm-up
         subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
         drive(port, n, depth, conns, path)
