@@ -434,10 +434,6 @@ class Server:
             _goloop._asgi_ws_config(srv, cfg["ws"] == "none", int(cfg["ws_max_size"]), int(cfg["ws_max_queue"]),
                                     float(cfg["ws_ping_interval"] or 0), float(cfg["ws_ping_timeout"] or 0),
                                     bool(cfg["ws_per_message_deflate"]))
-            if os.environ.get("GL_FREEZE"):
-                import gc
-                gc.collect()
-                gc.freeze()
             for s in self.sockets:
                 srv.listen(s.fileno())
                 self._log_started(s)
