@@ -463,7 +463,7 @@ const char *gl_asgi_hdrbuf(Py_ssize_t *n) {
 }
 
 static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
-    if (self->held_status != 0 || self->start_lost) {
+    if (self->started) {
         PyErr_SetString(PyExc_RuntimeError,
                         "Unexpected ASGI message 'http.response.start' sent, after response already started.");
         return NULL;
@@ -489,12 +489,14 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
         /* held until the first body part, which takes it to Go in the same call (Go writes
          * nothing before it anyway); a second start is refused here as Go would */
         self->held_status = (int)status;
+        self->started = 1;
         held_start = self;
         return Py_NewRef((PyObject *)done_none);
     }
     int rc = glAsgiStart(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n);
     if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return raise_disconnected();
     if (rc < 0) return NULL;
+    self->started = 1;
     if (gl_asgi_start_trailers(self, msg) < 0) return NULL; /* trailers: True (asgi_spec.c) */
     return Py_NewRef((PyObject *)done_none);
 }
@@ -937,7 +939,7 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
     send->rid = rid;
     send->srv = (GLAsgiServer *)Py_NewRef(srv);
     send->recv_fut = send->send_fut = NULL;
-    send->finished = send->start_lost = 0;
+    send->finished = send->started = send->start_lost = 0;
     send->held_status = 0;
     PyObject_GC_Track(send);
     recv = PyObject_GC_New(GLAsgiRecv, &RecvType);

@@ -33,6 +33,7 @@ typedef struct {
     PyObject *recv_fut;    /* the Future receive() returned, until resolved */
     PyObject *send_fut;    /* the Future send() returned (backpressure), until resolved */
     char finished;         /* the application returned and the request was let go (asgi_run.c) */
+    char started;          /* http.response.start was accepted (held or given to Go) */
     char start_lost;       /* a held start reached Go after the client went away */
     int held_status;       /* http.response.start held in C (its header lines in hdrbuf) until
                               the first body part takes it to Go in the same call; 0: none */

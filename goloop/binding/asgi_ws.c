@@ -529,7 +529,7 @@ int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int3
     send->rid = rid;
     send->srv = (GLAsgiServer *)Py_NewRef(srv);
     send->recv_fut = send->send_fut = NULL;
-    send->finished = send->start_lost = 0;
+    send->finished = send->started = send->start_lost = 0;
     send->held_status = 0;
     PyObject_GC_Track(send);
     recv = PyObject_GC_New(WsRecv, &WsRecvType);
