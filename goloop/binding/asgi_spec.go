@@ -11,7 +11,6 @@ import "C"
 import (
 	"errors"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,11 +35,7 @@ func glAsgiSendTrailers(rid C.long, hdr *C.char, n C.Py_ssize_t, more C.int) (rc
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	var b []byte
-	if n > 0 {
-		b = unsafe.Slice((*byte)(unsafe.Pointer(hdr)), int(n))
-	}
-	return asgiErr(r.SendTrailers(b, more != 0))
+	return asgiErr(r.SendTrailers(cBytes(hdr, n), more != 0))
 }
 
 // glAsgiSendFile is http.response.pathsend: Go sends the file and completes the response.
