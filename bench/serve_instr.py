@@ -2,20 +2,22 @@
 """Instructions per request of `goloop serve`, counted by callgrind: stable on a shared machine
 where CPU-time benchmarks are not (other processes change the time, not the instructions).
 
-    python3 bench/serve_instr.py [--app hello] [--depth 16] [--conns 10] [--n 5000] [--annotate [N]]
+    python3 bench/serve_instr.py [--app hello] [--depth 16] [--conns 10] [--n 5000] [--https] [--annotate [N]]
 
 The server runs under `valgrind --tool=callgrind`; after a warm-up the counters are zeroed
 (callgrind_control -z), n GET requests are served (pipelined `depth` deep on `conns`
 connections, each batch's responses read before the next) and the counters dumped: their
 total / n is the per-request count. --annotate prints the N functions with the largest
 inclusive count per request (where a request's instructions go). Go's async preemption is
-off (GODEBUG=asyncpreemptoff=1): callgrind asserts on its SIGURG. Needs valgrind.
+off (GODEBUG=asyncpreemptoff=1): callgrind asserts on its SIGURG. --https serves over TLS (a
+certificate made with openssl; the client does not verify it). Needs valgrind.
 """
 import argparse
 import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -23,13 +25,17 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from serve_bench import free_port, wait_port  # noqa: E402
+from serve_bench import free_port, make_certs, wait_port  # noqa: E402
 
 
-def drive(port, n, depth, conns, path):
+def drive(port, n, depth, conns, path, tls=False):
     """n GET requests, `depth` per write, on `conns` connections; waits for every response."""
     req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").encode()
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(conns)]
+    if tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        socks = [ctx.wrap_socket(s) for s in socks]
     left = n
     while left > 0:
         batch = []
@@ -61,21 +67,24 @@ def _complete(buf, k):
     return len(m) >= k and len(buf) >= heads[k - 1] + int(m[k - 1])
 
 
-def count(app, n, depth, conns, path, out):
-    """Instructions of the server while it serves n requests (after a warm-up), and the dump."""
+def count(app, n, depth, conns, path, out, certs=None):
+    """Instructions of the server while it serves n requests (after a warm-up), and the dump;
+    over TLS with certs (certificate, key)."""
     port = free_port()
     env = dict(os.environ, GODEBUG="asyncpreemptoff=1", PYTHONPATH=os.pathsep.join([HERE, os.path.join(REPO, "pyshim")]))
     argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-P", "-m", "goloop",
             "serve", f"serve_apps:{app}", "--app-dir", HERE, "--port", str(port), "--no-access-log",
             "--lifespan", "off", "--log-level", "warning", "--timeout-keep-alive", "300"]
+    if certs:
+        argv += ["--ssl-certfile", certs[0], "--ssl-keyfile", certs[1]]
     errf = tempfile.TemporaryFile()
     proc = subprocess.Popen(argv, env=env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=errf)
     proc.errf = errf
     try:
         wait_port(port, proc, timeout=300)  # valgrind starts slowly
-        drive(port, 1000, depth, conns, path)  # warm-up
+        drive(port, 1000, depth, conns, path, bool(certs))  # warm-up
         subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
-        drive(port, n, depth, conns, path)
+        drive(port, n, depth, conns, path, bool(certs))
         subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True, capture_output=True)
     finally:
         proc.kill()
@@ -110,10 +119,13 @@ def main():
     ap.add_argument("--inclusive", action="store_true", help="--annotate with inclusive counts (unreliable "
                     "across cgo calls: callgrind takes Go's stack switches for calls)")
     ap.add_argument("--keep", help="copy the callgrind dump here")
+    ap.add_argument("--https", action="store_true", help="serve over TLS")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        total, dump = count(args.app, args.n, args.depth, args.conns, args.path, os.path.join(tmp, "cg"))
-        print(f"{args.app}, {args.depth} deep on {args.conns} connections: {total / args.n:,.0f} instructions per request")
+        certs = make_certs(tmp) if args.https else None
+        total, dump = count(args.app, args.n, args.depth, args.conns, args.path, os.path.join(tmp, "cg"), certs)
+        print(f"{args.app}{' over HTTPS' if certs else ''}, {args.depth} deep on {args.conns} connections: "
+              f"{total / args.n:,.0f} instructions per request")
         if args.keep:
             shutil.copy(dump, args.keep)
         if args.annotate:
