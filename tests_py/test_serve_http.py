@@ -451,8 +451,10 @@ def test_unix_socket(tmp_path):
 def test_unknown_and_unsupported_options():
     with pytest.raises(_serve.ConfigError, match="no option 'bogus'"):
         _serve.Server(hello_app, bogus=1)
-    with pytest.raises(_serve.ConfigError, match="timeout_worker_healthcheck"):
-        _serve.Server(hello_app, timeout_worker_healthcheck=4)
+    with pytest.raises(_serve.ConfigError, match="support 'interface' yet"):
+        _serve.Server(hello_app, interface="wsgi")
+    with pytest.raises(_serve.ConfigError, match="timeout_worker_healthcheck must be"):
+        _serve.Server(hello_app, timeout_worker_healthcheck="soon")
     with pytest.raises(_serve.ConfigError, match="ssl.ciphers"):  # TLS is Go's: its cipher suites
         _serve.Server(hello_app, ssl_certfile="x.pem", ssl_ciphers="HIGH")
     _serve.Server(hello_app, workers=1, reload=False)  # uvicorn's defaults are fine
@@ -467,8 +469,8 @@ def run_cli(*args, **kw):
 def test_cli_rejects_unknown_options():
     r = run_cli("serve", "x:app", "--bogus")
     assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
-    r = run_cli("serve", "x:app", "--timeout-worker-healthcheck", "2")
-    assert r.returncode == 2 and "--timeout-worker-healthcheck is not supported by goloop serve yet" in r.stderr
+    r = run_cli("serve", "x:app", "--interface", "wsgi")
+    assert r.returncode == 2 and "--interface is not supported by goloop serve yet" in r.stderr
     r = run_cli("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr
 

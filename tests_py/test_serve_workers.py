@@ -39,6 +39,18 @@ async def app(scope, receive, send):
     if path == "/slow":
         open("slow-started", "w").close()
         await asyncio.sleep(1.5)
+    if path == "/block":  # blocks the worker's loop (the health check must see it)
+        open("blocked-%d" % os.getpid(), "w").close()
+        import time
+        time.sleep(60)
+    if path == "/busy":  # busy for 3 s, its loop free between steps
+        import time
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            t = time.monotonic() + 0.005
+            while time.monotonic() < t:
+                pass
+            await asyncio.sleep(0)
     if path == "/env":
         body = os.environ.get("GOLOOP_TEST_VAR", "-")
     else:
@@ -280,6 +292,50 @@ def test_sighup_rolling_reload_drops_nothing(master_factory):
     assert set(served[-10:]) <= new
     m.wait_for("Application shutdown complete", count=2)  # the old workers stopped gracefully
     assert m.count(r"Worker \[\d+\] exited") == 0
+
+
+def test_healthcheck_restarts_a_worker_whose_loop_blocks(master_factory, tmp_path):
+    """--timeout-worker-healthcheck: a worker whose loop is blocked (time.sleep in a handler)
+    does not answer the master's ping; it is killed and restarted, the other one serves on."""
+    m = master_factory("--workers", "2", "--timeout-worker-healthcheck", "1")
+    m.wait_for("Application startup complete", count=2)
+    workers = m.wait_workers(2)
+    c = http.client.HTTPConnection("127.0.0.1", m.port, timeout=30)
+    c.request("GET", "/block")
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob("blocked-*")):
+        assert time.monotonic() < deadline, m.log()
+        time.sleep(0.01)
+    blocked = int(next(tmp_path.glob("blocked-*")).name.split("-")[1])
+    t0 = time.monotonic()
+    m.wait_for(r"Worker \[%d\] did not answer the health check within 1 s" % blocked)
+    m.wait_for(r"Worker \[%d\] exited with code -9; restarting it$" % blocked)
+    assert time.monotonic() - t0 < 20  # not the 60 s of the sleep
+    with pytest.raises((ConnectionError, http.client.HTTPException)):
+        c.getresponse()  # the killed worker's connection ends without an answer
+    c.close()
+    m.wait_for("Application startup complete", count=3)
+    now = m.wait_workers(2)
+    assert blocked not in now and set(workers) - {blocked} <= set(now)
+    assert pids_seen(m) == set(now)
+    assert m.count("did not answer the health check") == 1
+
+
+def test_healthcheck_spares_busy_workers(master_factory):
+    """Workers busy for 3 s answering requests whose loop is free between steps are not
+    killed with a 1 s health check timeout."""
+    m = master_factory("--workers", "2", "--timeout-worker-healthcheck", "1")
+    m.wait_for("Application startup complete", count=2)
+    workers = m.wait_workers(2)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(m.get("/busy", timeout=30))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [st for st, _ in results] == [200] * 4, m.log()
+    assert m.count("did not answer the health check") == 0
+    assert m.workers() == workers
 
 
 def test_sigttin_sigttou(master_factory):

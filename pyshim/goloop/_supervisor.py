@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
+import math
 import os
 import selectors
 import signal
@@ -48,10 +49,12 @@ OPTIONS: dict[str, Any] = {
     "use_colors": None,  # accepted and ignored: goloop's log lines have no colours
     "metrics": False,
     "metrics_path": None,
+    "timeout_worker_healthcheck": 5,
 }
 
 # what the master does and its workers do not
-_MASTER_ONLY = ("workers", "reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay", "env_file")
+_MASTER_ONLY = ("workers", "reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay", "env_file",
+                "timeout_worker_healthcheck")
 
 RELOAD_INCLUDES = ["*.py"]
 RELOAD_EXCLUDES = [".*", ".py[cod]", ".sw.*", "~*"]
@@ -73,6 +76,9 @@ def check_options(cfg: dict[str, Any]) -> None:
         raise _config_error("metrics_path must start with '/'")
     if float(cfg.get("reload_delay") or 0.25) <= 0:
         raise _config_error("reload_delay must be positive")
+    t = cfg.get("timeout_worker_healthcheck")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0):
+        raise _config_error("timeout_worker_healthcheck must be a number of seconds (0: off)")
 
 
 def wants_supervisor(options: dict[str, Any]) -> bool:
@@ -102,6 +108,9 @@ def add_arguments(p) -> None:
                    help="count requests and their latency (goloop.serve_metrics())")
     p.add_argument("--metrics-path", default=None,
                    help="serve the metrics in Prometheus' text format at this path (answered by Go)")
+    p.add_argument("--timeout-worker-healthcheck", type=float, default=5,
+                   help="a worker whose loop does not answer the master's ping within this many seconds "
+                        "is killed and restarted (0: off)")
 
 
 # ---------------------------------------------------------------- env file, log config
@@ -222,10 +231,32 @@ def _set_pdeathsig() -> None:
         pass
 
 
+def _answer_pings(loop: Any, fd: int) -> None:
+    """The worker's side of the health check: the loop answers each ping of the master (a
+    reader on the control socket), so a worker whose loop is blocked does not answer."""
+
+    def pong() -> None:
+        try:
+            data = os.read(fd, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # the master is gone
+            loop.remove_reader(fd)
+            return
+        try:
+            os.write(fd, b"p")
+        except OSError:
+            pass
+
+    loop.add_reader(fd, pong)
+
+
 def worker_main(argv: list[str] | None = None) -> None:
     """Entry of a worker process: argv[0] is the JSON of its configuration."""
     spec = json.loads((argv or sys.argv[1:])[0])
-    master, ready_fd, app = spec.pop("_master"), spec.pop("_ready_fd"), spec.pop("_app")
+    master, ctl_fd, app = spec.pop("_master"), spec.pop("_ctl_fd"), spec.pop("_app")
     _set_pdeathsig()
     if os.getppid() != master:  # the master died before prctl
         sys.exit(0)
@@ -244,10 +275,12 @@ def worker_main(argv: list[str] | None = None) -> None:
         while not server.started and not task.done():
             await asyncio.sleep(0.005)
         if server.started:
+            os.set_blocking(ctl_fd, False)
             try:
-                os.write(ready_fd, b"r")
+                os.write(ctl_fd, b"r")  # serving
             except OSError:
                 pass
+            _answer_pings(asyncio.get_running_loop(), ctl_fd)
         await task
 
     try:
@@ -334,14 +367,17 @@ class _Watcher:
 
 
 class _Worker:
-    def __init__(self, proc: subprocess.Popen, ready_r: int):
+    def __init__(self, proc: subprocess.Popen, ctl: socket.socket):
         self.proc = proc
         self.pid = proc.pid
-        self.ready_r = ready_r
+        self.ctl = ctl  # the control socket: b"r" when serving, then b"p" for each ping
+        self.ping_sent = 0.0  # when the ping not answered yet was sent (0: none)
+        self.pong_at = 0.0
         self.ready = False
         self.started = time.monotonic()
         self.ready_at = 0.0
         self.retiring = False
+        self.killed = False  # by the health check
         self.replaces: _Worker | None = None  # a reload's new worker: the one it replaces
 
 
@@ -367,28 +403,32 @@ class Supervisor:
 
     # -- workers
     def _spawn(self) -> _Worker:
-        r, w = os.pipe()
-        os.set_blocking(r, False)
+        ctl, child = socket.socketpair()
+        ctl.setblocking(False)
+        w = child.fileno()
         spec = {k: v for k, v in self.cfg.items() if k not in _MASTER_ONLY}
-        spec.update(fd=self.sockets[0].fileno(), uds=None, _ready_fd=w, _app=self.app, _master=os.getpid())
+        spec.update(fd=self.sockets[0].fileno(), uds=None, _ctl_fd=w, _app=self.app, _master=os.getpid())
         if spec.get("forwarded_allow_ips") is None:
             spec["forwarded_allow_ips"] = forwarded_allow_ips(self.cfg)
         cmd = [sys.executable, "-c", "from goloop._supervisor import worker_main; worker_main()",
                json.dumps(spec)]
         try:
             proc = subprocess.Popen(cmd, pass_fds=[s.fileno() for s in self.sockets] + [w])
+        except BaseException:
+            ctl.close()
+            raise
         finally:
-            os.close(w)
-        wk = _Worker(proc, r)
-        self.sel.register(r, selectors.EVENT_READ, wk)
+            child.close()
+        wk = _Worker(proc, ctl)
+        self.sel.register(ctl, selectors.EVENT_READ, wk)
         return wk
 
     def _forget(self, wk: _Worker) -> None:
         try:
-            self.sel.unregister(wk.ready_r)
+            self.sel.unregister(wk.ctl)
         except (KeyError, ValueError):
             pass
-        os.close(wk.ready_r)
+        wk.ctl.close()
 
     def _signal(self, wk: _Worker, sig: int) -> None:
         try:
@@ -409,22 +449,25 @@ class Supervisor:
         return self.active + self.candidates + self.retiring
 
     # -- events
-    def _on_ready(self, wk: _Worker) -> None:
+    def _on_ctl(self, wk: _Worker) -> None:
         try:
-            data = os.read(wk.ready_r, 64)
+            data = wk.ctl.recv(64)
         except BlockingIOError:
             return
         except OSError:
             data = b""
         if not data:  # the worker closed its end (it exits): its exit is seen by _reap
             try:
-                self.sel.unregister(wk.ready_r)
+                self.sel.unregister(wk.ctl)
             except (KeyError, ValueError):
                 pass
             return
-        if wk.ready:
+        if b"p" in data:
+            wk.ping_sent, wk.pong_at = 0.0, time.monotonic()
+        if wk.ready or b"r" not in data:
             return
         wk.ready, wk.ready_at = True, time.monotonic()
+        wk.pong_at = wk.ready_at
         logger.debug("Worker [%d] is serving", wk.pid)
         if wk in self.candidates:
             old = wk.replaces
@@ -519,6 +562,39 @@ class Supervisor:
                 self._retire(wk)
                 self._signal(wk, signal.SIGKILL)
 
+    def _healthcheck(self) -> float:
+        """--timeout-worker-healthcheck: pings each serving worker (on its control socket,
+        answered by the worker's loop) once its last answer is older than the check interval,
+        and kills one whose ping is not answered within the timeout (its loop is blocked or
+        the process hangs); _reap restarts it. Returns when to check next (inf: never)."""
+        timeout = float(self.cfg.get("timeout_worker_healthcheck") or 0)
+        if timeout <= 0 or self.stopping:
+            return math.inf
+        every = min(1.0, timeout / 4)
+        now = time.monotonic()
+        nxt = math.inf
+        for wk in self.active:
+            if not wk.ready or wk.retiring or wk.killed:
+                continue
+            if wk.ping_sent:
+                if now - wk.ping_sent < timeout:
+                    nxt = min(nxt, wk.ping_sent + timeout)
+                    continue
+                logger.error("Worker [%d] did not answer the health check within %g s (is its loop blocked?): "
+                             "killing it", wk.pid, timeout)
+                wk.killed = True
+                self._signal(wk, signal.SIGKILL)
+            elif now - wk.pong_at >= every:
+                try:
+                    wk.ctl.send(b"?")
+                except OSError:  # it exits: _reap sees it
+                    continue
+                wk.ping_sent = now
+                nxt = min(nxt, now + timeout)
+            else:
+                nxt = min(nxt, wk.pong_at + every)
+        return nxt
+
     # -- the loop
     def run(self) -> int:
         cfg = self.cfg
@@ -547,7 +623,7 @@ class Supervisor:
                 self._balance()
                 if self.stopping and not self._all():
                     break
-                timeout = 0.5
+                timeout = max(0.0, min(0.5, self._healthcheck() - time.monotonic()))
                 if self.watcher is not None:
                     timeout = max(0.0, min(timeout, next_watch - time.monotonic()))
                 if len(self.active) < self.n and not self.stopping:
@@ -560,7 +636,7 @@ class Supervisor:
                         except BlockingIOError:
                             pass
                     else:
-                        self._on_ready(key.data)
+                        self._on_ctl(key.data)
                 sigs, self.signals[:] = list(self.signals), []
                 for s in sigs:
                     if s != signal.SIGCHLD:
