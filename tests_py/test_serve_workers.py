@@ -53,6 +53,9 @@ async def app(scope, receive, send):
             await asyncio.sleep(0)
     if path == "/env":
         body = os.environ.get("GOLOOP_TEST_VAR", "-")
+    elif path == "/m":
+        import json
+        body = json.dumps(goloop.serve_metrics())
     else:
         body = "%s %d" % (VERSION, os.getpid())
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
@@ -336,6 +339,48 @@ def test_healthcheck_spares_busy_workers(master_factory):
     assert [st for st, _ in results] == [200] * 4, m.log()
     assert m.count("did not answer the health check") == 0
     assert m.workers() == workers
+
+
+def test_metrics_summed_over_workers(master_factory):
+    """--workers 2 --metrics-path: each worker counts in its slot of the master's shared
+    file and /metrics (answered by whichever worker accepts it) is the sum; a killed and
+    restarted worker takes its slot over, so the totals go on. The metrics requests, answered
+    by Go, are not counted; goloop.serve_metrics() called by the app counts its own request."""
+    m = master_factory("--workers", "2", "--metrics-path", "/metrics")
+    m.wait_for("Application startup complete", count=2)
+    workers = m.wait_workers(2)
+    seen, sent = set(), 0
+    while len(seen) < 2 or sent < 20:  # a new connection each: both workers answer some
+        st, body = m.get("/")
+        assert st == 200 and sent < 500
+        seen.add(int(body.split()[1]))
+        sent += 1
+    assert seen == set(workers)
+
+    def metric(name):
+        st, body = m.get("/metrics")
+        assert st == 200
+        return int(re.search(r"^%s (\d+)$" % re.escape(name), body, re.M).group(1))
+
+    for _ in range(6):  # whichever worker answers, the whole server's counts
+        assert metric("goloop_requests_total") == sent
+        assert metric('goloop_responses_total{status="2xx"}') == sent
+        assert metric("goloop_request_duration_seconds_count") == sent
+    os.kill(workers[0], signal.SIGKILL)
+    m.wait_for("Application startup complete", count=3)
+    now = m.wait_workers(2)
+    assert metric("goloop_requests_total") == sent  # the killed worker's counts stay
+    seen = set()
+    while len(seen) < 2 or sent < 40:
+        st, body = m.get("/")
+        seen.add(int(body.split()[1]))
+        sent += 1
+        assert sent < 600
+    assert seen == set(now)
+    assert metric("goloop_requests_total") == sent
+    assert metric("goloop_requests_in_flight") == 0
+    js = json.loads(m.get("/m")[1])
+    assert js["requests"] == sent + 1 and js["in_flight"] == 1 and js["latency"]["count"] == sent
 
 
 def test_sigttin_sigttou(master_factory):

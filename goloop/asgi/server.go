@@ -91,8 +91,11 @@ type Server struct {
 
 	needFlush atomic.Bool // a connection became dirty since NeedFlush last said so
 
-	inflight atomic.Int64 // requests dispatched, application not done
-	requests atomic.Int64 // requests dispatched, ever
+	// the counters (metrics.go): this process' own, or its slot in a shared file with
+	// --workers; inflight and requests point into ctr
+	ctr      *counters
+	inflight *atomic.Int64 // requests dispatched, application not done
+	requests *atomic.Int64 // requests dispatched, ever
 
 	tls     atomic.Pointer[tlsState] // SetTLS (tls.go)
 	h2      h2Server                 // h2.go
@@ -120,6 +123,7 @@ func New(cfg Config) *Server {
 		cfg.WriteBuffer = 256 * 1024
 	}
 	s := &Server{cfg: cfg, conns: make(map[*Conn]struct{})}
+	s.useCounters(&counters{})
 	if cfg.ServerHeader {
 		s.extra = append(s.extra, "server: goloop\r\n"...)
 	}
@@ -194,6 +198,7 @@ func (s *Server) acceptLoop(ln net.Listener) {
 			continue
 		}
 		s.conns[c] = struct{}{}
+		s.ctr.conns.Add(1)
 		s.mu.Unlock()
 		go c.serve()
 	}
@@ -265,7 +270,10 @@ func (s *Server) Requests() int64 { return s.requests.Load() }
 
 func (s *Server) forget(c *Conn) {
 	s.mu.Lock()
-	delete(s.conns, c)
+	if _, ok := s.conns[c]; ok {
+		delete(s.conns, c)
+		s.ctr.conns.Add(-1)
+	}
 	if s.idle != nil && len(s.conns) == 0 {
 		select {
 		case <-s.idle:

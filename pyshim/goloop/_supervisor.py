@@ -21,10 +21,12 @@ import json
 import logging
 import math
 import os
+import mmap
 import selectors
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -168,6 +170,7 @@ def prepare(cfg: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- server hooks (in a worker)
 
 _servers: "weakref.WeakSet" = weakref.WeakSet()
+_shared_metrics: list[int] | None = None  # a worker's [fd, slot] of the master's metrics file
 
 
 def forwarded_allow_ips(cfg: dict[str, Any]) -> str:
@@ -189,6 +192,8 @@ def configure_server(server: Any, srv: Any) -> None:
         kw["metrics"] = True
         if cfg.get("metrics_path"):
             kw["metrics_path"] = cfg["metrics_path"]
+        if _shared_metrics is not None:
+            kw["metrics_fd"], kw["metrics_slot"] = _shared_metrics
     if kw:
         srv.configure(**kw)
     _servers.add(server)
@@ -198,8 +203,9 @@ def serve_metrics() -> dict | None:
     """The metrics of this process' running goloop serve server (None if none runs):
     requests, in_flight, connections and, with metrics on (--metrics or --metrics-path),
     responses by status class and the latency histogram (seconds; cumulative buckets).
-    Counted in Go: no Python code runs per request for them. With --workers each worker
-    counts its own requests. Call it on the server's loop thread."""
+    Counted in Go: no Python code runs per request for them. With --workers they are the
+    whole server's: every worker counts in its slot of a file the master shares with them,
+    and this sums the slots. Call it on the server's loop thread."""
     for server in list(_servers):
         srv = getattr(server, "_srv", None)
         if srv is None:
@@ -256,7 +262,9 @@ def _answer_pings(loop: Any, fd: int) -> None:
 def worker_main(argv: list[str] | None = None) -> None:
     """Entry of a worker process: argv[0] is the JSON of its configuration."""
     spec = json.loads((argv or sys.argv[1:])[0])
+    global _shared_metrics
     master, ctl_fd, app = spec.pop("_master"), spec.pop("_ctl_fd"), spec.pop("_app")
+    _shared_metrics = spec.pop("_metrics", None)
     _set_pdeathsig()
     if os.getppid() != master:  # the master died before prctl
         sys.exit(0)
@@ -366,11 +374,51 @@ class _Watcher:
         return sorted(diff)
 
 
+class _SharedMetrics:
+    """The file in which the workers keep their metrics, one slot each, summed by whichever
+    answers (goloop/asgi/metrics.go has the layout). A memfd the workers inherit; a slot
+    freed by a worker's exit goes to the next worker started, so the counts go on from
+    where they were (Prometheus counters never go back)."""
+
+    HEADER = SLOT = 256
+    MAGIC = 0x31435254454d4c47  # "GLMETRC1"
+    SLOTS = 1024  # workers alive at once (the file is sparse: untouched slots cost nothing)
+
+    def __init__(self) -> None:
+        size = self.HEADER + self.SLOT * self.SLOTS
+        self.fd = os.memfd_create("goloop-metrics", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, size)
+        self.mm = mmap.mmap(self.fd, size)
+        struct.pack_into("<qq", self.mm, 0, self.MAGIC, 0)
+        self.used = 0
+        self.free: list[int] = []
+
+    def take(self) -> int | None:
+        if self.free:
+            self.free.sort()
+            return self.free.pop(0)
+        if self.used == self.SLOTS:
+            return None  # that worker counts alone
+        self.used += 1
+        struct.pack_into("<q", self.mm, 8, self.used)  # before the worker starts on it
+        return self.used - 1
+
+    def release(self, slot: int) -> None:
+        """slot's worker exited: its gauges (in flight, connections) go to zero."""
+        struct.pack_into("<qq", self.mm, self.HEADER + slot * self.SLOT + 8, 0, 0)
+        self.free.append(slot)
+
+    def close(self) -> None:
+        self.mm.close()
+        os.close(self.fd)
+
+
 class _Worker:
     def __init__(self, proc: subprocess.Popen, ctl: socket.socket):
         self.proc = proc
         self.pid = proc.pid
         self.ctl = ctl  # the control socket: b"r" when serving, then b"p" for each ping
+        self.slot: int | None = None  # in the shared metrics file
         self.ping_sent = 0.0  # when the ping not answered yet was sent (0: none)
         self.pong_at = 0.0
         self.ready = False
@@ -400,6 +448,7 @@ class Supervisor:
         self.sockets: list[socket.socket] = []
         self.sel = selectors.DefaultSelector()
         self.watcher: _Watcher | None = None
+        self.metrics: _SharedMetrics | None = None  # --metrics: the workers count in it
 
     # -- workers
     def _spawn(self) -> _Worker:
@@ -410,16 +459,24 @@ class Supervisor:
         spec.update(fd=self.sockets[0].fileno(), uds=None, _ctl_fd=w, _app=self.app, _master=os.getpid())
         if spec.get("forwarded_allow_ips") is None:
             spec["forwarded_allow_ips"] = forwarded_allow_ips(self.cfg)
+        fds = [s.fileno() for s in self.sockets] + [w]
+        slot = self.metrics.take() if self.metrics is not None else None
+        if slot is not None:
+            spec["_metrics"] = [self.metrics.fd, slot]
+            fds.append(self.metrics.fd)
         cmd = [sys.executable, "-c", "from goloop._supervisor import worker_main; worker_main()",
                json.dumps(spec)]
         try:
-            proc = subprocess.Popen(cmd, pass_fds=[s.fileno() for s in self.sockets] + [w])
+            proc = subprocess.Popen(cmd, pass_fds=fds)
         except BaseException:
             ctl.close()
+            if slot is not None:
+                self.metrics.release(slot)
             raise
         finally:
             child.close()
         wk = _Worker(proc, ctl)
+        wk.slot = slot
         self.sel.register(ctl, selectors.EVENT_READ, wk)
         return wk
 
@@ -429,6 +486,9 @@ class Supervisor:
         except (KeyError, ValueError):
             pass
         wk.ctl.close()
+        if wk.slot is not None:
+            self.metrics.release(wk.slot)
+            wk.slot = None
 
     def _signal(self, wk: _Worker, sig: int) -> None:
         try:
@@ -608,6 +668,8 @@ class Supervisor:
         old_wakeup = signal.set_wakeup_fd(sig_w, warn_on_full_buffer=False)
         self.sel.register(sig_r, selectors.EVENT_READ, None)
         try:
+            if cfg.get("metrics") or cfg.get("metrics_path"):
+                self.metrics = _SharedMetrics()
             logger.info("Started parent process [%d]", os.getpid())
             self._log_listening()
             if cfg.get("reload"):
@@ -661,6 +723,8 @@ class Supervisor:
             os.close(sig_w)
             for s in self.sockets:
                 s.close()
+            if self.metrics is not None:
+                self.metrics.close()
             if cfg.get("uds") and os.path.exists(cfg["uds"]):
                 os.remove(cfg["uds"])
         logger.info("Stopping parent process [%d]", os.getpid())
