@@ -480,6 +480,12 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
         rc = glAsgiSend(self->srv->sid, self->rid, NULL, 0, more);
     }
     Py_XDECREF(body);
+    return gl_asgi_send_answer(self, rc);
+}
+
+/* send()'s answer to Go's rc for a body part: done at once, or a future resolved when the
+ * output drains (GL_ASGI_PAUSED); a lost client raises ClientDisconnected. */
+PyObject *gl_asgi_send_answer(GLAsgiSend *self, int rc) {
     if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return raise_disconnected();
     if (rc < 0) return NULL;
     if (rc == GL_ASGI_PAUSED) return new_future(self, &self->send_fut);

@@ -306,7 +306,11 @@ func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int) (rc C
 	if n > 0 {
 		b = unsafe.Slice((*byte)(unsafe.Pointer(body)), int(n))
 	}
-	flags, err := r.Send(b, more != 0)
+	return sendRC(r.Send(b, more != 0))
+}
+
+// sendRC is the answer to a body part's send: an error, GL_ASGI_PAUSED or GL_ASGI_OK.
+func sendRC(flags int, err error) C.int {
 	if err != nil {
 		return asgiErr(err)
 	}

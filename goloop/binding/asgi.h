@@ -55,6 +55,7 @@ int gl_asgi_header_lines(PyObject *headers);
 const char *gl_asgi_hdrbuf(Py_ssize_t *n);
 /* asgi.c's helpers for asgi_ws.c */
 PyObject *gl_asgi_done(PyObject *value);
+PyObject *gl_asgi_send_answer(GLAsgiSend *self, int rc);
 void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception);
 PyObject *gl_asgi_client_disconnected(void);
 
