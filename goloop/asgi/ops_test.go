@@ -271,3 +271,28 @@ func TestSharedMetrics(t *testing.T) {
 		t.Fatal("a slot past the file's end was taken")
 	}
 }
+
+// TestAcceptedAsCloseRuns: a connection Accept returned just before Close (it left the
+// listening socket's queue, shared with other workers) has its request answered too.
+func TestAcceptedAsCloseRuns(t *testing.T) {
+	srv, closed := make(chan *Server, 1), make(chan struct{})
+	testHookAccepted = func() {
+		(<-srv).Close()
+		close(closed)
+	}
+	defer func() { testHookAccepted = nil }()
+	a, addr := startServer(t, Config{}, hello)
+	srv <- a.s
+	c, br := dial(t, addr)
+	<-closed
+	fmt.Fprintf(c, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, body := readResp(t, br, "GET")
+	if resp.StatusCode != 200 || body != "hello /late" || !resp.Close {
+		t.Fatalf("got %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	select {
+	case <-a.s.Idle():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not idle after the late connection closed")
+	}
+}

@@ -190,19 +190,31 @@ func (s *Server) acceptLoop(ln net.Listener) {
 			continue
 		}
 		delay = 0
+		if testHookAccepted != nil {
+			testHookAccepted()
+		}
 		c := newConn(s, s.wrapTLS(nc))
 		s.mu.Lock()
-		if s.closed.Load() {
-			s.mu.Unlock()
-			nc.Close()
-			continue
+		// Accepted as the server closes (Close ran since Accept returned): the connection
+		// left the listening socket's queue, which other workers keep serving during a
+		// rolling reload, so it is not dropped but treated as Close treats the connections
+		// it finds: its first request is answered.
+		late := s.closed.Load()
+		if late && len(s.conns) == 0 {
+			s.idle = make(chan struct{}) // not idle any more
 		}
 		s.conns[c] = struct{}{}
 		s.ctr.conns.Add(1)
 		s.mu.Unlock()
+		if late {
+			c.shutdown()
+		}
 		go c.serve()
 	}
 }
+
+// testHookAccepted, if set, runs after each Accept (tests).
+var testHookAccepted func()
 
 // Close stops accepting; idle connections are closed at once, busy ones once their
 // requests in flight are answered (the responses say `connection: close`).
@@ -231,7 +243,8 @@ func (s *Server) Close() {
 	}
 }
 
-// Idle returns a channel closed when, after Close, no connection is left.
+// Idle returns a channel closed when, after Close, no connection is left (a connection
+// accepted as Close ran makes a new one).
 func (s *Server) Idle() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
