@@ -13,6 +13,12 @@ its requests in flight, up to --timeout-graceful-shutdown; a second one forces),
 rolling reload (new workers first; an old one is stopped gracefully once its
 replacement serves), SIGTTIN/SIGTTOU one worker more/less. A worker that dies is
 restarted, with a backoff when it dies young (a crashing app does not spin).
+
+Each worker has a control socket pair with the master: the worker writes b"r" once it
+serves, then its loop answers the master's pings (--timeout-worker-healthcheck: a worker
+whose loop stays blocked is killed and restarted). With --metrics the workers count in
+slots of a shared memory file the master creates (_SharedMetrics), so /metrics and
+goloop.serve_metrics() give the whole server's counts.
 """
 from __future__ import annotations
 
