@@ -634,7 +634,7 @@ class Supervisor:
         and kills one whose ping is not answered within the timeout (its loop is blocked or
         the process hangs); _reap restarts it. Returns when to check next (inf: never)."""
         timeout = float(self.cfg.get("timeout_worker_healthcheck") or 0)
-        if timeout <= 0 or self.stopping:
+        if timeout <= 0 or self.stopping or self.cfg.get("reload"):  # as uvicorn: not with --reload
             return math.inf
         every = min(1.0, timeout / 4)
         now = time.monotonic()
