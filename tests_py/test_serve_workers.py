@@ -223,6 +223,7 @@ CRASH_APP = "raise RuntimeError('the app does not import')\n"
 def test_crashing_app_backs_off(master_factory):
     """A worker that dies at once is restarted after a growing delay, not in a spin."""
     m = master_factory("--workers", "1", "--reload", "--reload-dir", "/nonexistent", src=CRASH_APP)
+    m.wait_for(r"Worker \[\d+\] exited")  # the first start may be slow on a loaded machine
     time.sleep(3)
     n = m.count(r"Worker \[\d+\] exited")
     # delays 0.1, 0.2, 0.4, 0.8, 1.6 s: at most 5-6 deaths in 3 s (a spin makes dozens)
