@@ -342,10 +342,11 @@ def test_healthcheck_spares_busy_workers(master_factory):
     assert m.workers() == workers
 
 
-def test_metrics_summed_over_workers(master_factory):
+def test_metrics_summed_over_workers(master_factory, tmp_path):
     """--workers 2 --metrics-path: each worker counts in its slot of the master's shared
     file and /metrics (answered by whichever worker accepts it) is the sum; a killed and
-    restarted worker takes its slot over, so the totals go on. The metrics requests, answered
+    restarted worker takes its slot over, so the totals go on (the gauges of a killed one go
+    to zero). The metrics requests, answered
     by Go, are not counted; goloop.serve_metrics() called by the app counts its own request."""
     m = master_factory("--workers", "2", "--metrics-path", "/metrics")
     m.wait_for("Application startup complete", count=2)
@@ -367,10 +368,22 @@ def test_metrics_summed_over_workers(master_factory):
         assert metric("goloop_requests_total") == sent
         assert metric('goloop_responses_total{status="2xx"}') == sent
         assert metric("goloop_request_duration_seconds_count") == sent
-    os.kill(workers[0], signal.SIGKILL)
-    m.wait_for("Application startup complete", count=3)
+    # a request in flight, then both workers killed: their counts stay, their gauges go
+    slow = threading.Thread(target=lambda: pytest.raises(Exception, m.get, "/slow"))
+    slow.start()
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "slow-started").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    sent += 1
+    assert metric("goloop_requests_in_flight") == 1
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    slow.join(30)
+    m.wait_for("Application startup complete", count=4)
     now = m.wait_workers(2)
-    assert metric("goloop_requests_total") == sent  # the killed worker's counts stay
+    assert metric("goloop_requests_total") == sent  # the killed workers' counts stay
+    assert metric("goloop_requests_in_flight") == 0
     seen = set()
     while len(seen) < 2 or sent < 40:
         st, body = m.get("/")
@@ -381,7 +394,8 @@ def test_metrics_summed_over_workers(master_factory):
     assert metric("goloop_requests_total") == sent
     assert metric("goloop_requests_in_flight") == 0
     js = json.loads(m.get("/m")[1])
-    assert js["requests"] == sent + 1 and js["in_flight"] == 1 and js["latency"]["count"] == sent
+    # the killed /slow request was dispatched, never completed
+    assert js["requests"] == sent + 1 and js["in_flight"] == 1 and js["latency"]["count"] == sent - 1
 
 
 def test_sigttin_sigttou(master_factory):
