@@ -393,6 +393,7 @@ def test_metrics_summed_over_workers(master_factory, tmp_path):
     assert seen == set(now)
     assert metric("goloop_requests_total") == sent
     assert metric("goloop_requests_in_flight") == 0
+    assert 1 <= metric("goloop_connections") <= 3  # the scrape's own (and closing ones)
     js = json.loads(m.get("/m")[1])
     # the killed /slow request was dispatched, never completed
     assert js["requests"] == sent + 1 and js["in_flight"] == 1 and js["latency"]["count"] == sent - 1

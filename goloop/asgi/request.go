@@ -277,13 +277,13 @@ func (r *Request) sendPart(part bodyPart, more bool, notStarted error) (flags in
 	} else {
 		c.dirtyLocked()
 	}
-	if c.fullLocked() && !r.done {
+	if c.outFullLocked() && !r.done {
 		if !c.writing {
 			c.mu.Unlock()
 			c.flush()
 			c.mu.Lock()
 		}
-		if c.fullLocked() && !r.lost {
+		if c.outFullLocked() && !r.lost {
 			r.waitSend = true
 			flags |= SendPaused
 		}
@@ -390,7 +390,7 @@ func (r *Request) SendReady() (bool, error) {
 	if r.lost {
 		return true, ErrDisconnected
 	}
-	if c.fullLocked() && c.writing {
+	if c.outFullLocked() && c.writing {
 		r.waitSend = true
 		return false, nil
 	}

@@ -103,6 +103,13 @@ type Server struct {
 	metrics *metrics                 // counters (metrics.go), nil: off
 
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
+
+	// loop mode (loopdriver.go)
+	lp    LoopPoller
+	lls   []*loopListener // under mu
+	rbuf  []byte          // the loop thread's read buffer, shared by the connections
+	lt    loopTimer
+	sweep []*Conn // the timer's scratch list
 }
 
 // New returns a server with configuration cfg.
@@ -124,6 +131,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, conns: make(map[*Conn]struct{})}
 	s.useCounters(&counters{})
+	s.lt.fd = -1
 	if cfg.ServerHeader {
 		s.extra = append(s.extra, "server: goloop\r\n"...)
 	}
@@ -140,12 +148,17 @@ func New(cfg Config) *Server {
 var ErrServerClosed = errors.New("asgi: server closed")
 
 // ListenFd serves the listening socket fd (a duplicate is made: the caller keeps fd).
+// With a LoopPoller (SetLoop) and no TLS, the loop thread accepts and serves its
+// connections (loopdriver.go); else goroutines do.
 func (s *Server) ListenFd(fd int) error {
 	// An os.File closes its descriptor when closed or garbage collected: it must own a
 	// duplicate, never fd itself (the caller's, e.g. a Python socket's).
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return err
+	}
+	if s.lp != nil && s.tls.Load() == nil {
+		return s.listenLoop(dup)
 	}
 	f := os.NewFile(uintptr(dup), "listener")
 	ln, err := net.FileListener(f) // dups again
@@ -203,8 +216,7 @@ func (s *Server) acceptLoop(ln net.Listener) {
 		if late && len(s.conns) == 0 {
 			s.idle = make(chan struct{}) // not idle any more
 		}
-		s.conns[c] = struct{}{}
-		s.ctr.conns.Add(1)
+		s.addConnLocked(c)
 		s.mu.Unlock()
 		if late {
 			c.shutdown()
@@ -226,6 +238,8 @@ func (s *Server) Close() {
 	}
 	lns := s.listeners
 	s.listeners = nil
+	lls := s.lls
+	s.lls = nil
 	conns := make([]*Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
@@ -237,6 +251,9 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	for _, ln := range lns {
 		ln.Close()
+	}
+	for _, ll := range lls {
+		ll.close()
 	}
 	for _, c := range conns {
 		c.shutdown()
@@ -266,6 +283,7 @@ func (s *Server) Abort() {
 	for _, c := range conns {
 		c.abort()
 	}
+	s.stopTimer()
 }
 
 // Connections is the number of open connections.
@@ -280,6 +298,12 @@ func (s *Server) InFlight() int { return int(s.inflight.Load()) }
 
 // Requests is the number of requests dispatched so far.
 func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// addConnLocked counts c among the server's connections (s.mu held).
+func (s *Server) addConnLocked(c *Conn) {
+	s.conns[c] = struct{}{}
+	s.ctr.conns.Add(1)
+}
 
 func (s *Server) forget(c *Conn) {
 	s.mu.Lock()
@@ -299,13 +323,19 @@ func (s *Server) forget(c *Conn) {
 
 // push queues events; the push that finds the queue empty calls Notify.
 func (s *Server) push(evs ...Event) {
+	if s.pushQuiet(evs) && s.cfg.Notify != nil {
+		s.cfg.Notify()
+	}
+}
+
+// pushQuiet queues events without Notify (the loop driver's reads: the loop takes the
+// queue after the poll's events); it reports whether the queue was empty.
+func (s *Server) pushQuiet(evs []Event) bool {
 	s.qmu.Lock()
 	wasEmpty := len(s.queue) == 0
 	s.queue = append(s.queue, evs...)
 	s.qmu.Unlock()
-	if wasEmpty && s.cfg.Notify != nil {
-		s.cfg.Notify()
-	}
+	return wasEmpty
 }
 
 // Pending tells whether events are queued.

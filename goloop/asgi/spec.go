@@ -56,8 +56,8 @@ type fileSeg struct {
 	off, n int64
 }
 
-// fullLocked: the connection's output is over its limits (bytes or files queued).
-func (c *Conn) fullLocked() bool { return len(c.out) > c.s.cfg.WriteBuffer || len(c.files) > maxFiles }
+// outFullLocked: the connection's output is over its limits (bytes or files queued).
+func (c *Conn) outFullLocked() bool { return len(c.out) > c.s.cfg.WriteBuffer || len(c.files) > maxFiles }
 
 // noteHeader records the request headers that change how it is answered (OnHeader; name
 // as received).

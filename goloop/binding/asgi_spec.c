@@ -7,20 +7,9 @@
 static PyObject *s_trailers, *s_headers, *s_more_trailers, *s_path, *s_t_trailers, *s_t_pathsend;
 static PyObject *s_file, *s_offset, *s_count, *s_more_body, *s_tell, *s_t_zerocopysend;
 
-static PyObject *get(PyObject *msg, PyObject *key) {
-    if (PyDict_CheckExact(msg)) return Py_XNewRef(PyDict_GetItemWithError(msg, key));
-    PyObject *v = PyObject_GetItem(msg, key);
-    if (v == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) PyErr_Clear();
-    return v;
-}
-
-static int is_type(PyObject *type, PyObject *s) {
-    return type == s || (PyUnicode_Check(type) && PyUnicode_Compare(type, s) == 0);
-}
-
 /* msg[key]'s truth (absent: false); -1 on error. */
 static int flag(PyObject *msg, PyObject *key) {
-    PyObject *v = get(msg, key);
+    PyObject *v = gl_asgi_get(msg, key);
     if (v == NULL) return PyErr_Occurred() ? -1 : 0;
     int on = PyObject_IsTrue(v);
     Py_DECREF(v);
@@ -30,7 +19,7 @@ static int flag(PyObject *msg, PyObject *key) {
 /* msg[key] as a non-negative int into *out (absent or None: -1); -1 on error. */
 static int opt_size(PyObject *msg, PyObject *key, long long *out) {
     *out = -1;
-    PyObject *v = get(msg, key);
+    PyObject *v = gl_asgi_get(msg, key);
     if (v == NULL) return PyErr_Occurred() ? -1 : 0;
     if (v != Py_None) {
         *out = PyLong_AsLongLong(v);
@@ -49,18 +38,18 @@ int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg) {
 }
 
 static PyObject *send_trailers(GLAsgiSend *self, PyObject *msg) {
-    PyObject *headers = get(msg, s_headers);
+    PyObject *headers = gl_asgi_get(msg, s_headers);
     if (headers == NULL && PyErr_Occurred()) return NULL;
     if (gl_asgi_header_lines(headers) < 0) return NULL;
     int more = flag(msg, s_more_trailers);
     if (more < 0) return NULL;
     Py_ssize_t n;
     const char *p = gl_asgi_hdrbuf(&n);
-    return gl_asgi_send_answer(self, glAsgiSendTrailers(self->rid, (char *)p, n, more));
+    return gl_asgi_answer(self, glAsgiSendTrailers(self->rid, (char *)p, n, more));
 }
 
 static PyObject *send_path(GLAsgiSend *self, PyObject *msg) {
-    PyObject *path = get(msg, s_path);
+    PyObject *path = gl_asgi_get(msg, s_path);
     if (path == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "path");
         return NULL;
@@ -73,7 +62,7 @@ static PyObject *send_path(GLAsgiSend *self, PyObject *msg) {
     Py_DECREF(path);
     int rc = glAsgiSendFile(self->rid, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
     Py_DECREF(b);
-    return gl_asgi_send_answer(self, rc);
+    return gl_asgi_answer(self, rc);
 }
 
 /* http.response.zerocopysend: {file: a descriptor or a file object, offset, count, more_body}.
@@ -81,7 +70,7 @@ static PyObject *send_path(GLAsgiSend *self, PyObject *msg) {
  * object's own (tell/seek: a buffered file's differs from its descriptor's), a
  * descriptor's (lseek, in Go). */
 static PyObject *send_zerocopy(GLAsgiSend *self, PyObject *msg) {
-    PyObject *file = get(msg, s_file), *ret = NULL, *pos = NULL;
+    PyObject *file = gl_asgi_get(msg, s_file), *ret = NULL, *pos = NULL;
     long long offset, count, sent = 0;
     int fd, more, by_object, rc;
     if (file == NULL) {
@@ -105,7 +94,7 @@ static PyObject *send_zerocopy(GLAsgiSend *self, PyObject *msg) {
         if (r == NULL) goto done;
         Py_DECREF(r);
     }
-    ret = gl_asgi_send_answer(self, rc);
+    ret = gl_asgi_answer(self, rc);
 done:
     Py_XDECREF(pos);
     Py_DECREF(file);
@@ -114,9 +103,9 @@ done:
 
 /* send() of a message other than http.response.start/body. */
 PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg) {
-    if (is_type(type, s_t_trailers)) return send_trailers(self, msg);
-    if (is_type(type, s_t_pathsend)) return send_path(self, msg);
-    if (is_type(type, s_t_zerocopysend)) return send_zerocopy(self, msg);
+    if (gl_asgi_is(type, s_t_trailers)) return send_trailers(self, msg);
+    if (gl_asgi_is(type, s_t_pathsend)) return send_path(self, msg);
+    if (gl_asgi_is(type, s_t_zerocopysend)) return send_zerocopy(self, msg);
     if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message '%S' sent.", type);
     return NULL;
 }

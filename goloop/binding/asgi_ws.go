@@ -55,7 +55,7 @@ func (sv *asgiSrv) startWS(r *asgi.Request) {
 		cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
 		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix),
 		cview(protos), C.Py_ssize_t(len(protos)), penc, plen)
-	if rc < 0 { // the call could not start (reported by asgi_ws.c): a 500
+	if rc < 0 { // the call could not start (reported by asgi.c gl_asgi_launch): a 500
 		r.WS().AppDone(false)
 		asgiReqs.Del(rid)
 	}
@@ -155,33 +155,4 @@ func glAsgiWsRecv(rid C.long, kind, code *C.int, reason *pyObj) (ret pyObj) {
 		*reason = C.gl_ws_text(rp, C.Py_ssize_t(len(rs)))
 	}
 	return C.gl_none()
-}
-
-//export glAsgiWsDone
-func glAsgiWsDone(sid, rid C.long, failed C.int) (rc C.int) {
-	defer recoverInt(&rc)
-	if w := getWS(rid); w != nil {
-		w.AppDone(failed != 0)
-	}
-	return 0
-}
-
-//export glAsgiWsStatus
-func glAsgiWsStatus(rid C.long) (rc C.int) {
-	defer recoverInt(&rc)
-	if w := getWS(rid); w != nil {
-		return C.int(w.Status())
-	}
-	return 0
-}
-
-// glAsgiWsFree: the send object is freed.
-//
-//export glAsgiWsFree
-func glAsgiWsFree(rid C.long) {
-	defer func() { recover() }()
-	if w := getWS(rid); w != nil {
-		w.AppDone(false)
-		asgiReqs.Del(int(rid))
-	}
 }
