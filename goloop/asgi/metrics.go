@@ -46,7 +46,7 @@ type counters struct {
 	conns    atomic.Int64 // gauge: open connections
 	count    atomic.Int64 // responses completed
 	sumNs    atomic.Int64
-	status   [6]atomic.Int64                     // by status class: 1xx .. 5xx, [0] others
+	status   [6]atomic.Int64                       // by status class: 1xx .. 5xx, [0] others
 	buckets  [len(LatencyBuckets) + 1]atomic.Int64 // non-cumulative; the last is +Inf
 }
 

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/sys/unix"
 	"golang.org/x/net/http2/hpack"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -57,7 +57,9 @@ type fileSeg struct {
 }
 
 // outFullLocked: the connection's output is over its limits (bytes or files queued).
-func (c *Conn) outFullLocked() bool { return len(c.out) > c.s.cfg.WriteBuffer || len(c.files) > maxFiles }
+func (c *Conn) outFullLocked() bool {
+	return len(c.out) > c.s.cfg.WriteBuffer || len(c.files) > maxFiles
+}
 
 // noteHeader records the request headers that change how it is answered (OnHeader; name
 // as received).
