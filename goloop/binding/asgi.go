@@ -367,7 +367,11 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 }
 
 func sendBody(r *asgi.Request, body *C.char, n C.Py_ssize_t, more C.int) C.int {
-	flags, err := r.Send(cBytes(body, n), more != 0)
+	return sendRC(r.Send(cBytes(body, n), more != 0))
+}
+
+// sendRC is the answer to a body part's send: an error, GL_ASGI_PAUSED or GL_ASGI_OK.
+func sendRC(flags int, err error) C.int {
 	if err != nil {
 		return asgiErr(err)
 	}
