@@ -14,7 +14,7 @@ static PyObject *s_type, *s_http, *s_asgi, *s_http_version, *s_method, *s_scheme
     *s_raw_path, *s_query_string, *s_root_path, *s_headers, *s_client, *s_server, *s_state,
     *s_status, *s_body, *s_more_body, *s_trailers, *s_http_request, *s_http_disconnect,
     *s_response_start, *s_response_body, *s_create_task, *s_create_future, *s_call_soon,
-    *s_set_result, *s_set_exception, *s_done, *s_v10, *s_v11, *s_v2, *s_copy;
+    *s_set_result, *s_set_exception, *s_done, *s_v10, *s_v11, *s_v2, *s_copy, *s_extensions;
 static PyObject *msg_disconnect;      /* {"type": "http.disconnect"} (copied for each use) */
 static PyObject *empty_bytes;
 #define NMETHODS 9
@@ -230,14 +230,16 @@ static PyObject *srv_set_state(GLAsgiServer *self, PyObject *state) {
     Py_RETURN_NONE;
 }
 
-/* set_tls(certfile, keyfile, password, ca_certs, cert_reqs): TLS for every connection
- * accepted from now on (asgi_tls.go). */
+/* set_tls(pairs, password, ca_certs, cert_reqs): TLS for every connection accepted from now
+ * on (asgi_tls.go); pairs is b"cert\0key\0cert\0key..." (file system encoding; an empty key:
+ * in the cert's file). */
 static PyObject *srv_set_tls(GLAsgiServer *self, PyObject *args) {
     SRV_CHECK(self);
-    const char *cert, *key, *pw, *ca;
+    const char *pairs, *pw, *ca;
+    Py_ssize_t plen;
     int reqs;
-    if (!PyArg_ParseTuple(args, "zzzzi:set_tls", &cert, &key, &pw, &ca, &reqs)) return NULL;
-    if (glAsgiSetTLS(self->sid, (char *)cert, (char *)key, (char *)pw, (char *)ca, reqs) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "y#zzi:set_tls", &pairs, &plen, &pw, &ca, &reqs)) return NULL;
+    if (glAsgiSetTLS(self->sid, (char *)pairs, plen, (char *)pw, (char *)ca, reqs) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -249,7 +251,7 @@ static PyObject *srv_reload_tls(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)
 
 static PyMethodDef srv_methods[] = {
     {"set_tls", (PyCFunction)srv_set_tls, METH_VARARGS,
-     "set_tls(certfile, keyfile, password, ca_certs, cert_reqs): TLS (and h2 by ALPN)."},
+     "set_tls(pairs, password, ca_certs, cert_reqs): TLS (and h2 by ALPN); pairs: b'cert\\0key\\0...'."},
     {"reload_tls", (PyCFunction)srv_reload_tls, METH_NOARGS,
      "Read the TLS files again: the next handshakes use them (the old ones stay on error)."},
     {"listen", (PyCFunction)srv_listen, METH_O, "listen(fd): serve the listening socket fd (a duplicate)."},
@@ -772,7 +774,7 @@ static int set_new(PyObject *d, PyObject *k, PyObject *v) {
 int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                     int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
                     const char *shost, Py_ssize_t shostlen, int sport, int is_unix,
-                    const char *proxy, Py_ssize_t proxylen) {
+                    const char *proxy, Py_ssize_t proxylen, PyObject *ext) {
     GLAsgiSend *send = NULL;
     GLAsgiRecv *recv = NULL;
     PyObject *scope = NULL, *coro = NULL, *task = NULL, *headers = NULL;
@@ -812,6 +814,7 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
         goto fail;
     }
     if (proxy != NULL && gl_asgi_proxy_scope(scope, proxy, proxylen) < 0) goto fail;
+    if (ext != NULL && PyDict_SetItem(scope, s_extensions, ext) < 0) goto fail;  /* TLS: with "tls" */
     if (srv->state != NULL && set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
 #undef SEG
     {
@@ -886,6 +889,7 @@ int gl_init_asgi(PyObject *m) {
     INTERN(s_v11, "1.1");
     INTERN(s_v2, "2");
     INTERN(s_copy, "copy");
+    INTERN(s_extensions, "extensions");
 #undef INTERN
     for (int i = 0; i < NMETHODS; i++)
         if ((method_objs[i] = PyUnicode_InternFromString(method_names[i])) == NULL) return -1;

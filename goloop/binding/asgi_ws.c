@@ -517,7 +517,7 @@ static PyObject *split_protocols(const char *p, Py_ssize_t n) {
 int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                        const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
                        Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen,
-                       const char *proxy, Py_ssize_t proxylen) {
+                       const char *proxy, Py_ssize_t proxylen, PyObject *ext) {
     GLAsgiSend *send = NULL;
     WsRecv *recv = NULL;
     PyObject *scope = NULL, *coro = NULL, *task = NULL, *headers = NULL, *scheme;
@@ -549,7 +549,7 @@ int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int3
         set_new(scope, s_query_string, PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
         PyDict_SetItem(scope, s_headers, headers) < 0 ||
         set_new(scope, s_subprotocols, split_protocols(protos, protolen)) < 0 ||
-        gl_asgi_ws_extensions(scope) < 0)
+        gl_asgi_ws_extensions(scope, ext) < 0)
         goto fail;
     if (is_unix) {
         if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||
