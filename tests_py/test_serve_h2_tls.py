@@ -187,14 +187,9 @@ def _file_cert(path):
         return ssl.PEM_cert_to_DER_cert(f.read())
 
 
-def test_sighup_reloads_certificates(tmp_path, certs):
-    live = tmp_path / "live"
-    live.mkdir()
-    cert, key = str(live / "cert.pem"), str(live / "key.pem")
-    shutil.copy(certs.server_cert, cert)
-    shutil.copy(certs.server_key, key)
-    (tmp_path / "new").mkdir()
-    new = make_certs(str(tmp_path / "new"))
+def _serve_cli(tmp_path, *options):
+    """`goloop serve app:app *options` in a subprocess (an app answering "ok"), on a socket it
+    inherits; returns the process and the port."""
     (tmp_path / "app.py").write_text(textwrap.dedent("""
         async def app(scope, receive, send):
             await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -206,10 +201,21 @@ def test_sighup_reloads_certificates(tmp_path, certs):
     port = sock.getsockname()[1]
     env = dict(os.environ, PYTHONPATH=PYSHIM)
     p = subprocess.Popen([sys.executable, "-P", "-m", "goloop", "serve", "app:app", "--fd", str(sock.fileno()),
-                          "--ssl-certfile", cert, "--ssl-keyfile", key, "--app-dir", str(tmp_path),
-                          "--lifespan", "off"], pass_fds=[sock.fileno()], env=env,
-                         stderr=subprocess.PIPE, text=True)
+                          "--app-dir", str(tmp_path), "--lifespan", "off", *options],
+                         pass_fds=[sock.fileno()], env=env, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
     sock.close()
+    return p, port
+
+
+def test_sighup_reloads_certificates(tmp_path, certs):
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key = str(live / "cert.pem"), str(live / "key.pem")
+    shutil.copy(certs.server_cert, cert)
+    shutil.copy(certs.server_key, key)
+    (tmp_path / "new").mkdir()
+    new = make_certs(str(tmp_path / "new"))
+    p, port = _serve_cli(tmp_path, "--ssl-certfile", cert, "--ssl-keyfile", key)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -508,51 +514,6 @@ def test_h2c_upgrade_declined_is_http11(certs):
     assert st == 200 and version == 11 and body["len"] == 4 and body["version"] == "1.1"
 
 
-async def continue_app(scope, receive, send):
-    if scope["path"] == "/noread":
-        await send({"type": "http.response.start", "status": 403, "headers": []})
-        await send({"type": "http.response.body", "body": b"no"})
-        return
-    body = b""
-    while True:
-        msg = await receive()
-        body += msg.get("body", b"")
-        if not msg.get("more_body"):
-            break
-    await send({"type": "http.response.start", "status": 200, "headers": []})
-    await send({"type": "http.response.body", "body": b"got " + body})
-
-
-def test_h2_expect_100_continue():
-    with serving(continue_app) as server:
-        c = RawH2(server.port)
-        for sid, path in ((1, "/read"), (3, "/noread")):
-            c.conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", path),
-                                      (":authority", "x"), ("expect", "100-continue")])
-            c.flush()
-            info, status, body, ended = [], None, b"", False
-            while not ended:
-                for ev in c.events():
-                    if getattr(ev, "stream_id", None) != sid:
-                        continue
-                    if isinstance(ev, h2.events.InformationalResponseReceived):
-                        info.append(dict(ev.headers)[b":status"])
-                        c.conn.send_data(sid, b"abc", end_stream=True)  # the client waited for it
-                        c.flush()
-                    elif isinstance(ev, h2.events.ResponseReceived):
-                        status = dict(ev.headers)[b":status"]
-                    elif isinstance(ev, h2.events.DataReceived):
-                        body += ev.data
-                        c.conn.acknowledge_received_data(ev.flow_controlled_length, sid)
-                    elif isinstance(ev, h2.events.StreamEnded):
-                        ended = True
-            if path == "/read":
-                assert info == [b"100"] and status == b"200" and body == b"got abc"
-            else:  # answered without reading: no 100
-                assert info == [] and status == b"403" and body == b"no"
-        c.close()
-
-
 def _rss():
     with open("/proc/self/status") as f:
         for line in f:
@@ -728,21 +689,8 @@ def test_sni_several_certificates(tmp_path):
 def test_sni_cli_and_sighup_reload(tmp_path):
     a = _self_signed(str(tmp_path), "a.example")
     b = _self_signed(str(tmp_path), "b.example")
-    (tmp_path / "app.py").write_text(textwrap.dedent("""
-        async def app(scope, receive, send):
-            await send({"type": "http.response.start", "status": 200, "headers": []})
-            await send({"type": "http.response.body", "body": b"ok"})
-    """))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    env = dict(os.environ, PYTHONPATH=PYSHIM)
-    p = subprocess.Popen([sys.executable, "-P", "-m", "goloop", "serve", "app:app", "--fd", str(sock.fileno()),
-                          "--ssl-certfile", a[0], "--ssl-keyfile", a[1], "--ssl-certfile", b[0],
-                          "--ssl-keyfile", b[1], "--app-dir", str(tmp_path), "--lifespan", "off"],
-                         pass_fds=[sock.fileno()], env=env, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
-    sock.close()
+    p, port = _serve_cli(tmp_path, "--ssl-certfile", a[0], "--ssl-keyfile", a[1], "--ssl-certfile", b[0],
+                         "--ssl-keyfile", b[1])
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -175,17 +175,7 @@ func TestH2cUpgradeDeclined(t *testing.T) {
 }
 
 func TestH2Expect100Continue(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
-		var body []byte
-		for {
-			b, st := a.receiveFlushing(r)
-			body = append(body, b...)
-			if st != RecvBody {
-				break
-			}
-		}
-		a.respond(r, 200, "", "got "+string(body))
-	})
+	_, addr := startServer(t, Config{}, continueApp)
 	c := dialH2(t, addr)
 	c.headersWith(1, false, "POST", "/e", [2]string{"expect", "100-continue"})
 	sawContinue := false
@@ -207,6 +197,11 @@ func TestH2Expect100Continue(t *testing.T) {
 	c.headersWith(3, false, "POST", "/e", [2]string{"expect", "100-continue"})
 	c.fr.WriteData(3, true, []byte("xyz"))
 	if status, _, body, info := c.response(t, 3); status != "200" || string(body) != "got xyz" || info != nil {
+		t.Fatalf("%s %q %v", status, body, info)
+	}
+	// answered without reading: no 100
+	c.headersWith(5, false, "POST", "/noread", [2]string{"expect", "100-continue"})
+	if status, _, body, info := c.response(t, 5); status != "403" || string(body) != "no" || info != nil {
 		t.Fatalf("%s %q %v", status, body, info)
 	}
 }
