@@ -268,7 +268,7 @@ func (r *Request) SendFile(path string) error {
 // sendFileLocked is SendFile on HTTP/2: HEADERS (with content-length unless the
 // application gave one), then the file as DATA frames from writeDataLocked/fileDataLocked.
 func (h *h2Conn) sendFileLocked(r *Request, f *os.File, size int64) error {
-	if !r.headSent && !r.head && !hasHeader(r.hdr, "content-length") {
+	if !r.headSent && !hasHeader(r.hdr, "content-length") {
 		r.hdr = append(r.hdr, "content-length: "...)
 		r.hdr = strconv.AppendInt(r.hdr, size, 10)
 		r.hdr = append(r.hdr, "\r\n"...)
