@@ -105,9 +105,12 @@ fuzz:
 
 bench: build bench-deps
 	$(PY) bench/run.py --write BENCHMARKS.md
+	$(PY) bench/serve_bench.py --duration 5 --rounds 2 --https
 
 demo: build bench-deps
 	$(PY) bench/run.py --quick
+	$(PY) bench/serve_bench.py --duration 2 --rows hello,json,fastapi,pipeline \
+	  --servers "uvicorn+uvloop,granian+uvloop,goloop serve,go fasthttp"
 
 clean:
 	rm -rf build dist *.egg-info pyshim/goloop/_goloop*.so pyshim/goloop/_goloop*.h bench/.bin

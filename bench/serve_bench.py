@@ -7,7 +7,9 @@ Workloads (bench/serve_apps.py): a raw ASGI hello world, a Starlette JSON endpoi
 endpoint with a path parameter and a Pydantic response, the hello world 16-deep pipelined
 (bench/pipeline.lua), and a 100 KiB response. Servers: uvicorn (httptools) on the asyncio,
 uvloop and goloop loops; Granian (ASGI, --workers 1 --runtime-threads 1) on asyncio and uvloop;
-`goloop serve`. Each server is a fresh process tree pinned to core 0 (`taskset -c 0`, which
+`goloop serve`; and the ceiling, "go fasthttp" (bench/ceiling: Go's fastest HTTP/1.1 server on
+one thread with no Python at all, for the rows whose answer needs no framework: hello, 16
+pipelined, 100 KiB, HTTPS). Each server is a fresh process tree pinned to core 0 (`taskset -c 0`, which
 its threads and child processes inherit: Go's threads, Granian's worker and Rust threads),
 after a 1 s warm-up wrk -t1 -cN runs on core 1. Reported: requests/s, the server's CPU µs per
 request (utime+stime of every thread of every process of its tree, over the measured run,
@@ -47,7 +49,24 @@ ROWS = {
     "https": ("hello world, HTTPS", "hello", "/", 1, True),
 }
 SERVERS = ["uvicorn+asyncio", "uvicorn+uvloop", "uvicorn+goloop", "granian+asyncio", "granian+uvloop",
-           "goloop serve"]
+           "goloop serve", "go fasthttp"]
+# The ceiling: Go's fastest HTTP/1.1 server (bench/ceiling), one thread, no
+# Python: what the hello and big apps answer, answered with no application cost at all.
+CEILING_APPS = ("hello", "big")
+
+
+def ceiling_binary():
+    """bench/ceiling built once into build/ (None: Go or the module proxy is not available)."""
+    out = os.path.join(REPO, "build", "ceiling-fasthttp")
+    if not os.path.exists(out):
+        go = shutil.which("go") or "/usr/local/go/bin/go"
+        try:
+            subprocess.run([go, "build", "-o", out, "./bench/ceiling"], cwd=REPO, check=True,
+                           capture_output=True, timeout=300)
+        except (OSError, subprocess.SubprocessError) as exc:
+            print(f"# go fasthttp: not built ({exc})", flush=True)
+            return None
+    return out
 
 
 def goloop_serve_has_tls() -> bool:
@@ -85,6 +104,14 @@ def server_argv(name, app, port, certs):
             if not goloop_serve_has_tls():
                 return None
             argv += ["--ssl-certfile", certs[0], "--ssl-keyfile", certs[1]]
+        return argv
+    if name == "go fasthttp":
+        binary = ceiling_binary() if app in CEILING_APPS else None
+        if binary is None:
+            return None
+        argv = [binary, "-addr", f"127.0.0.1:{port}", "-app", app]
+        if certs:
+            argv += ["-cert", certs[0], "-key", certs[1]]
         return argv
     raise ValueError(name)
 
@@ -232,7 +259,7 @@ def main():
                     port = free_port()
                     argv = server_argv(name, app, port, certs if tls else None)
                     if argv is None:
-                        best[(row, name)] = "not supported"
+                        best[(row, name)] = "no Python app" if name == "go fasthttp" else "not supported"
                         continue
                     try:
                         r = run_one(argv, port, path, args.duration, args.connections, depth, tls)

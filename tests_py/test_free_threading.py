@@ -381,6 +381,11 @@ def test_timer_and_socket_keep_their_turn_under_threadsafe_flood(kind):
     # 0.57 s once under a full test run; FIFO order: 1.1-1.8 s at this backlog). Without it,
     # the loop's order is all that counts (0.05 s measured).
     bound = 0.5 if FREE_THREADED else 1.0
+    if kind == "asyncio" and not FREE_THREADED:
+        # asyncio's loop is the reference here, not the subject: on a loaded machine (CI with
+        # other work, load average 10 on 2 cores) its timer was seen at 1.1 s. goloop keeps
+        # the 1.0 s bound that a FIFO backlog (1.1-1.8 s) breaks.
+        bound = 2.0
     assert 0.04 <= timer_delay < bound, f"50 ms timer fired after {timer_delay:.3f} s"
     assert read_delay < bound, f"ready socket waited {read_delay:.3f} s"
 
