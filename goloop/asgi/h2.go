@@ -80,10 +80,10 @@ type h2Stream struct {
 	id         uint32
 	r          *Request
 	sendWin    int64
-	pending    []byte // response body not yet sent (flow control)
+	pending    []byte   // response body not yet sent (flow control)
 	file       *os.File // pathsend: a file sent after pending, read as the windows allow (spec.go)
 	fileLeft   int64    // what is left to send of file
-	endPending bool   // END_STREAM follows pending
+	endPending bool     // END_STREAM follows pending
 	endSent    bool
 	recvWin    int64 // our receive window, as the peer sees it
 	unacked    int64
