@@ -157,6 +157,12 @@ func TestH2cUpgradeDeclined(t *testing.T) {
 	c, _ := dial(t, addr)
 	io.WriteString(c, req("body", true))
 	check("chunked", c)
+	c, br := dial(t, addr) // more than a stream window: not held for an upgrade
+	big := "body" + strings.Repeat("x", 300<<10)
+	io.WriteString(c, req(big, false))
+	if resp, body := readResp(t, br, "POST"); resp.ProtoMajor != 1 || body != fmt.Sprintf("POST /d %d:%s", len(big), big[:16]) {
+		t.Fatalf("large: %s %q", resp.Proto, body)
+	}
 
 	_, addr = startServer(t, Config{NoH2: true}, echoApp)
 	c, _ = dial(t, addr)
