@@ -718,3 +718,30 @@ def test_sni_cli_and_sighup_reload(tmp_path):
     finally:
         p.send_signal(signal.SIGTERM)
         p.communicate(timeout=30)
+
+
+def test_tls_extension_released_with_its_connection(certs):
+    """The extensions dict a TLS connection keeps is released when the connection closes:
+    the "tls" dict the app kept is then referenced by the app alone."""
+    kept = []
+
+    async def app(scope, receive, send):
+        kept.append(scope["extensions"]["tls"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, **tls_options(certs)) as server:
+        conn = http.client.HTTPSConnection("localhost", server.port, context=certs.client_context(), timeout=10)
+        for _ in range(2):
+            conn.request("GET", "/")
+            assert conn.getresponse().read() == b"ok"
+        tls = kept[0]
+        same = kept[1] is tls
+        del kept[1:]
+        refs_open = sys.getrefcount(tls)  # kept, tls, the argument, and the connection's dict
+        conn.close()
+        deadline = time.monotonic() + 10
+        while sys.getrefcount(tls) > 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        refs_closed = sys.getrefcount(tls)
+    assert same and refs_open >= 4 and refs_closed == 3
