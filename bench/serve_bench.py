@@ -50,6 +50,8 @@ ROWS = {
 }
 SERVERS = ["uvicorn+asyncio", "uvicorn+uvloop", "uvicorn+goloop", "granian+asyncio", "granian+uvloop",
            "goloop serve", "go fasthttp"]
+# not run unless named: goloop serve with a goroutine per connection (GOLOOP_SERVE_READERS)
+GOROUTINES = "goloop serve goroutines"
 # The ceiling: Go's fastest HTTP/1.1 server (bench/ceiling), one thread, no
 # Python: what the hello and big apps answer, answered with no application cost at all.
 CEILING_APPS = ("hello", "big")
@@ -97,6 +99,9 @@ def server_argv(name, app, port, certs):
         if certs:
             argv += ["--ssl-certificate", certs[0], "--ssl-keyfile", certs[1]]
         return argv + [target]
+    if name == GOROUTINES:
+        argv = server_argv("goloop serve", app, port, certs)
+        return argv and ["env", "GOLOOP_SERVE_READERS=goroutines", *argv]
     if name == "goloop serve":
         argv = [PY, "-P", "-m", "goloop", "serve", target, "--app-dir", HERE, "--port", str(port),
                 "--no-access-log", "--lifespan", "off", "--log-level", "warning"]
@@ -242,7 +247,7 @@ def main():
     ap.add_argument("--connections", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--rows", default="hello,json,fastapi,pipeline,big", help=",".join(ROWS))
-    ap.add_argument("--servers", default=",".join(SERVERS), help=",".join(SERVERS))
+    ap.add_argument("--servers", default=",".join(SERVERS), help=",".join(SERVERS + [GOROUTINES]))
     ap.add_argument("--https", action="store_true", help="add the HTTPS row")
     args = ap.parse_args()
     if not shutil.which("wrk"):

@@ -60,3 +60,15 @@ def restore_policy():
         yield
     finally:
         asyncio.set_event_loop_policy(old)
+
+
+@pytest.fixture(params=["loop", "goroutines"])
+def serve_readers(request, monkeypatch):
+    """Runs a goloop serve test with each connection driver: the loop thread's (default) and
+    the goroutine per connection of GOLOOP_SERVE_READERS=goroutines (read when a server is
+    made; subprocesses inherit it)."""
+    if request.param == "goroutines":
+        monkeypatch.setenv("GOLOOP_SERVE_READERS", "goroutines")
+    else:
+        monkeypatch.delenv("GOLOOP_SERVE_READERS", raising=False)
+    return request.param

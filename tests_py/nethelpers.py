@@ -15,8 +15,11 @@ import gc
 import os
 import resource
 import shutil
+import signal
 import socket
+import subprocess
 import tempfile
+import textwrap
 import time
 
 import pytest
@@ -150,6 +153,19 @@ def run(loop, coro, timeout: float = 30):
     return loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
 
+# The source of read_body(receive), the whole body of an ASGI HTTP request, for the apps
+# tests write to a file for a server subprocess.
+ASGI_READ_BODY = textwrap.dedent('''
+    async def read_body(receive):
+        body = b""
+        while True:
+            msg = await receive()
+            body += msg.get("body", b"")
+            if not msg.get("more_body"):
+                return body
+''')
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on (it was free a moment ago)."""
     s = socket.socket()
@@ -173,3 +189,15 @@ def wait_listening(proc, port: int, what: str, timeout: float = 30) -> None:
                 out = proc.communicate()[0]
                 pytest.fail(f"{what} did not start:\n" + (out.decode(errors="replace") if out else ""))
             time.sleep(0.1)
+
+
+def interrupt(proc, timeout: float = 20) -> str:
+    """Sends a server subprocess SIGINT and returns its output (stdout, stderr merged into it),
+    killing it if it has not exited within timeout."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out.decode(errors="replace") if out else ""

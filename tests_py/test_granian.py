@@ -3,29 +3,23 @@ runs Granian's command line with `--loop asyncio` (issue 13). Granian's workers 
 loop before importing the app, so the app itself cannot install goloop; the launcher must,
 in the worker, with both of multiprocessing's start methods. Skipped without granian."""
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import urllib.request
 
 import pytest
-from nethelpers import free_port, wait_listening
+from nethelpers import ASGI_READ_BODY, free_port, interrupt, wait_listening
 
 pytest.importorskip("granian")
 
-APP = textwrap.dedent('''
+APP = ASGI_READ_BODY + textwrap.dedent('''
     import asyncio, os
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            msg = await receive()
-            body += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+        body = await read_body(receive)
         loop = asyncio.get_running_loop()
         # a thread hand-off on the way (to_thread needs the loop to give up the GIL)
         pid = await asyncio.to_thread(os.getpid)
@@ -57,16 +51,6 @@ def serve(tmp_path, cmd):
     return proc, port
 
 
-def stop(proc):
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-    return out.decode(errors="replace")
-
-
 def fetch(port, data):
     req = urllib.request.Request(f"http://127.0.0.1:{port}/", data=data)
     with urllib.request.urlopen(req, timeout=10) as r:
@@ -92,7 +76,7 @@ def test_granian_runs_the_app_on_goloop(tmp_path, start):
             pids.add(pid)
         assert len(pids) == 1 and int(pids.pop()) != proc.pid  # served by the worker
     finally:
-        out = stop(proc)
+        out = interrupt(proc)
     assert proc.returncode == 0, out
 
 

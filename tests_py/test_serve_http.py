@@ -23,6 +23,9 @@ from goloop import _serve
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYSHIM = os.path.join(os.path.dirname(HERE), "pyshim")
 
+# every test with both connection drivers (conftest.py)
+pytestmark = pytest.mark.usefixtures("serve_readers")
+
 
 @contextmanager
 def serving(app, **options):

@@ -19,6 +19,9 @@ import h2.events  # noqa: E402
 
 from test_serve_h2_tls import RawH2, certs, tls_options  # noqa: E402,F401
 
+# every test with both connection drivers (conftest.py)
+pytestmark = pytest.mark.usefixtures("serve_readers")
+
 ERRORS: list = []
 
 

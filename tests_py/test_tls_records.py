@@ -5,6 +5,7 @@ protocol the same events and bytes, on every CPython goloop supports."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from asyncio import sslproto
 
@@ -255,51 +256,62 @@ class _FlowApp(_App):
         self.events.append("resume")
 
 
+class _ClientSide:
+    """A client SSLProtocol of proto_cls (its app a _FlowApp) over a fake transport, its
+    server an ssl.SSLObject in memory, after the handshake: to_client() delivers what the
+    server wrote, to_server() what the protocol wrote; the server's plaintext collects in
+    .plain."""
+
+    def __init__(self, loop, proto_cls, certs):
+        self.app = _FlowApp()
+        self.proto = proto_cls(loop, self.app, certs.client_context(), None, server_hostname="localhost")
+        self.transport = _FakeTransport()
+        self.proto.connection_made(self.transport)
+        self.sin, self.sout = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.server = certs.server_context().wrap_bio(self.sin, self.sout, server_side=True)
+        self.plain = bytearray()
+        for _ in range(20):
+            self.to_server()
+            try:
+                self.server.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.to_client()
+        self.to_client()
+        self.to_server()
+        loop.run_until_complete(asyncio.sleep(0))
+        self.tr = self.proto._app_transport
+
+    def to_client(self):
+        data = self.sout.read()
+        if data:
+            buf = self.proto.get_buffer(len(data))
+            buf[:len(data)] = data
+            self.proto.buffer_updated(len(data))
+
+    def to_server(self):
+        self.sin.write(bytes(self.transport.out))
+        self.transport.out.clear()
+        while True:
+            try:
+                chunk = self.server.read(1 << 20)
+            except ssl.SSLWantReadError:
+                break
+            if not chunk:
+                break
+            self.plain.extend(chunk)
+
+
 def _drive_writes(loop, proto_cls, certs):
     """The write side of a client SSLProtocol over a fake transport: app writes of many
     sizes under tight write limits, the socket transport pausing and resuming the protocol
     (pause_writing/resume_writing), writelines, reads paused by the app, and the server
     reading it all. Returns a trace of (event, app events, write buffer size, ciphertext
     sent so far) and the plaintext the server decrypted."""
-    app = _FlowApp()
-    proto = proto_cls(loop, app, certs.client_context(), None, server_hostname="localhost")
-    transport = _FakeTransport()
-    proto.connection_made(transport)
-    sin, sout = ssl.MemoryBIO(), ssl.MemoryBIO()
-    server = certs.server_context().wrap_bio(sin, sout, server_side=True)
+    side = _ClientSide(loop, proto_cls, certs)
+    app, proto, transport, server, tr = side.app, side.proto, side.transport, side.server, side.tr
+    to_client, to_server = side.to_client, side.to_server
     trace = []
-    plain = bytearray()
-
-    def to_client(data=None):
-        data = sout.read() if data is None else data
-        if data:
-            buf = proto.get_buffer(len(data))
-            buf[:len(data)] = data
-            proto.buffer_updated(len(data))
-
-    def to_server():
-        sin.write(bytes(transport.out))
-        transport.out.clear()
-        while True:
-            try:
-                chunk = server.read(1 << 20)
-            except ssl.SSLWantReadError:
-                break
-            if not chunk:
-                break
-            plain.extend(chunk)
-
-    for _ in range(20):
-        to_server()
-        try:
-            server.do_handshake()
-            break
-        except ssl.SSLWantReadError:
-            to_client()
-    to_client()
-    to_server()
-    loop.run_until_complete(asyncio.sleep(0))
-    tr = proto._app_transport
     tr.set_write_buffer_limits(high=5000, low=1000)
 
     def step(name):
@@ -328,7 +340,7 @@ def _drive_writes(loop, proto_cls, certs):
     tr.write(b"tail")
     to_server()
     step("tail")
-    return trace, bytes(plain), app
+    return trace, bytes(side.plain), app
 
 
 def test_write_path_gives_asyncios_flow_control(gloop, certs):
@@ -347,7 +359,8 @@ def test_write_path_gives_asyncios_flow_control(gloop, certs):
 # -- behaviour through real connections, against asyncio's loop --------------------------
 
 
-async def _pair(loop, certs, server_factory, client_factory, **client_kw):
+def _first_accepted(loop, server_factory):
+    """server_factory, wrapped, and a Future of the first protocol it makes."""
     accepted = loop.create_future()
 
     def factory():
@@ -356,12 +369,30 @@ async def _pair(loop, certs, server_factory, client_factory, **client_kw):
             accepted.set_result(p)
         return p
 
+    return factory, accepted
+
+
+async def _pair(loop, certs, server_factory, client_factory, **client_kw):
+    factory, accepted = _first_accepted(loop, server_factory)
     server = await loop.create_server(factory, "127.0.0.1", 0, ssl=certs.server_context())
     port = server.sockets[0].getsockname()[1]
     ctx = client_kw.pop("ssl", None) or certs.client_context()
     tr, pr = await loop.create_connection(client_factory, "127.0.0.1", port, ssl=ctx,
                                           server_hostname="localhost", **client_kw)
     return server, tr, pr, await accepted
+
+
+@contextlib.asynccontextmanager
+async def _connected(pair):
+    """`async with _connected(_pair(...)) as (tr, client_protocol, server_protocol)`: the
+    connection of a pair function, closed with its server at the end."""
+    server, tr, cp, sp = await pair
+    try:
+        yield tr, cp, sp
+    finally:
+        tr.close()
+        server.close()
+        await server.wait_closed()
 
 
 class _Echo(asyncio.Protocol):
@@ -404,9 +435,8 @@ class _Collect(asyncio.Protocol):
 
 def test_write_accepts_bytes_likes_and_rejects_others_like_asyncio(loop, certs):
     async def main():
-        server, tr, _, sp = await _pair(loop, certs, lambda: _Collect(loop, want=12),
-                                        lambda: _Collect(loop))
-        try:
+        async with _connected(_pair(loop, certs, lambda: _Collect(loop, want=12),
+                                    lambda: _Collect(loop))) as (tr, _, sp):
             with pytest.raises(TypeError) as err:
                 tr.write("text")
             assert str(err.value) == "data: expecting a bytes-like instance, got str"
@@ -418,10 +448,6 @@ def test_write_accepts_bytes_likes_and_rejects_others_like_asyncio(loop, certs):
             tr.write(memoryview(b"..ijkl..")[2:6])
             await sp.done
             assert bytes(sp.data) == b"abcdefghijkl"
-        finally:
-            tr.close()
-            server.close()
-            await server.wait_closed()
 
     run(loop, main())
 
@@ -442,16 +468,11 @@ def test_custom_sslobject_class_is_honoured(loop, certs):
     ctx.sslobject_class = Counting
 
     async def main():
-        server, tr, pr, _ = await _pair(loop, certs, _Echo, lambda: _Collect(loop, want=30000),
-                                        ssl=ctx)
-        try:
+        async with _connected(_pair(loop, certs, _Echo, lambda: _Collect(loop, want=30000),
+                                    ssl=ctx)) as (tr, pr, _):
             tr.write(b"z" * 30000)
             await pr.done
             assert bytes(pr.data) == b"z" * 30000
-        finally:
-            tr.close()
-            server.close()
-            await server.wait_closed()
 
     run(loop, main())
     assert calls["write"] >= 1 and calls["read"] >= 1
@@ -472,15 +493,10 @@ def test_error_in_data_received_is_a_fatal_ssl_error(loop, certs):
             self.lost.set_result(exc)
 
     async def main():
-        server, tr, _, sp = await _pair(loop, certs, Boom, lambda: _Collect(loop))
-        try:
+        async with _connected(_pair(loop, certs, Boom, lambda: _Collect(loop))) as (tr, _, sp):
             tr.write(b"hello")
             exc = await sp.lost
             assert isinstance(exc, ZeroDivisionError)
-        finally:
-            tr.close()
-            server.close()
-            await server.wait_closed()
 
     run(loop, main())
     assert [c["message"] for c in contexts] == ["Fatal error on SSL protocol"]
@@ -491,9 +507,8 @@ def test_flow_control_both_ways(loop, certs):
     size = 6 * 1024 * 1024
 
     async def main():
-        server, tr, cp, sp = await _pair(loop, certs, lambda: _Collect(loop),
-                                         lambda: _Collect(loop, want=size))
-        try:
+        async with _connected(_pair(loop, certs, lambda: _Collect(loop),
+                                    lambda: _Collect(loop, want=size))) as (tr, cp, sp):
             await sp.made
             tr.pause_reading()  # the client app stops reading: the server's writes back up
             sp.transport.set_write_buffer_limits(high=64 * 1024)
@@ -514,19 +529,14 @@ def test_flow_control_both_ways(loop, certs):
             assert sp.paused == sp.resumed >= 1
             assert sp.transport.get_write_buffer_size() == 0
             assert bytes(cp.data) == chunk * (size // len(chunk))
-        finally:
-            tr.close()
-            server.close()
-            await server.wait_closed()
 
     run(loop, main())
 
 
 def test_writes_after_close_are_dropped_like_asyncio(loop, certs):
     async def main():
-        server, tr, cp, sp = await _pair(loop, certs, lambda: _Collect(loop, want=3),
-                                         lambda: _Collect(loop))
-        try:
+        async with _connected(_pair(loop, certs, lambda: _Collect(loop, want=3),
+                                    lambda: _Collect(loop))) as (tr, cp, sp):
             tr.write(b"abc")
             await sp.done
             tr.close()
@@ -535,9 +545,6 @@ def test_writes_after_close_are_dropped_like_asyncio(loop, certs):
             await cp.lost
             await asyncio.sleep(0.05)
             assert bytes(sp.data) == b"abc"
-        finally:
-            server.close()
-            await server.wait_closed()
 
     run(loop, main())
 
@@ -593,9 +600,8 @@ def test_short_ssl_writes_and_write_errors_like_asyncio(loop, certs):
     payload = bytes(range(256)) * 400  # 100 KiB in shrinking pieces
 
     async def main():
-        server, tr, pr, _ = await _pair(loop, certs, _Echo,
-                                        lambda: _Collect(loop, want=len(payload)), ssl=ctx)
-        try:
+        async with _connected(_pair(loop, certs, _Echo,
+                                    lambda: _Collect(loop, want=len(payload)), ssl=ctx)) as (tr, pr, _):
             tr.write(payload[:50_000])
             tr.write(payload[50_000:])  # queued behind the first one's rest
             await pr.done
@@ -604,10 +610,6 @@ def test_short_ssl_writes_and_write_errors_like_asyncio(loop, certs):
             tr.write(b"boom and more")
             exc = await pr.lost
             assert isinstance(exc, ValueError) and str(exc) == "refused"
-        finally:
-            tr.close()
-            server.close()
-            await server.wait_closed()
 
     run(loop, main())
     assert [c["message"] for c in contexts] == ["Fatal error on SSL protocol"]
@@ -800,16 +802,11 @@ def test_custom_sslobject_read_returning_a_bytearray_like_asyncio(loop, certs):
     payload = bytes(range(256)) * 200  # several records
 
     async def main():
-        server, tr, pr, _ = await _pair(loop, certs, _Echo,
-                                        lambda: _Collect(loop, want=len(payload)), ssl=ctx)
-        try:
+        async with _connected(_pair(loop, certs, _Echo,
+                                    lambda: _Collect(loop, want=len(payload)), ssl=ctx)) as (tr, pr, _):
             tr.write(payload)
             await pr.done
             assert bytes(pr.data) == payload
-        finally:
-            tr.close()
-            server.close()
-            await server.wait_closed()
 
     run(loop, main())
     assert contexts == []
@@ -845,14 +842,7 @@ def _small_buffers_pair(loop, certs, server_factory, client_factory):
     import socket
 
     async def main():
-        accepted = loop.create_future()
-
-        def factory():
-            p = server_factory()
-            if not accepted.done():
-                accepted.set_result(p)
-            return p
-
+        factory, accepted = _first_accepted(loop, server_factory)
         lsock = socket.socket()
         lsock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)  # accepted ones inherit it
         lsock.bind(("127.0.0.1", 0))
@@ -930,15 +920,11 @@ def test_large_writes_arrive_whole_and_in_order_under_flow_control(loop, certs):
                 self.tr.resume_reading()
 
     async def main():
-        server, tr, writer, reader = await _small_buffers_pair(loop, certs, SlowReader, Writer)
-        try:
+        pair = _small_buffers_pair(loop, certs, SlowReader, Writer)
+        async with _connected(pair) as (tr, writer, reader):
             await reader.done
             await asyncio.sleep(0.01)
             return writer, bytes(reader.data)
-        finally:
-            tr.close()
-            server.close()
-            await server.wait_closed()
 
     writer, got = run(loop, main(), timeout=50)
     assert len(got) == len(want)
@@ -957,9 +943,8 @@ def test_a_large_write_is_one_transport_write_like_asyncio(loop, certs):
     writes = []
 
     async def main():
-        server, tr, _, sp = await _pair(loop, certs, lambda: _Collect(loop, want=len(data) + 2),
-                                        lambda: _Collect(loop))
-        try:
+        async with _connected(_pair(loop, certs, lambda: _Collect(loop, want=len(data) + 2),
+                                    lambda: _Collect(loop))) as (tr, _, sp):
             raw = tr._ssl_protocol._transport
             real_write = raw.write
 
@@ -972,10 +957,6 @@ def test_a_large_write_is_one_transport_write_like_asyncio(loop, certs):
             tr.write(b"ok")
             await sp.done
             return bytes(sp.data), list(writes)
-        finally:
-            tr.close()
-            server.close()
-            await server.wait_closed()
 
     got, writes = run(loop, main())
     assert got == data + b"ok"
@@ -995,44 +976,9 @@ def test_ssl_want_read_in_the_middle_of_a_large_write(gloop, certs):
     big2 = random.Random(5).randbytes(3 * REC)
 
     def drive(proto_cls):
-        app = _FlowApp()
-        proto = proto_cls(gloop, app, certs.client_context(), None, server_hostname="localhost")
-        transport = _FakeTransport()
-        proto.connection_made(transport)
-        sin, sout = ssl.MemoryBIO(), ssl.MemoryBIO()
-        server = certs.server_context().wrap_bio(sin, sout, server_side=True)
-        plain = bytearray()
-
-        def to_client():
-            data = sout.read()
-            if data:
-                buf = proto.get_buffer(len(data))
-                buf[:len(data)] = data
-                proto.buffer_updated(len(data))
-
-        def to_server():
-            sin.write(bytes(transport.out))
-            transport.out.clear()
-            while True:
-                try:
-                    chunk = server.read(1 << 20)
-                except ssl.SSLWantReadError:
-                    break
-                if not chunk:
-                    break
-                plain.extend(chunk)
-
-        for _ in range(20):
-            to_server()
-            try:
-                server.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                to_client()
-        to_client()
-        to_server()
-        gloop.run_until_complete(asyncio.sleep(0))
-
+        side = _ClientSide(gloop, proto_cls, certs)
+        proto, server, tr = side.proto, side.server, side.tr
+        to_client, to_server = side.to_client, side.to_server
         sslobj = proto._sslobj
         inner = sslobj._sslobj
         calls = []
@@ -1057,7 +1003,6 @@ def test_ssl_want_read_in_the_middle_of_a_large_write(gloop, certs):
 
         sslobj._sslobj = Flaky()
         proto._sslobj = sslobj  # goloop's C class takes the _ssl object when it is set
-        tr = proto._app_transport
         sizes = []
         tr.write(big)
         sizes.append(tr.get_write_buffer_size())
@@ -1074,7 +1019,7 @@ def test_ssl_want_read_in_the_middle_of_a_large_write(gloop, certs):
         sizes.append(tr.get_write_buffer_size())
         to_server()
         sslobj._sslobj = inner
-        return bytes(plain), sizes, calls, bytes(app.data)
+        return bytes(side.plain), sizes, calls, bytes(side.app.data)
 
     for cls in (sslproto.SSLProtocol, mod.PySSLProtocol, mod.SSLProtocol):
         plain, sizes, calls, got = drive(cls)

@@ -63,36 +63,63 @@ type Conn struct {
 	h2    *h2Conn // set if it did
 	trust int8    // proxy headers: 0 not known yet, 1 trusted peer, 2 not (proxy.go)
 
+	// loop mode (loopdriver.go): the loop thread reads and writes the raw descriptor fd
+	// through the server's LoopPoller; nc is nil. lp is nil in goroutine mode (and after
+	// a hand-off to it). Under mu.
+	lp        LoopPoller
+	fd        int    // -1 once closed or handed off
+	interest  uint32 // registered with lp
+	lread     bool   // read interest wanted (not stopped)
+	lwrite    bool   // output waits for the socket to be writable
+	lingering bool   // a lingering close reads and drops the input
+	lingerN   int    // bytes a lingering close may still drop
+
 	// under mu: a request was dispatched; the server closes and c had none yet, so its
 	// first request is still answered (connection: close) if it comes within a grace period
 	served, lastOne bool
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
-	c := &Conn{s: s, nc: nc, Remote: addrOf(nc.RemoteAddr()), Local: addrOf(nc.LocalAddr()),
-		wake: make(chan struct{}, 1), sniff: !s.cfg.NoH2}
-	if sc, ok := nc.(syscall.Conn); ok {
-		c.rc, _ = sc.SyscallConn()
-	}
+	c := &Conn{s: s, Remote: addrOf(nc.RemoteAddr()), Local: addrOf(nc.LocalAddr()), fd: -1}
+	c.setNetConn(nc)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	c.init()
+	return c
+}
+
+// setNetConn makes nc the connection's socket (goroutine mode).
+func (c *Conn) setNetConn(nc net.Conn) {
+	c.nc = nc
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.rc, _ = sc.SyscallConn()
+	}
+}
+
+// init makes the connection's parser and wake-up channel (both drivers).
+func (c *Conn) init() {
+	s := c.s
+	c.wake = make(chan struct{}, 1)
+	c.sniff = !s.cfg.NoH2
 	c.p = httpparser.NewRequestParser(c)
 	c.p.MaxHeaderSize = s.cfg.MaxHeadSize
 	c.p.UpgradeSkipsBody = true
 	c.p.SetLeniencies(httpparser.LenientDataAfterClose)
 	c.p.Want = httpparser.WantMessageBegin | httpparser.WantURL | httpparser.WantHeader |
 		httpparser.WantHeadersComplete | httpparser.WantBody | httpparser.WantMessageComplete
-	return c
+}
+
+// guard ends the connection if the reader panics (deferred by readers and handlers).
+func (c *Conn) guard() {
+	if r := recover(); r != nil {
+		c.lost()
+	}
 }
 
 // serve is the connection's goroutine: read, parse, queue the requests.
 func (c *Conn) serve() {
-	defer func() {
-		if r := recover(); r != nil {
-			c.lost()
-		}
-	}()
+	defer c.guard()
 	buf := make([]byte, 16*1024)
 	ka := c.s.cfg.KeepAliveTimeout
 	for {
@@ -151,9 +178,7 @@ func (c *Conn) waitRoom() bool {
 			c.mu.Unlock()
 			return false
 		}
-		full := len(c.inflight) >= c.s.cfg.MaxPipeline ||
-			(c.cur != nil && c.cur.dispatched && len(c.cur.body) > c.s.cfg.BodyBuffer) ||
-			(len(c.inflight) > 1 && c.heldLocked() > maxHeld)
+		full := c.fullLocked()
 		c.paused = full
 		c.mu.Unlock()
 		if !full {
@@ -163,9 +188,22 @@ func (c *Conn) waitRoom() bool {
 	}
 }
 
+// fullLocked: the connection has as many requests in flight as it may, or the request
+// being received holds as much unread body as it may, or the requests after the first
+// hold too much output: reading stops (c.mu held).
+func (c *Conn) fullLocked() bool {
+	return len(c.inflight) >= c.s.cfg.MaxPipeline ||
+		(c.cur != nil && c.cur.dispatched && len(c.cur.body) > c.s.cfg.BodyBuffer) ||
+		(len(c.inflight) > 1 && c.heldLocked() > maxHeld)
+}
+
 // room wakes the reader if it waits for room (c.mu held).
 func (c *Conn) roomLocked() {
 	if c.paused {
+		if c.lp != nil {
+			c.loopRoomLocked()
+			return
+		}
 		c.paused = false
 		select {
 		case c.wake <- struct{}{}:
@@ -425,6 +463,11 @@ func (c *Conn) flush() {
 		c.mu.Unlock()
 		return
 	}
+	if c.lp != nil {
+		c.loopWriteLocked()
+		c.mu.Unlock()
+		return
+	}
 	for !c.idleOutLocked() && !c.closed {
 		c.writing = true
 		buf := c.out[:c.outLimit()]
@@ -542,6 +585,10 @@ func (c *Conn) drainedLocked() {
 
 func (c *Conn) closeLocked() {
 	c.closed = true
+	if c.lp != nil {
+		c.loopCloseLocked()
+		return
+	}
 	if c.linger {
 		select {
 		case c.wake <- struct{}{}:
@@ -580,6 +627,10 @@ func (c *Conn) lostLocked() {
 	clear(c.inflight)
 	c.inflight = c.inflight[:0]
 	c.out = nil
+	if c.lp != nil {
+		c.loopLostLocked()
+		return
+	}
 	if c.closed && c.linger {
 		c.nc.Close() // ends a lingering close
 	}
@@ -608,7 +659,13 @@ func (c *Conn) shutdown() {
 		// socket other workers keep serving during a reload) and its request is on its way.
 		// Answer it; a connection that sends nothing closes at the deadline.
 		c.lastOne = true
-		c.nc.SetReadDeadline(time.Now().Add(min(c.s.cfg.KeepAliveTimeout, firstRequestGrace)))
+		d := time.Now().Add(min(c.s.cfg.KeepAliveTimeout, firstRequestGrace))
+		if c.lp != nil {
+			c.deadline = d
+			c.s.deadlineSoon(d)
+		} else {
+			c.nc.SetReadDeadline(d)
+		}
 		c.mu.Unlock()
 		return
 	}

@@ -97,8 +97,7 @@ type h2Stream struct {
 // startH2 turns c into an HTTP/2 connection if its first bytes (first) are the client
 // preface or its TLS handshake chose h2; it then serves c and returns true.
 func (c *Conn) startH2(first []byte) bool {
-	n := min(len(first), len(http2.ClientPreface))
-	if !c.alpnH2() && string(first[:n]) != http2.ClientPreface[:n] {
+	if !c.alpnH2() && !h2Preface(first) {
 		return false
 	}
 	h := c.newH2(first)
@@ -138,6 +137,12 @@ func (h *h2Conn) writePrefaceLocked() {
 	h.fr.WriteWindowUpdate(0, h2ConnWindow-65535)
 	h.recvWin = h2ConnWindow
 	h.prefaceSent = true
+}
+
+// h2Preface: first (a connection's first read) begins as HTTP/2's client preface.
+func h2Preface(first []byte) bool {
+	n := min(len(first), len(http2.ClientPreface))
+	return string(first[:n]) == http2.ClientPreface[:n]
 }
 
 // h2Writer appends the Framer's output to the connection's (c.mu held by the writer).

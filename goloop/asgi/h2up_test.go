@@ -134,50 +134,54 @@ func TestH2cUpgrade(t *testing.T) {
 	}
 }
 
-// TestH2cUpgradeDeclined: over TLS, with NoH2, or with a body sent chunked, Upgrade: h2c
-// is ignored: the request is answered in HTTP/1.1, its body read.
+// h2cUpgradeReq is a POST with Upgrade: h2c and body (chunked or with a content-length).
+func h2cUpgradeReq(body string, chunked bool) string {
+	s := "POST /d HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: " +
+		h2cSettings() + "\r\n"
+	if chunked {
+		return s + fmt.Sprintf("Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	}
+	return s + fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
+}
+
+// checkHTTP11 reads echoApp's HTTP/1.1 answer to h2cUpgradeReq(body).
+func checkHTTP11(t *testing.T, name string, nc net.Conn, body string) {
+	t.Helper()
+	resp, got := readResp(t, bufio.NewReader(nc), "POST")
+	if resp.StatusCode != 200 || resp.ProtoMajor != 1 || got != fmt.Sprintf("POST /d %d:%s", len(body), body[:min(16, len(body))]) {
+		t.Fatalf("%s: %d %s %q", name, resp.StatusCode, resp.Proto, got)
+	}
+}
+
+// TestH2cUpgradeDeclined: with NoH2, a body sent chunked or one larger than a stream
+// window, Upgrade: h2c is ignored: the request is answered in HTTP/1.1, its body read.
 func TestH2cUpgradeDeclined(t *testing.T) {
-	req := func(body string, chunked bool) string {
-		s := "POST /d HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: " +
-			h2cSettings() + "\r\n"
-		if chunked {
-			return s + fmt.Sprintf("Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
-		}
-		return s + fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
-	}
-	check := func(name string, nc net.Conn) {
-		t.Helper()
-		br := bufio.NewReader(nc)
-		resp, body := readResp(t, br, "POST")
-		if resp.StatusCode != 200 || resp.ProtoMajor != 1 || !strings.HasPrefix(body, "POST /d 4:body") {
-			t.Fatalf("%s: %d %s %q", name, resp.StatusCode, resp.Proto, body)
-		}
-	}
 	_, addr := startServer(t, Config{}, echoApp)
 	c, _ := dial(t, addr)
-	io.WriteString(c, req("body", true))
-	check("chunked", c)
-	c, br := dial(t, addr) // more than a stream window: not held for an upgrade
+	io.WriteString(c, h2cUpgradeReq("body", true))
+	checkHTTP11(t, "chunked", c, "body")
+	c, _ = dial(t, addr)
 	big := "body" + strings.Repeat("x", 300<<10)
-	io.WriteString(c, req(big, false))
-	if resp, body := readResp(t, br, "POST"); resp.ProtoMajor != 1 || body != fmt.Sprintf("POST /d %d:%s", len(big), big[:16]) {
-		t.Fatalf("large: %s %q", resp.Proto, body)
-	}
+	io.WriteString(c, h2cUpgradeReq(big, false))
+	checkHTTP11(t, "large", c, big)
 
 	_, addr = startServer(t, Config{NoH2: true}, echoApp)
 	c, _ = dial(t, addr)
-	io.WriteString(c, req("body", false))
-	check("NoH2", c)
+	io.WriteString(c, h2cUpgradeReq("body", false))
+	checkHTTP11(t, "NoH2", c, "body")
+}
 
+// TestH2cUpgradeOverTLS: over TLS Upgrade: h2c is ignored.
+func TestH2cUpgradeOverTLS(t *testing.T) {
 	p := newPKI(t)
-	_, addr = startTLS(t, p, 0, echoApp)
+	_, addr := startTLS(t, p, 0, echoApp)
 	tc, err := tls.Dial("tcp", addr, p.client("http/1.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	io.WriteString(tc, req("body", false))
-	check("TLS", tc)
+	io.WriteString(tc, h2cUpgradeReq("body", false))
+	checkHTTP11(t, "TLS", tc, "body")
 }
 
 func TestH2Expect100Continue(t *testing.T) {
@@ -199,9 +203,14 @@ func TestH2Expect100Continue(t *testing.T) {
 	if status, _, body, info := c.response(t, 1); !sawContinue || status != "200" || string(body) != "got abc" || info != nil {
 		t.Fatalf("%s %q %v", status, body, info)
 	}
-	// the body sent with the request: no 100
+	// the body sent with the request (in the same write): no 100
+	var both bytes.Buffer
+	fr := c.fr
+	c.fr = http2.NewFramer(&both, nil)
 	c.headersWith(3, false, "POST", "/e", [2]string{"expect", "100-continue"})
 	c.fr.WriteData(3, true, []byte("xyz"))
+	c.fr = fr
+	c.nc.Write(both.Bytes())
 	if status, _, body, info := c.response(t, 3); status != "200" || string(body) != "got xyz" || info != nil {
 		t.Fatalf("%s %q %v", status, body, info)
 	}

@@ -12,25 +12,28 @@ import (
 func startServerWith(t *testing.T, cfg Config, setup func(*Server), h func(a *fakeApp, r *Request)) (*fakeApp, string) {
 	t.Helper()
 	a := &fakeApp{notify: make(chan struct{}, 1), handler: h, wakes: map[*Request]chan struct{}{}}
-	cfg.Notify = func() {
-		select {
-		case a.notify <- struct{}{}:
-		default:
-		}
-	}
+	cfg.Notify = a.poke
 	a.s = New(cfg)
 	setup(a.s)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.s.Serve(ln); err != nil {
-		t.Fatal(err)
-	}
+	addr := ln.Addr().String()
 	done := make(chan struct{})
+	if loopDriver { // loopdriver_test.go
+		p := newTestPoller(t, a.poke)
+		a.s.SetLoop(p)
+		serveLoop(t, a.s, ln)
+		t.Cleanup(func() { a.s.Abort(); p.stop(); close(done) })
+	} else {
+		if err := a.s.Serve(ln); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.s.Abort(); close(done) })
+	}
 	go a.run(done)
-	t.Cleanup(func() { a.s.Abort(); close(done) })
-	return a, ln.Addr().String()
+	return a, addr
 }
 
 func echoProxy(a *fakeApp, r *Request) {

@@ -103,6 +103,13 @@ type Server struct {
 	metrics *metrics                 // counters (metrics.go), nil: off
 
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
+
+	// loop mode (loopdriver.go)
+	lp    LoopPoller
+	lls   []*loopListener // under mu
+	rbuf  []byte          // the loop thread's read buffer, shared by the connections
+	lt    loopTimer
+	sweep []*Conn // the timer's scratch list
 }
 
 // New returns a server with configuration cfg.
@@ -123,6 +130,7 @@ func New(cfg Config) *Server {
 		cfg.WriteBuffer = 256 * 1024
 	}
 	s := &Server{cfg: cfg, conns: make(map[*Conn]struct{})}
+	s.lt.fd = -1
 	if cfg.ServerHeader {
 		s.extra = append(s.extra, "server: goloop\r\n"...)
 	}
@@ -139,12 +147,17 @@ func New(cfg Config) *Server {
 var ErrServerClosed = errors.New("asgi: server closed")
 
 // ListenFd serves the listening socket fd (a duplicate is made: the caller keeps fd).
+// With a LoopPoller (SetLoop) and no TLS, the loop thread accepts and serves its
+// connections (loopdriver.go); else goroutines do.
 func (s *Server) ListenFd(fd int) error {
 	// An os.File closes its descriptor when closed or garbage collected: it must own a
 	// duplicate, never fd itself (the caller's, e.g. a Python socket's).
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return err
+	}
+	if s.lp != nil && s.tls.Load() == nil {
+		return s.listenLoop(dup)
 	}
 	f := os.NewFile(uintptr(dup), "listener")
 	ln, err := net.FileListener(f) // dups again
@@ -212,6 +225,8 @@ func (s *Server) Close() {
 	}
 	lns := s.listeners
 	s.listeners = nil
+	lls := s.lls
+	s.lls = nil
 	conns := make([]*Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
@@ -223,6 +238,9 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	for _, ln := range lns {
 		ln.Close()
+	}
+	for _, ll := range lls {
+		ll.close()
 	}
 	for _, c := range conns {
 		c.shutdown()
@@ -251,6 +269,7 @@ func (s *Server) Abort() {
 	for _, c := range conns {
 		c.abort()
 	}
+	s.stopTimer()
 }
 
 // Connections is the number of open connections.
@@ -281,13 +300,19 @@ func (s *Server) forget(c *Conn) {
 
 // push queues events; the push that finds the queue empty calls Notify.
 func (s *Server) push(evs ...Event) {
+	if s.pushQuiet(evs) && s.cfg.Notify != nil {
+		s.cfg.Notify()
+	}
+}
+
+// pushQuiet queues events without Notify (the loop driver's reads: the loop takes the
+// queue after the poll's events); it reports whether the queue was empty.
+func (s *Server) pushQuiet(evs []Event) bool {
 	s.qmu.Lock()
 	wasEmpty := len(s.queue) == 0
 	s.queue = append(s.queue, evs...)
 	s.qmu.Unlock()
-	if wasEmpty && s.cfg.Notify != nil {
-		s.cfg.Notify()
-	}
+	return wasEmpty
 }
 
 // Pending tells whether events are queued.

@@ -30,25 +30,7 @@ type fakeApp struct {
 
 func startServer(t *testing.T, cfg Config, h func(a *fakeApp, r *Request)) (*fakeApp, string) {
 	t.Helper()
-	a := &fakeApp{notify: make(chan struct{}, 1), handler: h, wakes: map[*Request]chan struct{}{}}
-	cfg.Notify = func() {
-		select {
-		case a.notify <- struct{}{}:
-		default:
-		}
-	}
-	a.s = New(cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.s.Serve(ln); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go a.run(done)
-	t.Cleanup(func() { a.s.Abort(); close(done) })
-	return a, ln.Addr().String()
+	return startServerWith(t, cfg, func(*Server) {}, h)
 }
 
 func (a *fakeApp) run(done chan struct{}) {

@@ -282,15 +282,9 @@ static PyTypeObject ServerType = {
     .tp_methods = srv_methods,
 };
 
-/* ---------- send ---------- */
+/* ---------- send and receive: the slots of HTTP's and the WebSocket's types ---------- */
 
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    GLAsgiSend *send;
-} GLAsgiRecv;
-
-static void send_dealloc(GLAsgiSend *self) {
+void gl_asgi_send_dealloc(GLAsgiSend *self) {
     PyObject_GC_UnTrack(self);
     if (self->rid >= 0 && !gl_forked) glAsgiReqFree(self->rid);
     Py_CLEAR(self->recv_fut);
@@ -299,26 +293,32 @@ static void send_dealloc(GLAsgiSend *self) {
     PyObject_GC_Del(self);
 }
 
-static int send_traverse(GLAsgiSend *self, visitproc visit, void *arg) {
+int gl_asgi_send_traverse(GLAsgiSend *self, visitproc visit, void *arg) {
     Py_VISIT(self->srv);
     Py_VISIT(self->recv_fut);
     Py_VISIT(self->send_fut);
     return 0;
 }
 
-static int send_clear(GLAsgiSend *self) {
+int gl_asgi_send_clear(GLAsgiSend *self) {
     Py_CLEAR(self->recv_fut);
     Py_CLEAR(self->send_fut);
     return 0;
 }
 
-/* message[key] of a dict (or any mapping), or NULL without an error when it is missing. */
-static PyObject *msg_get(PyObject *msg, PyObject *key) {
-    if (PyDict_CheckExact(msg)) return Py_XNewRef(PyDict_GetItemWithError(msg, key));
-    PyObject *v = PyObject_GetItem(msg, key);
-    if (v == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) PyErr_Clear();
-    return v;
+void gl_asgi_recv_dealloc(GLAsgiRecv *self) {
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->send);
+    PyObject_GC_Del(self);
 }
+
+int gl_asgi_recv_traverse(GLAsgiRecv *self, visitproc visit, void *arg) {
+    Py_VISIT(self->send);
+    return 0;
+}
+
+/* ---------- send ---------- */
+
 
 typedef struct {
     char *p;
@@ -365,7 +365,7 @@ bad:
     return -1;
 }
 
-static PyObject *raise_disconnected(void) {
+PyObject *gl_asgi_raise_disconnected(void) {
     PyErr_SetString(ClientDisconnected, "the client disconnected");
     return NULL;
 }
@@ -423,23 +423,13 @@ const char *gl_asgi_hdrbuf(Py_ssize_t *n) {
 }
 
 static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
-    PyObject *status_o = msg_get(msg, s_status);
-    if (status_o == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "status");
-        return NULL;
-    }
-    long status = PyLong_Check(status_o) ? PyLong_AsLong(status_o) : -2;
-    Py_DECREF(status_o);
-    if (status == -1 && PyErr_Occurred()) return NULL;
-    if (status < 0 || status > 999) {
-        PyErr_SetString(PyExc_RuntimeError, "ASGI 'http.response.start' status must be an integer from 100 to 999");
-        return NULL;
-    }
-    PyObject *headers = msg_get(msg, s_headers);
+    long status = gl_asgi_status(msg, s_status, 0, "http.response.start");
+    if (status < 0) return NULL;
+    PyObject *headers = gl_asgi_get(msg, s_headers);
     if (headers == NULL && PyErr_Occurred()) return NULL;
     if (gl_asgi_header_lines(headers) < 0) return NULL;
     int rc = glAsgiStart(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n);
-    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return raise_disconnected();
+    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return gl_asgi_raise_disconnected();
     if (rc < 0) return NULL;
     if (gl_asgi_start_trailers(self, msg) < 0) return NULL; /* trailers: True (asgi_spec.c) */
     return Py_NewRef((PyObject *)done_none);
@@ -453,55 +443,36 @@ static PyObject *new_future(GLAsgiSend *self, PyObject **slot) {
     return fut;
 }
 
-static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
-    PyObject *body = msg_get(msg, s_body);
-    if (body == NULL && PyErr_Occurred()) return NULL;
-    PyObject *more_o = msg_get(msg, s_more_body);
-    if (more_o == NULL && PyErr_Occurred()) {
-        Py_XDECREF(body);
-        return NULL;
-    }
-    int more = more_o ? PyObject_IsTrue(more_o) : 0;
-    Py_XDECREF(more_o);
-    if (more < 0) {
-        Py_XDECREF(body);
-        return NULL;
-    }
-    Py_buffer view = {0};
-    int rc;
-    if (body != NULL && !PyBytes_CheckExact(body)) {
-        if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
-            Py_DECREF(body);
-            return NULL;
-        }
-        rc = glAsgiSend(self->srv->sid, self->rid, view.buf, view.len, more);
-        PyBuffer_Release(&view);
-    } else if (body != NULL) {
-        rc = glAsgiSend(self->srv->sid, self->rid, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), more);
-    } else {
-        rc = glAsgiSend(self->srv->sid, self->rid, NULL, 0, more);
-    }
-    Py_XDECREF(body);
-    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return raise_disconnected();
+/* Go's answer to a send: None (a finished awaitable), a Future (backpressure) or an error. */
+static inline PyObject *answer(GLAsgiSend *self, int rc) {
+    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return gl_asgi_raise_disconnected();
     if (rc < 0) return NULL;
     if (rc == GL_ASGI_PAUSED) return new_future(self, &self->send_fut);
     return Py_NewRef((PyObject *)done_none);
 }
 
+PyObject *gl_asgi_answer(GLAsgiSend *self, int rc) { return answer(self, rc); }
+
+static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
+    PyObject *body;
+    int more, rc;
+    if (gl_asgi_body(msg, s_body, s_more_body, &body, &more) < 0) return NULL;
+    Py_buffer view;
+    char *p;
+    Py_ssize_t n;
+    rc = gl_asgi_view(body, &view, &p, &n);  /* -1: an error, which answer() returns */
+    if (rc == 0) {
+        rc = glAsgiSend(self->srv->sid, self->rid, p, n, more);
+        PyBuffer_Release(&view);
+    }
+    Py_XDECREF(body);
+    return answer(self, rc);
+}
+
 static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    GL_FORK_GUARD(NULL);
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
-        PyErr_SetString(PyExc_TypeError, "send() takes one message");
-        return NULL;
-    }
-    if (self->rid < 0 || self->srv->sid < 0) return raise_disconnected();
-    PyObject *msg = args[0];
-    PyObject *type = msg_get(msg, s_type);
-    if (type == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
-        return NULL;
-    }
+    PyObject *type = gl_asgi_send_type(self, args, nargsf, kwnames, s_type), *msg;
+    if (type == NULL) return NULL;
+    msg = args[0];
     PyObject *r;
     if (type == s_response_body || (PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_body) == 0)) {
         r = send_body(self, msg);
@@ -517,35 +488,32 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
     return r;
 }
 
-static PyObject *send_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
+static PyObject *app_done(GLAsgiSend *self, int failed) {
     GL_FORK_GUARD(NULL);
-    if (self->rid >= 0 && self->srv->sid >= 0) glAsgiDone(self->srv->sid, self->rid);
+    if (self->rid >= 0 && self->srv->sid >= 0) glAsgiDone(self->srv->sid, self->rid, failed);
     Py_RETURN_NONE;
 }
+
+static PyObject *send_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { return app_done(self, 0); }
+
+static PyObject *send_fail(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { return app_done(self, 1); }
 
 static PyObject *send_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
     return PyLong_FromLong(self->rid >= 0 ? glAsgiStatus(self->rid) : 0);
 }
 
-static PyMethodDef send_methods[] = {
+/* The methods of HTTP's and the WebSocket's send (GL_ASGI_SEND_TYPE). */
+PyMethodDef gl_asgi_send_methods[] = {
     {"_done", (PyCFunction)send_done, METH_NOARGS, "The application's call returned."},
-    {"_status", (PyCFunction)send_status, METH_NOARGS, "The response's status (0: not started)."},
+    {"_fail", (PyCFunction)send_fail, METH_NOARGS,
+     "The application's call raised (an open WebSocket session closes with 1011)."},
+    {"_status", (PyCFunction)send_status, METH_NOARGS,
+     "The response's status (101: a WebSocket session accepted; 0: not started)."},
     {NULL}};
 
-static PyTypeObject SendType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "goloop._goloop.AsgiSend",
-    .tp_basicsize = sizeof(GLAsgiSend),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "The `send` callable of one ASGI request.",
-    .tp_dealloc = (destructor)send_dealloc,
-    .tp_traverse = (traverseproc)send_traverse,
-    .tp_clear = (inquiry)send_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(GLAsgiSend, vectorcall),
-    .tp_methods = send_methods,
-};
+static PyTypeObject SendType =
+    GL_ASGI_SEND_TYPE("goloop._goloop.AsgiSend", "The `send` callable of one ASGI request.");
 
 /* ---------- receive ---------- */
 
@@ -573,7 +541,9 @@ static PyObject *recv_message(GLAsgiSend *s) {
     return m;
 }
 
-static PyObject *recv_call(GLAsgiRecv *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+/* receive(): the message now (a finished awaitable) or a Future; message is the kind's
+ * (inlined here for HTTP: a constant; gl_asgi_receive for the WebSocket). */
+static inline PyObject *receive(GLAsgiRecv *self, size_t nargsf, PyObject *kwnames, gl_asgi_message_fn message) {
     GL_FORK_GUARD(NULL);
     if (PyVectorcall_NARGS(nargsf) != 0 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
         PyErr_SetString(PyExc_TypeError, "receive() takes no arguments");
@@ -581,7 +551,7 @@ static PyObject *recv_call(GLAsgiRecv *self, PyObject *const *args, size_t nargs
     }
     GLAsgiSend *s = self->send;
     if (s->recv_fut != NULL) return Py_NewRef(s->recv_fut);  /* a receive() already waits */
-    PyObject *m = recv_message(s);
+    PyObject *m = message(s);
     if (m != NULL) {
         PyObject *d = done_new(m);
         Py_DECREF(m);
@@ -591,28 +561,16 @@ static PyObject *recv_call(GLAsgiRecv *self, PyObject *const *args, size_t nargs
     return new_future(s, &s->recv_fut);
 }
 
-static void recv_dealloc(GLAsgiRecv *self) {
-    PyObject_GC_UnTrack(self);
-    Py_CLEAR(self->send);
-    PyObject_GC_Del(self);
+PyObject *gl_asgi_receive(GLAsgiRecv *self, size_t nargsf, PyObject *kwnames, gl_asgi_message_fn message) {
+    return receive(self, nargsf, kwnames, message);
 }
 
-static int recv_traverse(GLAsgiRecv *self, visitproc visit, void *arg) {
-    Py_VISIT(self->send);
-    return 0;
+static PyObject *recv_call(GLAsgiRecv *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    return receive(self, nargsf, kwnames, recv_message);
 }
 
-static PyTypeObject RecvType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "goloop._goloop.AsgiReceive",
-    .tp_basicsize = sizeof(GLAsgiRecv),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "The `receive` callable of one ASGI request.",
-    .tp_dealloc = (destructor)recv_dealloc,
-    .tp_traverse = (traverseproc)recv_traverse,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(GLAsgiRecv, vectorcall),
-};
+static PyTypeObject RecvType =
+    GL_ASGI_RECV_TYPE("goloop._goloop.AsgiReceive", "The `receive` callable of one ASGI request.");
 
 /* fut.set_result(v) unless fut is done (cancelled); errors are reported, not raised. */
 static void resolve(PyObject *fut, PyObject *meth, PyObject *v) {
@@ -631,11 +589,12 @@ static void resolve(PyObject *fut, PyObject *meth, PyObject *v) {
         Py_DECREF(r);
 }
 
-/* An EvWake for s: resolve the Futures whose wait is over. Returns 1 if one still waits. */
-int gl_asgi_wake(GLAsgiSend *s) {
+/* An EvWake for s (ws: a WebSocket session's): resolve the Futures whose wait is over.
+ * Returns 1 if one still waits. */
+int gl_asgi_wake(GLAsgiSend *s, int ws) {
     Py_INCREF(s);
     if (s->recv_fut != NULL) {
-        PyObject *m = recv_message(s);
+        PyObject *m = ws ? gl_asgi_ws_message(s) : recv_message(s);
         if (m != NULL) {
             PyObject *fut = s->recv_fut;
             s->recv_fut = NULL;
@@ -652,7 +611,7 @@ int gl_asgi_wake(GLAsgiSend *s) {
             PyObject *fut = s->send_fut;
             s->send_fut = NULL;
             if (rc == GL_ASGI_ERR_DISCONNECTED) {
-                PyObject *exc = PyObject_CallOneArg(ClientDisconnected, PyUnicode_FromString("the client disconnected"));
+                PyObject *exc = PyObject_CallFunction(ClientDisconnected, "s", "the client disconnected");
                 if (exc != NULL) {
                     resolve(fut, s_set_exception, exc);
                     Py_DECREF(exc);
@@ -764,65 +723,68 @@ static PyObject *server_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hl
     return t;
 }
 
-static int set_new(PyObject *d, PyObject *k, PyObject *v) {
-    if (v == NULL) return -1;
-    int rc = PyDict_SetItem(d, k, v);
-    Py_DECREF(v);
-    return rc;
-}
 
-int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
-                    int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
-                    const char *shost, Py_ssize_t shostlen, int sport, int is_unix,
-                    const char *proxy, Py_ssize_t proxylen, PyObject *ext) {
-    GLAsgiSend *send = NULL;
-    GLAsgiRecv *recv = NULL;
-    PyObject *scope = NULL, *coro = NULL, *task = NULL, *headers = NULL;
-    int nh = (nends - 4) / 2;
+/* The scope of an HTTP request, or NULL with an error. */
+static PyObject *http_scope(GLAsgiServer *srv, const char *blob, const int32_t *ends, int nends, int major,
+                            int minor, const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
+                            Py_ssize_t shostlen, int sport, int is_unix, const char *proxy, Py_ssize_t proxylen,
+                            PyObject *ext) {
+    PyObject *scope = PyDict_Copy(srv->template);
+    if (scope == NULL) return NULL;
 #define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
-
-    send = PyObject_GC_New(GLAsgiSend, &SendType);
-    if (send == NULL) goto fail_norid;
-    send->vectorcall = (vectorcallfunc)send_call;
-    send->rid = rid;
-    send->srv = (GLAsgiServer *)Py_NewRef(srv);
-    send->recv_fut = send->send_fut = NULL;
-    PyObject_GC_Track(send);
-    recv = PyObject_GC_New(GLAsgiRecv, &RecvType);
-    if (recv == NULL) goto fail;
-    recv->vectorcall = (vectorcallfunc)recv_call;
-    recv->send = (GLAsgiSend *)Py_NewRef(send);
-    PyObject_GC_Track(recv);
-
-    scope = PyDict_Copy(srv->template);
-    if (scope == NULL) goto fail;
-    headers = gl_asgi_headers(blob, ends, nh);
-    if (headers == NULL) goto fail;
     if (PyDict_SetItem(scope, s_http_version, major == 2 ? s_v2 : (major == 1 && minor == 0) ? s_v10 : s_v11) < 0 ||
-        set_new(scope, s_method, method_obj(SEG(nends - 4))) < 0 ||
-        set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
-        set_new(scope, s_raw_path, PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
-        set_new(scope, s_query_string, PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
-        PyDict_SetItem(scope, s_headers, headers) < 0)
+        gl_set_new(scope, s_method, method_obj(SEG(nends - 4))) < 0 ||
+        gl_set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
+        gl_set_new(scope, s_raw_path, PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
+        gl_set_new(scope, s_query_string, PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
+        gl_set_new(scope, s_headers, gl_asgi_headers(blob, ends, (nends - 4) / 2)) < 0)
         goto fail;
+#undef SEG
     if (is_unix) {
         if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||
-            set_new(scope, s_server, gl_asgi_addr(shost, shostlen, 0, 1)) < 0)
+            gl_set_new(scope, s_server, gl_asgi_addr(shost, shostlen, 0, 1)) < 0)
             goto fail;
-    } else if (set_new(scope, s_client, client_tuple(srv, chost, chostlen, cport)) < 0 ||
-               set_new(scope, s_server, server_tuple(srv, shost, shostlen, sport)) < 0) {
+    } else if (gl_set_new(scope, s_client, client_tuple(srv, chost, chostlen, cport)) < 0 ||
+               gl_set_new(scope, s_server, server_tuple(srv, shost, shostlen, sport)) < 0) {
         goto fail;
     }
     if (proxy != NULL && gl_asgi_proxy_scope(scope, proxy, proxylen) < 0) goto fail;
     if (ext != NULL && PyDict_SetItem(scope, s_extensions, ext) < 0) goto fail;  /* TLS: with "tls" */
-    if (srv->state != NULL && set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
-#undef SEG
+    if (srv->state != NULL && gl_set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
+    return scope;
+fail:
+    Py_DECREF(scope);
+    return NULL;
+}
+
+/* Request rid's send and receive (of kind's types), and app(scope, receive, send) (app NULL:
+ * srv->runner(...)) as a task of the loop: app's coroutine runs in an AsgiRun. Takes the
+ * reference to scope (NULL: the error of making it). -1 (reported): Go answers 500 and
+ * forgets the request. */
+int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKind *kind, PyObject *app) {
+    GLAsgiSend *send = NULL;
+    GLAsgiRecv *recv = NULL;
+    PyObject *coro = NULL, *task;
+    if (scope == NULL) goto fail;
+    send = PyObject_GC_New(GLAsgiSend, kind->send_type);
+    if (send == NULL) goto fail;
+    send->vectorcall = kind->send_call;
+    send->rid = -1;  /* until all is made: the request stays Go's to forget */
+    send->srv = (GLAsgiServer *)Py_NewRef(srv);
+    send->recv_fut = send->send_fut = NULL;
+    PyObject_GC_Track(send);
+    recv = PyObject_GC_New(GLAsgiRecv, kind->recv_type);
+    if (recv == NULL) goto fail;
+    recv->vectorcall = kind->recv_call;
+    recv->send = (GLAsgiSend *)Py_NewRef(send);
+    PyObject_GC_Track(recv);
+    send->rid = rid;
     {
         PyObject *args[3] = {scope, (PyObject *)recv, (PyObject *)send};
-        coro = PyObject_Vectorcall(srv->app != NULL ? srv->app : srv->runner, args, 3, NULL);
+        coro = PyObject_Vectorcall(app != NULL ? app : srv->runner, args, 3, NULL);
     }
     if (coro == NULL) goto fail;
-    if (srv->app != NULL) {  /* the application's own coroutine, run in an AsgiRun */
+    if (app != NULL) {  /* the application's own coroutine, run in an AsgiRun */
         PyObject *run = gl_asgi_run_new(coro, send, srv->on_error);
         if (run == NULL) goto fail;
         Py_SETREF(coro, run);
@@ -831,14 +793,12 @@ int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t
     if (task == NULL) goto fail;
     Py_DECREF(task);
     Py_DECREF(coro);
-    Py_DECREF(headers);
     Py_DECREF(scope);
     Py_DECREF(recv);
     Py_DECREF(send);
     return 0;
 fail:
-    send->rid = -1;  /* Go answers 500 and forgets the request */
-fail_norid:
+    if (send != NULL) send->rid = -1;  /* Go answers 500 and forgets the request */
     PyErr_WriteUnraisable(srv->runner);
     if (coro != NULL && (PyCoro_CheckExact(coro) || gl_asgi_is_run(coro))) {
         PyObject *r = PyObject_CallMethod(coro, "close", NULL);
@@ -846,11 +806,21 @@ fail_norid:
         Py_XDECREF(r);
     }
     Py_XDECREF(coro);
-    Py_XDECREF(headers);
     Py_XDECREF(scope);
     Py_XDECREF(recv);
     Py_XDECREF(send);
     return -1;
+}
+
+static const GLAsgiKind http_kind = {&SendType, &RecvType, (vectorcallfunc)send_call, (vectorcallfunc)recv_call};
+
+int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
+                    int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
+                    const char *shost, Py_ssize_t shostlen, int sport, int is_unix,
+                    const char *proxy, Py_ssize_t proxylen, PyObject *ext) {
+    PyObject *scope = http_scope(srv, blob, ends, nends, major, minor, chost, chostlen, cport, shost, shostlen,
+                                 sport, is_unix, proxy, proxylen, ext);
+    return gl_asgi_launch(srv, rid, scope, &http_kind, srv->app);
 }
 
 /* ---------- init ---------- */
@@ -914,12 +884,6 @@ int gl_init_asgi(PyObject *m) {
     return 0;
 }
 
-/* ---------- for asgi_ws.c (WebSocket) ---------- */
+/* ---------- for asgi_ws.c (WebSocket) and asgi_spec.c ---------- */
 
 PyObject *gl_asgi_done(PyObject *value) { return done_new(value); }
-
-void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception) {
-    resolve(fut, is_exception ? s_set_exception : s_set_result, value);
-}
-
-PyObject *gl_asgi_client_disconnected(void) { return ClientDisconnected; }

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goloop/goloop/goloop/asgi"
 	"github.com/goloop/goloop/goloop/idtable"
 )
@@ -69,6 +71,9 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
 	sv := &asgiSrv{l: l, py: py, s: asgi.New(cfg), tagged: map[*asgi.Request]struct{}{},
 		tlsConns: map[*asgi.Conn]pyObj{}}
+	if !goroutineReaders() {
+		sv.s.SetLoop(drvPoller{l})
+	}
 	id, _ := asgiServers.Add(sv)
 	sv.id = id
 	py.sid = C.long(id)
@@ -166,6 +171,13 @@ func (l *loop) releaseASGI() {
 // (asgi.c), and resumes the receive/send waits that events ended.
 func (l *loop) takeASGI() bool {
 	l.flushASGI() // output queued while the loop was not running
+	l.takeASGIQueues()
+	return true
+}
+
+// takeASGIQueues takes each server's queue (runOnce: at the iteration's start, and after
+// the poll's events, which the loop driver's reads queue requests from).
+func (l *loop) takeASGIQueues() {
 	for i := 0; i < len(l.asgi); i++ {
 		sv := l.asgi[i]
 		if !sv.s.Pending() {
@@ -188,7 +200,49 @@ func (l *loop) takeASGI() bool {
 			}
 		}
 	}
-	return true
+}
+
+// goroutineReaders: GOLOOP_SERVE_READERS=goroutines selects the goroutine driver (a
+// goroutine per connection) instead of the loop driver. Read with C's getenv: Go's copy
+// of the environment is the one of the library's load, and Python's os.environ changes
+// the C one.
+func goroutineReaders() bool {
+	v := C.getenv(cReadersEnv)
+	return v != nil && C.GoString(v) == "goroutines"
+}
+
+var cReadersEnv = C.CString("GOLOOP_SERVE_READERS")
+
+// drvPoller is goloop serve's loop driver's poller (asgi.LoopPoller): the loop's epoll
+// and fdTable; the engine's handlers run from dispatch, on the loop thread.
+type drvPoller struct{ l *loop }
+
+func (p drvPoller) Register(fd int, events uint32, h func(uint32)) error {
+	l := p.l
+	if e := l.fds.get(fd); e != nil && !e.idle && e.drv == nil {
+		return unix.EEXIST // Python watches a descriptor of this number: not ours
+	}
+	if err := l.poll.Add(fd, events); err != nil {
+		return err
+	}
+	l.fds.set(fd, &fdEntry{drv: h, registered: events})
+	return nil
+}
+
+func (p drvPoller) Modify(fd int, events uint32) error {
+	e := p.l.fds.get(fd)
+	if e == nil || e.drv == nil {
+		return unix.ENOENT
+	}
+	e.registered = events
+	return p.l.poll.Mod(fd, events)
+}
+
+func (p drvPoller) Unregister(fd int) {
+	if e := p.l.fds.get(fd); e != nil && e.drv != nil {
+		p.l.poll.Del(fd)
+		p.l.fds.del(fd)
+	}
 }
 
 // flushASGI writes the responses the iteration's handles produced: runOnce calls it after
@@ -261,13 +315,7 @@ func (sv *asgiSrv) wake(r *asgi.Request) {
 		return
 	}
 	o := (*C.GLAsgiSend)(r.Tag)
-	var waiting C.int
-	if r.WS() != nil {
-		waiting = C.gl_asgi_ws_wake(o)
-	} else {
-		waiting = C.gl_asgi_wake(o)
-	}
-	if waiting == 0 { // nothing left to wait for
+	if C.gl_asgi_wake(o, cbool(r.WS() != nil)) == 0 { // nothing left to wait for
 		r.Tag = nil
 		delete(sv.tagged, r)
 		C.gl_decref(pyObj(unsafe.Pointer(o)))
@@ -387,18 +435,29 @@ func glAsgiWait(sid, rid C.long, o *C.GLAsgiSend) (rc C.int) {
 	return 0
 }
 
-// glAsgiDone: the application's call returned (a response not started is answered 500).
+// appDone: the application's call for r (a request or a WebSocket session) returned, or
+// raised (failed): a response not started is answered 500, an accepted session closes
+// (1011 when failed).
+func appDone(r *asgi.Request, failed bool) {
+	if w := r.WS(); w != nil {
+		w.AppDone(failed)
+	} else {
+		r.AppDone()
+	}
+}
+
+// glAsgiDone: the application's call returned (failed: it raised).
 //
 //export glAsgiDone
-func glAsgiDone(sid, rid C.long) (rc C.int) {
+func glAsgiDone(sid, rid C.long, failed C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	if r := getReq(rid); r != nil {
-		r.AppDone()
+		appDone(r, failed != 0)
 	}
 	return 0
 }
 
-// glAsgiStatus is the response's status (0: not started).
+// glAsgiStatus is the response's status (101: a WebSocket session accepted; 0: not started).
 //
 //export glAsgiStatus
 func glAsgiStatus(rid C.long) (rc C.int) {
@@ -409,13 +468,14 @@ func glAsgiStatus(rid C.long) (rc C.int) {
 	return 0
 }
 
-// glAsgiReqFree: the send object is freed (any thread that frees Python objects).
+// glAsgiReqFree: the send object of a request or a WebSocket session is freed (any thread
+// that frees Python objects).
 //
 //export glAsgiReqFree
 func glAsgiReqFree(rid C.long) {
 	defer func() { recover() }()
 	if r := getReq(rid); r != nil {
-		r.AppDone()
+		appDone(r, false)
 		asgiReqs.Del(int(rid))
 	}
 }

@@ -32,12 +32,131 @@ typedef struct {
     PyObject *send_fut;    /* the Future send() returned (backpressure), until resolved */
 } GLAsgiSend;
 
+/* `receive` of one request: the state is its send's. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    GLAsgiSend *send;
+} GLAsgiRecv;
+
+/* The send and receive types of HTTP (asgi.c) and of the WebSocket (asgi_ws.c) share their
+ * slots and send's methods (asgi.c); they differ in the call each object carries. */
+void gl_asgi_send_dealloc(GLAsgiSend *self);
+int gl_asgi_send_traverse(GLAsgiSend *self, visitproc visit, void *arg);
+int gl_asgi_send_clear(GLAsgiSend *self);
+void gl_asgi_recv_dealloc(GLAsgiRecv *self);
+int gl_asgi_recv_traverse(GLAsgiRecv *self, visitproc visit, void *arg);
+extern PyMethodDef gl_asgi_send_methods[];  /* _done, _fail, _status */
+#define GL_ASGI_TYPE(T, slots, name, doc, ...) {                                    \
+    PyVarObject_HEAD_INIT(NULL, 0)                                                  \
+    .tp_name = (name),                                                              \
+    .tp_basicsize = sizeof(T),                                                      \
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, \
+    .tp_doc = (doc),                                                                \
+    .tp_dealloc = (destructor)slots##_dealloc,                                      \
+    .tp_traverse = (traverseproc)slots##_traverse,                                  \
+    .tp_call = PyVectorcall_Call,                                                   \
+    .tp_vectorcall_offset = offsetof(T, vectorcall),                                \
+    __VA_ARGS__}
+#define GL_ASGI_SEND_TYPE(name, doc) GL_ASGI_TYPE(GLAsgiSend, gl_asgi_send, name, doc, \
+    .tp_clear = (inquiry)gl_asgi_send_clear, .tp_methods = gl_asgi_send_methods)
+#define GL_ASGI_RECV_TYPE(name, doc) GL_ASGI_TYPE(GLAsgiRecv, gl_asgi_recv, name, doc)
+
+/* What makes a request's send and receive: their types and calls. */
+typedef struct {
+    PyTypeObject *send_type, *recv_type;
+    vectorcallfunc send_call, recv_call;
+} GLAsgiKind;
+
+/* The message receive() returns now, or NULL: an error, or (none set) nothing yet. */
+typedef PyObject *(*gl_asgi_message_fn)(GLAsgiSend *s);
+
+PyObject *gl_asgi_raise_disconnected(void);  /* ClientDisconnected (asgi.c) */
+
+/* message[key] of a dict (or any mapping), or NULL without an error when it is missing. */
+static inline PyObject *gl_asgi_get(PyObject *msg, PyObject *key) {
+    if (PyDict_CheckExact(msg)) return Py_XNewRef(PyDict_GetItemWithError(msg, key));
+    PyObject *v = PyObject_GetItem(msg, key);
+    if (v == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) PyErr_Clear();
+    return v;
+}
+
+/* A message's type is s (interned: usually the same object). */
+static inline int gl_asgi_is(PyObject *t, PyObject *s) {
+    return t == s || (PyUnicode_Check(t) && PyUnicode_Compare(t, s) == 0);
+}
+
+/* send(message)'s checks: the message's type (a new reference), or NULL with an error. */
+static inline PyObject *gl_asgi_send_type(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                                          PyObject *type_key) {
+    GL_FORK_GUARD(NULL);
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "send() takes one message");
+        return NULL;
+    }
+    if (self->rid < 0 || self->srv->sid < 0) return gl_asgi_raise_disconnected();
+    PyObject *type = gl_asgi_get(args[0], type_key);
+    if (type == NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
+    return type;
+}
+
+/* The bytes of body (NULL: none; bytes as they are, any other buffer through view): -1 with
+ * an error; release view with PyBuffer_Release (nothing to do when body was bytes). */
+static inline int gl_asgi_view(PyObject *body, Py_buffer *view, char **p, Py_ssize_t *n) {
+    view->obj = NULL;
+    if (body == NULL || PyBytes_CheckExact(body)) {
+        *p = body != NULL ? PyBytes_AS_STRING(body) : NULL;
+        *n = body != NULL ? PyBytes_GET_SIZE(body) : 0;
+        return 0;
+    }
+    if (PyObject_GetBuffer(body, view, PyBUF_SIMPLE) < 0) return -1;
+    *p = view->buf;
+    *n = view->len;
+    return 0;
+}
+
+/* An http.response.body message's body (NULL: missing) and more_body; -1 with an error. */
+static inline int gl_asgi_body(PyObject *msg, PyObject *body_key, PyObject *more_key, PyObject **body, int *more) {
+    *body = gl_asgi_get(msg, body_key);
+    if (*body == NULL && PyErr_Occurred()) return -1;
+    PyObject *m = gl_asgi_get(msg, more_key);
+    *more = m != NULL ? PyObject_IsTrue(m) : PyErr_Occurred() ? -1 : 0;
+    Py_XDECREF(m);
+    if (*more < 0) Py_CLEAR(*body);
+    return *more < 0 ? -1 : 0;
+}
+
+/* A response start's status (an int from lo to 999) or -1 with an error; what: the message type. */
+static inline long gl_asgi_status(PyObject *msg, PyObject *key, long lo, const char *what) {
+    PyObject *o = gl_asgi_get(msg, key);
+    if (o == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "status");
+        return -1;
+    }
+    long status = PyLong_Check(o) ? PyLong_AsLong(o) : -2;
+    Py_DECREF(o);
+    if (status == -1 && PyErr_Occurred()) return -1;
+    if (status < lo || status > 999) {
+        PyErr_Format(PyExc_RuntimeError, "ASGI '%s' status must be an integer from 100 to 999", what);
+        return -1;
+    }
+    return status;
+}
+
+/* d[k] = v, stealing v (NULL: an error already set). */
+static inline int gl_set_new(PyObject *d, PyObject *k, PyObject *v) {
+    if (v == NULL) return -1;
+    int rc = PyDict_SetItem(d, k, v);
+    Py_DECREF(v);
+    return rc;
+}
+
 /* Called by asgi.go. */
 int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                     int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
                     const char *shost, Py_ssize_t shostlen, int sport, int is_unix,
                     const char *proxy, Py_ssize_t proxylen, PyObject *ext);
-int gl_asgi_wake(GLAsgiSend *s);
+int gl_asgi_wake(GLAsgiSend *s, int ws);
 PyObject *gl_bytes(const char *p, Py_ssize_t n);
 PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh);  /* the scope's headers */
 PyObject *gl_asgi_addr(const char *host, Py_ssize_t hlen, int port, int is_unix);  /* (host, port|None) */
@@ -55,17 +174,18 @@ PyObject *gl_asgi_tls_ext(GLAsgiServer *srv, const char *blob, const int32_t *en
                           int cipher);
 int gl_asgi_header_lines(PyObject *headers);
 const char *gl_asgi_hdrbuf(Py_ssize_t *n);
-/* asgi.c's helpers for asgi_ws.c */
+/* asgi.c's helpers for asgi_ws.c and asgi_spec.c */
 PyObject *gl_asgi_done(PyObject *value);
-void gl_asgi_resolve(PyObject *fut, PyObject *value, int is_exception);
-PyObject *gl_asgi_client_disconnected(void);
+PyObject *gl_asgi_answer(GLAsgiSend *self, int rc);
+PyObject *gl_asgi_receive(GLAsgiRecv *self, size_t nargsf, PyObject *kwnames, gl_asgi_message_fn message);
+int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKind *kind, PyObject *app);
 
 /* WebSocket (asgi_ws.c) */
 int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                        const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
                        Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen,
                        const char *proxy, Py_ssize_t proxylen, PyObject *ext);
-int gl_asgi_ws_wake(GLAsgiSend *s);
+PyObject *gl_asgi_ws_message(GLAsgiSend *s);  /* receive()'s message (a gl_asgi_message_fn) */
 PyObject *gl_ws_text(const char *p, Py_ssize_t n);
 int gl_init_asgi_ws(PyObject *m);
 

@@ -73,7 +73,7 @@ static void run_app_done(GLAsgiRun *r) {
     Py_CLEAR(r->it);
     if (r->finished) return;
     r->finished = 1;
-    if (!gl_forked && s->rid >= 0 && s->srv->sid >= 0) glAsgiDone(s->srv->sid, s->rid);
+    if (!gl_forked && s->rid >= 0 && s->srv->sid >= 0) glAsgiDone(s->srv->sid, s->rid, 0);
 }
 
 /* The step's outcome after the application's iterator gave status (and *result). */

@@ -7,29 +7,15 @@
 static PyObject *s_trailers, *s_headers, *s_more_trailers, *s_path, *s_t_trailers, *s_t_pathsend, *s_tls,
     *s_extensions;
 
-static PyObject *get(PyObject *msg, PyObject *key) {
-    if (PyDict_CheckExact(msg)) return Py_XNewRef(PyDict_GetItemWithError(msg, key));
-    PyObject *v = PyObject_GetItem(msg, key);
-    if (v == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) PyErr_Clear();
-    return v;
-}
-
-static int is_type(PyObject *type, PyObject *s) {
-    return type == s || (PyUnicode_Check(type) && PyUnicode_Compare(type, s) == 0);
-}
-
 static PyObject *answer(int rc) {
-    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) {
-        PyErr_SetString(gl_asgi_client_disconnected(), "the client disconnected");
-        return NULL;
-    }
+    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return gl_asgi_raise_disconnected();
     if (rc < 0) return NULL;
     return gl_asgi_done(Py_None);
 }
 
 /* After a successful http.response.start: tell Go if trailers follow. */
 int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg) {
-    PyObject *t = get(msg, s_trailers);
+    PyObject *t = gl_asgi_get(msg, s_trailers);
     if (t == NULL) return PyErr_Occurred() ? -1 : 0;
     int on = PyObject_IsTrue(t);
     Py_DECREF(t);
@@ -39,10 +25,10 @@ int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg) {
 }
 
 static PyObject *send_trailers(GLAsgiSend *self, PyObject *msg) {
-    PyObject *headers = get(msg, s_headers);
+    PyObject *headers = gl_asgi_get(msg, s_headers);
     if (headers == NULL && PyErr_Occurred()) return NULL;
     if (gl_asgi_header_lines(headers) < 0) return NULL;
-    PyObject *more_o = get(msg, s_more_trailers);
+    PyObject *more_o = gl_asgi_get(msg, s_more_trailers);
     if (more_o == NULL && PyErr_Occurred()) return NULL;
     int more = more_o ? PyObject_IsTrue(more_o) : 0;
     Py_XDECREF(more_o);
@@ -53,7 +39,7 @@ static PyObject *send_trailers(GLAsgiSend *self, PyObject *msg) {
 }
 
 static PyObject *send_path(GLAsgiSend *self, PyObject *msg) {
-    PyObject *path = get(msg, s_path);
+    PyObject *path = gl_asgi_get(msg, s_path);
     if (path == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "path");
         return NULL;
@@ -71,8 +57,8 @@ static PyObject *send_path(GLAsgiSend *self, PyObject *msg) {
 
 /* send() of a message other than http.response.start/body. */
 PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg) {
-    if (is_type(type, s_t_trailers)) return send_trailers(self, msg);
-    if (is_type(type, s_t_pathsend)) return send_path(self, msg);
+    if (gl_asgi_is(type, s_t_trailers)) return send_trailers(self, msg);
+    if (gl_asgi_is(type, s_t_pathsend)) return send_path(self, msg);
     if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message '%S' sent.", type);
     return NULL;
 }

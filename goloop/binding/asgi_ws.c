@@ -1,7 +1,7 @@
 /* goloop serve's WebSocket binding (C side): the websocket scope, and send/receive of a
  * WebSocket session as C callables (asgi_ws.go's exports do the work in Go). The objects
- * share asgi.c's GLAsgiSend layout (its wake-up machinery: glAsgiWait, EvWake). Loop
- * thread only. */
+ * are asgi.c's GLAsgiSend/GLAsgiRecv with their slots and wake-up machinery (glAsgiWait,
+ * EvWake); what is the WebSocket's is send's messages and receive's. Loop thread only. */
 #include "asgi.h"
 #include "_cgo_export.h"
 
@@ -12,104 +12,24 @@ static PyObject *s_type, *s_websocket, *s_scheme, *s_http, *s_https, *s_ws, *s_w
     *s_path, *s_raw_path, *s_query_string, *s_headers, *s_client, *s_server, *s_state, *s_subprotocols,
     *s_subprotocol, *s_bytes, *s_text, *s_code, *s_reason, *s_status, *s_body, *s_more_body,
     *s_t_connect, *s_t_receive, *s_t_disconnect, *s_t_accept, *s_t_send, *s_t_close, *s_t_http_start,
-    *s_t_http_body, *s_create_task, *s_create_future, *s_empty;
+    *s_t_http_body, *s_empty;
 
 PyObject *gl_ws_text(const char *p, Py_ssize_t n) {
     if (n == 0) return Py_NewRef(s_empty);
     return PyUnicode_DecodeUTF8(p, n, "surrogateescape");
 }
 
-static PyObject *get(PyObject *msg, PyObject *key) {
-    if (PyDict_CheckExact(msg)) return Py_XNewRef(PyDict_GetItemWithError(msg, key));
-    PyObject *v = PyObject_GetItem(msg, key);
-    if (v == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) PyErr_Clear();
-    return v;
-}
-
-static int is(PyObject *t, PyObject *s) {
-    return t == s || (PyUnicode_Check(t) && PyUnicode_Compare(t, s) == 0);
-}
-
-static PyObject *raise_disconnected(void) {
-    PyErr_SetString(gl_asgi_client_disconnected(), "the client disconnected");
-    return NULL;
-}
-
-/* "name: value\r\n" lines of an ASGI headers iterable, checked as h11 checks them. */
-static PyObject *header_lines(PyObject *headers) {
-    PyObject *out = PyBytes_FromStringAndSize(NULL, 0);
-    if (out == NULL || headers == NULL || headers == Py_None) return out;
-    PyObject *it = PyObject_GetIter(headers), *pair;
-    if (it == NULL) goto fail;
-    while ((pair = PyIter_Next(it)) != NULL) {
-        PyObject *seq = PySequence_Fast(pair, "ASGI headers must be [name, value] pairs");
-        Py_DECREF(pair);
-        if (seq == NULL) goto fail_it;
-        if (PySequence_Fast_GET_SIZE(seq) != 2) {
-            Py_DECREF(seq);
-            PyErr_SetString(PyExc_TypeError, "ASGI headers must be [name, value] pairs");
-            goto fail_it;
-        }
-        for (int part = 0; part < 2; part++) {
-            PyObject *o = PySequence_Fast_GET_ITEM(seq, part);
-            if (!PyBytes_Check(o)) {
-                PyErr_Format(PyExc_TypeError, "ASGI header %s must be bytes, not %.100s", part ? "value" : "name",
-                             Py_TYPE(o)->tp_name);
-                Py_DECREF(seq);
-                goto fail_it;
-            }
-            const char *p = PyBytes_AS_STRING(o);
-            Py_ssize_t n = PyBytes_GET_SIZE(o);
-            int bad = part == 0 && n == 0;
-            for (Py_ssize_t i = 0; i < n && !bad; i++) {
-                unsigned char c = (unsigned char)p[i];
-                bad = c == '\r' || c == '\n' || c == 0 || (part == 0 && (c <= ' ' || c == ':' || c >= 0x7f));
-            }
-            if (bad) {
-                PyErr_Format(PyExc_RuntimeError, "Invalid HTTP header %s.", part ? "value" : "name");
-                Py_DECREF(seq);
-                goto fail_it;
-            }
-            PyBytes_Concat(&out, o);
-            if (out != NULL) {
-                PyObject *sep = PyBytes_FromString(part ? "\r\n" : ": ");
-                if (sep == NULL) Py_CLEAR(out); else PyBytes_ConcatAndDel(&out, sep);
-            }
-            if (out == NULL) {
-                Py_DECREF(seq);
-                goto fail_it;
-            }
-        }
-        Py_DECREF(seq);
-    }
-    Py_DECREF(it);
-    if (PyErr_Occurred()) goto fail;
-    return out;
-fail_it:
-    Py_DECREF(it);
-fail:
-    Py_XDECREF(out);
-    return NULL;
-}
-
-static PyObject *new_future(GLAsgiSend *self, PyObject **slot) {
-    PyObject *fut = PyObject_CallMethodNoArgs(self->srv->loop, s_create_future);
-    if (fut == NULL) return NULL;
-    Py_XSETREF(*slot, Py_NewRef(fut));
-    glAsgiWait(self->srv->sid, self->rid, self);
-    return fut;
-}
-
-/* Go's answer to a send: None (a finished awaitable), a Future (backpressure) or an error. */
-static PyObject *answer(GLAsgiSend *self, int rc) {
-    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return raise_disconnected();
-    if (rc < 0) return NULL;
-    if (rc == GL_ASGI_PAUSED) return new_future(self, &self->send_fut);
-    return gl_asgi_done(Py_None);
+/* The header lines of an ASGI headers iterable (None or missing: none), checked, in asgi.c's
+ * buffer (gl_asgi_hdrbuf, valid until the next call); -1 with an error. */
+static int header_lines(PyObject *msg) {
+    PyObject *h = gl_asgi_get(msg, s_headers);
+    if (h == NULL && PyErr_Occurred()) return -1;
+    if (h == Py_None) Py_CLEAR(h);
+    return gl_asgi_header_lines(h);
 }
 
 static PyObject *ws_accept(GLAsgiSend *self, PyObject *msg) {
-    PyObject *sp = get(msg, s_subprotocol);
+    PyObject *sp = gl_asgi_get(msg, s_subprotocol);
     if (sp == NULL && PyErr_Occurred()) return NULL;
     const char *spp = NULL;
     Py_ssize_t spn = 0;
@@ -128,41 +48,36 @@ static PyObject *ws_accept(GLAsgiSend *self, PyObject *msg) {
             }
         }
     }
-    PyObject *h = get(msg, s_headers);
-    if (h == NULL && PyErr_Occurred()) {
+    Py_ssize_t hn;
+    const char *hp;
+    if (header_lines(msg) < 0) {
         Py_XDECREF(sp);
         return NULL;
     }
-    PyObject *lines = header_lines(h);
-    Py_XDECREF(h);
-    if (lines == NULL) {
-        Py_XDECREF(sp);
-        return NULL;
-    }
-    int rc = glAsgiWsAccept(self->srv->sid, self->rid, (char *)spp, spn, PyBytes_AS_STRING(lines),
-                            PyBytes_GET_SIZE(lines));
-    Py_DECREF(lines);
+    hp = gl_asgi_hdrbuf(&hn);
+    int rc = glAsgiWsAccept(self->srv->sid, self->rid, (char *)spp, spn, (char *)hp, hn);
     Py_XDECREF(sp);
-    return answer(self, rc);
+    return gl_asgi_answer(self, rc);
 }
 
 static PyObject *ws_send(GLAsgiSend *self, PyObject *msg) {
-    PyObject *b = get(msg, s_bytes);
+    PyObject *b = gl_asgi_get(msg, s_bytes);
     if (b == NULL && PyErr_Occurred()) return NULL;
     int rc;
     if (b != NULL && b != Py_None) {
         Py_buffer view;
-        if (PyObject_GetBuffer(b, &view, PyBUF_SIMPLE) < 0) {
-            Py_DECREF(b);
-            return NULL;
+        char *p;
+        Py_ssize_t n;
+        rc = gl_asgi_view(b, &view, &p, &n);  /* -1: an error, which gl_asgi_answer returns */
+        if (rc == 0) {
+            rc = glAsgiWsSend(self->srv->sid, self->rid, 0, p, n);
+            PyBuffer_Release(&view);
         }
-        rc = glAsgiWsSend(self->srv->sid, self->rid, 0, view.buf, view.len);
-        PyBuffer_Release(&view);
         Py_DECREF(b);
-        return answer(self, rc);
+        return gl_asgi_answer(self, rc);
     }
     Py_XDECREF(b);
-    PyObject *t = get(msg, s_text);
+    PyObject *t = gl_asgi_get(msg, s_text);
     if (t == NULL && PyErr_Occurred()) return NULL;
     if (t == NULL || t == Py_None) {
         Py_XDECREF(t);
@@ -178,12 +93,12 @@ static PyObject *ws_send(GLAsgiSend *self, PyObject *msg) {
     }
     rc = glAsgiWsSend(self->srv->sid, self->rid, 1, (char *)p, n);
     Py_DECREF(t);
-    return answer(self, rc);
+    return gl_asgi_answer(self, rc);
 }
 
 static PyObject *ws_close(GLAsgiSend *self, PyObject *msg) {
     long code = 1000;
-    PyObject *c = get(msg, s_code);
+    PyObject *c = gl_asgi_get(msg, s_code);
     if (c == NULL && PyErr_Occurred()) return NULL;
     if (c != NULL && c != Py_None) {
         code = PyLong_AsLong(c);
@@ -193,7 +108,7 @@ static PyObject *ws_close(GLAsgiSend *self, PyObject *msg) {
         }
     }
     Py_XDECREF(c);
-    PyObject *r = get(msg, s_reason);
+    PyObject *r = gl_asgi_get(msg, s_reason);
     if (r == NULL && PyErr_Occurred()) return NULL;
     const char *p = NULL;
     Py_ssize_t n = 0;
@@ -208,85 +123,50 @@ static PyObject *ws_close(GLAsgiSend *self, PyObject *msg) {
     if (code < 0 || code > 65535) code = 0;  /* invalid: Go says so */
     int rc = glAsgiWsClose(self->srv->sid, self->rid, (int)code, (char *)p, n);
     Py_XDECREF(r);
-    return answer(self, rc);
+    return gl_asgi_answer(self, rc);
 }
 
 static PyObject *ws_http_start(GLAsgiSend *self, PyObject *msg) {
-    PyObject *st = get(msg, s_status);
-    if (st == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "status");
-        return NULL;
-    }
-    long status = PyLong_Check(st) ? PyLong_AsLong(st) : -2;
-    Py_DECREF(st);
-    if (status == -1 && PyErr_Occurred()) return NULL;
-    if (status < 100 || status > 999) {
-        PyErr_SetString(PyExc_RuntimeError, "ASGI 'websocket.http.response.start' status must be an integer from 100 to 999");
-        return NULL;
-    }
-    PyObject *h = get(msg, s_headers);
-    if (h == NULL && PyErr_Occurred()) return NULL;
-    PyObject *lines = header_lines(h);
-    Py_XDECREF(h);
-    if (lines == NULL) return NULL;
-    int rc = glAsgiWsDeny(self->srv->sid, self->rid, (int)status, PyBytes_AS_STRING(lines), PyBytes_GET_SIZE(lines));
-    Py_DECREF(lines);
-    return answer(self, rc);
+    long status = gl_asgi_status(msg, s_status, 100, "websocket.http.response.start");
+    if (status < 0) return NULL;
+    Py_ssize_t hn;
+    if (header_lines(msg) < 0) return NULL;
+    const char *hp = gl_asgi_hdrbuf(&hn);
+    int rc = glAsgiWsDeny(self->srv->sid, self->rid, (int)status, (char *)hp, hn);
+    return gl_asgi_answer(self, rc);
 }
 
 static PyObject *ws_http_body(GLAsgiSend *self, PyObject *msg) {
-    PyObject *body = get(msg, s_body);
-    if (body == NULL && PyErr_Occurred()) return NULL;
-    PyObject *m = get(msg, s_more_body);
-    if (m == NULL && PyErr_Occurred()) {
-        Py_XDECREF(body);
-        return NULL;
-    }
-    int more = m ? PyObject_IsTrue(m) : 0;
-    Py_XDECREF(m);
-    if (more < 0) {
-        Py_XDECREF(body);
-        return NULL;
-    }
-    int rc;
-    if (body != NULL && body != Py_None) {
-        Py_buffer view;
-        if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
-            Py_DECREF(body);
-            return NULL;
-        }
-        rc = glAsgiWsDenyBody(self->srv->sid, self->rid, view.buf, view.len, more);
+    PyObject *body;
+    int more, rc;
+    if (gl_asgi_body(msg, s_body, s_more_body, &body, &more) < 0) return NULL;
+    if (body == Py_None) Py_CLEAR(body);
+    Py_buffer view;
+    char *p;
+    Py_ssize_t n;
+    rc = gl_asgi_view(body, &view, &p, &n);  /* -1: an error, which gl_asgi_answer returns */
+    if (rc == 0) {
+        rc = glAsgiWsDenyBody(self->srv->sid, self->rid, p, n, more);
         PyBuffer_Release(&view);
-    } else {
-        rc = glAsgiWsDenyBody(self->srv->sid, self->rid, NULL, 0, more);
     }
     Py_XDECREF(body);
-    return answer(self, rc);
+    return gl_asgi_answer(self, rc);
 }
 
 static PyObject *ws_send_call(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    GL_FORK_GUARD(NULL);
-    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
-        PyErr_SetString(PyExc_TypeError, "send() takes one message");
-        return NULL;
-    }
-    if (self->rid < 0 || self->srv->sid < 0) return raise_disconnected();
-    PyObject *msg = args[0];
-    PyObject *t = get(msg, s_type);
-    if (t == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
-        return NULL;
-    }
+    PyObject *t = gl_asgi_send_type(self, args, nargsf, kwnames, s_type), *msg;
+    if (t == NULL) return NULL;
+    msg = args[0];
     PyObject *r = NULL;
-    if (is(t, s_t_send))
+    if (gl_asgi_is(t, s_t_send))
         r = ws_send(self, msg);
-    else if (is(t, s_t_accept))
+    else if (gl_asgi_is(t, s_t_accept))
         r = ws_accept(self, msg);
-    else if (is(t, s_t_close))
+    else if (gl_asgi_is(t, s_t_close))
         r = ws_close(self, msg);
-    else if (is(t, s_t_http_start))
+    else if (gl_asgi_is(t, s_t_http_start))
         r = ws_http_start(self, msg);
-    else if (is(t, s_t_http_body))
+    else if (gl_asgi_is(t, s_t_http_body))
         r = ws_http_body(self, msg);
     else if (!PyErr_Occurred())
         PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message '%S' sent.", t);
@@ -294,72 +174,10 @@ static PyObject *ws_send_call(GLAsgiSend *self, PyObject *const *args, size_t na
     return r;
 }
 
-static PyObject *ws_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
-    GL_FORK_GUARD(NULL);
-    if (self->rid >= 0 && self->srv->sid >= 0) glAsgiWsDone(self->srv->sid, self->rid, 0);
-    Py_RETURN_NONE;
-}
-
-static PyObject *ws_fail(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
-    GL_FORK_GUARD(NULL);
-    if (self->rid >= 0 && self->srv->sid >= 0) glAsgiWsDone(self->srv->sid, self->rid, 1);
-    Py_RETURN_NONE;
-}
-
-static PyObject *ws_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
-    GL_FORK_GUARD(NULL);
-    return PyLong_FromLong(self->rid >= 0 ? glAsgiWsStatus(self->rid) : 0);
-}
-
-static void ws_send_dealloc(GLAsgiSend *self) {
-    PyObject_GC_UnTrack(self);
-    if (self->rid >= 0 && !gl_forked) glAsgiWsFree(self->rid);
-    Py_CLEAR(self->recv_fut);
-    Py_CLEAR(self->send_fut);
-    Py_CLEAR(self->srv);
-    PyObject_GC_Del(self);
-}
-
-static int ws_send_traverse(GLAsgiSend *self, visitproc visit, void *arg) {
-    Py_VISIT(self->srv);
-    Py_VISIT(self->recv_fut);
-    Py_VISIT(self->send_fut);
-    return 0;
-}
-
-static int ws_send_clear(GLAsgiSend *self) {
-    Py_CLEAR(self->recv_fut);
-    Py_CLEAR(self->send_fut);
-    return 0;
-}
-
-static PyMethodDef ws_send_methods[] = {
-    {"_done", (PyCFunction)ws_done, METH_NOARGS, "The application's call returned."},
-    {"_fail", (PyCFunction)ws_fail, METH_NOARGS, "The application's call raised (an open session closes with 1011)."},
-    {"_status", (PyCFunction)ws_status, METH_NOARGS, "101 accepted, the HTTP response's status, or 0."},
-    {NULL}};
-
-static PyTypeObject WsSendType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "goloop._goloop.AsgiWebSocketSend",
-    .tp_basicsize = sizeof(GLAsgiSend),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "The `send` callable of one ASGI WebSocket session.",
-    .tp_dealloc = (destructor)ws_send_dealloc,
-    .tp_traverse = (traverseproc)ws_send_traverse,
-    .tp_clear = (inquiry)ws_send_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(GLAsgiSend, vectorcall),
-    .tp_methods = ws_send_methods,
-};
+static PyTypeObject WsSendType =
+    GL_ASGI_SEND_TYPE("goloop._goloop.AsgiWebSocketSend", "The `send` callable of one ASGI WebSocket session.");
 
 /* ---------- receive ---------- */
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    GLAsgiSend *send;
-} WsRecv;
 
 /* Keep in step with asgi.WSKind. */
 enum { K_WAIT, K_CONNECT, K_TEXT, K_BINARY, K_DISCONNECT };
@@ -373,7 +191,7 @@ static PyObject *message(PyObject *type, PyObject *k1, PyObject *v1, PyObject *k
 }
 
 /* The message receive() returns now, or NULL without an error: nothing yet. */
-static PyObject *ws_recv_message(GLAsgiSend *s) {
+PyObject *gl_asgi_ws_message(GLAsgiSend *s) {
     int kind = K_DISCONNECT, code = 1006;
     PyObject *reason = NULL, *data, *m = NULL;
     if (s->rid < 0) {
@@ -409,94 +227,14 @@ static PyObject *ws_recv_message(GLAsgiSend *s) {
     return m;
 }
 
-static PyObject *ws_recv_call(WsRecv *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    GL_FORK_GUARD(NULL);
-    if (PyVectorcall_NARGS(nargsf) != 0 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
-        PyErr_SetString(PyExc_TypeError, "receive() takes no arguments");
-        return NULL;
-    }
-    GLAsgiSend *s = self->send;
-    if (s->recv_fut != NULL) return Py_NewRef(s->recv_fut);
-    PyObject *m = ws_recv_message(s);
-    if (m != NULL) {
-        PyObject *d = gl_asgi_done(m);
-        Py_DECREF(m);
-        return d;
-    }
-    if (PyErr_Occurred()) return NULL;
-    return new_future(s, &s->recv_fut);
+static PyObject *ws_recv_call(GLAsgiRecv *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    return gl_asgi_receive(self, nargsf, kwnames, gl_asgi_ws_message);
 }
 
-static void ws_recv_dealloc(WsRecv *self) {
-    PyObject_GC_UnTrack(self);
-    Py_CLEAR(self->send);
-    PyObject_GC_Del(self);
-}
-
-static int ws_recv_traverse(WsRecv *self, visitproc visit, void *arg) {
-    Py_VISIT(self->send);
-    return 0;
-}
-
-static PyTypeObject WsRecvType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "goloop._goloop.AsgiWebSocketReceive",
-    .tp_basicsize = sizeof(WsRecv),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "The `receive` callable of one ASGI WebSocket session.",
-    .tp_dealloc = (destructor)ws_recv_dealloc,
-    .tp_traverse = (traverseproc)ws_recv_traverse,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(WsRecv, vectorcall),
-};
-
-/* An EvWake for a session: resolve the Futures whose wait is over; 1 if one still waits. */
-int gl_asgi_ws_wake(GLAsgiSend *s) {
-    Py_INCREF(s);
-    if (s->recv_fut != NULL) {
-        PyObject *m = ws_recv_message(s);
-        if (m != NULL) {
-            PyObject *fut = s->recv_fut;
-            s->recv_fut = NULL;
-            gl_asgi_resolve(fut, m, 0);
-            Py_DECREF(fut);
-            Py_DECREF(m);
-        } else if (PyErr_Occurred()) {
-            PyErr_WriteUnraisable((PyObject *)s);
-        }
-    }
-    if (s->send_fut != NULL && s->rid >= 0) {
-        int rc = glAsgiSendReady(s->rid);
-        if (rc != 0) {
-            PyObject *fut = s->send_fut;
-            s->send_fut = NULL;
-            if (rc == GL_ASGI_ERR_DISCONNECTED) {
-                PyObject *exc = PyObject_CallFunction(gl_asgi_client_disconnected(), "s", "the client disconnected");
-                if (exc != NULL) {
-                    gl_asgi_resolve(fut, exc, 1);
-                    Py_DECREF(exc);
-                } else {
-                    PyErr_WriteUnraisable(fut);
-                }
-            } else {
-                gl_asgi_resolve(fut, Py_None, 0);
-            }
-            Py_DECREF(fut);
-        }
-    }
-    int waiting = s->recv_fut != NULL || s->send_fut != NULL;
-    Py_DECREF(s);
-    return waiting;
-}
+static PyTypeObject WsRecvType = GL_ASGI_RECV_TYPE(
+    "goloop._goloop.AsgiWebSocketReceive", "The `receive` callable of one ASGI WebSocket session.");
 
 /* ---------- the session's scope and task ---------- */
-
-static int set_new(PyObject *d, PyObject *k, PyObject *v) {
-    if (v == NULL) return -1;
-    int rc = PyDict_SetItem(d, k, v);
-    Py_DECREF(v);
-    return rc;
-}
 
 static PyObject *split_protocols(const char *p, Py_ssize_t n) {
     PyObject *l = PyList_New(0);
@@ -514,49 +252,32 @@ static PyObject *split_protocols(const char *p, Py_ssize_t n) {
     return l;
 }
 
-int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
-                       const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
-                       Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen,
-                       const char *proxy, Py_ssize_t proxylen, PyObject *ext) {
-    GLAsgiSend *send = NULL;
-    WsRecv *recv = NULL;
-    PyObject *scope = NULL, *coro = NULL, *task = NULL, *headers = NULL, *scheme;
-    int nh = (nends - 4) / 2;
-#define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
-    send = PyObject_GC_New(GLAsgiSend, &WsSendType);
-    if (send == NULL) goto fail_norid;
-    send->vectorcall = (vectorcallfunc)ws_send_call;
-    send->rid = rid;
-    send->srv = (GLAsgiServer *)Py_NewRef(srv);
-    send->recv_fut = send->send_fut = NULL;
-    PyObject_GC_Track(send);
-    recv = PyObject_GC_New(WsRecv, &WsRecvType);
-    if (recv == NULL) goto fail;
-    recv->vectorcall = (vectorcallfunc)ws_recv_call;
-    recv->send = (GLAsgiSend *)Py_NewRef(send);
-    PyObject_GC_Track(recv);
-
-    scope = PyDict_Copy(srv->template);
-    if (scope == NULL) goto fail;
+/* The scope of a WebSocket session, or NULL with an error. */
+static PyObject *ws_scope(GLAsgiServer *srv, const char *blob, const int32_t *ends, int nends, const char *chost,
+                          Py_ssize_t chostlen, int cport, const char *shost, Py_ssize_t shostlen, int sport,
+                          int is_unix, const char *protos, Py_ssize_t protolen, const char *proxy,
+                          Py_ssize_t proxylen, PyObject *ext) {
+    PyObject *scope = PyDict_Copy(srv->template), *scheme;
+    if (scope == NULL) return NULL;
     scheme = PyDict_GetItemWithError(scope, s_scheme);  /* borrowed */
-    scheme = (scheme != NULL && is(scheme, s_https)) ? s_wss : s_ws;
-    headers = gl_asgi_headers(blob, ends, nh);
-    if (headers == NULL) goto fail;
+    scheme = (scheme != NULL && gl_asgi_is(scheme, s_https)) ? s_wss : s_ws;
+#define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
     if (PyDict_SetItem(scope, s_type, s_websocket) < 0 || PyDict_SetItem(scope, s_scheme, scheme) < 0 ||
         PyDict_SetItem(scope, s_http_version, s_v11) < 0 ||
-        set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
-        set_new(scope, s_raw_path, PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
-        set_new(scope, s_query_string, PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
-        PyDict_SetItem(scope, s_headers, headers) < 0 ||
-        set_new(scope, s_subprotocols, split_protocols(protos, protolen)) < 0 ||
+        gl_set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
+        gl_set_new(scope, s_raw_path, PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
+        gl_set_new(scope, s_query_string, PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
+        gl_set_new(scope, s_headers, gl_asgi_headers(blob, ends, (nends - 4) / 2)) < 0 ||
+        gl_set_new(scope, s_subprotocols, split_protocols(protos, protolen)) < 0 ||
         gl_asgi_ws_extensions(scope, ext) < 0)
         goto fail;
+#undef SEG
     if (is_unix) {
         if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||
-            set_new(scope, s_server, gl_asgi_addr(shost, shostlen, 0, 1)) < 0)
+            gl_set_new(scope, s_server, gl_asgi_addr(shost, shostlen, 0, 1)) < 0)
             goto fail;
-    } else if (set_new(scope, s_client, gl_asgi_addr(chost, chostlen, cport, 0)) < 0 ||
-               set_new(scope, s_server, gl_asgi_addr(shost, shostlen, sport, 0)) < 0) {
+    } else if (gl_set_new(scope, s_client, gl_asgi_addr(chost, chostlen, cport, 0)) < 0 ||
+               gl_set_new(scope, s_server, gl_asgi_addr(shost, shostlen, sport, 0)) < 0) {
         goto fail;
     }
     if (proxy != NULL) {
@@ -568,37 +289,23 @@ int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int3
                                               PyUnicode_CompareWithASCIIString(fwd, "wss") == 0);
         if (PyDict_SetItem(scope, s_scheme, secure ? s_wss : s_ws) < 0) goto fail;
     }
-    if (srv->state != NULL && set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
-#undef SEG
-    {
-        PyObject *args[3] = {scope, (PyObject *)recv, (PyObject *)send};
-        coro = PyObject_Vectorcall(srv->runner, args, 3, NULL);
-    }
-    if (coro == NULL) goto fail;
-    task = PyObject_CallMethodOneArg(srv->loop, s_create_task, coro);
-    if (task == NULL) goto fail;
-    Py_DECREF(task);
-    Py_DECREF(coro);
-    Py_DECREF(headers);
-    Py_DECREF(scope);
-    Py_DECREF(recv);
-    Py_DECREF(send);
-    return 0;
+    if (srv->state != NULL && gl_set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
+    return scope;
 fail:
-    send->rid = -1;  /* Go answers 500 and forgets the request */
-fail_norid:
-    PyErr_WriteUnraisable(srv->runner);
-    if (coro != NULL && PyCoro_CheckExact(coro)) {
-        PyObject *r = PyObject_CallMethod(coro, "close", NULL);
-        if (r == NULL) PyErr_Clear();
-        Py_XDECREF(r);
-    }
-    Py_XDECREF(coro);
-    Py_XDECREF(headers);
-    Py_XDECREF(scope);
-    Py_XDECREF(recv);
-    Py_XDECREF(send);
-    return -1;
+    Py_DECREF(scope);
+    return NULL;
+}
+
+static const GLAsgiKind ws_kind = {&WsSendType, &WsRecvType, (vectorcallfunc)ws_send_call,
+                                   (vectorcallfunc)ws_recv_call};
+
+int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
+                       const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
+                       Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen,
+                       const char *proxy, Py_ssize_t proxylen, PyObject *ext) {
+    PyObject *scope = ws_scope(srv, blob, ends, nends, chost, chostlen, cport, shost, shostlen, sport, is_unix,
+                               protos, protolen, proxy, proxylen, ext);
+    return gl_asgi_launch(srv, rid, scope, &ws_kind, NULL);
 }
 
 /* _goloop._asgi_ws_config(server, disabled, max_size, max_queue, ping_interval, ping_timeout, deflate) */
@@ -661,8 +368,6 @@ int gl_init_asgi_ws(PyObject *m) {
     INTERN(s_t_close, "websocket.close");
     INTERN(s_t_http_start, "websocket.http.response.start");
     INTERN(s_t_http_body, "websocket.http.response.body");
-    INTERN(s_create_task, "create_task");
-    INTERN(s_create_future, "create_future");
     INTERN(s_empty, "");
 #undef INTERN
     server_type = (PyTypeObject *)PyObject_GetAttrString(m, "AsgiServer");

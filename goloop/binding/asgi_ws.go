@@ -59,7 +59,7 @@ func (sv *asgiSrv) startWS(r *asgi.Request) {
 	if release != nil {
 		release()
 	}
-	if rc < 0 { // the call could not start (reported by asgi_ws.c): a 500
+	if rc < 0 { // the call could not start (reported by asgi.c gl_asgi_launch): a 500
 		r.WS().AppDone(false)
 		asgiReqs.Del(rid)
 	}
@@ -159,33 +159,4 @@ func glAsgiWsRecv(rid C.long, kind, code *C.int, reason *pyObj) (ret pyObj) {
 		*reason = C.gl_ws_text(rp, C.Py_ssize_t(len(rs)))
 	}
 	return C.gl_none()
-}
-
-//export glAsgiWsDone
-func glAsgiWsDone(sid, rid C.long, failed C.int) (rc C.int) {
-	defer recoverInt(&rc)
-	if w := getWS(rid); w != nil {
-		w.AppDone(failed != 0)
-	}
-	return 0
-}
-
-//export glAsgiWsStatus
-func glAsgiWsStatus(rid C.long) (rc C.int) {
-	defer recoverInt(&rc)
-	if w := getWS(rid); w != nil {
-		return C.int(w.Status())
-	}
-	return 0
-}
-
-// glAsgiWsFree: the send object is freed.
-//
-//export glAsgiWsFree
-func glAsgiWsFree(rid C.long) {
-	defer func() { recover() }()
-	if w := getWS(rid); w != nil {
-		w.AppDone(false)
-		asgiReqs.Del(int(rid))
-	}
 }

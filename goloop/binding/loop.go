@@ -61,6 +61,10 @@ type fdEntry struct {
 	// that found no handle on the descriptor. remove_reader(sock) after sock.close() finds
 	// the registration by it (glFdOf). nil for a descriptor number (an int) and _wait_fd.
 	obj pyObj
+
+	// drv is the Go handler of a descriptor goloop serve's loop driver owns (asgi.go's
+	// drvPoller: listeners, connections, its timer); such an entry has nothing else.
+	drv func(events uint32)
 }
 
 // fdTable maps descriptors to their entries: a slice indexed by fd (descriptors are small
@@ -569,6 +573,11 @@ func (l *loop) runOnce() bool {
 			return false
 		}
 	}
+	if len(events) > 0 && len(l.asgi) > 0 {
+		// goloop serve's loop driver read requests in this poll: their tasks start in
+		// this iteration's run phase
+		l.takeASGIQueues()
+	}
 
 	if l.timers.Len() > 0 {
 		end := monotonic() + float64(self.clock_resolution)
@@ -637,6 +646,10 @@ func (l *loop) yieldSometimes(now int64) {
 func (l *loop) dispatch(ev poller.Event) bool {
 	e := l.fds.get(ev.Fd)
 	if e == nil {
+		return true
+	}
+	if e.drv != nil {
+		e.drv(ev.Events)
 		return true
 	}
 	if e.idle {
