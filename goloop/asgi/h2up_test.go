@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -169,19 +168,6 @@ func TestH2cUpgradeDeclined(t *testing.T) {
 	c, _ = dial(t, addr)
 	io.WriteString(c, h2cUpgradeReq("body", false))
 	checkHTTP11(t, "NoH2", c, "body")
-}
-
-// TestH2cUpgradeOverTLS: over TLS Upgrade: h2c is ignored.
-func TestH2cUpgradeOverTLS(t *testing.T) {
-	p := newPKI(t)
-	_, addr := startTLS(t, p, 0, echoApp)
-	tc, err := tls.Dial("tcp", addr, p.client("http/1.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
-	io.WriteString(tc, h2cUpgradeReq("body", false))
-	checkHTTP11(t, "TLS", tc, "body")
 }
 
 func TestH2Expect100Continue(t *testing.T) {
