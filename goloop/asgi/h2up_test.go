@@ -223,7 +223,7 @@ func TestH2SendFileBounded(t *testing.T) {
 		if string(r.Path()) == "/part" {
 			r.Send([]byte("head-"), true)
 		}
-		if err := r.SendFile(path); err != nil {
+		if _, err := r.SendFile(path); err != nil {
 			panic(err)
 		}
 		a.s.Flush()

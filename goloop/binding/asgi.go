@@ -335,11 +335,7 @@ func glAsgiStart(sid, rid C.long, status C.int, hdr *C.char, n C.Py_ssize_t) (rc
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	var b []byte
-	if n > 0 {
-		b = unsafe.Slice((*byte)(unsafe.Pointer(hdr)), int(n))
-	}
-	return asgiErr(r.Start(int(status), b))
+	return asgiErr(r.Start(int(status), cBytes(hdr, n)))
 }
 
 func asgiErr(err error) C.int {
@@ -362,11 +358,32 @@ func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int) (rc C
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	var b []byte
-	if n > 0 {
-		b = unsafe.Slice((*byte)(unsafe.Pointer(body)), int(n))
+	return sendBody(r, body, n, more)
+}
+
+// glAsgiStartSend is http.response.start (held by asgi.c until now) and the first
+// http.response.body in one call.
+//
+//export glAsgiStartSend
+func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
+	more C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	r := getReq(rid)
+	if r == nil {
+		return C.GL_ASGI_ERR_GONE
 	}
-	flags, err := r.Send(b, more != 0)
+	if err := r.Start(int(status), cBytes(hdr, hn)); err != nil {
+		return asgiErr(err)
+	}
+	return sendBody(r, body, n, more)
+}
+
+func sendBody(r *asgi.Request, body *C.char, n C.Py_ssize_t, more C.int) C.int {
+	return sendRC(r.Send(cBytes(body, n), more != 0))
+}
+
+// sendRC is the answer to a body part's send: an error, GL_ASGI_PAUSED or GL_ASGI_OK.
+func sendRC(flags int, err error) C.int {
 	if err != nil {
 		return asgiErr(err)
 	}
