@@ -317,11 +317,9 @@ func TestTLSSinkWritersTakeTurns(t *testing.T) {
 	}
 	defer ln.Close()
 	s := New(Config{})
-	cfg, err := s.loadTLS(TLSOptions{CertFile: p.certFile, KeyFile: p.keyFile})
-	if err != nil {
+	if err := s.SetTLS(TLSOptions{CertFile: p.certFile, KeyFile: p.keyFile}); err != nil {
 		t.Fatal(err)
 	}
-	s.tls.Store(&tlsState{base: cfg})
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		nc, _ := ln.Accept()
