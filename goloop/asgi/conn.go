@@ -308,8 +308,11 @@ func (c *Conn) OnHeadersComplete() error {
 	r.head = p.Method()[0] == 'H' && string(p.Method()) == "HEAD"
 	r.finishHead(p.Method())
 	if !r.keepAlive {
-		c.stopRead = true
+		// A request that closes the connection: reading stops at its end (OnMessageComplete),
+		// not here, or a body that is not all in this read would never arrive. The parser
+		// drops whatever a client sends after it (LenientDataAfterClose).
 		if p.ShouldUpgrade() {
+			c.stopRead = true
 			c.wsCheck(r, p.Method()) // a WebSocket handshake? (ws.go)
 			if r.ownStatus != 0 {    // a WebSocket version we do not speak: 426
 				c.answer(r.ownStatus, "Unsupported WebSocket version")
@@ -342,7 +345,7 @@ func (c *Conn) OnHeadersComplete() error {
 	r.dispatched = true
 	c.served = true
 	if c.lastOne {
-		r.keepAlive, c.stopRead = false, true
+		r.keepAlive = false // the last request: reading stops at its end
 	}
 	c.inflight = append(c.inflight, r)
 	c.mu.Unlock()
@@ -373,6 +376,17 @@ func (c *Conn) OnMessageComplete() error {
 	c.cur = nil
 	if r == nil {
 		return nil
+	}
+	if !r.keepAlive {
+		// Reading stops here; the connection closes with a lingering close, so that input
+		// the client sent after this request (dropped) cannot turn the close into a reset
+		// that destroys the response before the client has read it.
+		c.stopRead = true
+		if r.dispatched && r.ws == nil && c.up == nil {
+			c.mu.Lock()
+			c.linger = true
+			c.mu.Unlock()
+		}
 	}
 	if !r.dispatched {
 		if r.own {
