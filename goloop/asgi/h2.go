@@ -263,13 +263,7 @@ func (h *h2Conn) fail(code http2.ErrCode) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	nc := c.nc
-	if t, ok := nc.(*tlsConn); ok {
-		nc = t.NetConn()
-	}
-	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
+	c.shutWrite()
 	c.nc.SetReadDeadline(end)
 	io.Copy(io.Discard, h.br)
 	c.lost()

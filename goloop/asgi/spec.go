@@ -498,13 +498,7 @@ func (c *Conn) heldLocked() int {
 // lingerClose ends a connection after an error answer: the write side is shut, the
 // client's further input read and dropped (bounded), then the socket closed.
 func (c *Conn) lingerClose() {
-	nc := c.nc
-	if t, ok := nc.(*tlsConn); ok {
-		nc = t.NetConn()
-	}
-	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
+	c.shutWrite()
 	c.nc.SetReadDeadline(time.Now().Add(lingerTime))
 	io.CopyN(io.Discard, c.nc, lingerMax)
 	c.nc.Close()

@@ -428,6 +428,19 @@ func (k *tlsSink) CloseWrite() error {
 	return nil
 }
 
+// shutWrite shuts c's write side (lingering close, HTTP/2's fatal GOAWAY); a TLS connection
+// sends close_notify first (its records go out before the TCP connection's FIN).
+func (c *Conn) shutWrite() {
+	nc := c.nc
+	if t, ok := nc.(*tlsConn); ok {
+		t.Conn.CloseWrite() // close_notify (written like any record: the sink)
+		nc = t.NetConn()
+	}
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+}
+
 // drainTLS writes the records a flush left queued (the writer goroutine, before the rest
 // of the output). False: the connection failed.
 func (c *Conn) drainTLS() bool {
