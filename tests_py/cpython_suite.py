@@ -412,10 +412,11 @@ def run_job(job: Job, args) -> Job:
         with open(log_path, "rb") as f:
             out = f.read().decode("utf-8", "replace")
         tail = out[-6000:]
+        shown = tail
         go = go_crash(out)
         if go and go not in tail:
             # A Go crash dump lists every goroutine: its cause is at its start, far from the tail.
-            tail = f"{go}\n[...]\n{out[-2000:]}"
+            shown = f"{go}\n[...]\n{out[-2000:]}"
         if timed_out:
             kind, why = "timeout", ("time budget exhausted" if time.monotonic() >= args.deadline
                                     else f"module timeout ({args.module_timeout:g}s) reached")
@@ -428,13 +429,13 @@ def run_job(job: Job, args) -> Job:
         job.log.append(f"{job.module}[{job.mode}]: {why}" + (f" in {started}" if started else ""))
         if started is not None and started not in job.results:
             job.results[started] = {"id": started, "outcome": kind, "mode": job.mode,
-                                    "detail": f"{why}\n{tail}", "secs": 0.0,
+                                    "detail": f"{why}\n{shown}", "secs": 0.0,
                                     "exercised": False}
         else:
             # Died outside any test (import, module fixtures): nothing to resume after.
             job.results.setdefault(f"{PKG}.{job.module}.<process>", {
                 "id": f"{PKG}.{job.module}.<process>", "outcome": kind, "mode": job.mode,
-                "detail": f"{why}\n{tail}", "secs": 0.0, "exercised": False})
+                "detail": f"{why}\n{shown}", "secs": 0.0, "exercised": False})
             break
         if timed_out:
             break
