@@ -48,6 +48,7 @@ type Conn struct {
 	isDirty  bool          // in the server's dirty list
 	wake     chan struct{} // cap 1: room for the reader, or closed
 	ws       *WS           // the WebSocket session this connection was upgraded to (ws.go)
+	up       *h2cUpgrade   // an Upgrade: h2c whose request is being read (h2c.go)
 	files    []fileSeg     // files to send at offsets of out (spec.go)
 	linger   bool          // close with a lingering close (spec.go)
 
@@ -146,6 +147,8 @@ func (c *Conn) serve() {
 		if c.stopRead {
 			if c.ws != nil {
 				c.ws.serve() // upgraded: the goroutine reads the WebSocket session's frames
+			} else if c.up != nil {
+				c.serveH2c() // Upgrade: h2c (h2c.go)
 			}
 			return
 		}
@@ -221,6 +224,8 @@ func (c *Conn) feed(data []byte) {
 		c.stopRead = true
 		if c.ws != nil {
 			c.ws.rbuf = append(c.ws.rbuf, data[ue.Offset:]...)
+		} else if c.up != nil {
+			c.up.rest = append(c.up.rest, data[ue.Offset:]...)
 		}
 		return
 	}
@@ -309,6 +314,9 @@ func (c *Conn) OnHeadersComplete() error {
 				c.answer(r.ownStatus, "Unsupported WebSocket version")
 				return nil
 			}
+			if r.ws == nil && c.upgradeBody(r) { // Upgrade: h2c, or its body is read (h2c.go)
+				return nil
+			}
 		}
 	}
 	if c.s.proxy != nil {
@@ -346,6 +354,9 @@ func (c *Conn) OnHeadersComplete() error {
 func (c *Conn) OnBody(chunk []byte) error {
 	r := c.cur
 	if !r.dispatched {
+		if c.up != nil && c.up.r == r { // the h2c upgrade's body (h2c.go)
+			r.body = append(r.body, chunk...)
+		}
 		return nil
 	}
 	c.mu.Lock()
