@@ -48,7 +48,8 @@ type Conn struct {
 	isDirty  bool          // in the server's dirty list
 	wake     chan struct{} // cap 1: room for the reader, or closed
 	ws       *WS           // the WebSocket session this connection was upgraded to (ws.go)
-	files    []fileSeg     // files to send at offsets of out (spec.go)
+	files    []fileSeg     // files and held bodies to send at offsets of out (spec.go)
+	heldN    int           // bytes of the held bodies in files (loop mode, SendHeld)
 	linger   bool          // close with a lingering close (spec.go)
 
 	// the reader goroutine's own state
@@ -506,6 +507,9 @@ func (c *Conn) tryWrite(buf []byte) (n int, err error) {
 	}
 	return n, err
 }
+
+// unsentLocked is how many response bytes wait to be written (files aside).
+func (c *Conn) unsentLocked() int { return len(c.out) + c.heldN }
 
 func (c *Conn) consumeLocked(n int) {
 	if n <= 0 {

@@ -233,20 +233,36 @@ const (
 )
 
 // Send adds a body part (ASGI's http.response.body); more=false completes the response.
+// body is copied.
 func (r *Request) Send(body []byte, more bool) (flags int, err error) {
+	flags, _, err = r.SendHeld(body, more, nil)
+	return flags, err
+}
+
+// HoldMin is the smallest body SendHeld may hold instead of copying.
+const HoldMin = 16 * 1024
+
+// SendHeld is Send that may keep body instead of copying it (held: a loop-mode connection
+// answering its first request in flight, a body of HoldMin bytes or more, rel not nil):
+// the caller keeps body's memory valid and unchanged until the engine calls rel, once,
+// from the thread that runs the loop driver, after the kernel took the bytes or the
+// connection was lost (or from a hand-off to the goroutine driver, which copies them).
+// Not held: body was copied and rel is never called.
+func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held bool, err error) {
 	if r.h2 != nil {
-		return r.h2Send(body, more)
+		flags, err = r.h2Send(body, more)
+		return flags, false, err
 	}
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case !r.started:
-		return 0, ErrNotStarted
+		return 0, false, ErrNotStarted
 	case r.done || r.bodyEnd:
-		return 0, ErrCompleted
+		return 0, false, ErrCompleted
 	case r.lost:
-		return 0, ErrDisconnected
+		return 0, false, ErrDisconnected
 	}
 	var w []byte // where this part goes
 	head := len(c.inflight) > 0 && c.inflight[0] == r
@@ -262,15 +278,20 @@ func (r *Request) Send(body []byte, more bool) (flags int, err error) {
 	if len(body) > 0 && !r.noBody {
 		if r.clen >= 0 && r.sent+int64(len(body)) > r.clen {
 			r.restore(w, head)
-			return 0, ErrTooLong
+			return 0, false, ErrTooLong
 		}
 		if r.chunked {
 			w = strconv.AppendInt(w, int64(len(body)), 16)
 			w = append(w, "\r\n"...)
-			w = append(w, body...)
-			w = append(w, "\r\n"...)
+		}
+		if held = rel != nil && head && c.lp != nil && len(body) >= HoldMin; held {
+			c.files = append(c.files, fileSeg{at: len(w), n: int64(len(body)), b: body, rel: rel})
+			c.heldN += len(body)
 		} else {
 			w = append(w, body...)
+		}
+		if r.chunked {
+			w = append(w, "\r\n"...)
 		}
 		r.sent += int64(len(body))
 	}
@@ -289,18 +310,18 @@ func (r *Request) Send(body []byte, more bool) (flags int, err error) {
 	} else {
 		c.dirtyLocked()
 	}
-	if len(c.out) > c.s.cfg.WriteBuffer && !r.done {
+	if c.unsentLocked() > c.s.cfg.WriteBuffer && !r.done {
 		if !c.writing {
 			c.mu.Unlock()
 			c.flush()
 			c.mu.Lock()
 		}
-		if len(c.out) > c.s.cfg.WriteBuffer && !r.lost {
+		if c.unsentLocked() > c.s.cfg.WriteBuffer && !r.lost {
 			r.waitSend = true
 			flags |= SendPaused
 		}
 	}
-	return flags, nil
+	return flags, held, nil
 }
 
 func (r *Request) restore(w []byte, head bool) {
@@ -342,7 +363,7 @@ func (r *Request) SendReady() (bool, error) {
 	if r.lost {
 		return true, ErrDisconnected
 	}
-	if len(c.out) > c.s.cfg.WriteBuffer && c.writing {
+	if c.unsentLocked() > c.s.cfg.WriteBuffer && c.writing {
 		r.waitSend = true
 		return false, nil
 	}

@@ -43,11 +43,14 @@ var (
 )
 
 // fileSeg is a file to send at offset at of an output buffer (Conn.out or Request.out):
-// the bytes before at leave first, then n bytes of f, then the rest.
+// the bytes before at leave first, then n bytes of f, then the rest. With f nil it is a
+// held body instead (SendHeld): b, memory the caller keeps valid until rel is called.
 type fileSeg struct {
-	at int
-	f  *os.File
-	n  int64
+	at  int
+	f   *os.File
+	n   int64
+	b   []byte
+	rel func()
 }
 
 // noteHeader records the request headers that change how it is answered (OnHeader; name
@@ -304,17 +307,24 @@ func (c *Conn) sendFileFront() bool {
 	return err == nil && w == fs.n // a file cut short breaks the framing: the connection ends
 }
 
-// dropFilesLocked closes the files not yet sent (the connection is lost).
+// dropFilesLocked closes the files not yet sent and releases the held bodies (the
+// connection is lost).
 func (c *Conn) dropFilesLocked() {
-	for _, fs := range c.files {
-		fs.f.Close()
-	}
-	c.files = nil
+	dropSegs(c.files)
+	c.files, c.heldN = nil, 0
 	for _, r := range c.inflight {
-		for _, fs := range r.files {
-			fs.f.Close()
-		}
+		dropSegs(r.files)
 		r.files = nil
+	}
+}
+
+func dropSegs(segs []fileSeg) {
+	for _, fs := range segs {
+		if fs.f != nil {
+			fs.f.Close()
+		} else {
+			fs.rel()
+		}
 	}
 }
 

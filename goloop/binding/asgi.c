@@ -460,7 +460,8 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
     Py_ssize_t n;
     rc = gl_asgi_view(body, &view, &p, &n);  /* -1: an error, which answer() returns */
     if (rc == 0) {
-        rc = glAsgiSend(self->srv->sid, self->rid, p, n, more);
+        /* an exact bytes object is immutable: Go may hold it instead of copying a large body */
+        rc = glAsgiSend(self->srv->sid, self->rid, p, n, more, body != NULL && PyBytes_CheckExact(body) ? body : NULL);
         PyBuffer_Release(&view);
     }
     Py_XDECREF(body);

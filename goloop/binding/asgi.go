@@ -341,10 +341,12 @@ func asgiErr(err error) C.int {
 	return C.GL_ASGI_ERR_RUNTIME
 }
 
-// glAsgiSend is http.response.body.
+// glAsgiSend is http.response.body. obj, when not NULL, is the body's bytes object
+// (immutable): a large body is then held by the loop driver instead of copied (a strong
+// reference, released on the loop thread once the kernel took the bytes).
 //
 //export glAsgiSend
-func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int) (rc C.int) {
+func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) (rc C.int) {
 	defer recoverInt(&rc)
 	r := getReq(rid)
 	if r == nil {
@@ -354,7 +356,18 @@ func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int) (rc C
 	if n > 0 {
 		b = unsafe.Slice((*byte)(unsafe.Pointer(body)), int(n))
 	}
-	flags, err := r.Send(b, more != 0)
+	var flags int
+	var err error
+	if obj != nil && int(n) >= asgi.HoldMin {
+		C.gl_incref(obj)
+		var held bool
+		flags, held, err = r.SendHeld(b, more != 0, func() { C.gl_decref(obj) })
+		if !held {
+			C.gl_decref(obj)
+		}
+	} else {
+		flags, err = r.Send(b, more != 0)
+	}
 	if err != nil {
 		return asgiErr(err)
 	}
