@@ -264,7 +264,7 @@ func (c *Conn) answer(code int, text string) {
 // httpparser.Handler
 
 func (c *Conn) OnMessageBegin() error {
-	c.cur = &Request{c: c, clen: -1}
+	c.cur = newRequest(c)
 	return nil
 }
 

@@ -67,6 +67,22 @@ type Request struct {
 	trHdr      []byte    // trailer lines received so far
 	files      []fileSeg // files in out (pathsend)
 	ownStatus  int       // answered by the server with this status (426) instead of the app
+
+	// Room for a small request's Blob and Ends, and its target (then the response's
+	// header lines): one allocation per request instead of five (newRequest).
+	inl     [inlBlob + inlTail]byte
+	inlEnds [12]int32
+}
+
+const inlBlob, inlTail = 160, 128
+
+// newRequest is a request of c whose head the parser is about to deliver.
+func newRequest(c *Conn) *Request {
+	r := &Request{c: c, clen: -1}
+	r.Blob = r.inl[:0:inlBlob] // a larger head grows out of it (append copies)
+	r.Ends = r.inlEnds[:0]
+	r.target = r.inl[inlBlob:inlBlob]
+	return r
 }
 
 // Conn returns the request's connection.
@@ -125,6 +141,9 @@ func (r *Request) finishHead(method []byte) {
 	r.Blob = appendUnquote(r.Blob, path)
 	r.Ends = append(r.Ends, int32(len(r.Blob)))
 	r.target = nil
+	if r.hdr == nil {
+		r.hdr = r.inl[inlBlob:inlBlob] // the target's room is the response's header lines'
+	}
 }
 
 func unhex(c byte) (byte, bool) {
