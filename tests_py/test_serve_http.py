@@ -6,6 +6,7 @@ import asyncio
 import http.client
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -457,8 +458,10 @@ def test_unix_socket(tmp_path):
 def test_unknown_and_unsupported_options():
     with pytest.raises(_serve.ConfigError, match="no option 'bogus'"):
         _serve.Server(hello_app, bogus=1)
-    with pytest.raises(_serve.ConfigError, match="timeout_worker_healthcheck"):
-        _serve.Server(hello_app, timeout_worker_healthcheck=4)
+    with pytest.raises(_serve.ConfigError, match="support 'interface' yet"):
+        _serve.Server(hello_app, interface="wsgi")
+    with pytest.raises(_serve.ConfigError, match="timeout_worker_healthcheck must be"):
+        _serve.Server(hello_app, timeout_worker_healthcheck="soon")
     with pytest.raises(_serve.ConfigError, match="ssl.ciphers"):  # TLS is Go's: its cipher suites
         _serve.Server(hello_app, ssl_certfile="x.pem", ssl_ciphers="HIGH")
     _serve.Server(hello_app, workers=1, reload=False)  # uvicorn's defaults are fine
@@ -473,8 +476,8 @@ def run_cli(*args, **kw):
 def test_cli_rejects_unknown_options():
     r = run_cli("serve", "x:app", "--bogus")
     assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
-    r = run_cli("serve", "x:app", "--timeout-worker-healthcheck", "2")
-    assert r.returncode == 2 and "--timeout-worker-healthcheck is not supported by goloop serve yet" in r.stderr
+    r = run_cli("serve", "x:app", "--interface", "wsgi")
+    assert r.returncode == 2 and "--interface is not supported by goloop serve yet" in r.stderr
     r = run_cli("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr
 
@@ -516,26 +519,38 @@ def test_cli_graceful_shutdown(tmp_path, sig):
     p = subprocess.Popen([sys.executable, "-P", "-m", "goloop", "serve", "slowapp:app", "--uds", path,
                           "--app-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          env=env, text=True)
+    lines: "queue.Queue[str]" = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in p.stdout], daemon=True)
+    reader.start()
+    out = []
+
+    def wait_line(text):
+        deadline = time.monotonic() + 30
+        while not out or text not in out[-1]:
+            out.append(lines.get(timeout=max(0.01, deadline - time.monotonic())))
+
     try:
-        for _ in range(500):
-            if os.path.exists(path):
-                break
-            time.sleep(0.02)
+        # Not the socket file's existence: the kernel makes it at bind(), before listen(),
+        # and a connect() in between is refused.
+        wait_line("running on unix socket")
         s = socket.socket(socket.AF_UNIX)
         s.connect(path)
         s.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert p.stdout.readline().strip().endswith("startup.") or True
-        time.sleep(0.3)
+        wait_line("slow started")  # the request is in the application: the signal comes now
         p.send_signal(sig)
         st, hdrs, body = read_response(s.makefile("rb"))
         assert (st, body) == (200, b"done /slow")
         assert hdrs.get("connection") == "close"
         s.close()
-        out, _ = p.communicate(timeout=20)
+        p.wait(20)
+        reader.join(20)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
+    while not lines.empty():
+        out.append(lines.get())
+    out = "".join(out)
     assert p.returncode == 0, out
     assert "lifespan shutdown" in out
     assert not os.path.exists(path)

@@ -139,3 +139,186 @@ def test_scope_addresses_per_connection():
                 assert got["server"] == ["127.0.0.1", server.port]
                 seen.append(got["client"][1])
         assert len(set(seen)) == 3
+
+
+def test_each_request_is_its_own_task_with_its_own_context():
+    """current_task() inside the application is the request's Task (anyio's cancel scopes and
+    Starlette rely on it), a different one per request, in asyncio.all_tasks(); a ContextVar
+    set by one request is not seen by the next (each Task runs in a copy of the context)."""
+    import contextvars
+
+    var = contextvars.ContextVar("req", default="unset")
+    seen = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        task = asyncio.current_task()
+        seen.append((task, var.get(), task in asyncio.all_tasks(), task.get_name()))
+        var.set(scope["path"])
+        await asyncio.sleep(0)  # the same task after a suspension
+        assert asyncio.current_task() is task and var.get() == scope["path"]
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        assert get(server, "/a")[0] == 200
+        assert get(server, "/b")[0] == 200
+    (t1, v1, in1, n1), (t2, v2, in2, n2) = seen
+    assert t1 is not None and t2 is not None and t1 is not t2
+    assert (v1, v2) == ("unset", "unset")
+    assert in1 and in2
+    assert n1 != n2  # task names stay unique
+
+
+def test_send_and_receive_after_the_application_returned():
+    """A send() kept past the application's return (a task it left behind) raises the
+    RuntimeError Go gives for a completed response; receive() gives http.disconnect."""
+    got = {}
+    done = asyncio.Event
+
+    async def late(send, receive):
+        await asyncio.sleep(0.01)
+        for msg in ({"type": "http.response.start", "status": 200, "headers": []},
+                    {"type": "http.response.body", "body": b"late"}):
+            try:
+                await send(msg)
+            except Exception as exc:  # noqa: BLE001 (recorded for the test)
+                got[msg["type"]] = exc
+        got["receive"] = await receive()
+        got["done"].set()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        got["done"] = done()
+        got["task"] = asyncio.get_running_loop().create_task(late(send, receive))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        assert get(server, "/")[:3:2] == (200, b"ok")
+        for _ in range(200):
+            if "receive" in got:
+                break
+            import time
+            time.sleep(0.01)
+    assert isinstance(got["http.response.start"], RuntimeError), got
+    assert "already started" in str(got["http.response.start"])
+    assert isinstance(got["http.response.body"], RuntimeError), got
+    assert "already completed" in str(got["http.response.body"])
+    assert got["receive"] == {"type": "http.disconnect"}
+
+
+def test_scope_has_every_key_once_set():
+    """The scope is copied from a template holding every key a request sets: none is left
+    at its placeholder (None), and "state" is there only with a lifespan state."""
+    seen = []
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while True:
+                m = await receive()
+                if m["type"] == "lifespan.startup":
+                    if "state" in scope:
+                        scope["state"]["k"] = 1
+                    await send({"type": "lifespan.startup.complete"})
+                else:
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        seen.append(dict(scope))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    keys = {"type", "asgi", "http_version", "scheme", "method", "path", "raw_path", "query_string",
+            "root_path", "headers", "client", "server", "extensions"}
+    with serving(app, lifespan="off") as server:
+        assert get(server, "/")[0] == 200
+    with serving(app, lifespan="on") as server:
+        assert get(server, "/x")[0] == 200
+    plain, with_state = seen
+    assert set(plain) == keys
+    assert set(with_state) == keys | {"state"} and with_state["state"] == {"k": 1}
+    for s in (plain, with_state):
+        assert all(v is not None for v in s.values()), s
+
+
+def test_response_headers_as_list_tuple_or_iterable():
+    """http.response.start's headers: a list or tuple is indexed, anything else iterated; pairs
+    may be tuples or lists; a bad pair is a RuntimeError/TypeError raised by send (500)."""
+    def hdrs(path):
+        pairs = [(b"x-a", b"1"), [b"x-b", b"2"]]
+        return {"/list": pairs, "/tuple": tuple(pairs), "/gen": (p for p in pairs),
+                "/bad": [(b"x-a", b"1"), (b"x-b",)]}[path]
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": hdrs(scope["path"])})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        for path in ("/list", "/tuple", "/gen"):
+            st, h, _ = get(server, path)
+            assert st == 200 and h["x-a"] == "1" and h["x-b"] == "2", (path, h)
+        assert get(server, "/bad")[0] == 500
+
+
+def test_held_start_meets_another_requests_response():
+    """asgi.c holds http.response.start until the first body part (one Go call for both):
+    a request whose start is held while another request answers (its start reuses the
+    buffer), then answers, gets its own status and headers; a second start is refused at
+    once; a start followed by the app's return closes the connection (as uvicorn: the
+    response is incomplete)."""
+    import http.client
+    import threading
+
+    ev = {}
+    errors = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        if path == "/a":
+            await send({"type": "http.response.start", "status": 201, "headers": [(b"x-who", b"a")]})
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": []})
+            except RuntimeError as exc:
+                errors.append(str(exc))
+            ev["a"] = asyncio.Event()
+            await ev["a"].wait()  # /b answers meanwhile
+            await send({"type": "http.response.body", "body": b"from a"})
+        elif path == "/b":
+            await send({"type": "http.response.start", "status": 202, "headers": [(b"x-who", b"b")]})
+            await send({"type": "http.response.body", "body": b"from b"})
+            try:  # a start after the complete response: refused at once, as before
+                await send({"type": "http.response.start", "status": 200, "headers": []})
+            except RuntimeError as exc:
+                errors.append(str(exc))
+            ev["a"].set()
+        else:  # /start-only: the app returns after its start
+            await send({"type": "http.response.start", "status": 204, "headers": [(b"x-who", b"c")]})
+
+    with serving(app, lifespan="off") as server:
+        res = {}
+        t = threading.Thread(target=lambda: res.setdefault("a", get(server, "/a")))
+        t.start()
+        import time
+        for _ in range(500):
+            if "a" in ev:
+                break
+            time.sleep(0.01)
+        res["b"] = get(server, "/b")
+        t.join(10)
+        try:
+            res["c"] = get(server, "/start-only")
+        except http.client.RemoteDisconnected as exc:
+            res["c"] = exc
+        assert get(server, "/b")[0] == 202  # the server goes on
+    st, h, body = res["a"]
+    assert (st, h["x-who"], body) == (201, "a", b"from a")
+    st, h, body = res["b"]
+    assert (st, h["x-who"], body) == (202, "b", b"from b")
+    assert isinstance(res["c"], http.client.RemoteDisconnected)
+    assert errors == ["Unexpected ASGI message 'http.response.start' sent, after response already started."] * 3

@@ -317,6 +317,121 @@ def test_pathsend_errors(tmp_path):
     assert results == ["FileNotFoundError", "late refused"]
 
 
+# ---------- http.response.zerocopysend ----------
+
+SMALL = b"0123456789abcdef"
+
+
+def zerocopy_app(small, big, record):
+    """Each path sends files with zerocopysend in one way; record gets what the app saw
+    (file positions, errors)."""
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        record.setdefault("extensions", scope["extensions"])
+        if path == "/early":  # before http.response.start: refused; no response is a 500
+            with open(small, "rb") as f:
+                try:
+                    await send({"type": "http.response.zerocopysend", "file": f})
+                except RuntimeError as exc:
+                    record["early"] = str(exc)
+            return
+        if path == "/pipe":
+            r, w = os.pipe()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            try:
+                await send({"type": "http.response.zerocopysend", "file": r})
+            except Exception as exc:
+                record["pipe"] = type(exc).__name__
+            finally:
+                os.close(r)
+                os.close(w)
+            await send({"type": "http.response.body", "body": b"fallback"})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        if path == "/offset":  # explicit offset: the descriptor's position stays
+            fd = os.open(small, os.O_RDONLY)
+            os.lseek(fd, 9, os.SEEK_SET)
+            await send({"type": "http.response.zerocopysend", "file": fd, "offset": 2, "count": 5})
+            record["offset"] = os.lseek(fd, 0, os.SEEK_CUR)
+            os.close(fd)  # at once: the server sends from its own duplicate
+        elif path == "/position":  # no offset: from the position, which moves past the part
+            fd = os.open(small, os.O_RDONLY)
+            os.lseek(fd, 3, os.SEEK_SET)
+            await send({"type": "http.response.zerocopysend", "file": fd, "count": 4, "more_body": True})
+            record["position"] = [os.lseek(fd, 0, os.SEEK_CUR)]
+            await send({"type": "http.response.zerocopysend", "file": fd, "more_body": True})
+            record["position"].append(os.lseek(fd, 0, os.SEEK_CUR))
+            os.close(fd)
+            await send({"type": "http.response.body", "body": b"-end"})
+        elif path == "/fileobj":  # a buffered file object: its own position (tell/seek)
+            with open(small, "rb") as f:
+                f.read(2)
+                await send({"type": "http.response.zerocopysend", "file": f, "count": 3})
+                record["fileobj"] = [f.tell(), f.read(1)]
+        else:  # /big, HEAD /big: the whole file, content-length framing
+            with open(big, "rb") as f:
+                await send({"type": "http.response.zerocopysend", "file": f})
+
+    return app
+
+
+def test_zerocopysend_framing_offsets_and_positions(tmp_path, bigfile):
+    big, sha, size = bigfile
+    small = tmp_path / "small.bin"
+    small.write_bytes(SMALL)
+    record = {}
+    with serving(zerocopy_app(str(small), big, record)) as server:
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        s.sendall(b"".join(b"%s %s HTTP/1.1\r\nHost: x\r\n\r\n" % (m, p) for m, p in (
+            (b"GET", b"/offset"), (b"GET", b"/position"), (b"GET", b"/fileobj"), (b"GET", b"/big"),
+            (b"HEAD", b"/big"), (b"GET", b"/pipe"))))
+        f = s.makefile("rb")
+        st, h, body = read_response(f)
+        assert (st, h["content-length"], body) == (200, "5", b"23456")
+        st, h, body = read_response(f)
+        assert h["transfer-encoding"] == "chunked" and body == SMALL[3:7] + SMALL[7:] + b"-end"
+        st, h, body = read_response(f)
+        assert (h["content-length"], body) == ("3", b"234")
+        st, h, body = read_response(f)
+        assert int(h["content-length"]) == size and hashlib.sha256(body).hexdigest() == sha
+        assert f.readline().startswith(b"HTTP/1.1 200")  # HEAD: no body (the next response follows)
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        st, h, body = read_response(f)
+        assert body == b"fallback"
+        s.close()
+        assert get(server, "/early")[0] == 500
+    assert "http.response.zerocopysend" in record["extensions"]
+    assert record["offset"] == 9
+    assert record["position"] == [7, len(SMALL)]
+    assert record["fileobj"] == [5, b"5"]
+    assert record["pipe"] == "RuntimeError"
+    assert "'http.response.zerocopysend'" in record["early"]
+
+
+def test_zerocopysend_h2c_and_not_offered_on_tls(tmp_path, certs):  # noqa: F811
+    """HTTP/2 (h2c prior knowledge) reads the file and sends it as DATA; TLS does not offer
+    the extension (it could not be zero-copy)."""
+    small = tmp_path / "small.bin"
+    small.write_bytes(SMALL)
+    record = {}
+    with serving(zerocopy_app(str(small), str(small), record)) as server:
+        with httpx.Client(http1=False, http2=True, timeout=30) as c:
+            r = c.get(f"http://127.0.0.1:{server.port}/position")
+            assert r.http_version == "HTTP/2" and r.content == SMALL[3:] + b"-end"
+            r = c.get(f"http://127.0.0.1:{server.port}/offset")
+            assert r.content == b"23456"
+    assert record["position"] == [7, len(SMALL)] and record["offset"] == 9
+    record.clear()
+    with serving(zerocopy_app(str(small), str(small), record), **tls_options(certs)) as server:
+        with httpx.Client(verify=certs.client_context(), timeout=30) as c:
+            assert c.get(f"https://localhost:{server.port}/big").content == SMALL
+    assert "http.response.zerocopysend" not in record["extensions"]
+
+
 # ---------- the engine's own HTTP/1.1 behaviours ----------
 
 def test_lingering_close_after_400():

@@ -39,8 +39,23 @@ async def app(scope, receive, send):
     if path == "/slow":
         open("slow-started", "w").close()
         await asyncio.sleep(1.5)
+    if path == "/block":  # blocks the worker's loop (the health check must see it)
+        open("blocked-%d" % os.getpid(), "w").close()
+        import time
+        time.sleep(60)
+    if path == "/busy":  # busy for 3 s, its loop free between steps
+        import time
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            t = time.monotonic() + 0.005
+            while time.monotonic() < t:
+                pass
+            await asyncio.sleep(0)
     if path == "/env":
         body = os.environ.get("GOLOOP_TEST_VAR", "-")
+    elif path == "/m":
+        import json
+        body = json.dumps(goloop.serve_metrics())
     else:
         body = "%s %d" % (VERSION, os.getpid())
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
@@ -208,6 +223,7 @@ CRASH_APP = "raise RuntimeError('the app does not import')\n"
 def test_crashing_app_backs_off(master_factory):
     """A worker that dies at once is restarted after a growing delay, not in a spin."""
     m = master_factory("--workers", "1", "--reload", "--reload-dir", "/nonexistent", src=CRASH_APP)
+    m.wait_for(r"Worker \[\d+\] exited")  # the first start may be slow on a loaded machine
     time.sleep(3)
     n = m.count(r"Worker \[\d+\] exited")
     # delays 0.1, 0.2, 0.4, 0.8, 1.6 s: at most 5-6 deaths in 3 s (a spin makes dozens)
@@ -280,6 +296,107 @@ def test_sighup_rolling_reload_drops_nothing(master_factory):
     assert set(served[-10:]) <= new
     m.wait_for("Application shutdown complete", count=2)  # the old workers stopped gracefully
     assert m.count(r"Worker \[\d+\] exited") == 0
+
+
+def test_healthcheck_restarts_a_worker_whose_loop_blocks(master_factory, tmp_path):
+    """--timeout-worker-healthcheck: a worker whose loop is blocked (time.sleep in a handler)
+    does not answer the master's ping; it is killed and restarted, the other one serves on."""
+    m = master_factory("--workers", "2", "--timeout-worker-healthcheck", "1")
+    m.wait_for("Application startup complete", count=2)
+    workers = m.wait_workers(2)
+    c = http.client.HTTPConnection("127.0.0.1", m.port, timeout=30)
+    c.request("GET", "/block")
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob("blocked-*")):
+        assert time.monotonic() < deadline, m.log()
+        time.sleep(0.01)
+    blocked = int(next(tmp_path.glob("blocked-*")).name.split("-")[1])
+    t0 = time.monotonic()
+    m.wait_for(r"Worker \[%d\] did not answer the health check within 1 s" % blocked)
+    m.wait_for(r"Worker \[%d\] exited with code -9; restarting it$" % blocked)
+    assert time.monotonic() - t0 < 20  # not the 60 s of the sleep
+    with pytest.raises((ConnectionError, http.client.HTTPException)):
+        c.getresponse()  # the killed worker's connection ends without an answer
+    c.close()
+    m.wait_for("Application startup complete", count=3)
+    now = m.wait_workers(2)
+    assert blocked not in now and set(workers) - {blocked} <= set(now)
+    assert pids_seen(m) == set(now)
+    assert m.count("did not answer the health check") == 1
+
+
+def test_healthcheck_spares_busy_workers(master_factory):
+    """Workers busy for 3 s answering requests whose loop is free between steps are not
+    killed with a 1 s health check timeout."""
+    m = master_factory("--workers", "2", "--timeout-worker-healthcheck", "1")
+    m.wait_for("Application startup complete", count=2)
+    workers = m.wait_workers(2)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(m.get("/busy", timeout=30))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [st for st, _ in results] == [200] * 4, m.log()
+    assert m.count("did not answer the health check") == 0
+    assert m.workers() == workers
+
+
+def test_metrics_summed_over_workers(master_factory, tmp_path):
+    """--workers 2 --metrics-path: each worker counts in its slot of the master's shared
+    file and /metrics (answered by whichever worker accepts it) is the sum; a killed and
+    restarted worker takes its slot over, so the totals go on (the gauges of a killed one go
+    to zero). The metrics requests, answered
+    by Go, are not counted; goloop.serve_metrics() called by the app counts its own request."""
+    m = master_factory("--workers", "2", "--metrics-path", "/metrics")
+    m.wait_for("Application startup complete", count=2)
+    workers = m.wait_workers(2)
+    seen, sent = set(), 0
+    while len(seen) < 2 or sent < 20:  # a new connection each: both workers answer some
+        st, body = m.get("/")
+        assert st == 200 and sent < 500
+        seen.add(int(body.split()[1]))
+        sent += 1
+    assert seen == set(workers)
+
+    def metric(name):
+        st, body = m.get("/metrics")
+        assert st == 200
+        return int(re.search(r"^%s (\d+)$" % re.escape(name), body, re.M).group(1))
+
+    for _ in range(6):  # whichever worker answers, the whole server's counts
+        assert metric("goloop_requests_total") == sent
+        assert metric('goloop_responses_total{status="2xx"}') == sent
+        assert metric("goloop_request_duration_seconds_count") == sent
+    # a request in flight, then both workers killed: their counts stay, their gauges go
+    slow = threading.Thread(target=lambda: pytest.raises(Exception, m.get, "/slow"))
+    slow.start()
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "slow-started").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    sent += 1
+    assert metric("goloop_requests_in_flight") == 1
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    slow.join(30)
+    m.wait_for("Application startup complete", count=4)
+    now = m.wait_workers(2)
+    assert metric("goloop_requests_total") == sent  # the killed workers' counts stay
+    assert metric("goloop_requests_in_flight") == 0
+    seen = set()
+    while len(seen) < 2 or sent < 40:
+        st, body = m.get("/")
+        seen.add(int(body.split()[1]))
+        sent += 1
+        assert sent < 600
+    assert seen == set(now)
+    assert metric("goloop_requests_total") == sent
+    assert metric("goloop_requests_in_flight") == 0
+    assert 1 <= metric("goloop_connections") <= 3  # the scrape's own (and closing ones)
+    js = json.loads(m.get("/m")[1])
+    # the killed /slow request was dispatched, never completed
+    assert js["requests"] == sent + 1 and js["in_flight"] == 1 and js["latency"]["count"] == sent - 1
 
 
 def test_sigttin_sigttou(master_factory):

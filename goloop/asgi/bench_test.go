@@ -11,8 +11,8 @@ import (
 type benchPoller struct{ hs map[int]func(uint32) }
 
 func (p *benchPoller) Register(fd int, _ uint32, h func(uint32)) error { p.hs[fd] = h; return nil }
-func (p *benchPoller) Modify(int, uint32) error                       { return nil }
-func (p *benchPoller) Unregister(fd int)                              { delete(p.hs, fd) }
+func (p *benchPoller) Modify(int, uint32) error                        { return nil }
+func (p *benchPoller) Unregister(fd int)                               { delete(p.hs, fd) }
 
 // benchConn is a loop-mode connection over a socketpair: the server's end is served by
 // the loop driver's handler, the client's end is returned.

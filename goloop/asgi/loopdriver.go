@@ -164,7 +164,7 @@ func (s *Server) acceptLoopConn(fd int, sa unix.Sockaddr) {
 		unix.Close(fd)
 		return
 	}
-	s.conns[c] = struct{}{}
+	s.addConnLocked(c)
 	s.mu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -452,14 +452,17 @@ func (c *Conn) waitWritableLocked() {
 	}
 }
 
-// sendFileLoopLocked sends the file at the front of the output with sendfile(2); again:
+// sendFileLoopLocked sends the file at the front of the output with sendfile(2) at the
+// segment's explicit offset (a zerocopysend file's position is the application's); again:
 // the socket is full; !ok: the connection failed (or the file was cut short).
 func (c *Conn) sendFileLoopLocked() (again, ok bool) {
 	fs := &c.files[0]
 	for fs.n > 0 {
-		n, err := unix.Sendfile(c.fd, int(fs.f.Fd()), nil, int(min(fs.n, 1<<30)))
+		off := fs.off
+		n, err := unix.Sendfile(c.fd, int(fs.f.Fd()), &off, int(min(fs.n, 1<<30)))
 		if n > 0 {
 			fs.n -= int64(n)
+			fs.off += int64(n)
 		}
 		if err == unix.EAGAIN {
 			return true, true

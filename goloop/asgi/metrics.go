@@ -1,27 +1,66 @@
 package asgi
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Metrics: a request counter by status class and a latency histogram (time from the
 // request's complete head to its response's end), counted in Go; off unless EnableMetrics
 // was called (then two clock reads per request). MetricsPath, if set, is answered by Go
 // in Prometheus' text format without calling the application.
+//
+// With several worker processes (EnableSharedMetrics) each keeps its counters in its slot
+// of a file the master shares with them all (mmap MAP_SHARED, atomic adds), and a snapshot
+// sums the slots: the whole server's counts. The file (little-endian int64s):
+//
+//	header, SharedHeaderSize bytes: [0] SharedMagic, [1] slots in use (the master raises it
+//	        before a worker starts on a new slot)
+//	slot i at SharedHeaderSize + i*SharedSlotSize: a counters struct
+//
+// A restarted worker takes over its predecessor's slot, so the totals never go back; the
+// master zeroes the slot's gauges (in_flight, connections: words 1 and 2) when its worker
+// exits.
 
 // LatencyBuckets are the histogram's upper bounds in seconds (Prometheus' defaults).
 var LatencyBuckets = [...]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
+// The shared file's layout (pyshim/goloop/_supervisor.py writes the header).
+const (
+	SharedHeaderSize = 256
+	SharedSlotSize   = 256
+	SharedMagic      = 0x31435254454d4c47 // "GLMETRC1"
+)
+
+// counters is the layout of a slot: one process' counters.
+type counters struct {
+	requests atomic.Int64 // requests dispatched to the application, ever
+	inflight atomic.Int64 // gauge: dispatched, application not done
+	conns    atomic.Int64 // gauge: open connections
+	count    atomic.Int64 // responses completed
+	sumNs    atomic.Int64
+	status   [6]atomic.Int64                       // by status class: 1xx .. 5xx, [0] others
+	buckets  [len(LatencyBuckets) + 1]atomic.Int64 // non-cumulative; the last is +Inf
+}
+
+var _ [SharedSlotSize - unsafe.Sizeof(counters{})]byte // a slot holds the counters
+
 type metrics struct {
-	path    string
-	buckets [len(LatencyBuckets) + 1]atomic.Int64 // non-cumulative; the last is +Inf
-	sumNs   atomic.Int64
-	count   atomic.Int64
-	status  [6]atomic.Int64 // by status class: 1xx .. 5xx, [0] others
+	path string
+	*counters
+	shared []byte // the shared file's mapping (nil: this process counts alone)
+}
+
+// useCounters makes ctr the server's counters (before it serves).
+func (s *Server) useCounters(ctr *counters) {
+	s.ctr, s.requests, s.inflight = ctr, &ctr.requests, &ctr.inflight
 }
 
 var epoch = time.Now()
@@ -30,7 +69,35 @@ func monoNow() int64 { return int64(time.Since(epoch)) }
 
 // EnableMetrics turns counting on; path (if not "") is served by Go with the metrics in
 // Prometheus' text format. Call it before Serve.
-func (s *Server) EnableMetrics(path string) { s.metrics = &metrics{path: path} }
+func (s *Server) EnableMetrics(path string) { s.metrics = &metrics{path: path, counters: s.ctr} }
+
+// EnableSharedMetrics is EnableMetrics with the counters in slot of the shared file fd
+// (the layout above; fd may be closed afterwards). Call it before Serve.
+func (s *Server) EnableSharedMetrics(path string, fd int, slot int) error {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return os.NewSyscallError("fstat", err)
+	}
+	nslots := (int(st.Size) - SharedHeaderSize) / SharedSlotSize
+	if slot < 0 || slot >= nslots {
+		return fmt.Errorf("metrics slot %d not in the shared file (%d slots)", slot, max(nslots, 0))
+	}
+	mem, err := syscall.Mmap(fd, 0, int(st.Size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return os.NewSyscallError("mmap", err)
+	}
+	if word(mem, 0).Load() != SharedMagic {
+		syscall.Munmap(mem)
+		return errors.New("the shared metrics file has no goloop header")
+	}
+	// The mapping lives as long as the process: the counters may be read after the server.
+	s.useCounters((*counters)(unsafe.Pointer(&mem[SharedHeaderSize+slot*SharedSlotSize])))
+	s.metrics = &metrics{path: path, counters: s.ctr, shared: mem}
+	return nil
+}
+
+// word is the int64 at byte offset off of the mapping (8-aligned: the mapping is).
+func word(mem []byte, off int) *atomic.Int64 { return (*atomic.Int64)(unsafe.Pointer(&mem[off])) }
 
 // observe records a completed response (the application's thread, c.mu held).
 func (m *metrics) observe(r *Request) {
@@ -65,7 +132,8 @@ type MetricsSnapshot struct {
 	Connections int
 }
 
-// Metrics returns the counters now.
+// Metrics returns the counters now: the whole server's with shared metrics (every
+// worker's slot summed), this process' otherwise.
 func (s *Server) Metrics() MetricsSnapshot {
 	ms := MetricsSnapshot{Requests: s.Requests(), InFlight: s.InFlight(), Connections: s.Connections()}
 	m := s.metrics
@@ -73,15 +141,35 @@ func (s *Server) Metrics() MetricsSnapshot {
 		return ms
 	}
 	ms.Enabled = true
-	ms.Count = m.count.Load()
-	ms.Sum = float64(m.sumNs.Load()) / 1e9
-	var cum int64
-	for i := range m.buckets {
-		cum += m.buckets[i].Load()
-		ms.Buckets = append(ms.Buckets, cum)
+	slots := []*counters{m.counters}
+	if m.shared != nil {
+		slots = slots[:0]
+		used := int(word(m.shared, 8).Load())
+		for i := 0; i < used && SharedHeaderSize+(i+1)*SharedSlotSize <= len(m.shared); i++ {
+			slots = append(slots, (*counters)(unsafe.Pointer(&m.shared[SharedHeaderSize+i*SharedSlotSize])))
+		}
+		ms.Requests, ms.InFlight, ms.Connections = 0, 0, 0
 	}
-	for i := range m.status {
-		ms.Status[i] = m.status[i].Load()
+	ms.Buckets = make([]int64, len(LatencyBuckets)+1)
+	var sumNs int64
+	for _, c := range slots {
+		if m.shared != nil {
+			ms.Requests += c.requests.Load()
+			ms.InFlight += int(c.inflight.Load())
+			ms.Connections += int(c.conns.Load())
+		}
+		ms.Count += c.count.Load()
+		sumNs += c.sumNs.Load()
+		for i := range c.buckets {
+			ms.Buckets[i] += c.buckets[i].Load()
+		}
+		for i := range c.status {
+			ms.Status[i] += c.status[i].Load()
+		}
+	}
+	ms.Sum = float64(sumNs) / 1e9
+	for i := 1; i < len(ms.Buckets); i++ { // cumulative
+		ms.Buckets[i] += ms.Buckets[i-1]
 	}
 	return ms
 }

@@ -1,8 +1,11 @@
 package asgi
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +197,105 @@ func TestCloseAnswersFirstRequest(t *testing.T) {
 	case <-a.s.Idle():
 	case <-time.After(10 * time.Second):
 		t.Fatal("connections left after Close")
+	}
+}
+
+// sharedMetricsFile is a file laid out as the --workers master makes it (the header, nslots
+// slots, used of them in use).
+func sharedMetricsFile(t *testing.T, nslots, used int) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	var hdr [16]byte
+	binary.LittleEndian.PutUint64(hdr[:], SharedMagic)
+	binary.LittleEndian.PutUint64(hdr[8:], uint64(used))
+	if _, err := f.Write(hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(int64(SharedHeaderSize + nslots*SharedSlotSize)); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestSharedMetrics: servers counting in slots of one shared file (workers) each report
+// the sum of all slots; a server taking over a slot (a restarted worker) continues its
+// counts, so totals never go back.
+func TestSharedMetrics(t *testing.T) {
+	f := sharedMetricsFile(t, 4, 2)
+	get := func(addr, path string) string {
+		c, br := dial(t, addr)
+		defer c.Close()
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+		_, body := readResp(t, br, "GET")
+		return body
+	}
+	start := func(slot int) (*fakeApp, string) {
+		return startServerWith(t, Config{}, func(s *Server) {
+			if err := s.EnableSharedMetrics("/metrics", int(f.Fd()), slot); err != nil {
+				t.Fatal(err)
+			}
+		}, hello)
+	}
+	a0, addr0 := start(0)
+	a1, addr1 := start(1)
+	for i := 0; i < 3; i++ {
+		get(addr0, "/")
+	}
+	get(addr1, "/")
+	waitCount := func(a *fakeApp, n int64) MetricsSnapshot {
+		deadline := time.Now().Add(5 * time.Second)
+		for a.s.Metrics().Count != n && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		return a.s.Metrics()
+	}
+	for _, a := range []*fakeApp{a0, a1} {
+		if ms := waitCount(a, 4); ms.Requests != 4 || ms.Status[2] != 4 || ms.Buckets[len(ms.Buckets)-1] != 4 {
+			t.Fatalf("summed snapshot: %+v", ms)
+		}
+	}
+	if body := get(addr1, "/metrics"); !strings.Contains(body, "goloop_requests_total 4\n") {
+		t.Fatalf("the endpoint is not the sum:\n%s", body)
+	}
+	if a0.s.Requests() != 3 || a1.s.Requests() != 1 { // a server's own counts stay its own
+		t.Fatalf("own requests: %d %d", a0.s.Requests(), a1.s.Requests())
+	}
+	a0.s.Abort()
+	a2, addr2 := start(0) // the restarted worker of slot 0
+	get(addr2, "/")
+	if ms := waitCount(a2, 5); ms.Requests != 5 || a2.s.Requests() != 4 {
+		t.Fatalf("after the take-over: %+v (own %d)", ms, a2.s.Requests())
+	}
+	if err := New(Config{}).EnableSharedMetrics("", int(f.Fd()), 4); err == nil {
+		t.Fatal("a slot past the file's end was taken")
+	}
+}
+
+// TestAcceptedAsCloseRuns: a connection Accept returned just before Close (it left the
+// listening socket's queue, shared with other workers) has its request answered too.
+func TestAcceptedAsCloseRuns(t *testing.T) {
+	srv, closed := make(chan *Server, 1), make(chan struct{})
+	testHookAccepted = func() {
+		(<-srv).Close()
+		close(closed)
+	}
+	defer func() { testHookAccepted = nil }()
+	a, addr := startServer(t, Config{}, hello)
+	srv <- a.s
+	c, br := dial(t, addr)
+	<-closed
+	fmt.Fprintf(c, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, body := readResp(t, br, "GET")
+	if resp.StatusCode != 200 || body != "hello /late" || !resp.Close {
+		t.Fatalf("got %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	select {
+	case <-a.s.Idle():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not idle after the late connection closed")
 	}
 }

@@ -3,6 +3,7 @@ package asgi
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strconv"
 	"unsafe"
 )
@@ -272,17 +273,66 @@ func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held 
 		flags, err = r.h2Send(body, more)
 		return flags, false, err
 	}
+	part := bodyPart{b: body, rel: rel}
+	flags, err = r.sendPart(&part, more, ErrNotStarted)
+	return flags, rel != nil && part.rel == nil, err
+}
+
+// bodyPart is a response body part: bytes b, or n bytes of file f from offset off.
+type bodyPart struct {
+	b      []byte
+	f      *os.File
+	off, n int64
+	clamp  bool   // a part longer than the declared content-length is cut (pathsend), not an error
+	rel    func() // b may be held (SendHeld): taken from the part (nil) if it was
+}
+
+// sendPart appends part to the response's output (notStarted: the error if the response
+// was not started). It owns part.f: the file is closed when sent, on error, or if unused.
+func (r *Request) sendPart(part *bodyPart, more bool, notStarted error) (flags int, err error) {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case !r.started:
-		return 0, false, ErrNotStarted
+		err = notStarted
 	case r.done || r.bodyEnd:
-		return 0, false, ErrCompleted
+		err = ErrCompleted
 	case r.lost:
-		return 0, false, ErrDisconnected
+		err = ErrDisconnected
 	}
+	if err == nil {
+		err = r.appendPartLocked(part, more)
+	}
+	if part.f != nil { // not queued
+		part.f.Close()
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !more && !r.keepTr {
+		r.completeLocked()
+	} else {
+		c.dirtyLocked()
+	}
+	if c.outFullLocked() && !r.done {
+		if !c.writing {
+			c.mu.Unlock()
+			c.flush()
+			c.mu.Lock()
+		}
+		if c.outFullLocked() && !r.lost {
+			r.waitSend = true
+			flags |= SendPaused
+		}
+	}
+	return flags, nil
+}
+
+// appendPartLocked frames part into the response's output (c.mu held); a queued file is
+// taken from part (part.f = nil).
+func (r *Request) appendPartLocked(part *bodyPart, more bool) error {
+	c := r.c
 	var w []byte // where this part goes
 	head := len(c.inflight) > 0 && c.inflight[0] == r
 	if head {
@@ -290,29 +340,45 @@ func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held 
 	} else {
 		w = r.out
 	}
+	n := part.n
+	if part.f == nil {
+		n = int64(len(part.b))
+	}
 	if !r.headSent {
-		w = r.appendHead(w, len(body), more)
+		w = r.appendHead(w, int(n), more)
 		r.headSent = true
 	}
-	if len(body) > 0 && !r.noBody {
-		if r.clen >= 0 && r.sent+int64(len(body)) > r.clen {
+	if n > 0 && !r.noBody && r.clen >= 0 && r.sent+n > r.clen {
+		if !part.clamp {
 			r.restore(w, head)
-			return 0, false, ErrTooLong
+			return ErrTooLong
 		}
+		n = r.clen - r.sent
+	}
+	if n > 0 && !r.noBody {
 		if r.chunked {
-			w = strconv.AppendInt(w, int64(len(body)), 16)
+			w = strconv.AppendInt(w, n, 16)
 			w = append(w, "\r\n"...)
 		}
-		if held = rel != nil && head && c.lp != nil && len(body) >= HoldMin; held {
-			c.files = append(c.files, fileSeg{at: len(w), n: int64(len(body)), b: body, rel: rel})
-			c.heldN += len(body)
+		if part.f != nil {
+			seg := fileSeg{at: len(w), f: part.f, off: part.off, n: n}
+			if head {
+				c.files = append(c.files, seg)
+			} else {
+				r.files = append(r.files, seg)
+			}
+			part.f = nil
+		} else if part.rel != nil && head && c.lp != nil && n >= HoldMin && n == int64(len(part.b)) {
+			c.files = append(c.files, fileSeg{at: len(w), n: n, b: part.b, rel: part.rel})
+			c.heldN += int(n)
+			part.rel = nil // held: released by the connection
 		} else {
-			w = append(w, body...)
+			w = append(w, part.b[:n]...)
 		}
 		if r.chunked {
 			w = append(w, "\r\n"...)
 		}
-		r.sent += int64(len(body))
+		r.sent += n
 	}
 	if !more {
 		r.bodyEnd = true
@@ -324,23 +390,7 @@ func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held 
 		}
 	}
 	r.restore(w, head)
-	if !more && !r.keepTr {
-		r.completeLocked()
-	} else {
-		c.dirtyLocked()
-	}
-	if c.unsentLocked() > c.s.cfg.WriteBuffer && !r.done {
-		if !c.writing {
-			c.mu.Unlock()
-			c.flush()
-			c.mu.Lock()
-		}
-		if c.unsentLocked() > c.s.cfg.WriteBuffer && !r.lost {
-			r.waitSend = true
-			flags |= SendPaused
-		}
-	}
-	return flags, held, nil
+	return nil
 }
 
 func (r *Request) restore(w []byte, head bool) {
@@ -382,7 +432,7 @@ func (r *Request) SendReady() (bool, error) {
 	if r.lost {
 		return true, ErrDisconnected
 	}
-	if c.unsentLocked() > c.s.cfg.WriteBuffer && c.writing {
+	if c.outFullLocked() && c.writing {
 		r.waitSend = true
 		return false, nil
 	}

@@ -92,8 +92,11 @@ type Server struct {
 
 	needFlush atomic.Bool // a connection became dirty since NeedFlush last said so
 
-	inflight atomic.Int64 // requests dispatched, application not done
-	requests atomic.Int64 // requests dispatched, ever
+	// the counters (metrics.go): this process' own, or its slot in a shared file with
+	// --workers; inflight and requests point into ctr
+	ctr      *counters
+	inflight *atomic.Int64 // requests dispatched, application not done
+	requests *atomic.Int64 // requests dispatched, ever
 
 	tls     atomic.Pointer[tlsState] // SetTLS (tls.go)
 	h2      h2Server                 // h2.go
@@ -128,6 +131,7 @@ func New(cfg Config) *Server {
 		cfg.WriteBuffer = 256 * 1024
 	}
 	s := &Server{cfg: cfg, conns: make(map[*Conn]struct{})}
+	s.useCounters(&counters{})
 	s.lt.fd = -1
 	if cfg.ServerHeader {
 		s.extra = append(s.extra, "server: goloop\r\n"...)
@@ -200,18 +204,30 @@ func (s *Server) acceptLoop(ln net.Listener) {
 			continue
 		}
 		delay = 0
+		if testHookAccepted != nil {
+			testHookAccepted()
+		}
 		c := newConn(s, s.wrapTLS(nc))
 		s.mu.Lock()
-		if s.closed.Load() {
-			s.mu.Unlock()
-			nc.Close()
-			continue
+		// Accepted as the server closes (Close ran since Accept returned): the connection
+		// left the listening socket's queue, which other workers keep serving during a
+		// rolling reload, so it is not dropped but treated as Close treats the connections
+		// it finds: its first request is answered.
+		late := s.closed.Load()
+		if late && len(s.conns) == 0 {
+			s.idle = make(chan struct{}) // not idle any more
 		}
-		s.conns[c] = struct{}{}
+		s.addConnLocked(c)
 		s.mu.Unlock()
+		if late {
+			c.shutdown()
+		}
 		go c.serve()
 	}
 }
+
+// testHookAccepted, if set, runs after each Accept (tests).
+var testHookAccepted func()
 
 // Close stops accepting; idle connections are closed at once, busy ones once their
 // requests in flight are answered (the responses say `connection: close`).
@@ -245,7 +261,8 @@ func (s *Server) Close() {
 	}
 }
 
-// Idle returns a channel closed when, after Close, no connection is left.
+// Idle returns a channel closed when, after Close, no connection is left (a connection
+// accepted as Close ran makes a new one).
 func (s *Server) Idle() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -283,9 +300,18 @@ func (s *Server) InFlight() int { return int(s.inflight.Load()) }
 // Requests is the number of requests dispatched so far.
 func (s *Server) Requests() int64 { return s.requests.Load() }
 
+// addConnLocked counts c among the server's connections (s.mu held).
+func (s *Server) addConnLocked(c *Conn) {
+	s.conns[c] = struct{}{}
+	s.ctr.conns.Add(1)
+}
+
 func (s *Server) forget(c *Conn) {
 	s.mu.Lock()
-	delete(s.conns, c)
+	if _, ok := s.conns[c]; ok {
+		delete(s.conns, c)
+		s.ctr.conns.Add(-1)
+	}
 	if s.idle != nil && len(s.conns) == 0 {
 		select {
 		case <-s.idle:

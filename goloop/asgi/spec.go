@@ -2,8 +2,8 @@ package asgi
 
 // spec.go: the parts of ASGI's HTTP spec and of HTTP/1.1 beyond the plain exchange:
 // Expect: 100-continue, response trailers (HTTP/1.1 chunked trailer section, HTTP/2
-// trailing HEADERS), http.response.pathsend (a file sent by Go: sendfile(2) on plain
-// TCP), the lingering close after the server's own error answers, and the bound on the
+// trailing HEADERS), http.response.pathsend and http.response.zerocopysend (files sent by
+// Go: sendfile(2) on plain TCP and Unix sockets), the lingering close after the server's own error answers, and the bound on the
 // output held behind an unfinished pipelined response.
 
 import (
@@ -12,12 +12,13 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -40,17 +41,28 @@ var (
 	ErrTrailersEarly = errors.New("Unexpected ASGI message 'http.response.trailers' sent, before the final 'http.response.body'.")
 	ErrTrailersDone  = errors.New("Unexpected ASGI message 'http.response.trailers' sent, after the trailers were complete.")
 	ErrPathsend      = errors.New("Expected ASGI message 'http.response.start', but got 'http.response.pathsend'.")
+	ErrZeroCopy      = errors.New("Expected ASGI message 'http.response.start', but got 'http.response.zerocopysend'.")
 )
 
+// maxFiles: past this many files queued on a connection, a sender waits (SendPaused) as
+// it does past WriteBuffer bytes (each queued file holds a descriptor).
+const maxFiles = 16
+
 // fileSeg is a file to send at offset at of an output buffer (Conn.out or Request.out):
-// the bytes before at leave first, then n bytes of f, then the rest. With f nil it is a
-// held body instead (SendHeld): b, memory the caller keeps valid until rel is called.
+// the bytes before at leave first, then n bytes of f from its offset off, then the rest.
+// With f nil it is a held body instead (SendHeld): b, memory the caller keeps valid until
+// rel is called.
 type fileSeg struct {
-	at  int
-	f   *os.File
-	n   int64
-	b   []byte
-	rel func()
+	at     int
+	f      *os.File
+	off, n int64
+	b      []byte
+	rel    func()
+}
+
+// outFullLocked: the connection's output is over its limits (bytes or files queued).
+func (c *Conn) outFullLocked() bool {
+	return c.unsentLocked() > c.s.cfg.WriteBuffer || len(c.files) > maxFiles
 }
 
 // noteHeader records the request headers that change how it is answered (OnHeader; name
@@ -186,10 +198,10 @@ func (h *h2Conn) writeTrailersLocked(st *h2Stream) {
 // (http.response.pathsend). On HTTP/1.1 the file is not read by the application's thread:
 // the writer goroutine copies it to the socket (sendfile(2) on plain TCP; reads and TLS
 // writes otherwise). On HTTP/2 it is read and sent as DATA frames.
-func (r *Request) SendFile(path string) error {
+func (r *Request) SendFile(path string) (flags int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
@@ -197,78 +209,80 @@ func (r *Request) SendFile(path string) error {
 	}
 	if err != nil {
 		f.Close()
-		return err
+		return 0, err
 	}
 	size := fi.Size()
 	if r.h2 != nil {
 		data, err := io.ReadAll(io.LimitReader(f, size))
 		f.Close()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		_, err = r.h2Send(data, false)
-		return err
+		return r.h2Send(data, false)
 	}
-	c := r.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case !r.started:
-		err = ErrPathsend
-	case r.done || r.bodyEnd:
-		err = ErrCompleted
-	case r.lost:
-		err = ErrDisconnected
+	return r.sendPart(&bodyPart{f: f, n: size, clamp: true}, false, ErrPathsend)
+}
+
+// SendFD sends count bytes (-1: up to the end) of the regular file open as fd, from offset
+// (-1: from its current position, which then moves past them, as sendfile(2) without an
+// offset does), as the response's next body part (http.response.zerocopysend). fd is
+// duplicated: the application may close its file once this returns. The writer goroutine
+// sends the part with sendfile(2) at an explicit offset, so the position the application
+// sees moves only here. On HTTP/2 the bytes are read now and sent as DATA frames.
+// n is the part's length.
+func (r *Request) SendFD(fd int, offset, count int64, more bool) (flags int, n int64, err error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return 0, 0, os.NewSyscallError("fstat", err)
 	}
-	if err != nil {
-		f.Close()
-		return err
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return 0, 0, errors.New("http.response.zerocopysend needs a regular file")
 	}
-	head := len(c.inflight) > 0 && c.inflight[0] == r
-	w := r.out
-	if head {
-		w = c.out
-	}
-	if !r.headSent {
-		w = r.appendHead(w, int(size), false)
-		r.headSent = true
-	}
-	n := size
-	if r.clen >= 0 {
-		n = max(0, min(n, r.clen-r.sent))
-		if r.sent+n < r.clen {
-			r.keepAlive = false // the declared length is not met: close after it
+	pos := offset
+	if pos < 0 {
+		if pos, err = syscall.Seek(fd, 0, io.SeekCurrent); err != nil {
+			return 0, 0, os.NewSyscallError("lseek", err)
 		}
 	}
-	if r.noBody || n == 0 {
-		f.Close()
-	} else {
-		if r.chunked {
-			w = strconv.AppendInt(w, n, 16)
-			w = append(w, "\r\n"...)
-		}
-		seg := fileSeg{at: len(w), f: f, n: n}
-		if head {
-			c.files = append(c.files, seg)
-		} else {
-			r.files = append(r.files, seg)
-		}
-		if r.chunked {
-			w = append(w, "\r\n"...)
-		}
-		r.sent += n
+	n = max(0, st.Size-pos)
+	if count >= 0 {
+		n = min(n, count)
 	}
-	r.bodyEnd = true
-	if r.chunked && !r.noBody && !r.keepTr {
-		w = append(w, "0\r\n\r\n"...)
+	var f *os.File
+	if n > 0 {
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return 0, 0, os.NewSyscallError("fcntl", err)
+		}
+		f = os.NewFile(uintptr(dup), "")
 	}
-	r.restore(w, head)
-	if r.keepTr {
-		c.dirtyLocked()
-	} else {
-		r.completeLocked()
+	if r.h2 != nil {
+		var data []byte
+		if f != nil {
+			data = make([]byte, n)
+			m, err := io.ReadFull(io.NewSectionReader(f, pos, n), data)
+			f.Close()
+			if err != nil && err != io.ErrUnexpectedEOF {
+				return 0, 0, err
+			}
+			data = data[:m]
+		}
+		n = int64(len(data))
+		flags, err = r.h2Send(data, more)
+		return flags, n, movePos(fd, offset, pos+n, err)
 	}
-	return nil
+	flags, err = r.sendPart(&bodyPart{f: f, off: pos, n: n}, more, ErrZeroCopy)
+	return flags, n, movePos(fd, offset, pos+n, err)
+}
+
+// movePos: a part sent without an offset moves the file position past it (err: not sent).
+func movePos(fd int, offset, to int64, err error) error {
+	if err == nil && offset < 0 {
+		if _, serr := syscall.Seek(fd, to, io.SeekStart); serr != nil {
+			return os.NewSyscallError("lseek", serr)
+		}
+	}
+	return err
 }
 
 // outLimit is how much of c.out may be written before the next file (c.mu held).
@@ -301,10 +315,58 @@ func (c *Conn) sendFileFront() bool {
 	c.files[n] = fileSeg{}
 	c.files = c.files[:n]
 	c.mu.Unlock()
-	w, err := io.Copy(c.nc, &io.LimitedReader{R: fs.f, N: fs.n})
+	var w int64
+	var err error
+	if c.rc != nil {
+		w, err = sendfileAt(c.rc, fs.f, fs.off, fs.n)
+	} else { // TLS: read and write
+		w, err = io.Copy(c.nc, io.NewSectionReader(fs.f, fs.off, fs.n))
+	}
 	fs.f.Close()
 	c.mu.Lock()
 	return err == nil && w == fs.n // a file cut short breaks the framing: the connection ends
+}
+
+// sendfileAt sends n bytes of f from offset off to the socket of rc with sendfile(2) at an
+// explicit offset: f's position (shared with the application's descriptor it was dup'ed
+// from) does not move. It waits in Go's netpoller while the socket is full.
+func sendfileAt(rc syscall.RawConn, f *os.File, off, n int64) (int64, error) {
+	src, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var written int64
+	var werr error
+	cerr := src.Control(func(in uintptr) {
+		err := rc.Write(func(out uintptr) bool {
+			for written < n {
+				o := off + written
+				m, e := syscall.Sendfile(int(out), int(in), &o, int(min(n-written, 1<<30)))
+				if m > 0 {
+					written += int64(m)
+				}
+				switch {
+				case e == syscall.EINTR:
+				case e == syscall.EAGAIN:
+					return false // wait until the socket takes more
+				case e != nil:
+					werr = os.NewSyscallError("sendfile", e)
+					return true
+				case m == 0:
+					werr = io.ErrUnexpectedEOF // the file is shorter than it was
+					return true
+				}
+			}
+			return true
+		})
+		if werr == nil {
+			werr = err
+		}
+	})
+	if werr == nil {
+		werr = cerr
+	}
+	return written, werr
 }
 
 // dropFilesLocked closes the files not yet sent and releases the held bodies (the
@@ -318,6 +380,7 @@ func (c *Conn) dropFilesLocked() {
 	}
 }
 
+// dropSegs closes the files and releases the held bodies of segs.
 func dropSegs(segs []fileSeg) {
 	for _, fs := range segs {
 		if fs.f != nil {

@@ -138,19 +138,19 @@ func TestSendFile(t *testing.T) {
 		case "/chunked":
 			r.Start(200, nil)
 			r.Send([]byte("head-"), true)
-			if err := r.SendFile(path); err != nil {
+			if _, err := r.SendFile(path); err != nil {
 				panic(err)
 			}
 			a.s.Flush()
 		case "/missing":
 			r.Start(200, nil)
-			if err := r.SendFile(path + ".nope"); !os.IsNotExist(err) {
+			if _, err := r.SendFile(path + ".nope"); !os.IsNotExist(err) {
 				panic(err)
 			}
 			a.respond2(r, "none")
 		default:
 			r.Start(200, []byte("content-type: application/octet-stream\r\n"))
-			if err := r.SendFile(path); err != nil {
+			if _, err := r.SendFile(path); err != nil {
 				panic(err)
 			}
 			a.s.Flush()
@@ -176,6 +176,79 @@ func TestSendFile(t *testing.T) {
 	}
 	if _, body := readResp(t, br, "GET"); body != "none" {
 		t.Fatal(body)
+	}
+}
+
+// TestSendFD: http.response.zerocopysend's offset/count and file position rules, with
+// content-length and chunked framing, and a part bigger than the socket buffer.
+func TestSendFD(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 200000) // 3.2 MB
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	pos := func() int64 { p, _ := f.Seek(0, io.SeekCurrent); return p }
+	positions := make(chan int64, 4)
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		if string(r.Path()) != "/toolong" {
+			r.Start(200, nil)
+		}
+		var err error
+		switch string(r.Path()) {
+		case "/offset": // explicit offset: the position does not move
+			f.Seek(7, io.SeekStart)
+			_, _, err = r.SendFD(fd, 2, 5, false)
+		case "/position": // from the position, which moves past each part
+			f.Seek(3, io.SeekStart)
+			if _, _, err = r.SendFD(fd, -1, 4, true); err == nil {
+				positions <- pos()
+				_, _, err = r.SendFD(fd, -1, -1, false)
+			}
+		case "/big": // more than the socket takes at once, then a body part
+			f.Seek(0, io.SeekStart)
+			if _, _, err = r.SendFD(fd, 0, -1, true); err == nil {
+				_, err = r.Send([]byte("-end"), false)
+			}
+		case "/toolong": // past the declared content-length: an error, as a body's
+			f.Seek(0, io.SeekStart)
+			r.Start(200, []byte("content-length: 3\r\n"))
+			if _, _, err = r.SendFD(fd, 0, 4, false); err == ErrTooLong {
+				_, err = r.Send([]byte("abc"), false)
+			}
+		}
+		if err != nil {
+			panic(err)
+		}
+		positions <- pos()
+		a.s.Flush()
+	})
+	c, br := dial(t, addr)
+	for _, tc := range []struct {
+		path, body string
+		clen       int64
+		pos        []int64
+	}{
+		{"/offset", "23456", 5, []int64{7}},
+		{"/position", "3456" + string(data[7:]), -1, []int64{7, int64(len(data))}},
+		{"/big", string(data) + "-end", -1, []int64{0}},
+		{"/toolong", "abc", 3, []int64{0}},
+	} {
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", tc.path)
+		resp, body := readResp(t, br, "GET")
+		if resp.ContentLength != tc.clen || body != tc.body {
+			t.Fatalf("%s: length %d, %d bytes %.20q", tc.path, resp.ContentLength, len(body), body)
+		}
+		for _, want := range tc.pos {
+			if p := <-positions; p != want {
+				t.Fatalf("%s: file position %d, want %d", tc.path, p, want)
+			}
+		}
 	}
 }
 

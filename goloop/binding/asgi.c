@@ -6,6 +6,7 @@
 #include "_cgo_export.h"
 
 static PyObject *ClientDisconnected;
+static void release_own_start(GLAsgiSend *s);
 static PyTypeObject DoneType, SendType, RecvType, ServerType;
 static PyTypeObject *loopcore_type;  /* _goloop.LoopCore */
 
@@ -156,6 +157,7 @@ static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
     Py_VISIT(self->c_host);
     Py_VISIT(self->s_addr);
     Py_VISIT(self->template);
+    Py_VISIT(self->scope_tpl);
     Py_VISIT(self->state);
     return 0;
 }
@@ -167,6 +169,7 @@ static int srv_clear(GLAsgiServer *self) {
     Py_CLEAR(self->c_host);
     Py_CLEAR(self->s_addr);
     Py_CLEAR(self->template);
+    Py_CLEAR(self->scope_tpl);
     Py_CLEAR(self->state);
     return 0;
 }
@@ -284,6 +287,7 @@ static PyTypeObject ServerType = {
 
 void gl_asgi_send_dealloc(GLAsgiSend *self) {
     PyObject_GC_UnTrack(self);
+    release_own_start(self);
     if (self->rid >= 0 && !gl_forked) glAsgiReqFree(self->rid);
     Py_CLEAR(self->recv_fut);
     Py_CLEAR(self->send_fut);
@@ -340,6 +344,30 @@ static int gbuf_put(gbuf *b, const char *s, Py_ssize_t n) {
 }
 
 static _Thread_local gbuf hdrbuf;  /* per thread: loops of several threads serve at once (3.13t) */
+/* The request whose http.response.start is held (GLAsgiSend.held_status): its header lines
+ * are in hdrbuf until its first body part or until hdrbuf is needed for something else. */
+static _Thread_local GLAsgiSend *held_start;
+
+/* Give the held start, if any, to Go now (before hdrbuf is reused, or before an operation
+ * of its request that needs Go to know the response started). A client that went away
+ * meanwhile is reported by that request's next send. */
+void gl_asgi_release_start(void) {
+    GLAsgiSend *s = held_start;
+    if (s == NULL) return;
+    held_start = NULL;
+    int status = s->held_status;
+    s->held_status = 0;
+    if (gl_forked || s->rid < 0 || s->srv->sid < 0) return;
+    int rc = glAsgiStart(s->srv->sid, s->rid, status, hdrbuf.p, hdrbuf.n);
+    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) s->start_lost = 1;
+    else if (rc < 0) PyErr_WriteUnraisable((PyObject *)s);  /* cannot happen: checked when held */
+}
+
+/* The held start of s, if s has one, to Go (see gl_asgi_release_start). */
+static void release_own_start(GLAsgiSend *s) {
+    if (s->held_status != 0 && held_start == s) gl_asgi_release_start();
+}
+
 
 /* bytes of a header name or value, checked the way h11 checks them (no CR, LF, NUL; a
  * name is a non-empty token without ':' or whitespace). */
@@ -371,13 +399,26 @@ PyObject *gl_asgi_raise_disconnected(void) {
 /* The header lines ("name: value\r\n" each) of an ASGI headers iterable (NULL: none) into
  * hdrbuf (gl_asgi_hdrbuf), checked; steals the reference to headers. */
 int gl_asgi_header_lines(PyObject *headers) {
+    gl_asgi_release_start();  /* hdrbuf holds a start not yet in Go */
     hdrbuf.n = 0;
     if (headers != NULL) {
-        PyObject *it = PyObject_GetIter(headers);
+        /* a list or tuple is indexed: no iterator object (one GC allocation less per
+         * response). The size is read at each step and the item referenced, so Python code
+         * a pair runs (a sequence's __iter__) may change the list. Free-threaded builds
+         * iterate lists (another thread may change one). */
+#ifdef Py_GIL_DISABLED
+        int indexed = PyTuple_CheckExact(headers);
+#else
+        int indexed = PyList_CheckExact(headers) || PyTuple_CheckExact(headers);
+#endif
+        PyObject *it = indexed ? Py_NewRef(headers) : PyObject_GetIter(headers);
         Py_DECREF(headers);
         if (it == NULL) return -1;
         PyObject *pair;
-        while ((pair = PyIter_Next(it)) != NULL) {
+        Py_ssize_t i = 0;
+        while ((pair = !indexed ? PyIter_Next(it)
+                                : i < PySequence_Fast_GET_SIZE(it) ? Py_NewRef(PySequence_Fast_GET_ITEM(it, i++))
+                                                                   : NULL) != NULL) {
             PyObject *name, *value;
             const char *np, *vp;
             Py_ssize_t nn, vn;
@@ -421,14 +462,30 @@ const char *gl_asgi_hdrbuf(Py_ssize_t *n) {
 }
 
 static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
-    long status = gl_asgi_status(msg, s_status, 0, "http.response.start");
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Unexpected ASGI message 'http.response.start' sent, after response already started.");
+        return NULL;
+    }
+    long status = gl_asgi_status(msg, s_status, 100, "http.response.start");
     if (status < 0) return NULL;
     PyObject *headers = gl_asgi_get(msg, s_headers);
     if (headers == NULL && PyErr_Occurred()) return NULL;
     if (gl_asgi_header_lines(headers) < 0) return NULL;
+    PyObject *tr = PyDict_CheckExact(msg) ? PyDict_GetItemWithError(msg, s_trailers) : NULL;
+    if (tr == NULL && PyErr_Occurred()) return NULL;
+    if (PyDict_CheckExact(msg) && tr == NULL) {
+        /* held until the first body part, which takes it to Go in the same call (Go writes
+         * nothing before it anyway); a second start is refused here as Go would */
+        self->held_status = (int)status;
+        self->started = 1;
+        held_start = self;
+        return Py_NewRef((PyObject *)done_none);
+    }
     int rc = glAsgiStart(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n);
     if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return gl_asgi_raise_disconnected();
     if (rc < 0) return NULL;
+    self->started = 1;
     if (gl_asgi_start_trailers(self, msg) < 0) return NULL; /* trailers: True (asgi_spec.c) */
     return Py_NewRef((PyObject *)done_none);
 }
@@ -459,16 +516,46 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
     char *p;
     Py_ssize_t n;
     rc = gl_asgi_view(body, &view, &p, &n);  /* -1: an error, which answer() returns */
+    /* an exact bytes object is immutable: Go may hold it instead of copying a large body */
+    PyObject *keep = body != NULL && PyBytes_CheckExact(body) ? body : NULL;
     if (rc == 0) {
-        /* an exact bytes object is immutable: Go may hold it instead of copying a large body */
-        rc = glAsgiSend(self->srv->sid, self->rid, p, n, more, body != NULL && PyBytes_CheckExact(body) ? body : NULL);
+        if (self->start_lost) {
+            rc = GL_ASGI_ERR_DISCONNECTED;
+        } else if (self->held_status != 0) {  /* the held start and this part: one call */
+            int status = self->held_status;
+            self->held_status = 0;
+            held_start = NULL;
+            rc = glAsgiStartSend(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n, p, n, more, keep);
+        } else {
+            rc = glAsgiSend(self->srv->sid, self->rid, p, n, more, keep);
+        }
         PyBuffer_Release(&view);
     }
     Py_XDECREF(body);
     return answer(self, rc);
 }
 
+/* send() after the application returned: what Go answers then (AppDone started and completed
+ * the response), raised without Go (the request was let go). */
+static PyObject *send_after_finish(PyObject *msg) {
+    PyObject *type = gl_asgi_get(msg, s_type);
+    if (type == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
+        return NULL;
+    }
+    int start = PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_start) == 0;
+    if (start)
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Unexpected ASGI message 'http.response.start' sent, after response already started.");
+    else if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message %R sent, after response already completed.", type);
+    Py_DECREF(type);
+    return NULL;
+}
+
 static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (self->finished && PyVectorcall_NARGS(nargsf) == 1 && !(kwnames && PyTuple_GET_SIZE(kwnames)))
+        return send_after_finish(args[0]);
     PyObject *type = gl_asgi_send_type(self, args, nargsf, kwnames, s_type), *msg;
     if (type == NULL) return NULL;
     msg = args[0];
@@ -479,7 +566,9 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
                (PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_start) == 0)) {
         r = send_start(self, msg);
     } else if (!PyErr_Occurred()) {
-        r = gl_asgi_send_ext(self, type, msg); /* trailers, pathsend (asgi_spec.c) */
+        release_own_start(self);
+        r = self->start_lost ? gl_asgi_raise_disconnected()
+                             : gl_asgi_send_ext(self, type, msg); /* trailers, pathsend (asgi_spec.c) */
     } else {
         r = NULL;
     }
@@ -489,6 +578,7 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
 
 static PyObject *app_done(GLAsgiSend *self, int failed) {
     GL_FORK_GUARD(NULL);
+    release_own_start(self);
     if (self->rid >= 0 && self->srv->sid >= 0) glAsgiDone(self->srv->sid, self->rid, failed);
     Py_RETURN_NONE;
 }
@@ -499,6 +589,7 @@ static PyObject *send_fail(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { ret
 
 static PyObject *send_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
+    release_own_start(self);
     return PyLong_FromLong(self->rid >= 0 ? glAsgiStatus(self->rid) : 0);
 }
 
@@ -656,6 +747,7 @@ PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh) {
         }
         PyTuple_SET_ITEM(t, 0, n);
         PyTuple_SET_ITEM(t, 1, v);
+        PyObject_GC_UnTrack(t);  /* two bytes: never in a cycle (the collector would untrack it later) */
         PyList_SET_ITEM(headers, i / 2, t);
     }
     return headers;
@@ -704,6 +796,7 @@ static PyObject *client_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hl
     }
     PyTuple_SET_ITEM(t, 0, h);
     PyTuple_SET_ITEM(t, 1, p);
+    PyObject_GC_UnTrack(t);  /* a str and an int: never in a cycle */
     return t;
 }
 
@@ -723,11 +816,33 @@ static PyObject *server_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hl
 }
 
 
+/* A new HTTP scope: a copy of srv->scope_tpl, the template with every key a request sets
+ * already there (None). Copying a compact dict is one copy of its key table, and the
+ * request's items then replace values: no insertion, no resize. */
+static PyObject *scope_copy(GLAsgiServer *srv) {
+    char want_state = srv->state != NULL;
+    if (srv->scope_tpl == NULL || srv->scope_tpl_state != want_state) {
+        PyObject *keys[] = {s_http_version, s_method, s_path, s_raw_path, s_query_string, s_headers,
+                            s_client, s_server, s_state};
+        PyObject *t = PyDict_Copy(srv->template);
+        if (t == NULL) return NULL;
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) - !want_state; i++) {
+            if (PyDict_SetDefault(t, keys[i], Py_None) == NULL) {
+                Py_DECREF(t);
+                return NULL;
+            }
+        }
+        Py_XSETREF(srv->scope_tpl, t);
+        srv->scope_tpl_state = want_state;
+    }
+    return PyDict_Copy(srv->scope_tpl);
+}
+
 /* The scope of an HTTP request, or NULL with an error. */
 static PyObject *http_scope(GLAsgiServer *srv, const char *blob, const int32_t *ends, int nends, int major,
                             int minor, const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
                             Py_ssize_t shostlen, int sport, int is_unix, const char *proxy, Py_ssize_t proxylen) {
-    PyObject *scope = PyDict_Copy(srv->template);
+    PyObject *scope = scope_copy(srv);
     if (scope == NULL) return NULL;
 #define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
     if (PyDict_SetItem(scope, s_http_version, major == 2 ? s_v2 : (major == 1 && minor == 0) ? s_v10 : s_v11) < 0 ||
@@ -754,6 +869,45 @@ fail:
     return NULL;
 }
 
+#if PY_VERSION_HEX < 0x030C0000
+static PyObject *kw_name;  /* ("name",) */
+
+/* A name for a request's Task, "goloop-request-N". 3.11's Task formats its default name
+ * ("Task-N") with PyUnicode_FromFormat when it is created (~4% of a pipelined hello world's
+ * CPU); this one is made from a digit string. 3.12 names tasks lazily: no name passed there. */
+static PyObject *task_name(void) {
+    static unsigned long long counter;
+    static const char prefix[] = "goloop-request-";
+    char digits[24];
+    int nd = 0;
+    unsigned long long n = ++counter;
+    do {
+        digits[sizeof(digits) - 1 - nd++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    Py_ssize_t np = sizeof(prefix) - 1;
+    PyObject *u = PyUnicode_New(np + nd, 127);
+    if (u == NULL) return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(u), prefix, np);
+    memcpy(PyUnicode_1BYTE_DATA(u) + np, digits + sizeof(digits) - nd, nd);
+    return u;
+}
+#endif
+
+/* loop.create_task(coro) for a request. */
+static PyObject *create_task(GLAsgiServer *srv, PyObject *coro) {
+#if PY_VERSION_HEX < 0x030C0000
+    PyObject *name = task_name();
+    if (name == NULL) return NULL;
+    PyObject *args[3] = {srv->loop, coro, name};
+    PyObject *task = PyObject_VectorcallMethod(s_create_task, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_name);
+    Py_DECREF(name);
+    return task;
+#else
+    return PyObject_CallMethodOneArg(srv->loop, s_create_task, coro);
+#endif
+}
+
 /* Request rid's send and receive (of kind's types), and app(scope, receive, send) (app NULL:
  * srv->runner(...)) as a task of the loop: app's coroutine runs in an AsgiRun. Takes the
  * reference to scope (NULL: the error of making it). -1 (reported): Go answers 500 and
@@ -769,6 +923,8 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
     send->rid = -1;  /* until all is made: the request stays Go's to forget */
     send->srv = (GLAsgiServer *)Py_NewRef(srv);
     send->recv_fut = send->send_fut = NULL;
+    send->finished = send->started = send->start_lost = 0;
+    send->held_status = 0;
     PyObject_GC_Track(send);
     recv = PyObject_GC_New(GLAsgiRecv, kind->recv_type);
     if (recv == NULL) goto fail;
@@ -786,7 +942,7 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
         if (run == NULL) goto fail;
         Py_SETREF(coro, run);
     }
-    task = PyObject_CallMethodOneArg(srv->loop, s_create_task, coro);
+    task = create_task(srv, coro);
     if (task == NULL) goto fail;
     Py_DECREF(task);
     Py_DECREF(coro);
@@ -857,6 +1013,14 @@ int gl_init_asgi(PyObject *m) {
     INTERN(s_v2, "2");
     INTERN(s_copy, "copy");
 #undef INTERN
+#if PY_VERSION_HEX < 0x030C0000
+    {
+        PyObject *k = PyUnicode_InternFromString("name");
+        kw_name = k ? PyTuple_Pack(1, k) : NULL;
+        Py_XDECREF(k);
+        if (kw_name == NULL) return -1;
+    }
+#endif
     for (int i = 0; i < NMETHODS; i++)
         if ((method_objs[i] = PyUnicode_InternFromString(method_names[i])) == NULL) return -1;
     if ((empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL) return -1;
@@ -883,3 +1047,15 @@ int gl_init_asgi(PyObject *m) {
 /* ---------- for asgi_ws.c (WebSocket) and asgi_spec.c ---------- */
 
 PyObject *gl_asgi_done(PyObject *value) { return done_new(value); }
+
+/* The application's call returned (asgi_run.c): Go answers a response not started with a
+ * 500 and forgets the request now, in the one call the send object's dealloc would make
+ * (glAsgiReqFree); send() then raises as Go would, receive() gives http.disconnect. */
+void gl_asgi_finish(GLAsgiSend *s) {
+    release_own_start(s);
+    if (gl_forked || s->rid < 0) return;
+    if (s->srv->sid < 0) return;  /* released: the dealloc frees the id */
+    glAsgiReqFree(s->rid);
+    s->rid = -1;
+    s->finished = 1;
+}

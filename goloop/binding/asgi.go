@@ -323,11 +323,7 @@ func glAsgiStart(sid, rid C.long, status C.int, hdr *C.char, n C.Py_ssize_t) (rc
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	var b []byte
-	if n > 0 {
-		b = unsafe.Slice((*byte)(unsafe.Pointer(hdr)), int(n))
-	}
-	return asgiErr(r.Start(int(status), b))
+	return asgiErr(r.Start(int(status), cBytes(hdr, n)))
 }
 
 func asgiErr(err error) C.int {
@@ -341,9 +337,7 @@ func asgiErr(err error) C.int {
 	return C.GL_ASGI_ERR_RUNTIME
 }
 
-// glAsgiSend is http.response.body. obj, when not NULL, is the body's bytes object
-// (immutable): a large body is then held by the loop driver instead of copied (a strong
-// reference, released on the loop thread once the kernel took the bytes).
+// glAsgiSend is http.response.body (obj: see sendBody).
 //
 //export glAsgiSend
 func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) (rc C.int) {
@@ -352,22 +346,43 @@ func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int, obj *
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	var b []byte
-	if n > 0 {
-		b = unsafe.Slice((*byte)(unsafe.Pointer(body)), int(n))
+	return sendBody(r, body, n, more, obj)
+}
+
+// glAsgiStartSend is http.response.start (held by asgi.c until now) and the first
+// http.response.body in one call.
+//
+//export glAsgiStartSend
+func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
+	more C.int, obj *C.PyObject) (rc C.int) {
+	defer recoverInt(&rc)
+	r := getReq(rid)
+	if r == nil {
+		return C.GL_ASGI_ERR_GONE
 	}
-	var flags int
-	var err error
-	if obj != nil && int(n) >= asgi.HoldMin {
-		C.gl_incref(obj)
-		var held bool
-		flags, held, err = r.SendHeld(b, more != 0, func() { C.gl_decref(obj) })
-		if !held {
-			C.gl_decref(obj)
-		}
-	} else {
-		flags, err = r.Send(b, more != 0)
+	if err := r.Start(int(status), cBytes(hdr, hn)); err != nil {
+		return asgiErr(err)
 	}
+	return sendBody(r, body, n, more, obj)
+}
+
+// sendBody sends a body part. obj, when not NULL, is the body's bytes object (immutable):
+// a large body is then held by the loop driver instead of copied, with a strong reference
+// released on the loop thread once the kernel took the bytes (asgi.Request.SendHeld).
+func sendBody(r *asgi.Request, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) C.int {
+	if obj == nil || int(n) < asgi.HoldMin {
+		return sendRC(r.Send(cBytes(body, n), more != 0))
+	}
+	C.gl_incref(obj)
+	flags, held, err := r.SendHeld(cBytes(body, n), more != 0, func() { C.gl_decref(obj) })
+	if !held {
+		C.gl_decref(obj)
+	}
+	return sendRC(flags, err)
+}
+
+// sendRC is the answer to a body part's send: an error, GL_ASGI_PAUSED or GL_ASGI_OK.
+func sendRC(flags int, err error) C.int {
 	if err != nil {
 		return asgiErr(err)
 	}

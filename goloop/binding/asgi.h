@@ -11,6 +11,8 @@ typedef struct {
     PyObject *loop;
     PyObject *runner;      /* runner(scope, receive, send) -> coroutine */
     PyObject *template;    /* the scope's constant items */
+    PyObject *scope_tpl;   /* template + every key an HTTP request sets (None): what a scope copies */
+    char scope_tpl_state;  /* scope_tpl has "state" */
     PyObject *state;       /* lifespan state (dict) or NULL */
     PyObject *app;         /* set: an HTTP request calls app itself (not runner, which is still
                               the websocket's) and its coroutine runs in an AsgiRun (asgi_run.c) */
@@ -30,6 +32,11 @@ typedef struct {
     GLAsgiServer *srv;
     PyObject *recv_fut;    /* the Future receive() returned, until resolved */
     PyObject *send_fut;    /* the Future send() returned (backpressure), until resolved */
+    char finished;         /* the application returned and the request was let go (asgi_run.c) */
+    char started;          /* http.response.start was accepted (held or given to Go) */
+    char start_lost;       /* a held start reached Go after the client went away */
+    int held_status;       /* http.response.start held in C (its header lines in hdrbuf) until
+                              the first body part takes it to Go in the same call; 0: none */
 } GLAsgiSend;
 
 /* `receive` of one request: the state is its send's. */
@@ -174,6 +181,8 @@ int gl_asgi_header_lines(PyObject *headers);
 const char *gl_asgi_hdrbuf(Py_ssize_t *n);
 /* asgi.c's helpers for asgi_ws.c and asgi_spec.c */
 PyObject *gl_asgi_done(PyObject *value);
+void gl_asgi_finish(GLAsgiSend *s);       /* the application returned (asgi_run.c) */
+void gl_asgi_release_start(void);         /* a held http.response.start to Go now */
 PyObject *gl_asgi_answer(GLAsgiSend *self, int rc);
 PyObject *gl_asgi_receive(GLAsgiRecv *self, size_t nargsf, PyObject *kwnames, gl_asgi_message_fn message);
 int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKind *kind, PyObject *app);

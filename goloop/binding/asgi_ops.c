@@ -33,20 +33,20 @@ int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n) {
 }
 
 PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"proxy_headers", "metrics", "metrics_path", NULL};
+    static char *kwlist[] = {"proxy_headers", "metrics", "metrics_path", "metrics_fd", "metrics_slot", NULL};
     const char *proxy = NULL, *path = NULL;
     Py_ssize_t plen = 0, pathlen = 0;
-    int metrics = 0;
+    int metrics = 0, mfd = -1, mslot = 0;
     GL_FORK_GUARD(NULL);
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|z#pz#:configure", kwlist, &proxy, &plen, &metrics, &path,
-                                     &pathlen))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|z#pz#ii:configure", kwlist, &proxy, &plen, &metrics, &path,
+                                     &pathlen, &mfd, &mslot))
         return NULL;
     if (self->sid < 0) {
         PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
         return NULL;
     }
-    if (glAsgiConfigure(self->sid, (char *)proxy, proxy ? plen : -1, metrics || path != NULL, (char *)path,
-                        pathlen) < 0)
+    if (glAsgiConfigure(self->sid, (char *)proxy, proxy ? plen : -1, metrics || path != NULL || mfd >= 0,
+                        (char *)path, pathlen, mfd, mslot) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

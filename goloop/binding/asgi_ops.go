@@ -14,11 +14,12 @@ import (
 )
 
 // glAsgiConfigure: proxy (plen >= 0) turns proxy headers on with that trust list;
-// metrics turns the counters on, path (if pathlen > 0) is served by Go.
+// metrics turns the counters on, path (if pathlen > 0) is served by Go; mfd >= 0: they
+// are kept in slot mslot of that shared file (a --workers worker).
 //
 //export glAsgiConfigure
 func glAsgiConfigure(sid C.long, proxy *C.char, plen C.Py_ssize_t, metrics C.int, path *C.char,
-	pathlen C.Py_ssize_t) (rc C.int) {
+	pathlen C.Py_ssize_t, mfd, mslot C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	sv := getSrv(sid)
 	if plen >= 0 {
@@ -29,7 +30,12 @@ func glAsgiConfigure(sid C.long, proxy *C.char, plen C.Py_ssize_t, metrics C.int
 		if pathlen > 0 {
 			p = C.GoStringN(path, C.int(pathlen))
 		}
-		sv.s.EnableMetrics(p)
+		if mfd < 0 {
+			sv.s.EnableMetrics(p)
+		} else if err := sv.s.EnableSharedMetrics(p, int(mfd), int(mslot)); err != nil {
+			raiseErr(err)
+			return -1
+		}
 	}
 	return 0
 }

@@ -69,11 +69,10 @@ PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_er
 }
 
 static void run_app_done(GLAsgiRun *r) {
-    GLAsgiSend *s = r->send;
     Py_CLEAR(r->it);
     if (r->finished) return;
     r->finished = 1;
-    if (!gl_forked && s->rid >= 0 && s->srv->sid >= 0) glAsgiDone(s->srv->sid, s->rid, 0);
+    gl_asgi_finish(r->send);
 }
 
 /* The step's outcome after the application's iterator gave status (and *result). */

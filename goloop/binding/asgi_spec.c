@@ -1,23 +1,37 @@
 /* goloop serve's binding: the ASGI messages of the spec's extensions,
- * http.response.trailers and http.response.pathsend (asgi_spec.go, goloop/asgi/spec.go).
- * Loop thread only. */
+ * http.response.trailers, http.response.pathsend and http.response.zerocopysend
+ * (asgi_spec.go, goloop/asgi/spec.go). Loop thread only. */
 #include "asgi.h"
 #include "_cgo_export.h"
 
 static PyObject *s_trailers, *s_headers, *s_more_trailers, *s_path, *s_t_trailers, *s_t_pathsend;
+static PyObject *s_file, *s_offset, *s_count, *s_more_body, *s_tell, *s_t_zerocopysend;
 
-static PyObject *answer(int rc) {
-    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return gl_asgi_raise_disconnected();
-    if (rc < 0) return NULL;
-    return gl_asgi_done(Py_None);
+/* msg[key]'s truth (absent: false); -1 on error. */
+static int flag(PyObject *msg, PyObject *key) {
+    PyObject *v = gl_asgi_get(msg, key);
+    if (v == NULL) return PyErr_Occurred() ? -1 : 0;
+    int on = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return on;
+}
+
+/* msg[key] as a non-negative int into *out (absent or None: -1); -1 on error. */
+static int opt_size(PyObject *msg, PyObject *key, long long *out) {
+    *out = -1;
+    PyObject *v = gl_asgi_get(msg, key);
+    if (v == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (v != Py_None) {
+        *out = PyLong_AsLongLong(v);
+        if (*out < 0 && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "'%U' must not be negative", key);
+    }
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
 }
 
 /* After a successful http.response.start: tell Go if trailers follow. */
 int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg) {
-    PyObject *t = gl_asgi_get(msg, s_trailers);
-    if (t == NULL) return PyErr_Occurred() ? -1 : 0;
-    int on = PyObject_IsTrue(t);
-    Py_DECREF(t);
+    int on = flag(msg, s_trailers);
     if (on < 0) return -1;
     if (on) glAsgiStartTrailers(self->rid);
     return 0;
@@ -27,14 +41,11 @@ static PyObject *send_trailers(GLAsgiSend *self, PyObject *msg) {
     PyObject *headers = gl_asgi_get(msg, s_headers);
     if (headers == NULL && PyErr_Occurred()) return NULL;
     if (gl_asgi_header_lines(headers) < 0) return NULL;
-    PyObject *more_o = gl_asgi_get(msg, s_more_trailers);
-    if (more_o == NULL && PyErr_Occurred()) return NULL;
-    int more = more_o ? PyObject_IsTrue(more_o) : 0;
-    Py_XDECREF(more_o);
+    int more = flag(msg, s_more_trailers);
     if (more < 0) return NULL;
     Py_ssize_t n;
     const char *p = gl_asgi_hdrbuf(&n);
-    return answer(glAsgiSendTrailers(self->rid, (char *)p, n, more));
+    return gl_asgi_answer(self, glAsgiSendTrailers(self->rid, (char *)p, n, more));
 }
 
 static PyObject *send_path(GLAsgiSend *self, PyObject *msg) {
@@ -51,13 +62,50 @@ static PyObject *send_path(GLAsgiSend *self, PyObject *msg) {
     Py_DECREF(path);
     int rc = glAsgiSendFile(self->rid, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
     Py_DECREF(b);
-    return answer(rc);
+    return gl_asgi_answer(self, rc);
+}
+
+/* http.response.zerocopysend: {file: a descriptor or a file object, offset, count, more_body}.
+ * Without offset the part starts at the file's position, which moves past it: a file
+ * object's own (tell/seek: a buffered file's differs from its descriptor's), a
+ * descriptor's (lseek, in Go). */
+static PyObject *send_zerocopy(GLAsgiSend *self, PyObject *msg) {
+    PyObject *file = gl_asgi_get(msg, s_file), *ret = NULL, *pos = NULL;
+    long long offset, count, sent = 0;
+    int fd, more, by_object, rc;
+    if (file == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "file");
+        return NULL;
+    }
+    if ((fd = PyObject_AsFileDescriptor(file)) < 0 || opt_size(msg, s_offset, &offset) < 0 ||
+        opt_size(msg, s_count, &count) < 0 || (more = flag(msg, s_more_body)) < 0)
+        goto done;
+    by_object = offset < 0 && !PyLong_Check(file);
+    if (by_object) {
+        if ((pos = PyObject_CallMethodNoArgs(file, s_tell)) == NULL) goto done;
+        if ((offset = PyLong_AsLongLong(pos)) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "the file's position is negative");
+            goto done;
+        }
+    }
+    rc = glAsgiSendFD(self->rid, fd, offset, count, more, &sent);
+    if (rc >= 0 && by_object) {
+        PyObject *r = PyObject_CallMethod(file, "seek", "L", offset + sent);
+        if (r == NULL) goto done;
+        Py_DECREF(r);
+    }
+    ret = gl_asgi_answer(self, rc);
+done:
+    Py_XDECREF(pos);
+    Py_DECREF(file);
+    return ret;
 }
 
 /* send() of a message other than http.response.start/body. */
 PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg) {
     if (gl_asgi_is(type, s_t_trailers)) return send_trailers(self, msg);
     if (gl_asgi_is(type, s_t_pathsend)) return send_path(self, msg);
+    if (gl_asgi_is(type, s_t_zerocopysend)) return send_zerocopy(self, msg);
     if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message '%S' sent.", type);
     return NULL;
 }
@@ -79,6 +127,12 @@ int gl_init_asgi_spec(void) {
     INTERN(s_path, "path");
     INTERN(s_t_trailers, "http.response.trailers");
     INTERN(s_t_pathsend, "http.response.pathsend");
+    INTERN(s_file, "file");
+    INTERN(s_offset, "offset");
+    INTERN(s_count, "count");
+    INTERN(s_more_body, "more_body");
+    INTERN(s_tell, "tell");
+    INTERN(s_t_zerocopysend, "http.response.zerocopysend");
 #undef INTERN
     return 0;
 }

@@ -1,7 +1,7 @@
 package main
 
-// goloop serve's binding for http.response.trailers and http.response.pathsend
-// (asgi_spec.c calls these; loop thread).
+// goloop serve's binding for http.response.trailers, http.response.pathsend and
+// http.response.zerocopysend (asgi_spec.c calls these; loop thread).
 
 /*
 #include "asgi.h"
@@ -11,7 +11,6 @@ import "C"
 import (
 	"errors"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,11 +35,7 @@ func glAsgiSendTrailers(rid C.long, hdr *C.char, n C.Py_ssize_t, more C.int) (rc
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	var b []byte
-	if n > 0 {
-		b = unsafe.Slice((*byte)(unsafe.Pointer(hdr)), int(n))
-	}
-	return asgiErr(r.SendTrailers(b, more != 0))
+	return asgiErr(r.SendTrailers(cBytes(hdr, n), more != 0))
 }
 
 // glAsgiSendFile is http.response.pathsend: Go sends the file and completes the response.
@@ -52,12 +47,33 @@ func glAsgiSendFile(rid C.long, path *C.char, n C.Py_ssize_t) (rc C.int) {
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	err := r.SendFile(C.GoStringN(path, C.int(n)))
+	return sendFileRC(r.SendFile(C.GoStringN(path, C.int(n))))
+}
+
+// glAsgiSendFD is http.response.zerocopysend: count bytes (-1: to the end) of fd from
+// offset (-1: its position, moved past them); *sent is how many.
+//
+//export glAsgiSendFD
+func glAsgiSendFD(rid C.long, fd C.int, offset, count C.longlong, more C.int, sent *C.longlong) (rc C.int) {
+	defer recoverInt(&rc)
+	r := getReq(rid)
+	if r == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	flags, n, err := r.SendFD(int(fd), int64(offset), int64(count), more != 0)
+	*sent = C.longlong(n)
+	return sendFileRC(flags, err)
+}
+
+// sendFileRC is a file send's answer: an OSError for a failing system call (a missing
+// file ...), else Send's.
+func sendFileRC(flags int, err error) C.int {
 	var pe *os.PathError
+	var se *os.SyscallError
 	var en unix.Errno
-	if errors.As(err, &pe) && errors.As(err, &en) {
+	if (errors.As(err, &pe) || errors.As(err, &se)) && errors.As(err, &en) {
 		C.gl_set_oserror(C.int(en))
 		return C.GL_ASGI_ERR_RUNTIME
 	}
-	return asgiErr(err)
+	return sendRC(flags, err)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/goloop/goloop/goloop/asgi"
 )
 
+// cBytes is C's n bytes at p as a Go slice (no copy; nil when empty), for the length of one call.
 func cBytes(p *C.char, n C.Py_ssize_t) []byte {
 	if n <= 0 {
 		return nil

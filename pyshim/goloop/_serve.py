@@ -407,12 +407,16 @@ class Server:
         # application's own, run in a C wrapper (asgi_run.c): no Python frame around it.
         direct = not access and not cfg["limit_max_requests"]
         tls = bool(cfg["ssl_certfile"])
+        # the HTTP extensions Go implements (goloop/asgi/spec.go); a websocket scope gets
+        # its own (asgi_ws.c). zerocopysend: sendfile(2) needs the plain socket (HTTP/2
+        # reads the file instead); TLS, where it cannot be zero-copy, does not offer it.
+        extensions: dict[str, dict] = {"http.response.trailers": {}, "http.response.pathsend": {}}
+        if not tls:
+            extensions["http.response.zerocopysend"] = {}
         template = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
                     "scheme": "https" if tls else "http",
                     "root_path": cfg["root_path"] or "",
-                    # the HTTP extensions Go implements (goloop/asgi/spec.go); a websocket
-                    # scope gets its own (asgi_ws.c)
-                    "extensions": {"http.response.trailers": {}, "http.response.pathsend": {}}}
+                    "extensions": extensions}
         max_head = cfg["h11_max_incomplete_event_size"] or 16 * 1024
         srv = _goloop.AsgiServer(loop, runner, template, state or None, int(max_head),
                                  int(float(cfg["timeout_keep_alive"]) * 1000), int(cfg["limit_concurrency"] or 0),

@@ -13,17 +13,26 @@ its requests in flight, up to --timeout-graceful-shutdown; a second one forces),
 rolling reload (new workers first; an old one is stopped gracefully once its
 replacement serves), SIGTTIN/SIGTTOU one worker more/less. A worker that dies is
 restarted, with a backoff when it dies young (a crashing app does not spin).
+
+Each worker has a control socket pair with the master: the worker writes b"r" once it
+serves, then its loop answers the master's pings (--timeout-worker-healthcheck: a worker
+whose loop stays blocked is killed and restarted). With --metrics the workers count in
+slots of a shared memory file the master creates (_SharedMetrics), so /metrics and
+goloop.serve_metrics() give the whole server's counts.
 """
 from __future__ import annotations
 
 import fnmatch
 import json
 import logging
+import math
 import os
+import mmap
 import selectors
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -48,10 +57,12 @@ OPTIONS: dict[str, Any] = {
     "use_colors": None,  # accepted and ignored: goloop's log lines have no colours
     "metrics": False,
     "metrics_path": None,
+    "timeout_worker_healthcheck": 5,
 }
 
 # what the master does and its workers do not
-_MASTER_ONLY = ("workers", "reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay", "env_file")
+_MASTER_ONLY = ("workers", "reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay", "env_file",
+                "timeout_worker_healthcheck")
 
 RELOAD_INCLUDES = ["*.py"]
 RELOAD_EXCLUDES = [".*", ".py[cod]", ".sw.*", "~*"]
@@ -73,6 +84,9 @@ def check_options(cfg: dict[str, Any]) -> None:
         raise _config_error("metrics_path must start with '/'")
     if float(cfg.get("reload_delay") or 0.25) <= 0:
         raise _config_error("reload_delay must be positive")
+    t = cfg.get("timeout_worker_healthcheck")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0):
+        raise _config_error("timeout_worker_healthcheck must be a number of seconds (0: off)")
 
 
 def wants_supervisor(options: dict[str, Any]) -> bool:
@@ -102,6 +116,9 @@ def add_arguments(p) -> None:
                    help="count requests and their latency (goloop.serve_metrics())")
     p.add_argument("--metrics-path", default=None,
                    help="serve the metrics in Prometheus' text format at this path (answered by Go)")
+    p.add_argument("--timeout-worker-healthcheck", type=float, default=5,
+                   help="a worker whose loop does not answer the master's ping within this many seconds "
+                        "is killed and restarted (0: off)")
 
 
 # ---------------------------------------------------------------- env file, log config
@@ -159,6 +176,7 @@ def prepare(cfg: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- server hooks (in a worker)
 
 _servers: "weakref.WeakSet" = weakref.WeakSet()
+_shared_metrics: list[int] | None = None  # a worker's [fd, slot] of the master's metrics file
 
 
 def forwarded_allow_ips(cfg: dict[str, Any]) -> str:
@@ -180,6 +198,8 @@ def configure_server(server: Any, srv: Any) -> None:
         kw["metrics"] = True
         if cfg.get("metrics_path"):
             kw["metrics_path"] = cfg["metrics_path"]
+        if _shared_metrics is not None:
+            kw["metrics_fd"], kw["metrics_slot"] = _shared_metrics
     if kw:
         srv.configure(**kw)
     _servers.add(server)
@@ -189,8 +209,9 @@ def serve_metrics() -> dict | None:
     """The metrics of this process' running goloop serve server (None if none runs):
     requests, in_flight, connections and, with metrics on (--metrics or --metrics-path),
     responses by status class and the latency histogram (seconds; cumulative buckets).
-    Counted in Go: no Python code runs per request for them. With --workers each worker
-    counts its own requests. Call it on the server's loop thread."""
+    Counted in Go: no Python code runs per request for them. With --workers they are the
+    whole server's: every worker counts in its slot of a file the master shares with them,
+    and this sums the slots. Call it on the server's loop thread."""
     for server in list(_servers):
         srv = getattr(server, "_srv", None)
         if srv is None:
@@ -222,10 +243,34 @@ def _set_pdeathsig() -> None:
         pass
 
 
+def _answer_pings(loop: Any, fd: int) -> None:
+    """The worker's side of the health check: the loop answers each ping of the master (a
+    reader on the control socket), so a worker whose loop is blocked does not answer."""
+
+    def pong() -> None:
+        try:
+            data = os.read(fd, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # the master is gone
+            loop.remove_reader(fd)
+            return
+        try:
+            os.write(fd, b"p")
+        except OSError:
+            pass
+
+    loop.add_reader(fd, pong)
+
+
 def worker_main(argv: list[str] | None = None) -> None:
     """Entry of a worker process: argv[0] is the JSON of its configuration."""
     spec = json.loads((argv or sys.argv[1:])[0])
-    master, ready_fd, app = spec.pop("_master"), spec.pop("_ready_fd"), spec.pop("_app")
+    global _shared_metrics
+    master, ctl_fd, app = spec.pop("_master"), spec.pop("_ctl_fd"), spec.pop("_app")
+    _shared_metrics = spec.pop("_metrics", None)
     _set_pdeathsig()
     if os.getppid() != master:  # the master died before prctl
         sys.exit(0)
@@ -244,10 +289,12 @@ def worker_main(argv: list[str] | None = None) -> None:
         while not server.started and not task.done():
             await asyncio.sleep(0.005)
         if server.started:
+            os.set_blocking(ctl_fd, False)
             try:
-                os.write(ready_fd, b"r")
+                os.write(ctl_fd, b"r")  # serving
             except OSError:
                 pass
+            _answer_pings(asyncio.get_running_loop(), ctl_fd)
         await task
 
     try:
@@ -333,15 +380,58 @@ class _Watcher:
         return sorted(diff)
 
 
+class _SharedMetrics:
+    """The file in which the workers keep their metrics, one slot each, summed by whichever
+    answers (goloop/asgi/metrics.go has the layout). A memfd the workers inherit; a slot
+    freed by a worker's exit goes to the next worker started, so the counts go on from
+    where they were (Prometheus counters never go back)."""
+
+    HEADER = SLOT = 256
+    MAGIC = 0x31435254454d4c47  # "GLMETRC1"
+    SLOTS = 1024  # workers alive at once (the file is sparse: untouched slots cost nothing)
+
+    def __init__(self) -> None:
+        size = self.HEADER + self.SLOT * self.SLOTS
+        self.fd = os.memfd_create("goloop-metrics", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, size)
+        self.mm = mmap.mmap(self.fd, size)
+        struct.pack_into("<qq", self.mm, 0, self.MAGIC, 0)
+        self.used = 0
+        self.free: list[int] = []
+
+    def take(self) -> int | None:
+        if self.free:
+            self.free.sort()
+            return self.free.pop(0)
+        if self.used == self.SLOTS:
+            return None  # that worker counts alone
+        self.used += 1
+        struct.pack_into("<q", self.mm, 8, self.used)  # before the worker starts on it
+        return self.used - 1
+
+    def release(self, slot: int) -> None:
+        """slot's worker exited: its gauges (in flight, connections) go to zero."""
+        struct.pack_into("<qq", self.mm, self.HEADER + slot * self.SLOT + 8, 0, 0)
+        self.free.append(slot)
+
+    def close(self) -> None:
+        self.mm.close()
+        os.close(self.fd)
+
+
 class _Worker:
-    def __init__(self, proc: subprocess.Popen, ready_r: int):
+    def __init__(self, proc: subprocess.Popen, ctl: socket.socket):
         self.proc = proc
         self.pid = proc.pid
-        self.ready_r = ready_r
+        self.ctl = ctl  # the control socket: b"r" when serving, then b"p" for each ping
+        self.slot: int | None = None  # in the shared metrics file
+        self.ping_sent = 0.0  # when the ping not answered yet was sent (0: none)
+        self.pong_at = 0.0
         self.ready = False
         self.started = time.monotonic()
         self.ready_at = 0.0
         self.retiring = False
+        self.killed = False  # by the health check
         self.replaces: _Worker | None = None  # a reload's new worker: the one it replaces
 
 
@@ -364,31 +454,47 @@ class Supervisor:
         self.sockets: list[socket.socket] = []
         self.sel = selectors.DefaultSelector()
         self.watcher: _Watcher | None = None
+        self.metrics: _SharedMetrics | None = None  # --metrics: the workers count in it
 
     # -- workers
     def _spawn(self) -> _Worker:
-        r, w = os.pipe()
-        os.set_blocking(r, False)
+        ctl, child = socket.socketpair()
+        ctl.setblocking(False)
+        w = child.fileno()
         spec = {k: v for k, v in self.cfg.items() if k not in _MASTER_ONLY}
-        spec.update(fd=self.sockets[0].fileno(), uds=None, _ready_fd=w, _app=self.app, _master=os.getpid())
+        spec.update(fd=self.sockets[0].fileno(), uds=None, _ctl_fd=w, _app=self.app, _master=os.getpid())
         if spec.get("forwarded_allow_ips") is None:
             spec["forwarded_allow_ips"] = forwarded_allow_ips(self.cfg)
+        fds = [s.fileno() for s in self.sockets] + [w]
+        slot = self.metrics.take() if self.metrics is not None else None
+        if slot is not None:
+            spec["_metrics"] = [self.metrics.fd, slot]
+            fds.append(self.metrics.fd)
         cmd = [sys.executable, "-c", "from goloop._supervisor import worker_main; worker_main()",
                json.dumps(spec)]
         try:
-            proc = subprocess.Popen(cmd, pass_fds=[s.fileno() for s in self.sockets] + [w])
+            proc = subprocess.Popen(cmd, pass_fds=fds)
+        except BaseException:
+            ctl.close()
+            if slot is not None:
+                self.metrics.release(slot)
+            raise
         finally:
-            os.close(w)
-        wk = _Worker(proc, r)
-        self.sel.register(r, selectors.EVENT_READ, wk)
+            child.close()
+        wk = _Worker(proc, ctl)
+        wk.slot = slot
+        self.sel.register(ctl, selectors.EVENT_READ, wk)
         return wk
 
     def _forget(self, wk: _Worker) -> None:
         try:
-            self.sel.unregister(wk.ready_r)
+            self.sel.unregister(wk.ctl)
         except (KeyError, ValueError):
             pass
-        os.close(wk.ready_r)
+        wk.ctl.close()
+        if wk.slot is not None:
+            self.metrics.release(wk.slot)
+            wk.slot = None
 
     def _signal(self, wk: _Worker, sig: int) -> None:
         try:
@@ -409,22 +515,25 @@ class Supervisor:
         return self.active + self.candidates + self.retiring
 
     # -- events
-    def _on_ready(self, wk: _Worker) -> None:
+    def _on_ctl(self, wk: _Worker) -> None:
         try:
-            data = os.read(wk.ready_r, 64)
+            data = wk.ctl.recv(64)
         except BlockingIOError:
             return
         except OSError:
             data = b""
         if not data:  # the worker closed its end (it exits): its exit is seen by _reap
             try:
-                self.sel.unregister(wk.ready_r)
+                self.sel.unregister(wk.ctl)
             except (KeyError, ValueError):
                 pass
             return
-        if wk.ready:
+        if b"p" in data:
+            wk.ping_sent, wk.pong_at = 0.0, time.monotonic()
+        if wk.ready or b"r" not in data:
             return
         wk.ready, wk.ready_at = True, time.monotonic()
+        wk.pong_at = wk.ready_at
         logger.debug("Worker [%d] is serving", wk.pid)
         if wk in self.candidates:
             old = wk.replaces
@@ -519,6 +628,39 @@ class Supervisor:
                 self._retire(wk)
                 self._signal(wk, signal.SIGKILL)
 
+    def _healthcheck(self) -> float:
+        """--timeout-worker-healthcheck: pings each serving worker (on its control socket,
+        answered by the worker's loop) once its last answer is older than the check interval,
+        and kills one whose ping is not answered within the timeout (its loop is blocked or
+        the process hangs); _reap restarts it. Returns when to check next (inf: never)."""
+        timeout = float(self.cfg.get("timeout_worker_healthcheck") or 0)
+        if timeout <= 0 or self.stopping or self.cfg.get("reload"):  # as uvicorn: not with --reload
+            return math.inf
+        every = min(1.0, timeout / 4)
+        now = time.monotonic()
+        nxt = math.inf
+        for wk in self.active:
+            if not wk.ready or wk.retiring or wk.killed:
+                continue
+            if wk.ping_sent:
+                if now - wk.ping_sent < timeout:
+                    nxt = min(nxt, wk.ping_sent + timeout)
+                    continue
+                logger.error("Worker [%d] did not answer the health check within %g s (is its loop blocked?): "
+                             "killing it", wk.pid, timeout)
+                wk.killed = True
+                self._signal(wk, signal.SIGKILL)
+            elif now - wk.pong_at >= every:
+                try:
+                    wk.ctl.send(b"?")
+                except OSError:  # it exits: _reap sees it
+                    continue
+                wk.ping_sent = now
+                nxt = min(nxt, now + timeout)
+            else:
+                nxt = min(nxt, wk.pong_at + every)
+        return nxt
+
     # -- the loop
     def run(self) -> int:
         cfg = self.cfg
@@ -532,6 +674,8 @@ class Supervisor:
         old_wakeup = signal.set_wakeup_fd(sig_w, warn_on_full_buffer=False)
         self.sel.register(sig_r, selectors.EVENT_READ, None)
         try:
+            if cfg.get("metrics") or cfg.get("metrics_path"):
+                self.metrics = _SharedMetrics()
             logger.info("Started parent process [%d]", os.getpid())
             self._log_listening()
             if cfg.get("reload"):
@@ -547,7 +691,7 @@ class Supervisor:
                 self._balance()
                 if self.stopping and not self._all():
                     break
-                timeout = 0.5
+                timeout = max(0.0, min(0.5, self._healthcheck() - time.monotonic()))
                 if self.watcher is not None:
                     timeout = max(0.0, min(timeout, next_watch - time.monotonic()))
                 if len(self.active) < self.n and not self.stopping:
@@ -560,7 +704,7 @@ class Supervisor:
                         except BlockingIOError:
                             pass
                     else:
-                        self._on_ready(key.data)
+                        self._on_ctl(key.data)
                 sigs, self.signals[:] = list(self.signals), []
                 for s in sigs:
                     if s != signal.SIGCHLD:
@@ -585,6 +729,8 @@ class Supervisor:
             os.close(sig_w)
             for s in self.sockets:
                 s.close()
+            if self.metrics is not None:
+                self.metrics.close()
             if cfg.get("uds") and os.path.exists(cfg["uds"]):
                 os.remove(cfg["uds"])
         logger.info("Stopping parent process [%d]", os.getpid())
