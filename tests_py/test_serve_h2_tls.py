@@ -187,14 +187,9 @@ def _file_cert(path):
         return ssl.PEM_cert_to_DER_cert(f.read())
 
 
-def test_sighup_reloads_certificates(tmp_path, certs):
-    live = tmp_path / "live"
-    live.mkdir()
-    cert, key = str(live / "cert.pem"), str(live / "key.pem")
-    shutil.copy(certs.server_cert, cert)
-    shutil.copy(certs.server_key, key)
-    (tmp_path / "new").mkdir()
-    new = make_certs(str(tmp_path / "new"))
+def _serve_cli(tmp_path, *options):
+    """`goloop serve app:app *options` in a subprocess (an app answering "ok"), on a socket it
+    inherits; returns the process and the port."""
     (tmp_path / "app.py").write_text(textwrap.dedent("""
         async def app(scope, receive, send):
             await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -206,10 +201,21 @@ def test_sighup_reloads_certificates(tmp_path, certs):
     port = sock.getsockname()[1]
     env = dict(os.environ, PYTHONPATH=PYSHIM)
     p = subprocess.Popen([sys.executable, "-P", "-m", "goloop", "serve", "app:app", "--fd", str(sock.fileno()),
-                          "--ssl-certfile", cert, "--ssl-keyfile", key, "--app-dir", str(tmp_path),
-                          "--lifespan", "off"], pass_fds=[sock.fileno()], env=env,
-                         stderr=subprocess.PIPE, text=True)
+                          "--app-dir", str(tmp_path), "--lifespan", "off", *options],
+                         pass_fds=[sock.fileno()], env=env, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
     sock.close()
+    return p, port
+
+
+def test_sighup_reloads_certificates(tmp_path, certs):
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key = str(live / "cert.pem"), str(live / "key.pem")
+    shutil.copy(certs.server_cert, cert)
+    shutil.copy(certs.server_key, key)
+    (tmp_path / "new").mkdir()
+    new = make_certs(str(tmp_path / "new"))
+    p, port = _serve_cli(tmp_path, "--ssl-certfile", cert, "--ssl-keyfile", key)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -405,3 +411,347 @@ def test_h2_goaway_on_graceful_shutdown():
         c.close()
         SERVER.clear()
     assert EVENTS == ["sent"]
+
+
+# ---------- issue 11's rest: h2c upgrade, 100-continue and pathsend on HTTP/2, tls extension, SNI ----------
+
+def _h2c_upgrade(port, path, body=b""):
+    """An HTTP/1.1 request with Upgrade: h2c (the h2 library's client side of RFC 7540 3.2):
+    the 101, then the response on stream 1 and a second stream on the same connection."""
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    settings = conn.initiate_upgrade_connection()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+            f"Upgrade: h2c\r\nHTTP2-Settings: {settings.decode()}\r\nContent-Length: {len(body)}\r\n\r\n")
+    sock.sendall(head.encode() + body)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        data = sock.recv(65536)
+        assert data, buf
+        buf += data
+    status, rest = buf.split(b"\r\n\r\n", 1)
+    sock.sendall(conn.data_to_send())
+    out = {}
+
+    def read_stream(sid, evs):
+        while True:
+            for ev in evs:
+                if isinstance(ev, h2.events.ResponseReceived) and ev.stream_id == sid:
+                    out.setdefault(sid, {})["headers"] = dict(ev.headers)
+                if isinstance(ev, h2.events.DataReceived) and ev.stream_id == sid:
+                    out[sid]["body"] = out[sid].get("body", b"") + ev.data
+                    conn.acknowledge_received_data(ev.flow_controlled_length, sid)
+                if isinstance(ev, h2.events.StreamEnded) and ev.stream_id == sid:
+                    return
+            sock.sendall(conn.data_to_send())
+            data = sock.recv(65536)
+            assert data, out
+            evs = conn.receive_data(data)
+
+    read_stream(1, conn.receive_data(rest) if rest else [])
+    conn.send_headers(3, [(":method", "GET"), (":scheme", "http"), (":path", "/scope"),
+                          (":authority", "localhost")], end_stream=True)
+    sock.sendall(conn.data_to_send())
+    read_stream(3, [])
+    sock.close()
+    return status.split(b"\r\n"), out
+
+
+def test_h2c_upgrade():
+    with serving(h2_app) as server:
+        status, out = _h2c_upgrade(server.port, "/up", b"hello")
+    assert status[0] == b"HTTP/1.1 101 Switching Protocols"
+    assert {h.lower() for h in status[1:]} >= {b"upgrade: h2c", b"connection: upgrade"}
+    assert out[1]["headers"][b":status"] == b"200"
+    assert json.loads(out[1]["body"]) == {"path": "/up", "len": 5, "sha": hashlib.sha256(b"hello").hexdigest(),
+                                          "version": "2"}
+    sc = json.loads(out[3]["body"])  # the connection went on in HTTP/2
+    assert sc["http_version"] == "2" and sc["scheme"] == "http"
+
+
+def test_h2c_upgrade_curl():
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("no curl")
+    feats = subprocess.run([curl, "--version"], capture_output=True, text=True).stdout
+    if "HTTP2" not in feats:
+        pytest.skip("curl without HTTP/2")
+    with serving(scope_app) as server:
+        p = subprocess.run([curl, "-sS", "--http2", "-D", "-", f"http://127.0.0.1:{server.port}/c?x=1"],
+                           capture_output=True, timeout=30)
+    out = p.stdout.decode()
+    assert "HTTP/1.1 101" in out and "HTTP/2 200" in out, (out, p.stderr)
+    sc = json.loads(out[out.index("{"):])
+    names = [n for n, _ in sc["headers"]]
+    assert sc["http_version"] == "2" and sc["query_string"] == "x=1"
+    assert "upgrade" not in names and "http2-settings" not in names and "connection" not in names
+
+
+def _http11_upgrade_h2c(port, ctx=None):
+    if ctx is None:  # a chunked body: not held for an upgrade
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        body = iter([b"ab", b"cd"])
+    else:
+        c = http.client.HTTPSConnection("localhost", port, context=ctx, timeout=10)
+        body = b"abcd"
+    c.request("POST", "/declined", body=body, headers={
+        "Connection": "Upgrade, HTTP2-Settings", "Upgrade": "h2c", "HTTP2-Settings": "AAMAAABkAAQAoAAAAAIAAAAA"})
+    r = c.getresponse()
+    try:
+        return r.status, r.version, json.loads(r.read())
+    finally:
+        c.close()
+
+
+def test_h2c_upgrade_declined_is_http11(certs):
+    """Over TLS (and with a chunked body) Upgrade: h2c is ignored: HTTP/1.1, the body read.
+    (Config.NoH2: the Go test TestH2cUpgradeDeclined.)"""
+    with serving(h2_app, **tls_options(certs)) as server:
+        st, version, body = _http11_upgrade_h2c(server.port, certs.client_context())
+    assert st == 200 and version == 11 and body["len"] == 4 and body["version"] == "1.1"
+    with serving(h2_app) as server:
+        st, version, body = _http11_upgrade_h2c(server.port)
+    assert st == 200 and version == 11 and body["len"] == 4 and body["version"] == "1.1"
+
+
+def _rss():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def test_h2_pathsend_streams_bounded(tmp_path):
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("no /proc")
+    path = tmp_path / "big.bin"
+    block = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        for _ in range(50):
+            f.write(block)
+    want = hashlib.sha256(block * 50).hexdigest()
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.pathsend", "path": str(path)})
+
+    peak = [0]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], _rss())
+            time.sleep(0.005)
+
+    async def main(port):
+        async with httpx.AsyncClient(http1=False, http2=True, timeout=60) as c:
+            await c.get(f"http://127.0.0.1:{port}/warm")
+            base = _rss()
+            t = threading.Thread(target=sample, daemon=True)
+            t.start()
+            h, n = hashlib.sha256(), 0
+            async with c.stream("GET", f"http://127.0.0.1:{port}/f") as r:
+                assert r.http_version == "HTTP/2" and r.headers["content-length"] == str(50 << 20)
+                async for chunk in r.aiter_raw():
+                    h.update(chunk)
+                    n += len(chunk)
+            stop.set()
+            t.join()
+            return base, n, h.hexdigest()
+
+    with serving(app) as server:
+        base, n, got = run_async(main(server.port))
+    assert n == 50 << 20 and got == want
+    # the file is not read whole into the server (nor held by the client): well under its size
+    assert peak[0] - base < 24 << 20, (peak[0] - base) >> 20
+
+
+TLS_EXT_APP_IDS: list = []
+
+
+async def tls_scope_app(scope, receive, send):
+    if scope["type"] == "websocket":
+        await receive()
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.send", "text": json.dumps(scope["extensions"])})
+        await send({"type": "websocket.close"})
+        return
+    TLS_EXT_APP_IDS.append(id(scope["extensions"].get("tls")))
+    await scope_app(scope, receive, send)
+
+
+def test_tls_scope_extension(certs):
+    with open(certs.server_cert) as f:
+        server_pem = ssl.DER_cert_to_PEM_cert(ssl.PEM_cert_to_DER_cert(f.read()))
+    with open(certs.client_cert) as f:
+        client_der = ssl.PEM_cert_to_DER_cert(f.read())
+    with open(certs.ca_cert) as f:
+        ca_der = ssl.PEM_cert_to_DER_cert(f.read())
+    opts = tls_options(certs, ssl_cert_reqs=1, ssl_ca_certs=certs.ca_cert)
+    TLS_EXT_APP_IDS.clear()
+    with serving(tls_scope_app, **opts) as server:
+        # HTTP/1.1, a client certificate, two requests on one connection
+        conn = http.client.HTTPSConnection("localhost", server.port, context=certs.client_context(with_cert=True),
+                                           timeout=10)
+        scopes = []
+        for _ in range(2):
+            conn.request("GET", "/")
+            scopes.append(json.loads(conn.getresponse().read()))
+        cipher = conn.sock.cipher()
+        conn.close()
+        tls = scopes[0]["extensions"]["tls"]
+        assert scopes[1]["extensions"] == scopes[0]["extensions"]
+        assert TLS_EXT_APP_IDS[0] == TLS_EXT_APP_IDS[1]  # made once per connection
+        assert ssl.PEM_cert_to_DER_cert(tls["server_cert"]) == ssl.PEM_cert_to_DER_cert(server_pem)
+        # the client's certificate first, then what OpenSSL sends of its chain (the CA it found)
+        chain = [ssl.PEM_cert_to_DER_cert(p) for p in tls["client_cert_chain"]]
+        assert chain[0] == client_der and chain[1:] in ([], [ca_der])
+        assert "CN=" in tls["client_cert_name"] and tls["client_cert_error"] is None
+        assert tls["tls_version"] == 0x0304 and cipher[1] == "TLSv1.3"
+        assert tls["cipher_suite"] == {"TLS_AES_128_GCM_SHA256": 0x1301, "TLS_AES_256_GCM_SHA384": 0x1302,
+                                       "TLS_CHACHA20_POLY1305_SHA256": 0x1303}[cipher[0]]
+        assert {"http.response.trailers", "http.response.pathsend"} <= set(scopes[0]["extensions"])
+        # TLS 1.2 without a client certificate
+        ctx = certs.client_context()
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        c12 = http.client.HTTPSConnection("localhost", server.port, context=ctx, timeout=10)
+        c12.request("GET", "/")
+        tls12 = json.loads(c12.getresponse().read())["extensions"]["tls"]
+        c12.close()
+        assert tls12["tls_version"] == 0x0303 and tls12["client_cert_chain"] == []
+        assert tls12["client_cert_name"] is None and isinstance(tls12["cipher_suite"], int)
+
+        async def h2_get(port):
+            async with httpx.AsyncClient(http2=True, verify=certs.client_context(), timeout=20) as c:
+                r = await c.get(f"https://localhost:{port}/")
+                return r.http_version, r.json()
+
+        version, sc = run_async(h2_get(server.port))
+        assert version == "HTTP/2" and sc["extensions"]["tls"]["server_cert"] == tls["server_cert"]
+        # wss: the websocket scope has it too
+        ws_connect = pytest.importorskip("websockets.sync.client").connect
+        with ws_connect(f"wss://localhost:{server.port}/ws", ssl=certs.client_context(with_cert=True)) as ws:
+            ext = json.loads(ws.recv())
+        assert "websocket.http.response" in ext and ext["tls"]["client_cert_chain"] == tls["client_cert_chain"]
+    # plain HTTP: no tls extension (the scope's extensions are the template's)
+    with serving(scope_app) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", "/")
+        ext = json.loads(conn.getresponse().read())["extensions"]
+        assert "tls" not in ext and "http.response.pathsend" in ext
+        conn.close()
+
+
+def _self_signed(d, name):
+    """A self-signed certificate (and key) for the DNS name: cryptography, else openssl."""
+    cp, kp = os.path.join(d, name + ".pem"), os.path.join(d, name + ".key")
+    try:
+        from cryptography import x509
+    except ImportError:
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            pytest.skip("neither cryptography nor openssl")
+        subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", kp, "-out", cp, "-days", "30", "-subj", "/CN=" + name,
+                        "-addext", "subjectAltName=DNS:" + name], check=True, capture_output=True)
+        return cp, kp
+    import datetime
+
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .sign(key, hashes.SHA256()))
+    with open(cp, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(kp, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return cp, kp
+
+
+def _peer_cert(port, server_hostname, cafile):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(cafile)  # verifies the name too
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s, \
+            ctx.wrap_socket(s, server_hostname=server_hostname) as t:
+        return t.getpeercert(binary_form=True)
+
+
+def test_sni_several_certificates(tmp_path):
+    a = _self_signed(str(tmp_path), "a.example")
+    b = _self_signed(str(tmp_path), "b.example")
+    with serving(scope_app, ssl_certfile=[a[0], b[0]], ssl_keyfile=[a[1], b[1]]) as server:
+        assert _peer_cert(server.port, "a.example", a[0]) == _file_cert(a[0])
+        assert _peer_cert(server.port, "b.example", b[0]) == _file_cert(b[0])
+        assert _served_cert(server.port) == _file_cert(a[0])  # no SNI: the first
+    with pytest.raises(_serve.ConfigError, match="one key per certificate"):
+        _serve.Server(scope_app, ssl_certfile=[a[0], b[0]], ssl_keyfile=[a[1]])
+
+
+def test_sni_cli_and_sighup_reload(tmp_path):
+    a = _self_signed(str(tmp_path), "a.example")
+    b = _self_signed(str(tmp_path), "b.example")
+    p, port = _serve_cli(tmp_path, "--ssl-certfile", a[0], "--ssl-keyfile", a[1], "--ssl-certfile", b[0],
+                         "--ssl-keyfile", b[1])
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                got = _peer_cert(port, "b.example", b[0])
+                break
+            except (ConnectionError, ssl.SSLError, OSError):
+                assert time.monotonic() < deadline and p.poll() is None, "server did not start"
+                time.sleep(0.05)
+        assert got == _file_cert(b[0]) and _peer_cert(port, "a.example", a[0]) == _file_cert(a[0])
+        nb = _self_signed(str(tmp_path / ".."), "b.example")  # a new certificate for b
+        shutil.copy(nb[0], b[0])
+        shutil.copy(nb[1], b[1])
+        p.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if _peer_cert(port, "b.example", b[0]) == _file_cert(b[0]):
+                    break
+            except ssl.SSLError:  # still the old one: not verified by the new file
+                pass
+            assert time.monotonic() < deadline, "b's new certificate is not served after SIGHUP"
+            time.sleep(0.05)
+        assert _peer_cert(port, "a.example", a[0]) == _file_cert(a[0])
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=30)
+
+
+def test_tls_extension_released_with_its_connection(certs):
+    """The extensions dict a TLS connection keeps is released when the connection closes:
+    the "tls" dict the app kept is then referenced by the app alone."""
+    kept = []
+
+    async def app(scope, receive, send):
+        kept.append(scope["extensions"]["tls"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, **tls_options(certs)) as server:
+        conn = http.client.HTTPSConnection("localhost", server.port, context=certs.client_context(), timeout=10)
+        for _ in range(2):
+            conn.request("GET", "/")
+            assert conn.getresponse().read() == b"ok"
+        tls = kept[0]
+        same = kept[1] is tls
+        del kept[1:]
+        refs_open = sys.getrefcount(tls)  # kept, tls, the argument, and the connection's dict
+        conn.close()
+        deadline = time.monotonic() + 10
+        while sys.getrefcount(tls) > 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        refs_closed = sys.getrefcount(tls)
+    assert same and refs_open >= 4 and refs_closed == 3

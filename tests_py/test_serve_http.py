@@ -230,6 +230,29 @@ def test_chunked_request_streams_and_chunked_response():
         s.close()
 
 
+@pytest.mark.parametrize("close", [b"Connection: close\r\n", b""], ids=["connection-close", "http10"])
+def test_closing_request_body_in_later_reads(close):
+    """A request that closes the connection (Connection: close, or HTTP/1.0 without
+    keep-alive) still gets a body that arrives after its head, in several reads; what the
+    client sends after that request is not served."""
+    with serving(echo_app) as server:
+        s = connect(server)
+        f = s.makefile("rb")
+        version = b"1.1" if close else b"1.0"
+        s.sendall(b"POST /e HTTP/" + version + b"\r\nHost: x\r\n" + close + b"Content-Length: 200000\r\n\r\n")
+        data = os.urandom(200000)
+        for i in range(0, len(data), 50000):
+            time.sleep(0.05)
+            s.sendall(data[i:i + 50000])
+        s.sendall(b"GET /e HTTP/1.1\r\nHost: x\r\n\r\n")  # after the last request: dropped
+        st, hdrs, body = read_response(f)
+        if not close:  # HTTP/1.0: the body ends where the connection does
+            body = f.read()
+        assert st == 200 and body == data  # and nothing answered the request after it
+        assert f.read() == b""  # closed
+        s.close()
+
+
 def test_large_body_both_ways():
     data = os.urandom(3 * 1024 * 1024)
     with serving(echo_app) as server:

@@ -97,6 +97,36 @@ def test_expect_100_continue_ignored_for_http10_and_sent_body():
         s.close()
 
 
+def test_h2_expect_100_continue():
+    with serving(echo_app) as server:  # /noread answers without reading
+        c = RawH2(server.port)
+        for sid, path in ((1, "/read"), (3, "/noread")):
+            c.conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", path),
+                                      (":authority", "x"), ("expect", "100-continue")])
+            c.flush()
+            info, status, body, ended = [], None, b"", False
+            while not ended:
+                for ev in c.events():
+                    if getattr(ev, "stream_id", None) != sid:
+                        continue
+                    if isinstance(ev, h2.events.InformationalResponseReceived):
+                        info.append(dict(ev.headers)[b":status"])
+                        c.conn.send_data(sid, b"abc", end_stream=True)  # the client waited for it
+                        c.flush()
+                    elif isinstance(ev, h2.events.ResponseReceived):
+                        status = dict(ev.headers)[b":status"]
+                    elif isinstance(ev, h2.events.DataReceived):
+                        body += ev.data
+                        c.conn.acknowledge_received_data(ev.flow_controlled_length, sid)
+                    elif isinstance(ev, h2.events.StreamEnded):
+                        ended = True
+            if path == "/read":
+                assert info == [b"100"] and status == b"200" and body == b"got abc"
+            else:  # answered without reading: no 100
+                assert info == [] and status == b"403" and body == b"no"
+        c.close()
+
+
 # ---------- trailers ----------
 
 async def trailers_app(scope, receive, send):

@@ -48,6 +48,7 @@ type Conn struct {
 	isDirty  bool          // in the server's dirty list
 	wake     chan struct{} // cap 1: room for the reader, or closed
 	ws       *WS           // the WebSocket session this connection was upgraded to (ws.go)
+	up       *h2cUpgrade   // an Upgrade: h2c whose request is being read (h2c.go)
 	files    []fileSeg     // files and held bodies to send at offsets of out (spec.go)
 	heldN    int           // bytes of the held bodies in files (loop mode, SendHeld)
 	linger   bool          // close with a lingering close (spec.go)
@@ -147,6 +148,8 @@ func (c *Conn) serve() {
 		if c.stopRead {
 			if c.ws != nil {
 				c.ws.serve() // upgraded: the goroutine reads the WebSocket session's frames
+			} else if c.up != nil {
+				c.serveH2c() // Upgrade: h2c (h2c.go)
 			}
 			return
 		}
@@ -222,6 +225,8 @@ func (c *Conn) feed(data []byte) {
 		c.stopRead = true
 		if c.ws != nil {
 			c.ws.rbuf = append(c.ws.rbuf, data[ue.Offset:]...)
+		} else if c.up != nil {
+			c.up.rest = append(c.up.rest, data[ue.Offset:]...)
 		}
 		return
 	}
@@ -303,11 +308,17 @@ func (c *Conn) OnHeadersComplete() error {
 	r.head = p.Method()[0] == 'H' && string(p.Method()) == "HEAD"
 	r.finishHead(p.Method())
 	if !r.keepAlive {
-		c.stopRead = true
+		// A request that closes the connection: reading stops at its end (OnMessageComplete),
+		// not here, or a body that is not all in this read would never arrive. The parser
+		// drops whatever a client sends after it (LenientDataAfterClose).
 		if p.ShouldUpgrade() {
+			c.stopRead = true
 			c.wsCheck(r, p.Method()) // a WebSocket handshake? (ws.go)
 			if r.ownStatus != 0 {    // a WebSocket version we do not speak: 426
 				c.answer(r.ownStatus, "Unsupported WebSocket version")
+				return nil
+			}
+			if r.ws == nil && c.upgradeBody(r) { // Upgrade: h2c, or its body is read (h2c.go)
 				return nil
 			}
 		}
@@ -334,7 +345,7 @@ func (c *Conn) OnHeadersComplete() error {
 	r.dispatched = true
 	c.served = true
 	if c.lastOne {
-		r.keepAlive, c.stopRead = false, true
+		r.keepAlive = false // the last request: reading stops at its end
 	}
 	c.inflight = append(c.inflight, r)
 	c.mu.Unlock()
@@ -347,6 +358,9 @@ func (c *Conn) OnHeadersComplete() error {
 func (c *Conn) OnBody(chunk []byte) error {
 	r := c.cur
 	if !r.dispatched {
+		if c.up != nil && c.up.r == r { // the h2c upgrade's body (h2c.go)
+			r.body = append(r.body, chunk...)
+		}
 		return nil
 	}
 	c.mu.Lock()
@@ -362,6 +376,17 @@ func (c *Conn) OnMessageComplete() error {
 	c.cur = nil
 	if r == nil {
 		return nil
+	}
+	if !r.keepAlive {
+		// Reading stops here; the connection closes with a lingering close, so that input
+		// the client sent after this request (dropped) cannot turn the close into a reset
+		// that destroys the response before the client has read it.
+		c.stopRead = true
+		if r.dispatched && r.ws == nil && c.up == nil {
+			c.mu.Lock()
+			c.linger = true
+			c.mu.Unlock()
+		}
 	}
 	if !r.dispatched {
 		if r.own {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,11 +61,13 @@ type h2Conn struct {
 	streams     map[uint32]*h2Stream
 	maxID       uint32 // the highest stream id the client opened
 	goaway      bool   // GOAWAY sent or received: no new streams
+	prefaceSent bool   // our SETTINGS are written
 	sendWin     int64  // connection send window
 	peerInit    int64  // the peer's SETTINGS_INITIAL_WINDOW_SIZE
 	peerFrame   int    // the peer's SETTINGS_MAX_FRAME_SIZE
 	recvWin     int64  // our connection receive window, as the peer sees it
 	connUnacked int64  // consumed, not yet returned with a WINDOW_UPDATE
+	files       int    // streams sending a file (pathsend)
 
 	// reader goroutine
 	resets     int
@@ -77,8 +80,10 @@ type h2Stream struct {
 	id         uint32
 	r          *Request
 	sendWin    int64
-	pending    []byte // response body not yet sent (flow control)
-	endPending bool   // END_STREAM follows pending
+	pending    []byte   // response body not yet sent (flow control)
+	file       *os.File // pathsend: a file sent after pending, read as the windows allow (spec.go)
+	fileLeft   int64    // what is left to send of file
+	endPending bool     // END_STREAM follows pending
 	endSent    bool
 	recvWin    int64 // our receive window, as the peer sees it
 	unacked    int64
@@ -95,6 +100,16 @@ func (c *Conn) startH2(first []byte) bool {
 	if !c.alpnH2() && !h2Preface(first) {
 		return false
 	}
+	h := c.newH2(first)
+	c.mu.Lock()
+	c.h2 = h
+	c.mu.Unlock()
+	h.serve()
+	return true
+}
+
+// newH2 makes c's HTTP/2 state; first are the bytes read from c not yet consumed.
+func (c *Conn) newH2(first []byte) *h2Conn {
 	h := &h2Conn{c: c, streams: map[uint32]*h2Stream{}, sendWin: 65535, peerInit: 65535,
 		peerFrame: 16384, recvWin: 65535, maxResets: c.s.cfg.H2MaxResets}
 	if h.maxResets <= 0 {
@@ -107,11 +122,21 @@ func (c *Conn) startH2(first []byte) bool {
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.fr.MaxHeaderListSize = uint32(2 * c.s.cfg.MaxHeadSize)
 	h.enc = hpack.NewEncoder(&h.hb)
-	c.mu.Lock()
-	c.h2 = h
-	c.mu.Unlock()
-	h.serve()
-	return true
+	return h
+}
+
+// writePrefaceLocked writes the server's connection preface: our SETTINGS and the
+// connection window's increase.
+func (h *h2Conn) writePrefaceLocked() {
+	h.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: h2MaxStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
+		http2.Setting{ID: http2.SettingMaxFrameSize, Val: h2MaxFrame},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h.fr.MaxHeaderListSize},
+	)
+	h.fr.WriteWindowUpdate(0, h2ConnWindow-65535)
+	h.recvWin = h2ConnWindow
+	h.prefaceSent = true
 }
 
 // h2Preface: first (a connection's first read) begins as HTTP/2's client preface.
@@ -139,14 +164,9 @@ func (h *h2Conn) serve() {
 		return
 	}
 	c.mu.Lock()
-	h.fr.WriteSettings(
-		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: h2MaxStreams},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
-		http2.Setting{ID: http2.SettingMaxFrameSize, Val: h2MaxFrame},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h.fr.MaxHeaderListSize},
-	)
-	h.fr.WriteWindowUpdate(0, h2ConnWindow-65535)
-	h.recvWin = h2ConnWindow
+	if !h.prefaceSent { // (h2c upgrade: sent with the 101)
+		h.writePrefaceLocked()
+	}
 	c.mu.Unlock()
 	c.flush()
 	for {
@@ -292,21 +312,8 @@ func (h *h2Conn) frame(f http2.Frame) (http2.ErrCode, bool) {
 		}
 		var bad http2.ErrCode
 		f.ForeachSetting(func(s http2.Setting) error {
-			switch s.ID {
-			case http2.SettingInitialWindowSize:
-				if s.Val > 1<<31-1 {
-					bad = http2.ErrCodeFlowControl
-					return nil
-				}
-				d := int64(s.Val) - h.peerInit
-				h.peerInit = int64(s.Val)
-				for _, st := range h.streams {
-					st.sendWin += d
-				}
-			case http2.SettingMaxFrameSize:
-				h.peerFrame = int(s.Val)
-			case http2.SettingHeaderTableSize:
-				h.enc.SetMaxDynamicTableSizeLimit(s.Val)
+			if code := h.settingLocked(s); code != 0 {
+				bad = code
 			}
 			return nil
 		})
@@ -333,6 +340,30 @@ func (h *h2Conn) frame(f http2.Frame) (http2.ErrCode, bool) {
 		return http2.ErrCodeProtocol, false
 	}
 	return 0, true
+}
+
+// settingLocked applies one of the peer's settings (a SETTINGS frame's, or HTTP2-Settings'
+// of an h2c upgrade); non-zero: the connection error it is.
+func (h *h2Conn) settingLocked(s http2.Setting) http2.ErrCode {
+	if err := s.Valid(); err != nil {
+		if ce, ok := err.(http2.ConnectionError); ok {
+			return http2.ErrCode(ce)
+		}
+		return http2.ErrCodeProtocol
+	}
+	switch s.ID {
+	case http2.SettingInitialWindowSize:
+		d := int64(s.Val) - h.peerInit
+		h.peerInit = int64(s.Val)
+		for _, st := range h.streams {
+			st.sendWin += d
+		}
+	case http2.SettingMaxFrameSize:
+		h.peerFrame = int(s.Val)
+	case http2.SettingHeaderTableSize:
+		h.enc.SetMaxDynamicTableSizeLimit(s.Val)
+	}
+	return 0
 }
 
 // controlOut: a peer that makes us answer (PING, SETTINGS) without reading is dropped.
@@ -397,6 +428,8 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 			return 0, true
 		case hf.Name == "host":
 			hasHost = true
+		case hf.Name == "expect":
+			r.noteHeader([]byte(hf.Name), []byte(hf.Value)) // 100-continue (spec.go)
 		case hf.Name == "content-length":
 			n, err := strconv.ParseInt(hf.Value, 10, 64)
 			if err != nil || n < 0 || (st.declared >= 0 && st.declared != n) {
@@ -435,7 +468,15 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 	r.target = append(r.target, path...)
 	r.finishHead([]byte(method))
 	r.head = method == "HEAD"
-	h.streams[id] = st
+	return h.openLocked(st, f.StreamEnded())
+}
+
+// openLocked makes st (its request's head complete) an open stream and queues its
+// request; ended: the client's END_STREAM came with the head.
+func (h *h2Conn) openLocked(st *h2Stream, ended bool) (http2.ErrCode, bool) {
+	c := h.c
+	r := st.r
+	h.streams[st.id] = st
 	if lim := c.s.cfg.LimitConcurrency; (lim > 0 && c.s.inflight.Load() >= int64(lim)) || c.closing {
 		r.own = true
 		r.bodyDone = true // what follows is not read
@@ -449,7 +490,7 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 	c.s.inflight.Add(1)
 	c.s.requests.Add(1)
 	c.batch = append(c.batch, Event{Kind: EvRequest, Req: r})
-	if f.StreamEnded() {
+	if ended {
 		return h.endRemoteLocked(st)
 	}
 	return 0, true
@@ -509,6 +550,7 @@ func (h *h2Conn) onData(f *http2.DataFrame) (http2.ErrCode, bool) {
 	if r.own || r.lost {
 		h.giveBackLocked(int64(len(data)))
 	} else if len(data) > 0 {
+		r.expect100 = false // the client did not wait for a 100
 		r.body = append(r.body, data...)
 		c.wakeLocked(r, &c.batch)
 	}
@@ -590,6 +632,7 @@ func (h *h2Conn) dropLocked(st *h2Stream) {
 		r.body = nil
 	}
 	st.pending = nil
+	h.closeFileLocked(st)
 	h.removeLocked(st)
 }
 
@@ -628,6 +671,18 @@ func (h *h2Conn) maybeCloseLocked() {
 // close if done.
 func (h *h2Conn) drainedLocked() {
 	c := h.c
+	if len(c.out) == 0 && !c.writing && h.files > 0 { // files (pathsend) go on as the output drains
+		for _, st := range h.streams {
+			if st.file != nil {
+				h.writeDataLocked(st)
+			}
+		}
+		if len(c.out) > 0 {
+			c.writing = true
+			go c.writer()
+			return
+		}
+	}
 	if len(c.out) <= c.s.cfg.WriteBuffer {
 		for _, st := range h.streams {
 			if st.r.waitSend && len(st.pending) <= c.s.cfg.WriteBuffer {
@@ -646,6 +701,7 @@ func (h *h2Conn) lostLocked() {
 		st.r.lost = true
 		h.c.wakeLocked(st.r, nil)
 		st.gone = true
+		h.closeFileLocked(st)
 	}
 	clear(h.streams)
 }
@@ -700,6 +756,7 @@ func (r *Request) h2Receive() ([]byte, RecvState) {
 		return nil, RecvDisconnect
 	}
 	r.waitRecv = true
+	r.continueLocked() // Expect: 100-continue (spec.go)
 	return nil, RecvWait
 }
 
@@ -762,15 +819,7 @@ func (h *h2Conn) sendLocked(r *Request, body []byte, more bool) error {
 			h.enc.WriteField(hpack.HeaderField{Name: n, Value: string(value)})
 		})
 		end := !more && (len(body) == 0 || r.noBody) && !r.trailers
-		blk := h.hb.Bytes()
-		first := min(len(blk), h.peerFrame)
-		h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: blk[:first],
-			EndStream: end, EndHeaders: first == len(blk)})
-		for blk = blk[first:]; len(blk) > 0; {
-			n := min(len(blk), h.peerFrame)
-			h.fr.WriteContinuation(st.id, n == len(blk), blk[:n])
-			blk = blk[n:]
-		}
+		h.writeBlockLocked(st.id, end)
 		r.headSent = true
 		if end {
 			st.endSent = true
@@ -783,21 +832,43 @@ func (h *h2Conn) sendLocked(r *Request, body []byte, more bool) error {
 		st.pending = append(st.pending, body...)
 		r.sent += int64(len(body))
 	}
-	if !more && r.trailers { // a HEADERS frame of trailers ends the stream (spec.go)
-		r.bodyEnd, r.keepTr = true, true
-	} else if !more {
-		r.bodyEnd = true
-		if !st.endSent {
-			st.endPending = true
-		}
-		r.done = true
-		if r.waitRecv {
-			c.wakeLocked(r, nil)
-		}
+	if !more {
+		h.endBodyLocked(r)
 	}
 	h.writeDataLocked(st)
 	c.dirtyLocked()
 	return nil
+}
+
+// endBodyLocked: r's final body part (or file) is queued; the stream ends after it (or
+// after the trailers, spec.go).
+func (h *h2Conn) endBodyLocked(r *Request) {
+	r.bodyEnd = true
+	if r.trailers { // a HEADERS frame of trailers ends the stream
+		r.keepTr = true
+		return
+	}
+	if !r.h2.endSent {
+		r.h2.endPending = true
+	}
+	r.done = true
+	if r.waitRecv {
+		h.c.wakeLocked(r, nil)
+	}
+}
+
+// writeBlockLocked writes the header block in h.hb as a HEADERS frame for stream id,
+// followed by CONTINUATIONs past the peer's frame size.
+func (h *h2Conn) writeBlockLocked(id uint32, end bool) {
+	blk := h.hb.Bytes()
+	first := min(len(blk), h.peerFrame)
+	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: blk[:first],
+		EndStream: end, EndHeaders: first == len(blk)})
+	for blk = blk[first:]; len(blk) > 0; {
+		n := min(len(blk), h.peerFrame)
+		h.fr.WriteContinuation(id, n == len(blk), blk[:n])
+		blk = blk[n:]
+	}
 }
 
 // writeDataLocked writes st's pending body as DATA frames while both windows allow.
@@ -811,7 +882,7 @@ func (h *h2Conn) writeDataLocked(st *h2Stream) {
 		if n <= 0 {
 			break
 		}
-		end := st.endPending && int(n) == len(st.pending) && !st.trReady
+		end := st.endPending && int(n) == len(st.pending) && !st.trReady && st.file == nil
 		h.fr.WriteData(st.id, end, st.pending[:n])
 		st.pending = st.pending[n:]
 		st.sendWin -= n
@@ -822,7 +893,10 @@ func (h *h2Conn) writeDataLocked(st *h2Stream) {
 	}
 	if len(st.pending) == 0 {
 		st.pending = nil
-		if st.endPending {
+		if st.file != nil && !h.fileDataLocked(st) {
+			return // reset
+		}
+		if st.endPending && st.file == nil {
 			if st.trReady {
 				h.writeTrailersLocked(st)
 			} else {

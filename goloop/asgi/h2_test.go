@@ -413,18 +413,14 @@ func startTLS(t *testing.T, p *testPKI, reqs int, h func(a *fakeApp, r *Request)
 func TestTLSAlpn(t *testing.T) {
 	p := newPKI(t)
 	_, addr := startTLS(t, p, 0, echoApp)
-	// HTTP/1.1 over TLS
+	// HTTP/1.1 over TLS (where Upgrade: h2c is ignored: h2up_test.go)
 	tc, err := tls.Dial("tcp", addr, p.client("http/1.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	io.WriteString(tc, "GET /one HTTP/1.1\r\nHost: x\r\n\r\n")
-	buf := make([]byte, 4096)
-	n, _ := io.ReadAtLeast(tc, buf, 20)
-	if !bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200")) {
-		t.Fatalf("%q", buf[:n])
-	}
+	io.WriteString(tc, h2cUpgradeReq("body", false))
+	checkHTTP11(t, "TLS", tc, "body")
 	// h2 by ALPN
 	cl := &http.Client{Transport: &http2.Transport{TLSClientConfig: p.client()}, Timeout: 10 * time.Second}
 	resp, err := cl.Get("https://" + addr + "/two")

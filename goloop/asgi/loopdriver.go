@@ -267,6 +267,8 @@ func (c *Conn) loopRead() {
 			c.mu.Unlock()
 			if ws != nil {
 				c.handOff(ws.serve) // the goroutine reads the WebSocket session's frames
+			} else if c.up != nil {
+				c.handOff(c.serveH2c) // Upgrade: h2c, its request read (h2c.go)
 			}
 			return
 		}

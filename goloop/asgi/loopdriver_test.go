@@ -145,6 +145,8 @@ func TestLoopDriver(t *testing.T) {
 		{"CloseAnswersFirstRequest", TestCloseAnswersFirstRequest},
 		{"H2cPriorKnowledge", TestH2cPriorKnowledge}, {"H2FlowControl", TestH2FlowControl},
 		{"H2ResetDisconnects", TestH2ResetDisconnects}, {"H2GracefulGoAway", TestH2GracefulGoAway},
+		{"H2cUpgrade", TestH2cUpgrade}, {"H2cUpgradeDeclined", TestH2cUpgradeDeclined},
+		{"H2Expect100Continue", TestH2Expect100Continue}, {"H2SendFileBounded", TestH2SendFileBounded},
 		{"WSEchoFragmentsAndControl", TestWSEchoFragmentsAndControl}, {"WSServerClose", TestWSServerClose},
 		{"WSProtocolErrors", TestWSProtocolErrors}, {"WSDeflate", TestWSDeflate},
 		{"WSDenyAndNotAccepted", TestWSDenyAndNotAccepted},

@@ -63,6 +63,9 @@ const (
 	// EvWake: something the application waits for happened on Req: body arrived, the
 	// client went away, the response completed, or its output drained.
 	EvWake
+	// EvConnClosed: a connection the application asked about (Conn.TrackClose) closed;
+	// Req is a placeholder whose Conn is it.
+	EvConnClosed
 )
 
 // Event is one entry of the server's queue.

@@ -25,6 +25,7 @@ type fakeApp struct {
 	mu      sync.Mutex
 	wakes   map[*Request]chan struct{}
 	seen    int
+	other   chan Event // events of other kinds (EvConnClosed), if set
 }
 
 func startServer(t *testing.T, cfg Config, h func(a *fakeApp, r *Request)) (*fakeApp, string) {
@@ -57,6 +58,10 @@ func (a *fakeApp) run(done chan struct{}) {
 				select {
 				case a.wakeCh(r) <- struct{}{}:
 				default:
+				}
+			default:
+				if a.other != nil {
+					a.other <- ev
 				}
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -88,11 +90,20 @@ func (r *Request) noteHeader(name, value []byte) {
 // application waits for the body (uvicorn's rule): not before, so an application that
 // answers without reading the body never makes the client send it (c.mu held).
 func (r *Request) continueLocked() {
-	if !r.expect100 || r.headSent || r.bodyDone || r.Major != 1 || r.Minor < 1 {
+	if !r.expect100 || r.headSent || r.bodyDone || r.Major == 1 && r.Minor < 1 {
 		return
 	}
 	r.expect100 = false
 	c := r.c
+	if r.h2 != nil { // HTTP/2: a HEADERS frame with :status 100
+		if h := c.h2; h != nil && !r.h2.gone {
+			h.hb.Reset()
+			h.enc.WriteField(hpack.HeaderField{Name: ":status", Value: "100"})
+			h.writeBlockLocked(r.h2.id, false)
+			c.dirtyLocked()
+		}
+		return
+	}
 	if len(c.inflight) > 0 && c.inflight[0] == r {
 		c.out = append(c.out, continue100...)
 		c.dirtyLocked()
@@ -183,21 +194,14 @@ func (h *h2Conn) writeTrailersLocked(st *h2Stream) {
 		h.enc.WriteField(hpack.HeaderField{Name: n, Value: string(value)})
 	})
 	st.r.trHdr = nil
-	blk := h.hb.Bytes()
-	first := min(len(blk), h.peerFrame)
-	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: blk[:first],
-		EndStream: true, EndHeaders: first == len(blk)})
-	for blk = blk[first:]; len(blk) > 0; {
-		n := min(len(blk), h.peerFrame)
-		h.fr.WriteContinuation(st.id, n == len(blk), blk[:n])
-		blk = blk[n:]
-	}
+	h.writeBlockLocked(st.id, true)
 }
 
 // SendFile sends the file at path as the rest of the response's body and completes it
 // (http.response.pathsend). On HTTP/1.1 the file is not read by the application's thread:
 // the writer goroutine copies it to the socket (sendfile(2) on plain TCP; reads and TLS
-// writes otherwise). On HTTP/2 it is read and sent as DATA frames.
+// writes otherwise). On HTTP/2 it is read a frame at a time into the connection's output
+// as the flow-control windows and the output's bound (WriteBuffer) allow.
 func (r *Request) SendFile(path string) (flags int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -213,14 +217,30 @@ func (r *Request) SendFile(path string) (flags int, err error) {
 	}
 	size := fi.Size()
 	if r.h2 != nil {
-		data, err := io.ReadAll(io.LimitReader(f, size))
-		f.Close()
-		if err != nil {
-			return 0, err
-		}
-		return r.h2Send(data, false)
+		return 0, r.h2SendFile(f, size)
 	}
 	return r.sendPart(&bodyPart{f: f, n: size, clamp: true}, false, ErrPathsend)
+}
+
+// h2SendFile is SendFile on HTTP/2 (it takes f).
+func (r *Request) h2SendFile(f *os.File, size int64) error {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	switch {
+	case !r.started:
+		err = ErrPathsend
+	case r.done || r.bodyEnd:
+		err = ErrCompleted
+	case r.lost || c.h2 == nil:
+		err = ErrDisconnected
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	return c.h2.sendFileLocked(r, f, size)
 }
 
 // SendFD sends count bytes (-1: up to the end) of the regular file open as fd, from offset
@@ -283,6 +303,93 @@ func movePos(fd int, offset, to int64, err error) error {
 		}
 	}
 	return err
+}
+
+// sendFileLocked is SendFile on HTTP/2: HEADERS (with content-length unless the
+// application gave one), then the file as DATA frames from writeDataLocked/fileDataLocked.
+func (h *h2Conn) sendFileLocked(r *Request, f *os.File, size int64) error {
+	if !r.headSent && !hasHeader(r.hdr, "content-length") {
+		r.hdr = append(r.hdr, "content-length: "...)
+		r.hdr = strconv.AppendInt(r.hdr, size, 10)
+		r.hdr = append(r.hdr, "\r\n"...)
+	}
+	if err := h.sendLocked(r, nil, true); err != nil { // the head, if not sent
+		f.Close()
+		return err
+	}
+	n := size
+	if r.clen >= 0 {
+		n = max(0, min(n, r.clen-r.sent))
+	}
+	st := r.h2
+	if r.noBody || n == 0 || st.gone {
+		f.Close()
+	} else {
+		st.file, st.fileLeft = f, n
+		r.sent += n
+		h.files++
+	}
+	h.endBodyLocked(r)
+	h.writeDataLocked(st)
+	h.c.dirtyLocked()
+	return nil
+}
+
+// fileDataLocked writes DATA frames of st's file while the windows allow and the
+// connection's output is under WriteBuffer: the file is read straight into the output,
+// after a frame header written here. False: the file failed and the stream was reset.
+func (h *h2Conn) fileDataLocked(st *h2Stream) bool {
+	c := h.c
+	for st.fileLeft > 0 && len(c.out) < c.s.cfg.WriteBuffer {
+		n := min(st.fileLeft, int64(h.peerFrame), st.sendWin, h.sendWin)
+		if n <= 0 {
+			return true
+		}
+		end := st.endPending && n == st.fileLeft && !st.trReady
+		at := len(c.out)
+		var flags byte
+		if end {
+			flags = byte(http2.FlagDataEndStream)
+		}
+		c.out = append(c.out, byte(n>>16), byte(n>>8), byte(n), byte(http2.FrameData), flags,
+			byte(st.id>>24)&0x7f, byte(st.id>>16), byte(st.id>>8), byte(st.id))
+		c.out = slices.Grow(c.out, int(n))[:at+9+int(n)]
+		if _, err := io.ReadFull(st.file, c.out[at+9:]); err != nil { // the file shrank
+			c.out = c.out[:at]
+			h.resetLocked(st.id, http2.ErrCodeInternal)
+			return false
+		}
+		st.fileLeft -= n
+		st.sendWin -= n
+		h.sendWin -= n
+		if end {
+			st.endPending, st.endSent = false, true
+		}
+	}
+	if st.fileLeft == 0 {
+		h.closeFileLocked(st)
+	}
+	return true
+}
+
+// closeFileLocked closes st's file (sent, or the stream is gone).
+func (h *h2Conn) closeFileLocked(st *h2Stream) {
+	if st.file != nil {
+		st.file.Close()
+		st.file = nil
+		h.files--
+	}
+}
+
+// hasHeader tells whether the header lines hdr have a field name (lower-case).
+func hasHeader(hdr []byte, name string) bool {
+	found := false
+	scanHeaders(hdr, func(n, _ []byte) {
+		if len(n) == len(name) && equalFold(n, name) {
+			found = true
+		}
+	})
+	return found
 }
 
 // outLimit is how much of c.out may be written before the next file (c.mu held).

@@ -30,22 +30,26 @@ func (a *fakeApp) receiveFlushing(r *Request) ([]byte, RecvState) {
 	}
 }
 
+// continueApp answers "got <body>" after reading the body (the way that sends a 100),
+// and /noread 403 without reading it.
+func continueApp(a *fakeApp, r *Request) {
+	if string(r.Path()) == "/noread" {
+		a.respond(r, 403, "", "no")
+		return
+	}
+	var body []byte
+	for {
+		b, st := a.receiveFlushing(r)
+		body = append(body, b...)
+		if st != RecvBody {
+			break
+		}
+	}
+	a.respond(r, 200, "", "got "+string(body))
+}
+
 func TestExpect100Continue(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
-		if string(r.Path()) == "/noread" {
-			a.respond(r, 403, "", "no")
-			return
-		}
-		var body []byte
-		for {
-			b, st := a.receiveFlushing(r)
-			body = append(body, b...)
-			if st != RecvBody {
-				break
-			}
-		}
-		a.respond(r, 200, "", "got "+string(body))
-	})
+	_, addr := startServer(t, Config{}, continueApp)
 	c, br := dial(t, addr)
 	fmt.Fprintf(c, "POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
 	line, _ := br.ReadString('\n')

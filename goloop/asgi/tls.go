@@ -27,20 +27,41 @@ import (
 type TLSOptions struct {
 	CertFile string // PEM: the certificate, then its chain
 	KeyFile  string // PEM private key (the cert file if empty); encrypted if Password is set
-	Password string
+	// Certs are more certificates (goloop's extension of uvicorn's options): the handshake
+	// picks the first of CertFile, Certs... that suits the client (by SNI, as crypto/tls
+	// picks among tls.Config.Certificates), else the first.
+	Certs    []CertKey
+	Password string // of every encrypted key
 	CAFile   string // PEM CAs that client certificates are verified against
 	// CertReqs is ssl's verify mode for client certificates: 0 none asked, 1 optional
 	// (verified if given), 2 required.
 	CertReqs int
 }
 
-// tlsState is the server's TLS: the options (for ReloadTLS) and the current config,
-// swapped whole by a reload; each handshake takes the config current at its start.
+// CertKey is a certificate file and its key file (the certificate's file if empty).
+type CertKey struct{ CertFile, KeyFile string }
+
+func (o *TLSOptions) pairs() []CertKey {
+	if o.CertFile == "" {
+		return o.Certs
+	}
+	return append([]CertKey{{o.CertFile, o.KeyFile}}, o.Certs...)
+}
+
+// tlsState is the server's TLS: the options (for ReloadTLS) and the current files,
+// swapped whole by a reload; each handshake takes the ones current at its start.
 type tlsState struct {
 	mu   sync.Mutex // serializes loads
 	opts TLSOptions
-	cur  atomic.Pointer[tls.Config]
-	base *tls.Config // the listener's: GetConfigForClient returns cur
+	cur  atomic.Pointer[tlsLoaded]
+}
+
+// tlsLoaded is one load of the files: the config of each certificate (one[i] offers
+// certificate i only: the one the handshake picked) and the certificates' PEM.
+type tlsLoaded struct {
+	certs []tls.Certificate
+	one   []*tls.Config
+	pem   []string // each certificate's leaf, PEM (the tls scope extension's server_cert)
 }
 
 // SetTLS makes every connection accepted from now on TLS (ALPN: h2 unless Config.NoH2,
@@ -52,18 +73,15 @@ func (s *Server) SetTLS(o TLSOptions) error {
 	if o.CertReqs != 0 && o.CAFile == "" {
 		return errors.New("client certificates (ssl_cert_reqs 1 or 2) need ssl_ca_certs to verify them")
 	}
+	if len(o.pairs()) == 0 {
+		return errors.New("no certificate file")
+	}
 	ts := &tlsState{opts: o}
-	cfg, err := s.loadTLS(o)
+	l, err := s.loadTLS(o)
 	if err != nil {
 		return err
 	}
-	ts.cur.Store(cfg)
-	ts.base = &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return ts.cur.Load(), nil
-		},
-	}
+	ts.cur.Store(l)
 	s.tls.Store(ts)
 	return nil
 }
@@ -77,38 +95,50 @@ func (s *Server) ReloadTLS() error {
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	cfg, err := s.loadTLS(ts.opts)
+	l, err := s.loadTLS(ts.opts)
 	if err != nil {
 		return err
 	}
-	ts.cur.Store(cfg)
+	ts.cur.Store(l)
 	return nil
 }
 
-func (s *Server) loadTLS(o TLSOptions) (*tls.Config, error) {
-	certPEM, err := os.ReadFile(o.CertFile)
+func loadCert(ck CertKey, password string) (tls.Certificate, error) {
+	certPEM, err := os.ReadFile(ck.CertFile)
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, err
 	}
-	keyFile := o.KeyFile
+	keyFile := ck.KeyFile
 	if keyFile == "" {
-		keyFile = o.CertFile
+		keyFile = ck.CertFile
 	}
 	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, err
 	}
-	keyPEM, err = decryptKeyPEM(keyPEM, o.Password)
+	keyPEM, err = decryptKeyPEM(keyPEM, password)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", keyFile, err)
+		return tls.Certificate{}, fmt.Errorf("%s: %w", keyFile, err)
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, fmt.Errorf("%s: %w", ck.CertFile, err)
+	}
+	return cert, nil
+}
+
+func (s *Server) loadTLS(o TLSOptions) (*tlsLoaded, error) {
+	l := &tlsLoaded{}
+	for _, ck := range o.pairs() {
+		cert, err := loadCert(ck, o.Password)
+		if err != nil {
+			return nil, err
+		}
+		l.certs = append(l.certs, cert)
+		l.pem = append(l.pem, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})))
 	}
 	cfg := &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		MinVersion:   tls.VersionTLS12,
+		MinVersion: tls.VersionTLS12,
 	}
 	if s.cfg.NoH2 {
 		cfg.NextProtos = []string{"http/1.1"}
@@ -132,7 +162,30 @@ func (s *Server) loadTLS(o TLSOptions) (*tls.Config, error) {
 	case 2:
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	return cfg, nil
+	for i := range l.certs {
+		one := cfg.Clone()
+		one.Certificates = l.certs[i : i+1]
+		l.one = append(l.one, one)
+	}
+	return l, nil
+}
+
+// configFor is the connection's GetConfigForClient: it picks the certificate as crypto/tls
+// picks among several (the first the client supports, by SNI and algorithms; else the
+// first) and remembers it (the tls scope extension's server_cert).
+func (t *tlsConn) configFor(chi *tls.ClientHelloInfo) (*tls.Config, error) {
+	l := t.ts.cur.Load()
+	i := 0
+	if len(l.certs) > 1 {
+		for j := range l.certs {
+			if chi.SupportsCertificate(&l.certs[j]) == nil {
+				i = j
+				break
+			}
+		}
+	}
+	t.loaded, t.cert = l, i
+	return l.one[i], nil
 }
 
 // wrapTLS makes nc a TLS server connection if the server has TLS (the handshake runs at
@@ -142,15 +195,37 @@ func (s *Server) wrapTLS(nc net.Conn) net.Conn {
 	if ts == nil {
 		return nc
 	}
-	return &tlsConn{tls.Server(nc, ts.base)}
+	t := &tlsConn{ts: ts, s: s}
+	t.Conn = tls.Server(nc, &tls.Config{GetConfigForClient: t.configFor})
+	return t
 }
 
 // tlsConn is a TLS connection whose Close does not wait: tls.Conn.Close sends close_notify
 // with a write that may block (up to 5 s on a peer that does not read), and the engine
 // closes connections with its lock held, perhaps on the loop thread.
-type tlsConn struct{ *tls.Conn }
+type tlsConn struct {
+	*tls.Conn
+	ts     *tlsState
+	s      *Server
+	loaded *tlsLoaded // set by the handshake (configFor)
+	cert   int        // the certificate it picked
+
+	mu      sync.Mutex
+	closed  bool
+	tracked *Conn // TrackClose: an EvConnClosed is queued when it closes
+}
 
 func (t *tlsConn) Close() error {
+	t.mu.Lock()
+	tracked := t.tracked
+	if t.closed {
+		tracked = nil
+	}
+	t.closed = true
+	t.mu.Unlock()
+	if tracked != nil {
+		t.s.push(Event{Kind: EvConnClosed, Req: &Request{c: tracked}})
+	}
 	go t.Conn.Close()
 	return nil
 }
@@ -165,6 +240,53 @@ func (c *Conn) TLS() bool {
 func (c *Conn) alpnH2() bool {
 	t, ok := c.nc.(*tlsConn)
 	return ok && t.ConnectionState().NegotiatedProtocol == "h2"
+}
+
+// TLSInfo is what ASGI's tls extension reports of a connection.
+type TLSInfo struct {
+	ServerCert  string   // PEM of the certificate the server sent ("" if not known)
+	ClientChain []string // PEM of the client's certificate and its chain (none: empty)
+	ClientName  string   // the client certificate's subject, RFC 4514 ("" without one)
+	Version     uint16   // tls.VersionTLS13...
+	CipherSuite uint16
+}
+
+// TLSInfo returns c's TLS details (nil for a plain connection). Call it once the
+// handshake is complete (a request of c was dispatched).
+func (c *Conn) TLSInfo() *TLSInfo {
+	t, ok := c.nc.(*tlsConn)
+	if !ok {
+		return nil
+	}
+	st := t.ConnectionState()
+	info := &TLSInfo{Version: st.Version, CipherSuite: st.CipherSuite}
+	if l := t.loaded; l != nil {
+		info.ServerCert = l.pem[t.cert]
+	}
+	for _, pc := range st.PeerCertificates {
+		info.ClientChain = append(info.ClientChain, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pc.Raw})))
+	}
+	if len(st.PeerCertificates) > 0 {
+		info.ClientName = st.PeerCertificates[0].Subject.String()
+	}
+	return info
+}
+
+// TrackClose asks for an EvConnClosed event (its Req a placeholder whose Conn is c) when
+// the TLS connection c closes, so that what the application's side keeps per connection
+// (the tls extension) can be released. False: c is not TLS or already closed (no event).
+func (c *Conn) TrackClose() bool {
+	t, ok := c.nc.(*tlsConn)
+	if !ok {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.tracked = c
+	return true
 }
 
 // ---- encrypted private keys (--ssl-keyfile-password) ----

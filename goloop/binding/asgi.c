@@ -15,7 +15,7 @@ static PyObject *s_type, *s_http, *s_asgi, *s_http_version, *s_method, *s_scheme
     *s_raw_path, *s_query_string, *s_root_path, *s_headers, *s_client, *s_server, *s_state,
     *s_status, *s_body, *s_more_body, *s_trailers, *s_http_request, *s_http_disconnect,
     *s_response_start, *s_response_body, *s_create_task, *s_create_future, *s_call_soon,
-    *s_set_result, *s_set_exception, *s_done, *s_v10, *s_v11, *s_v2, *s_copy;
+    *s_set_result, *s_set_exception, *s_done, *s_v10, *s_v11, *s_v2, *s_copy, *s_extensions;
 static PyObject *msg_disconnect;      /* {"type": "http.disconnect"} (copied for each use) */
 static PyObject *empty_bytes;
 #define NMETHODS 9
@@ -233,14 +233,16 @@ static PyObject *srv_set_state(GLAsgiServer *self, PyObject *state) {
     Py_RETURN_NONE;
 }
 
-/* set_tls(certfile, keyfile, password, ca_certs, cert_reqs): TLS for every connection
- * accepted from now on (asgi_tls.go). */
+/* set_tls(pairs, password, ca_certs, cert_reqs): TLS for every connection accepted from now
+ * on (asgi_tls.go); pairs is b"cert\0key\0cert\0key..." (file system encoding; an empty key:
+ * in the cert's file). */
 static PyObject *srv_set_tls(GLAsgiServer *self, PyObject *args) {
     SRV_CHECK(self);
-    const char *cert, *key, *pw, *ca;
+    const char *pairs, *pw, *ca;
+    Py_ssize_t plen;
     int reqs;
-    if (!PyArg_ParseTuple(args, "zzzzi:set_tls", &cert, &key, &pw, &ca, &reqs)) return NULL;
-    if (glAsgiSetTLS(self->sid, (char *)cert, (char *)key, (char *)pw, (char *)ca, reqs) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "y#zzi:set_tls", &pairs, &plen, &pw, &ca, &reqs)) return NULL;
+    if (glAsgiSetTLS(self->sid, (char *)pairs, plen, (char *)pw, (char *)ca, reqs) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -252,7 +254,7 @@ static PyObject *srv_reload_tls(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)
 
 static PyMethodDef srv_methods[] = {
     {"set_tls", (PyCFunction)srv_set_tls, METH_VARARGS,
-     "set_tls(certfile, keyfile, password, ca_certs, cert_reqs): TLS (and h2 by ALPN)."},
+     "set_tls(pairs, password, ca_certs, cert_reqs): TLS (and h2 by ALPN); pairs: b'cert\\0key\\0...'."},
     {"reload_tls", (PyCFunction)srv_reload_tls, METH_NOARGS,
      "Read the TLS files again: the next handshakes use them (the old ones stay on error)."},
     {"listen", (PyCFunction)srv_listen, METH_O, "listen(fd): serve the listening socket fd (a duplicate)."},
@@ -841,7 +843,8 @@ static PyObject *scope_copy(GLAsgiServer *srv) {
 /* The scope of an HTTP request, or NULL with an error. */
 static PyObject *http_scope(GLAsgiServer *srv, const char *blob, const int32_t *ends, int nends, int major,
                             int minor, const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
-                            Py_ssize_t shostlen, int sport, int is_unix, const char *proxy, Py_ssize_t proxylen) {
+                            Py_ssize_t shostlen, int sport, int is_unix, const char *proxy, Py_ssize_t proxylen,
+                            PyObject *ext) {
     PyObject *scope = scope_copy(srv);
     if (scope == NULL) return NULL;
 #define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
@@ -862,6 +865,7 @@ static PyObject *http_scope(GLAsgiServer *srv, const char *blob, const int32_t *
         goto fail;
     }
     if (proxy != NULL && gl_asgi_proxy_scope(scope, proxy, proxylen) < 0) goto fail;
+    if (ext != NULL && PyDict_SetItem(scope, s_extensions, ext) < 0) goto fail;  /* TLS: with "tls" */
     if (srv->state != NULL && gl_set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
     return scope;
 fail:
@@ -970,9 +974,9 @@ static const GLAsgiKind http_kind = {&SendType, &RecvType, (vectorcallfunc)send_
 int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                     int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
                     const char *shost, Py_ssize_t shostlen, int sport, int is_unix,
-                    const char *proxy, Py_ssize_t proxylen) {
+                    const char *proxy, Py_ssize_t proxylen, PyObject *ext) {
     PyObject *scope = http_scope(srv, blob, ends, nends, major, minor, chost, chostlen, cport, shost, shostlen,
-                                 sport, is_unix, proxy, proxylen);
+                                 sport, is_unix, proxy, proxylen, ext);
     return gl_asgi_launch(srv, rid, scope, &http_kind, srv->app);
 }
 
@@ -1012,6 +1016,7 @@ int gl_init_asgi(PyObject *m) {
     INTERN(s_v11, "1.1");
     INTERN(s_v2, "2");
     INTERN(s_copy, "copy");
+    INTERN(s_extensions, "extensions");
 #undef INTERN
 #if PY_VERSION_HEX < 0x030C0000
     {

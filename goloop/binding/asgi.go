@@ -28,6 +28,8 @@ type asgiSrv struct {
 	s      *asgi.Server
 	evs    []asgi.Event
 	tagged map[*asgi.Request]struct{} // requests whose Tag holds a reference to their send object
+	// the extensions dict of each TLS connection's scopes, with "tls" (asgi_tls.go)
+	tlsConns map[*asgi.Conn]pyObj
 }
 
 var (
@@ -67,7 +69,8 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	}
 	poll := l.poll
 	cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
-	sv := &asgiSrv{l: l, py: py, s: asgi.New(cfg), tagged: map[*asgi.Request]struct{}{}}
+	sv := &asgiSrv{l: l, py: py, s: asgi.New(cfg), tagged: map[*asgi.Request]struct{}{},
+		tlsConns: map[*asgi.Conn]pyObj{}}
 	if !goroutineReaders() {
 		sv.s.SetLoop(drvPoller{l})
 	}
@@ -141,6 +144,9 @@ func (sv *asgiSrv) release() {
 		}
 	}
 	clear(sv.tagged)
+	for c := range sv.tlsConns {
+		sv.connClosed(c)
+	}
 	l := sv.l
 	for i, x := range l.asgi {
 		if x == sv {
@@ -189,6 +195,8 @@ func (l *loop) takeASGIQueues() {
 				sv.start(ev.Req)
 			case asgi.EvWake:
 				sv.wake(ev.Req)
+			case asgi.EvConnClosed:
+				sv.connClosed(ev.Req.Conn())
 			}
 		}
 	}
@@ -289,9 +297,13 @@ func (sv *asgiSrv) start(r *asgi.Request) {
 	rid, _ := asgiReqs.Add(r)
 	c := r.Conn()
 	penc, plen := proxyEnc(r)
+	ext, release := sv.scopeExt(c)
 	rc := C.gl_asgi_request(sv.py, C.long(rid), cbytes(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
 		C.int(r.Major), C.int(r.Minor), cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
-		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix), penc, plen)
+		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix), penc, plen, ext)
+	if release != nil {
+		release()
+	}
 	if rc < 0 { // the call could not start (reported by asgi.c): a 500
 		r.AppDone()
 		asgiReqs.Del(rid)

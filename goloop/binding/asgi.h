@@ -162,7 +162,7 @@ static inline int gl_set_new(PyObject *d, PyObject *k, PyObject *v) {
 int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                     int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
                     const char *shost, Py_ssize_t shostlen, int sport, int is_unix,
-                    const char *proxy, Py_ssize_t proxylen);
+                    const char *proxy, Py_ssize_t proxylen, PyObject *ext);
 int gl_asgi_wake(GLAsgiSend *s, int ws);
 PyObject *gl_bytes(const char *p, Py_ssize_t n);
 PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh);  /* the scope's headers */
@@ -176,7 +176,9 @@ int gl_asgi_is_run(PyObject *o);
 int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg);
 PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg);
 int gl_init_asgi_spec(void);
-int gl_asgi_ws_extensions(PyObject *scope);
+int gl_asgi_ws_extensions(PyObject *scope, PyObject *http_ext);
+PyObject *gl_asgi_tls_ext(GLAsgiServer *srv, const char *blob, const int32_t *ends, int nends, int version,
+                          int cipher);
 int gl_asgi_header_lines(PyObject *headers);
 const char *gl_asgi_hdrbuf(Py_ssize_t *n);
 /* asgi.c's helpers for asgi_ws.c and asgi_spec.c */
@@ -191,7 +193,7 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
 int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                        const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
                        Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen,
-                       const char *proxy, Py_ssize_t proxylen);
+                       const char *proxy, Py_ssize_t proxylen, PyObject *ext);
 PyObject *gl_asgi_ws_message(GLAsgiSend *s);  /* receive()'s message (a gl_asgi_message_fn) */
 PyObject *gl_ws_text(const char *p, Py_ssize_t n);
 int gl_init_asgi_ws(PyObject *m);

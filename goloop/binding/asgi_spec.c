@@ -4,7 +4,8 @@
 #include "asgi.h"
 #include "_cgo_export.h"
 
-static PyObject *s_trailers, *s_headers, *s_more_trailers, *s_path, *s_t_trailers, *s_t_pathsend;
+static PyObject *s_trailers, *s_headers, *s_more_trailers, *s_path, *s_t_trailers, *s_t_pathsend, *s_tls,
+    *s_extensions;
 static PyObject *s_file, *s_offset, *s_count, *s_more_body, *s_tell, *s_t_zerocopysend;
 
 /* msg[key]'s truth (absent: false); -1 on error. */
@@ -110,13 +111,55 @@ PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg) {
     return NULL;
 }
 
-/* A websocket scope's extensions (it copies the HTTP scope's template): the denial response. */
-int gl_asgi_ws_extensions(PyObject *scope) {
+/* A websocket scope's extensions (it copies the HTTP scope's template): the denial response,
+ * and over TLS the connection's "tls" (from http_ext, its HTTP scopes' extensions, or NULL). */
+int gl_asgi_ws_extensions(PyObject *scope, PyObject *http_ext) {
     PyObject *e = Py_BuildValue("{s:{}}", "websocket.http.response");
     if (e == NULL) return -1;
-    int rc = PyDict_SetItemString(scope, "extensions", e);
+    PyObject *tls = http_ext != NULL ? PyDict_GetItemWithError(http_ext, s_tls) : NULL;  /* borrowed */
+    int rc = (tls == NULL && PyErr_Occurred()) ? -1 : 0;
+    if (rc == 0 && tls != NULL) rc = PyDict_SetItem(e, s_tls, tls);
+    if (rc == 0) rc = PyDict_SetItemString(scope, "extensions", e);
     Py_DECREF(e);
     return rc;
+}
+
+/* The extensions of a TLS connection's HTTP scopes (asgi_tls.go keeps one per connection):
+ * the template's and "tls" (https://asgi.readthedocs.io/en/latest/extensions.html#tls).
+ * Segments of blob: the server's certificate (PEM, empty: None), the client certificate's
+ * subject (RFC 4514, empty: None), then the client's chain (PEM each). */
+PyObject *gl_asgi_tls_ext(GLAsgiServer *srv, const char *blob, const int32_t *ends, int nends, int version,
+                          int cipher) {
+#define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
+#define STR_OR_NONE(i) (ends[i] == ((i) > 0 ? ends[(i) - 1] : 0) ? Py_NewRef(Py_None) : PyUnicode_DecodeUTF8(SEG(i), "replace"))
+    PyObject *base = PyDict_GetItemWithError(srv->template, s_extensions);  /* borrowed */
+    if (base == NULL && PyErr_Occurred()) return NULL;
+    PyObject *ext = base != NULL && PyDict_Check(base) ? PyDict_Copy(base) : PyDict_New();
+    PyObject *chain = PyList_New(0);
+    PyObject *tls = NULL;
+    if (ext == NULL || chain == NULL) goto fail;
+    for (int i = 2; i < nends; i++) {
+        PyObject *pem = PyUnicode_DecodeUTF8(SEG(i), "replace");
+        if (pem == NULL || PyList_Append(chain, pem) < 0) {
+            Py_XDECREF(pem);
+            goto fail;
+        }
+        Py_DECREF(pem);
+    }
+    tls = Py_BuildValue("{s:N,s:O,s:N,s:O,s:i,s:i}", "server_cert", STR_OR_NONE(0), "client_cert_chain", chain,
+                        "client_cert_name", STR_OR_NONE(1), "client_cert_error", Py_None, "tls_version", version,
+                        "cipher_suite", cipher);
+    if (tls == NULL || PyDict_SetItem(ext, s_tls, tls) < 0) goto fail;
+    Py_DECREF(tls);
+    Py_DECREF(chain);
+    return ext;
+fail:
+    Py_XDECREF(tls);
+    Py_XDECREF(chain);
+    Py_XDECREF(ext);
+    return NULL;
+#undef STR_OR_NONE
+#undef SEG
 }
 
 int gl_init_asgi_spec(void) {
@@ -127,6 +170,8 @@ int gl_init_asgi_spec(void) {
     INTERN(s_path, "path");
     INTERN(s_t_trailers, "http.response.trailers");
     INTERN(s_t_pathsend, "http.response.pathsend");
+    INTERN(s_tls, "tls");
+    INTERN(s_extensions, "extensions");
     INTERN(s_file, "file");
     INTERN(s_offset, "offset");
     INTERN(s_count, "count");

@@ -1,14 +1,20 @@
 package main
 
-// goloop serve's TLS (binding): the options of AsgiServer.set_tls and the SIGHUP reload.
-// The handshakes and records are Go's (goloop/asgi/tls.go), in the connections' goroutines.
+// goloop serve's TLS (binding): the options of AsgiServer.set_tls, the SIGHUP reload, and
+// the tls scope extension of each TLS connection. The handshakes and records are Go's
+// (goloop/asgi/tls.go), in the connections' goroutines.
 
 /*
 #include "asgi.h"
 */
 import "C"
 
-import "github.com/goloop/goloop/goloop/asgi"
+import (
+	"strings"
+	"unsafe"
+
+	"github.com/goloop/goloop/goloop/asgi"
+)
 
 func cstr(p *C.char) string {
 	if p == nil {
@@ -17,13 +23,18 @@ func cstr(p *C.char) string {
 	return C.GoString(p)
 }
 
-// glAsgiSetTLS makes the server's connections TLS (files loaded now: an OSError if not).
+// glAsgiSetTLS makes the server's connections TLS (files loaded now: an OSError if not);
+// pairs is "cert\x00key\x00cert\x00key..." (several certificates: picked by SNI).
 //
 //export glAsgiSetTLS
-func glAsgiSetTLS(sid C.long, certfile, keyfile, password, cafile *C.char, certReqs C.int) (rc C.int) {
+func glAsgiSetTLS(sid C.long, pairs *C.char, plen C.Py_ssize_t, password, cafile *C.char, certReqs C.int) (rc C.int) {
 	defer recoverInt(&rc)
-	err := getSrv(sid).s.SetTLS(asgi.TLSOptions{CertFile: cstr(certfile), KeyFile: cstr(keyfile),
-		Password: cstr(password), CAFile: cstr(cafile), CertReqs: int(certReqs)})
+	o := asgi.TLSOptions{Password: cstr(password), CAFile: cstr(cafile), CertReqs: int(certReqs)}
+	f := strings.Split(C.GoStringN(pairs, C.int(plen)), "\x00")
+	for i := 0; i+1 < len(f); i += 2 {
+		o.Certs = append(o.Certs, asgi.CertKey{CertFile: f[i], KeyFile: f[i+1]})
+	}
+	err := getSrv(sid).s.SetTLS(o)
 	if err != nil {
 		raise(C.PyExc_OSError, "TLS: "+err.Error())
 		return -1
@@ -41,4 +52,58 @@ func glAsgiReloadTLS(sid C.long) (rc C.int) {
 		return -1
 	}
 	return 0
+}
+
+// tlsExt is the extensions dict of the scopes of TLS connection c (with "tls"), made at its
+// first request and kept until it closes (EvConnClosed: connClosed). owned: the caller
+// must release it (c closed meanwhile: nothing keeps it). nil: an error (raised).
+func (sv *asgiSrv) tlsExt(c *asgi.Conn) (ext pyObj, owned bool) {
+	if o, ok := sv.tlsConns[c]; ok {
+		return o, false
+	}
+	info := c.TLSInfo()
+	if info == nil {
+		return nil, false
+	}
+	blob := make([]byte, 0, len(info.ServerCert)+len(info.ClientName)+len(info.ClientChain)*800)
+	ends := make([]int32, 0, 2+len(info.ClientChain))
+	for _, s := range append([]string{info.ServerCert, info.ClientName}, info.ClientChain...) {
+		blob = append(blob, s...)
+		ends = append(ends, int32(len(blob)))
+	}
+	o := C.gl_asgi_tls_ext(sv.py, cbytes(blob), (*C.int32_t)(unsafe.Pointer(&ends[0])), C.int(len(ends)),
+		C.int(info.Version), C.int(info.CipherSuite))
+	if o == nil {
+		return nil, false
+	}
+	if !c.TrackClose() { // closed already: no event will release it
+		return o, true
+	}
+	sv.tlsConns[c] = o
+	return o, false
+}
+
+// connClosed releases what was kept for connection c (loop thread).
+func (sv *asgiSrv) connClosed(c *asgi.Conn) {
+	if o, ok := sv.tlsConns[c]; ok {
+		delete(sv.tlsConns, c)
+		C.gl_decref(o)
+	}
+}
+
+// scopeExt is the extensions dict of r's scope when it is not the template's (TLS: with
+// "tls"), nil otherwise; release it with done.
+func (sv *asgiSrv) scopeExt(c *asgi.Conn) (ext pyObj, done func()) {
+	if !c.TLS() {
+		return nil, nil
+	}
+	o, owned := sv.tlsExt(c)
+	if o == nil {
+		C.PyErr_WriteUnraisable(nil) // the scope goes without "tls"; the request is served
+		return nil, nil
+	}
+	if owned {
+		return o, func() { C.gl_decref(o) }
+	}
+	return o, nil
 }

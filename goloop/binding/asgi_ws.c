@@ -256,7 +256,7 @@ static PyObject *split_protocols(const char *p, Py_ssize_t n) {
 static PyObject *ws_scope(GLAsgiServer *srv, const char *blob, const int32_t *ends, int nends, const char *chost,
                           Py_ssize_t chostlen, int cport, const char *shost, Py_ssize_t shostlen, int sport,
                           int is_unix, const char *protos, Py_ssize_t protolen, const char *proxy,
-                          Py_ssize_t proxylen) {
+                          Py_ssize_t proxylen, PyObject *ext) {
     PyObject *scope = PyDict_Copy(srv->template), *scheme;
     if (scope == NULL) return NULL;
     scheme = PyDict_GetItemWithError(scope, s_scheme);  /* borrowed */
@@ -269,7 +269,7 @@ static PyObject *ws_scope(GLAsgiServer *srv, const char *blob, const int32_t *en
         gl_set_new(scope, s_query_string, PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
         gl_set_new(scope, s_headers, gl_asgi_headers(blob, ends, (nends - 4) / 2)) < 0 ||
         gl_set_new(scope, s_subprotocols, split_protocols(protos, protolen)) < 0 ||
-        gl_asgi_ws_extensions(scope) < 0)
+        gl_asgi_ws_extensions(scope, ext) < 0)
         goto fail;
 #undef SEG
     if (is_unix) {
@@ -302,9 +302,9 @@ static const GLAsgiKind ws_kind = {&WsSendType, &WsRecvType, (vectorcallfunc)ws_
 int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
                        const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
                        Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen,
-                       const char *proxy, Py_ssize_t proxylen) {
+                       const char *proxy, Py_ssize_t proxylen, PyObject *ext) {
     PyObject *scope = ws_scope(srv, blob, ends, nends, chost, chostlen, cport, shost, shostlen, sport, is_unix,
-                               protos, protolen, proxy, proxylen);
+                               protos, protolen, proxy, proxylen, ext);
     return gl_asgi_launch(srv, rid, scope, &ws_kind, NULL);
 }
 

@@ -154,6 +154,7 @@ type Parser struct {
 	// section, whatever its headers say of a body (httptools' behaviour: the bytes after
 	// the headers belong to the new protocol).
 	UpgradeSkipsBody bool
+	upgradeBody      bool // ReadUpgradeBody was called for the current message
 
 	h        Handler
 	response bool
@@ -254,6 +255,16 @@ func (p *Parser) ChunkSize() uint64 { return p.chunk }
 // Err returns the error that stopped the parser, if any.
 func (p *Parser) Err() error { return p.err }
 
+// ReadUpgradeBody, called from OnHeadersComplete of a request that upgrades the
+// connection, makes the parser read the request's body (as its headers declare it) before
+// the upgrade, despite UpgradeSkipsBody: the request is answered before the switch, or the
+// upgrade is declined (h2c).
+func (p *Parser) ReadUpgradeBody() {
+	if !p.response && p.flags&fUpgrade != 0 {
+		p.upgradeBody = true
+	}
+}
+
 // ShouldUpgrade tells whether the current message upgrades the connection
 // (a request with Upgrade and Connection: upgrade, a CONNECT request, or a
 // 101 response with Upgrade and Connection: upgrade). Valid from
@@ -302,6 +313,7 @@ func (p *Parser) needsEOF() bool {
 
 func (p *Parser) resetMessage() {
 	p.flags = 0
+	p.upgradeBody = false
 	p.clen = -1
 	p.remain = 0
 	p.chunk = 0
@@ -1112,8 +1124,10 @@ func (p *Parser) decideBody(off int) error {
 	} else {
 		f &^= fUpgrade
 	}
-	if p.UpgradeSkipsBody && f&fUpgrade != 0 {
+	if p.UpgradeSkipsBody && f&fUpgrade != 0 && !p.upgradeBody {
 		f |= fSkipBody
+	} else if p.upgradeBody {
+		f &^= fSkipBody
 	}
 	if p.response && p.SkipBody {
 		f |= fSkipBody
@@ -1162,7 +1176,7 @@ func (p *Parser) headersComplete(off int) error {
 		if err := p.h.OnHeadersComplete(); err != nil {
 			return p.cbErr(err, off)
 		}
-		if p.response && p.SkipBody && p.body != bodyNone {
+		if p.response && p.SkipBody && p.body != bodyNone || p.upgradeBody {
 			if err := p.decideBody(off); err != nil {
 				return err
 			}

@@ -133,6 +133,26 @@ def _check_ssl(cfg: dict[str, Any]) -> None:
             raise ConfigError("ssl_cert_reqs needs ssl_certfile")
     elif cfg["ssl_cert_reqs"] and not cfg["ssl_ca_certs"]:
         raise ConfigError("client certificates (ssl_cert_reqs 1 or 2) need ssl_ca_certs to verify them")
+    else:
+        tls_pairs(cfg)
+
+
+def _paths(v: Any) -> list:
+    if v is None:
+        return []
+    if isinstance(v, (str, bytes, os.PathLike)):
+        return [v]
+    return list(v)
+
+
+def tls_pairs(cfg: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """The (certfile, keyfile or None) pairs of ssl_certfile/ssl_keyfile: each a path or a list
+    of paths (several certificates, picked by SNI: goloop's extension of uvicorn's options)."""
+    certs, keys = _paths(cfg["ssl_certfile"]), _paths(cfg["ssl_keyfile"])
+    if keys and len(keys) != len(certs):
+        raise ConfigError(f"ssl_keyfile is given {len(keys)} times for {len(certs)} ssl_certfile: give one key "
+                          "per certificate, in the same order (or none: each key in its certificate's file)")
+    return list(zip(certs, keys or [None] * len(certs)))
 
 
 def import_app(target: Any, factory: bool = False, app_dir: str | None = None) -> Any:
@@ -426,8 +446,8 @@ class Server:
         try:
             if tls:
                 pw = cfg["ssl_keyfile_password"]
-                srv.set_tls(os.fspath(cfg["ssl_certfile"]), os.fspath(cfg["ssl_keyfile"] or cfg["ssl_certfile"]),
-                            str(pw) if pw else None,
+                pairs = b"\0".join(os.fsencode(p) for cert, key in tls_pairs(cfg) for p in (cert, key or cert))
+                srv.set_tls(pairs, str(pw) if pw else None,
                             os.fspath(cfg["ssl_ca_certs"]) if cfg["ssl_ca_certs"] else None, cfg["ssl_cert_reqs"])
         except BaseException:
             srv.release()
@@ -534,8 +554,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ws-per-message-deflate", type=_boolean, default=True)
     p.add_argument("--factory", action="store_true")
     p.add_argument("--app-dir", default=None)
-    p.add_argument("--ssl-keyfile")
-    p.add_argument("--ssl-certfile")
+    # several --ssl-certfile (with as many --ssl-keyfile, in order): certificates picked by SNI
+    p.add_argument("--ssl-keyfile", action="append")
+    p.add_argument("--ssl-certfile", action="append")
     p.add_argument("--ssl-keyfile-password")
     p.add_argument("--ssl-version", type=int)
     p.add_argument("--ssl-cert-reqs", type=int, default=0)
@@ -564,6 +585,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error("unrecognized arguments: " + " ".join(unknown))
     options = vars(args)
     app = options.pop("app")
+    for name in ("ssl_certfile", "ssl_keyfile"):  # one: a path, as uvicorn's option
+        if options[name] is not None and len(options[name]) == 1:
+            options[name] = options[name][0]
     if options["app_dir"] is None:
         options["app_dir"] = "."
     try:
