@@ -410,7 +410,13 @@ def run_job(job: Job, args) -> Job:
         if done and rc == 0:
             break
         with open(log_path, "rb") as f:
-            tail = f.read()[-6000:].decode("utf-8", "replace")
+            out = f.read().decode("utf-8", "replace")
+        tail = out[-6000:]
+        shown = tail
+        go = go_crash(out)
+        if go and go not in tail:
+            # A Go crash dump lists every goroutine: its cause is at its start, far from the tail.
+            shown = f"{go}\n[...]\n{out[-2000:]}"
         if timed_out:
             kind, why = "timeout", ("time budget exhausted" if time.monotonic() >= args.deadline
                                     else f"module timeout ({args.module_timeout:g}s) reached")
@@ -423,13 +429,13 @@ def run_job(job: Job, args) -> Job:
         job.log.append(f"{job.module}[{job.mode}]: {why}" + (f" in {started}" if started else ""))
         if started is not None and started not in job.results:
             job.results[started] = {"id": started, "outcome": kind, "mode": job.mode,
-                                    "detail": f"{why}\n{tail}", "secs": 0.0,
+                                    "detail": f"{why}\n{shown}", "secs": 0.0,
                                     "exercised": False}
         else:
             # Died outside any test (import, module fixtures): nothing to resume after.
             job.results.setdefault(f"{PKG}.{job.module}.<process>", {
                 "id": f"{PKG}.{job.module}.<process>", "outcome": kind, "mode": job.mode,
-                "detail": f"{why}\n{tail}", "secs": 0.0, "exercised": False})
+                "detail": f"{why}\n{shown}", "secs": 0.0, "exercised": False})
             break
         if timed_out:
             break
@@ -488,8 +494,34 @@ def known_reason(known, tid):
     return None, None
 
 
+# The first line of a Go runtime crash dump (the lines before it, e.g. "signal 23 received on
+# thread with no signal stack", say where; the goroutine that crashed follows it).
+GO_CRASH = re.compile(r"^(fatal error: |panic: |fatal: |unexpected fault address )", re.M)
+
+
+def go_crash(out):
+    """The start of a Go crash dump in a process's output: the lines just before its first
+    line, the error, and the stack of the goroutine that crashed (or the runtime's stack),
+    up to 4000 characters; "" when the output has no Go crash."""
+    m = GO_CRASH.search(out)
+    if m is None:
+        return ""
+    start = out.rfind("\n", 0, max(out.rfind("\n", 0, m.start()), 0)) + 1
+    # The error, then blank-line separated blocks: keep through the first stack block.
+    blocks = out[start:].split("\n\n")
+    keep = blocks[:1]
+    for b in blocks[1:]:
+        keep.append(b)
+        if re.match(r"(goroutine \d+ |runtime stack:)", b.lstrip()):
+            break
+    return "\n\n".join(keep)[:4000]
+
+
 def short(detail):
     """The exception line of a traceback (where a hung test was stuck), for the report."""
+    m = GO_CRASH.search(detail or "")
+    if m is not None:
+        return "Go " + detail[m.start():].split("\n", 1)[0].strip()[:200]
     lines = [ln for ln in (detail or "").strip().splitlines() if ln.strip()]
     if any(ln.startswith("Timeout (") for ln in lines):
         # faulthandler's dump, most recent call first: the innermost frame in a test file.

@@ -124,6 +124,48 @@ def test_fork_before_runtime_started_is_allowed():
     assert "parent: parent-ok" in r.stdout
 
 
+# Interpreter exit frees faulthandler's alternate signal stack and disables sigaltstack on the
+# main thread before its last garbage collection, which traverses and frees the loops still
+# alive, in Go. Go took faulthandler's stack as its own when the main thread first called into
+# Go, so a signal Go handles arriving then (SIGURG: its preemption signal) used to abort the
+# process ("fatal error: non-Go code disabled sigaltstack"; seen in CI at the exit of CPython's
+# test_unix_events on 3.13t). Here a sibling process sends SIGURG all along the exit, while a
+# loop holding many handles lives until the interpreter state is cleared.
+SIGNAL_DURING_EXIT = r"""
+import asyncio, codecs, faulthandler, os, subprocess, sys, time
+import goloop
+
+faulthandler.enable()              # before the main thread's first call into Go
+loop = goloop.new_event_loop()
+loop.run_until_complete(asyncio.sleep(0))
+for _ in range(200_000):
+    loop.call_soon(print)          # Go holds them: traversing and freeing the loop takes a while
+codecs.register(lambda name, _keep=loop: None)   # cleared with the interpreter state
+del loop
+subprocess.Popen([sys.executable, "-c", '''if 1:
+    import os, signal, sys, time
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        try:
+            os.kill(int(sys.argv[1]), signal.SIGURG)
+        except ProcessLookupError:
+            break
+        time.sleep(0.0002)
+''', str(os.getpid())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(0.1)
+print("exiting", flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_signal_during_interpreter_exit():
+    for _ in range(3):
+        r = run_script(SIGNAL_DURING_EXIT, timeout=60)
+        assert "fatal error" not in r.stderr, r.stderr[:3000]
+        assert r.returncode == 0, r.stderr[:3000]
+        assert r.stdout == "exiting\n"
+
+
 @pytest.mark.timeout(60)
 def test_import_does_not_load_engine():
     r = run_script("""

@@ -64,7 +64,10 @@ def serving(app, **options):
         yield server
     finally:
         if t.is_alive():
-            state["loop"].call_soon_threadsafe(server.request_exit)
+            try:
+                state["loop"].call_soon_threadsafe(server.request_exit)
+            except RuntimeError:  # the loop closed meanwhile: the server stopped by itself
+                pass
         t.join(20)
         assert not t.is_alive(), "the server did not stop"
         if "error" in state:

@@ -99,6 +99,46 @@ def test_large_responses_to_slow_reader(tmp_path):
         s.close()
 
 
+BIG = os.urandom(200 << 10)
+
+
+async def buffers_app(scope, receive, send):
+    """GET /bytes, /bytearray, /memoryview answer BIG in a body of that type; the mutable
+    ones are overwritten as soon as send returns (the server must have copied them)."""
+    if scope["type"] != "http":
+        return
+    kind = scope["path"][1:]
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", b"%d" % len(BIG))]})
+    if kind == "bytes":
+        await send({"type": "http.response.body", "body": BIG})
+        return
+    buf = bytearray(BIG)
+    await send({"type": "http.response.body", "body": buf if kind == "bytearray" else memoryview(buf)})
+    buf[:] = b"Z" * len(buf)
+
+
+@pytest.mark.usefixtures("serve_readers")
+def test_large_bodies_of_each_buffer_type():
+    # Large bytes bodies are held by the loop driver until the kernel took them (no copy);
+    # mutable buffers are copied. Pipelined, through a slow reader (partial writes): the
+    # bytes arrive as sent, and the references held are released.
+    base = sys.getrefcount(BIG)
+    with serving(buffers_app) as server:
+        s = slow_client(server.port)
+        f = s.makefile("rb")
+        kinds = [b"bytes", b"bytearray", b"memoryview"] * 3
+        s.sendall(b"".join(b"GET /%s HTTP/1.1\r\nHost: x\r\n\r\n" % k for k in kinds))
+        for k in kinds:
+            assert read_head(f) == len(BIG)
+            assert f.read(len(BIG)) == BIG, k
+        deadline = time.monotonic() + 5
+        while sys.getrefcount(BIG) != base and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sys.getrefcount(BIG) == base
+        s.close()
+
+
 @pytest.mark.usefixtures("serve_readers")
 def test_many_large_keep_alive_responses():
     # 200 responses of 100 KiB in a row take well under a second; a write that waits for

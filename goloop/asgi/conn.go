@@ -50,7 +50,8 @@ type Conn struct {
 	wake     chan struct{} // cap 1: room for the reader, or closed
 	ws       *WS           // the WebSocket session this connection was upgraded to (ws.go)
 	up       *h2cUpgrade   // an Upgrade: h2c whose request is being read (h2c.go)
-	files    []fileSeg     // files to send at offsets of out (spec.go)
+	files    []fileSeg     // files and held bodies to send at offsets of out (spec.go)
+	heldN    int           // bytes of the held bodies in files (loop mode, SendHeld)
 	linger   bool          // close with a lingering close (spec.go)
 
 	// the reader goroutine's own state
@@ -269,7 +270,7 @@ func (c *Conn) answer(code int, text string) {
 // httpparser.Handler
 
 func (c *Conn) OnMessageBegin() error {
-	c.cur = &Request{c: c, clen: -1}
+	c.cur = newRequest(c)
 	return nil
 }
 
@@ -541,6 +542,9 @@ func rawWrite(rc syscall.RawConn, buf []byte) (n int, err error) {
 	}
 	return n, err
 }
+
+// unsentLocked is how many response bytes wait to be written (files aside).
+func (c *Conn) unsentLocked() int { return len(c.out) + c.heldN }
 
 func (c *Conn) consumeLocked(n int) {
 	if n <= 0 {

@@ -307,13 +307,12 @@ func (c *Conn) setInterestLocked() {
 	}
 }
 
-// loopWriteLocked writes the output (bytes, and files with sendfile(2)) until it is
-// written or the socket is full; then the writable event goes on (c.mu held: the write
-// never blocks, and no close can come between).
+// loopWriteLocked writes the output (bytes and held bodies with writev, files with
+// sendfile(2)) until it is written or the socket is full; then the writable event goes on
+// (c.mu held: the write never blocks, and no close can come between).
 func (c *Conn) loopWriteLocked() {
 	for !c.idleOutLocked() && !c.closed {
-		lim := c.outLimit()
-		if lim == 0 { // a file is next
+		if len(c.files) > 0 && c.files[0].at == 0 && c.files[0].f != nil { // a file is next
 			again, ok := c.sendFileLoopLocked()
 			if !ok {
 				c.lwrite, c.writing = false, false
@@ -326,12 +325,8 @@ func (c *Conn) loopWriteLocked() {
 			}
 			continue
 		}
-		n, err := poller.RawWrite(c.fd, c.out[:lim])
-		for err == unix.EINTR {
-			n, err = poller.RawWrite(c.fd, c.out[:lim])
-		}
-		c.consumeLocked(n)
-		if err == unix.EAGAIN || (err == nil && n < lim) {
+		n, want, err := c.writevLocked()
+		if err == unix.EAGAIN || (err == nil && n < want) {
 			c.waitWritableLocked()
 			return
 		}
@@ -348,6 +343,105 @@ func (c *Conn) loopWriteLocked() {
 	if !c.closed {
 		c.drainedLocked()
 	}
+}
+
+// maxIov bounds the pieces of one writev (a response's head and held body, and those of
+// a few pipelined responses).
+const maxIov = 16
+
+// writevLocked writes the output up to the next file (bytes of out and held bodies) with
+// one writev, consumes what the socket took and releases the held bodies it took whole.
+func (c *Conn) writevLocked() (n, want int, err error) {
+	var iov [maxIov]unix.Iovec
+	k, pos, all := 0, 0, true
+	add := func(b []byte) {
+		iov[k].Base = &b[0]
+		iov[k].SetLen(len(b))
+		k++
+		want += len(b)
+	}
+	for _, fs := range c.files {
+		if k >= maxIov-1 {
+			all = false
+			break
+		}
+		if fs.at > pos {
+			add(c.out[pos:fs.at])
+			pos = fs.at
+		}
+		if fs.f != nil {
+			all = false
+			break
+		}
+		add(fs.b)
+	}
+	if all && pos < len(c.out) && k < maxIov {
+		add(c.out[pos:])
+	}
+	if k == 1 && len(c.files) == 0 {
+		n, err = poller.RawWrite(c.fd, c.out)
+	} else {
+		n, err = poller.RawWritev(c.fd, iov[:k])
+	}
+	for err == unix.EINTR {
+		n, err = poller.RawWritev(c.fd, iov[:k])
+	}
+	if n <= 0 {
+		return 0, want, err
+	}
+	// Consume n in the order written: out's bytes before each held body, the body.
+	rem, outN, pos, drop := n, 0, 0, 0
+	for i := range c.files {
+		fs := &c.files[i]
+		if d := fs.at - pos; d > 0 {
+			t := min(d, rem)
+			outN, rem, pos = outN+t, rem-t, pos+t
+			if t < d {
+				break
+			}
+		}
+		if fs.f != nil || rem == 0 {
+			break
+		}
+		t := min(len(fs.b), rem)
+		fs.b, fs.n, c.heldN, rem = fs.b[t:], fs.n-int64(t), c.heldN-t, rem-t
+		if len(fs.b) > 0 {
+			break
+		}
+		fs.rel() // the kernel has the body: the caller may free it
+		drop++
+	}
+	if drop > 0 {
+		m := copy(c.files, c.files[drop:])
+		clear(c.files[m:])
+		c.files = c.files[:m]
+	}
+	c.consumeLocked(outN + rem) // rem: out's bytes after the last held body
+	return n, want, err
+}
+
+// unholdLocked copies the held bodies into out and releases them (a hand-off: the
+// writer goroutine and the goroutine driver write only Go's memory).
+func (c *Conn) unholdLocked() {
+	if c.heldN == 0 {
+		return
+	}
+	out := make([]byte, 0, len(c.out)+c.heldN)
+	files, pos := c.files[:0], 0
+	for _, fs := range c.files {
+		out = append(out, c.out[pos:fs.at]...)
+		pos = fs.at
+		if fs.f != nil {
+			fs.at = len(out)
+			files = append(files, fs)
+			continue
+		}
+		out = append(out, fs.b...)
+		fs.rel()
+	}
+	out = append(out, c.out[pos:]...)
+	clear(c.files[len(files):])
+	c.files, c.out, c.heldN = files, out, 0
 }
 
 // waitWritableLocked: the socket is full; the rest is written on the writable event
@@ -455,6 +549,7 @@ func (c *Conn) handOff(run func()) {
 		return
 	}
 	c.setNetConn(nc)
+	c.unholdLocked()
 	if c.lwrite { // a write waits for room: the writer goroutine goes on with it
 		c.lwrite = false
 		go c.writer()

@@ -2,9 +2,11 @@ package asgi
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -151,6 +153,9 @@ func TestLoopDriver(t *testing.T) {
 		{"SlowReader", testLoopSlowReader}, {"ManyLargeResponses", testLoopManyLargeResponses},
 		{"ResetsAndFds", testLoopResetsAndFds}, {"BothDrivers", testBothDrivers},
 		{"HandOffWritePending", testHandOffWritePending}, {"AcceptBackoff", testAcceptBackoff},
+		{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
+		{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
+		{"HeldLost", testHeld(testHeldLost)},
 	} {
 		t.Run(tc.name, tc.f)
 	}
@@ -171,11 +176,133 @@ func dialSmall(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	return c, bufio.NewReaderSize(c, 4096)
 }
 
-// sized answers a body of the size the path asks ("/1048576"), in one part.
+// sized answers a body of the size the path asks ("/1048576"), in one part (held, with
+// sizedHolds set: SendHeld).
 func sized(a *fakeApp, r *Request) {
 	var n int
 	fmt.Sscanf(string(r.Path()), "/%d", &n)
+	if h := sizedHolds; h != nil {
+		h.respond(a, r, bytes.Repeat([]byte("y"), n))
+		return
+	}
 	a.respond(r, 200, "", strings.Repeat("y", n))
+}
+
+// sizedHolds: the tests' sized sends its bodies with SendHeld (testHeld sets it).
+var sizedHolds *holds
+
+// holds counts the bodies the engine held and released; a released body is overwritten,
+// so that a write of it after its release shows in the response.
+type holds struct {
+	mu             sync.Mutex
+	held, released int
+	twice          bool
+}
+
+// respond answers body in two parts (16 KiB or more: both may be held), with a
+// content-length unless the query is "chunked".
+func (h *holds) respond(a *fakeApp, r *Request, body []byte) {
+	hdr := fmt.Sprintf("content-length: %d\r\n", len(body))
+	if string(r.Query()) == "chunked" {
+		hdr = ""
+	}
+	if err := r.Start(200, []byte(hdr)); err != nil {
+		panic(err)
+	}
+	half := len(body) / 2
+	for i, p := range [][]byte{body[:half], body[half:]} {
+		done := false
+		rel := func() {
+			h.mu.Lock()
+			h.twice = h.twice || done
+			done = true
+			h.released++
+			h.mu.Unlock()
+			for j := range p {
+				p[j] = 'Z'
+			}
+		}
+		h.mu.Lock() // counted first: rel may run in SendHeld (its flush)
+		h.held++
+		h.mu.Unlock()
+		_, held, err := r.SendHeld(p, i == 0, rel)
+		if !held {
+			h.mu.Lock()
+			h.held--
+			h.mu.Unlock()
+		}
+		if err != nil {
+			panic(err)
+		}
+		a.s.Flush()
+	}
+}
+
+// settled: every held body was released (within a few seconds), once.
+func (h *holds) settled(t *testing.T) {
+	for i := 0; ; i++ {
+		h.mu.Lock()
+		held, released, twice := h.held, h.released, h.twice
+		h.mu.Unlock()
+		if twice {
+			t.Fatal("a held body was released twice")
+		}
+		if held == released {
+			if held == 0 {
+				t.Fatal("no body was held")
+			}
+			return
+		}
+		if i == 300 {
+			t.Fatalf("%d bodies held, %d released", held, released)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// testHeld runs f with sized's bodies held (SendHeld): the same responses arrive (none
+// written after its release: its bytes would be 'Z'), and every body is released once.
+func testHeld(f func(*testing.T)) func(*testing.T) {
+	return func(t *testing.T) {
+		h := &holds{}
+		sizedHolds = h
+		defer func() { sizedHolds = nil }()
+		f(t)
+		h.settled(t)
+	}
+}
+
+// A held body's connection lost while its write waits: the body is released.
+func testHeldLost(t *testing.T) {
+	_, addr := startServer(t, Config{}, sized)
+	c, br := dialSmall(t, addr)
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(c, "GET /8388608 HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	c.Close() // with 8 MiB unread: the server's write fails
+}
+
+// Pipelined held responses through a slow reader, read with net/http's chunked decoder.
+func testHeldPipelined(t *testing.T) {
+	_, addr := startServer(t, Config{}, sized)
+	c, br := dialSmall(t, addr)
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	sizes := []int{100 << 10, 40 << 10, 1 << 20, 20 << 10}
+	for i, n := range sizes {
+		fmt.Fprintf(c, "GET /%d%s HTTP/1.1\r\nHost: x\r\n\r\n", n, []string{"", "?chunked"}[i%2])
+	}
+	for _, n := range sizes {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || len(b) != n || bytes.Count(b, []byte("y")) != n {
+			t.Fatalf("%d bytes (%d 'y') of %d: %v", len(b), bytes.Count(b, []byte("y")), n, err)
+		}
+	}
 }
 
 // Large responses to a client that reads slowly through a small receive buffer arrive

@@ -68,6 +68,22 @@ type Request struct {
 	trHdr      []byte    // trailer lines received so far
 	files      []fileSeg // files in out (pathsend)
 	ownStatus  int       // answered by the server with this status (426) instead of the app
+
+	// Room for a small request's Blob and Ends, and its target (then the response's
+	// header lines): one allocation per request instead of five (newRequest).
+	inl     [inlBlob + inlTail]byte
+	inlEnds [12]int32
+}
+
+const inlBlob, inlTail = 160, 128
+
+// newRequest is a request of c whose head the parser is about to deliver.
+func newRequest(c *Conn) *Request {
+	r := &Request{c: c, clen: -1}
+	r.Blob = r.inl[:0:inlBlob] // a larger head grows out of it (append copies)
+	r.Ends = r.inlEnds[:0]
+	r.target = r.inl[inlBlob:inlBlob]
+	return r
 }
 
 // Conn returns the request's connection.
@@ -126,6 +142,9 @@ func (r *Request) finishHead(method []byte) {
 	r.Blob = appendUnquote(r.Blob, path)
 	r.Ends = append(r.Ends, int32(len(r.Blob)))
 	r.target = nil
+	if r.hdr == nil {
+		r.hdr = r.inl[inlBlob:inlBlob] // the target's room is the response's header lines'
+	}
 }
 
 func unhex(c byte) (byte, bool) {
@@ -234,11 +253,29 @@ const (
 )
 
 // Send adds a body part (ASGI's http.response.body); more=false completes the response.
+// body is copied.
 func (r *Request) Send(body []byte, more bool) (flags int, err error) {
+	flags, _, err = r.SendHeld(body, more, nil)
+	return flags, err
+}
+
+// HoldMin is the smallest body SendHeld may hold instead of copying.
+const HoldMin = 16 * 1024
+
+// SendHeld is Send that may keep body instead of copying it (held: a loop-mode connection
+// answering its first request in flight, a body of HoldMin bytes or more, rel not nil):
+// the caller keeps body's memory valid and unchanged until the engine calls rel, once,
+// from the thread that runs the loop driver, after the kernel took the bytes or the
+// connection was lost (or from a hand-off to the goroutine driver, which copies them).
+// Not held: body was copied and rel is never called.
+func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held bool, err error) {
 	if r.h2 != nil {
-		return r.h2Send(body, more)
+		flags, err = r.h2Send(body, more)
+		return flags, false, err
 	}
-	return r.sendPart(bodyPart{b: body}, more, ErrNotStarted)
+	part := bodyPart{b: body, rel: rel}
+	flags, err = r.sendPart(&part, more, ErrNotStarted)
+	return flags, rel != nil && part.rel == nil, err
 }
 
 // bodyPart is a response body part: bytes b, or n bytes of file f from offset off.
@@ -246,12 +283,13 @@ type bodyPart struct {
 	b      []byte
 	f      *os.File
 	off, n int64
-	clamp  bool // a part longer than the declared content-length is cut (pathsend), not an error
+	clamp  bool   // a part longer than the declared content-length is cut (pathsend), not an error
+	rel    func() // b may be held (SendHeld): taken from the part (nil) if it was
 }
 
 // sendPart appends part to the response's output (notStarted: the error if the response
 // was not started). It owns part.f: the file is closed when sent, on error, or if unused.
-func (r *Request) sendPart(part bodyPart, more bool, notStarted error) (flags int, err error) {
+func (r *Request) sendPart(part *bodyPart, more bool, notStarted error) (flags int, err error) {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -264,7 +302,7 @@ func (r *Request) sendPart(part bodyPart, more bool, notStarted error) (flags in
 		err = ErrDisconnected
 	}
 	if err == nil {
-		err = r.appendPartLocked(&part, more)
+		err = r.appendPartLocked(part, more)
 	}
 	if part.f != nil { // not queued
 		part.f.Close()
@@ -330,8 +368,12 @@ func (r *Request) appendPartLocked(part *bodyPart, more bool) error {
 				r.files = append(r.files, seg)
 			}
 			part.f = nil
+		} else if part.rel != nil && head && c.lp != nil && n >= HoldMin && n == int64(len(part.b)) {
+			c.files = append(c.files, fileSeg{at: len(w), n: n, b: part.b, rel: part.rel})
+			c.heldN += int(n)
+			part.rel = nil // held: released by the connection
 		} else {
-			w = append(w, part.b...)
+			w = append(w, part.b[:n]...)
 		}
 		if r.chunked {
 			w = append(w, "\r\n"...)

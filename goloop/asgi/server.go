@@ -85,6 +85,7 @@ type Server struct {
 
 	dmu   sync.Mutex
 	dirty []*Conn // connections with output to flush
+	spare []*Conn // the other list (Flush)
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -376,12 +377,17 @@ func (s *Server) NeedFlush() bool { return s.needFlush.Load() && s.needFlush.Swa
 func (s *Server) Flush() {
 	s.dmu.Lock()
 	d := s.dirty
-	s.dirty = nil
+	s.dirty, s.spare = s.spare, nil // two lists in turn: no allocation per flush
 	s.dmu.Unlock()
 	for i, c := range d {
 		c.flush()
 		d[i] = nil
 	}
+	s.dmu.Lock()
+	if s.spare == nil {
+		s.spare = d[:0]
+	}
+	s.dmu.Unlock()
 }
 
 // date line cache: "date: <IMF-fixdate>\r\n", remade once a second.

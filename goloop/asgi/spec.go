@@ -52,15 +52,19 @@ const maxFiles = 16
 
 // fileSeg is a file to send at offset at of an output buffer (Conn.out or Request.out):
 // the bytes before at leave first, then n bytes of f from its offset off, then the rest.
+// With f nil it is a held body instead (SendHeld): b, memory the caller keeps valid until
+// rel is called.
 type fileSeg struct {
 	at     int
 	f      *os.File
 	off, n int64
+	b      []byte
+	rel    func()
 }
 
 // outFullLocked: the connection's output is over its limits (bytes or files queued).
 func (c *Conn) outFullLocked() bool {
-	return len(c.out) > c.s.cfg.WriteBuffer || len(c.files) > maxFiles
+	return c.unsentLocked() > c.s.cfg.WriteBuffer || len(c.files) > maxFiles
 }
 
 // noteHeader records the request headers that change how it is answered (OnHeader; name
@@ -215,7 +219,7 @@ func (r *Request) SendFile(path string) (flags int, err error) {
 	if r.h2 != nil {
 		return 0, r.h2SendFile(f, size)
 	}
-	return r.sendPart(bodyPart{f: f, n: size, clamp: true}, false, ErrPathsend)
+	return r.sendPart(&bodyPart{f: f, n: size, clamp: true}, false, ErrPathsend)
 }
 
 // h2SendFile is SendFile on HTTP/2 (it takes f).
@@ -287,7 +291,7 @@ func (r *Request) SendFD(fd int, offset, count int64, more bool) (flags int, n i
 		flags, err = r.h2Send(data, more)
 		return flags, n, movePos(fd, offset, pos+n, err)
 	}
-	flags, err = r.sendPart(bodyPart{f: f, off: pos, n: n}, more, ErrZeroCopy)
+	flags, err = r.sendPart(&bodyPart{f: f, off: pos, n: n}, more, ErrZeroCopy)
 	return flags, n, movePos(fd, offset, pos+n, err)
 }
 
@@ -472,17 +476,25 @@ func sendfileAt(rc syscall.RawConn, f *os.File, off, n int64) (int64, error) {
 	return written, werr
 }
 
-// dropFilesLocked closes the files not yet sent (the connection is lost).
+// dropFilesLocked closes the files not yet sent and releases the held bodies (the
+// connection is lost).
 func (c *Conn) dropFilesLocked() {
-	for _, fs := range c.files {
-		fs.f.Close()
-	}
-	c.files = nil
+	dropSegs(c.files)
+	c.files, c.heldN = nil, 0
 	for _, r := range c.inflight {
-		for _, fs := range r.files {
-			fs.f.Close()
-		}
+		dropSegs(r.files)
 		r.files = nil
+	}
+}
+
+// dropSegs closes the files and releases the held bodies of segs.
+func dropSegs(segs []fileSeg) {
+	for _, fs := range segs {
+		if fs.f != nil {
+			fs.f.Close()
+		} else {
+			fs.rel()
+		}
 	}
 }
 

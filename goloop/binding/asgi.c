@@ -518,6 +518,8 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
     char *p;
     Py_ssize_t n;
     rc = gl_asgi_view(body, &view, &p, &n);  /* -1: an error, which answer() returns */
+    /* an exact bytes object is immutable: Go may hold it instead of copying a large body */
+    PyObject *keep = body != NULL && PyBytes_CheckExact(body) ? body : NULL;
     if (rc == 0) {
         if (self->start_lost) {
             rc = GL_ASGI_ERR_DISCONNECTED;
@@ -525,9 +527,9 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
             int status = self->held_status;
             self->held_status = 0;
             held_start = NULL;
-            rc = glAsgiStartSend(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n, p, n, more);
+            rc = glAsgiStartSend(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n, p, n, more, keep);
         } else {
-            rc = glAsgiSend(self->srv->sid, self->rid, p, n, more);
+            rc = glAsgiSend(self->srv->sid, self->rid, p, n, more, keep);
         }
         PyBuffer_Release(&view);
     }

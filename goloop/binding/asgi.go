@@ -349,16 +349,16 @@ func asgiErr(err error) C.int {
 	return C.GL_ASGI_ERR_RUNTIME
 }
 
-// glAsgiSend is http.response.body.
+// glAsgiSend is http.response.body (obj: see sendBody).
 //
 //export glAsgiSend
-func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int) (rc C.int) {
+func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) (rc C.int) {
 	defer recoverInt(&rc)
 	r := getReq(rid)
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	return sendBody(r, body, n, more)
+	return sendBody(r, body, n, more, obj)
 }
 
 // glAsgiStartSend is http.response.start (held by asgi.c until now) and the first
@@ -366,7 +366,7 @@ func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int) (rc C
 //
 //export glAsgiStartSend
 func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
-	more C.int) (rc C.int) {
+	more C.int, obj *C.PyObject) (rc C.int) {
 	defer recoverInt(&rc)
 	r := getReq(rid)
 	if r == nil {
@@ -375,11 +375,22 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 	if err := r.Start(int(status), cBytes(hdr, hn)); err != nil {
 		return asgiErr(err)
 	}
-	return sendBody(r, body, n, more)
+	return sendBody(r, body, n, more, obj)
 }
 
-func sendBody(r *asgi.Request, body *C.char, n C.Py_ssize_t, more C.int) C.int {
-	return sendRC(r.Send(cBytes(body, n), more != 0))
+// sendBody sends a body part. obj, when not NULL, is the body's bytes object (immutable):
+// a large body is then held by the loop driver instead of copied, with a strong reference
+// released on the loop thread once the kernel took the bytes (asgi.Request.SendHeld).
+func sendBody(r *asgi.Request, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) C.int {
+	if obj == nil || int(n) < asgi.HoldMin {
+		return sendRC(r.Send(cBytes(body, n), more != 0))
+	}
+	C.gl_incref(obj)
+	flags, held, err := r.SendHeld(cBytes(body, n), more != 0, func() { C.gl_decref(obj) })
+	if !held {
+		C.gl_decref(obj)
+	}
+	return sendRC(flags, err)
 }
 
 // sendRC is the answer to a body part's send: an error, GL_ASGI_PAUSED or GL_ASGI_OK.

@@ -1,6 +1,7 @@
 /* The _goloop extension module: its init (which makes each part's types and module
- * functions: handle.c, loopcore.c, sockfast.c, transport.c, readpath.c, http.c, sslfast.c)
- * and the fork guard. */
+ * functions: handle.c, loopcore.c, sockfast.c, transport.c, readpath.c, http.c, sslfast.c),
+ * the fork guard and the exit-time signal stack. */
+#include <signal.h>
 #include "gl.h"
 #include "asgi.h"
 #include "_cgo_export.h"
@@ -24,8 +25,34 @@ static PyObject *mod_forked(PyObject *m, PyObject *Py_UNUSED(ignored)) {
     return PyBool_FromLong(gl_forked);
 }
 
+/* The signal stack of the thread that finalizes the interpreter, made permanent (an atexit
+ * callback, so it runs before faulthandler's finalization).
+ *
+ * Go's runtime takes a thread's alternate signal stack as its own the first time the thread
+ * calls into Go, when the thread has one: that is faulthandler's on the main thread whenever
+ * faulthandler was enabled first (-X faulthandler, PYTHONFAULTHANDLER, pytest). Interpreter
+ * finalization then frees faulthandler's stack and disables sigaltstack on that thread
+ * (_PyFaulthandler_Fini), and only afterwards clears the interpreter state, whose last garbage
+ * collection traverses and frees the loops still alive there: Go code running on that thread.
+ * A signal Go handles arriving then (SIGURG, Go's preemption, sent to that thread by Go's own
+ * scheduler or garbage collector) finds no signal stack, and Go aborts the process with
+ * "fatal error: non-Go code disabled sigaltstack". Installing this never-freed stack in place
+ * of faulthandler's before that: faulthandler sees that its stack is no longer the current one
+ * and leaves this one installed, and Go's signal handler accepts the current alternate stack. */
+static PyObject *mod_keep_signal_stack(PyObject *m, PyObject *Py_UNUSED(ignored)) {
+    static char stack[64 * 1024] __attribute__((aligned(64)));
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE) && cur.ss_sp != stack) {
+        stack_t st = {.ss_sp = stack, .ss_size = sizeof stack, .ss_flags = 0};
+        sigaltstack(&st, NULL);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"_mark_forked", mod_mark_forked, METH_NOARGS, "Called in a forked child: goloop refuses to run there."},
+    {"_keep_signal_stack", mod_keep_signal_stack, METH_NOARGS,
+     "At exit: a signal stack that outlives faulthandler's for the finalizing thread."},
     {"_forked", mod_forked, METH_NOARGS, NULL},
     {NULL}
 };
@@ -33,6 +60,34 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef goloop_module = {
     PyModuleDef_HEAD_INIT, "_goloop", "goloop's engine, written in Go.", -1, module_methods,
 };
+
+/* Registers the module function `hook` with registrar(hook) (kwname NULL) or
+ * registrar(kwname=hook), registrar being module.name. */
+static int register_hook(PyObject *m, const char *hook_name, const char *module,
+                         const char *name, const char *kwname) {
+    PyObject *mod = PyImport_ImportModule(module);
+    if (mod == NULL) return -1;
+    PyObject *hook = PyObject_GetAttrString(m, hook_name);
+    PyObject *reg = PyObject_GetAttrString(mod, name);
+    Py_DECREF(mod);
+    PyObject *r = NULL;
+    if (hook != NULL && reg != NULL) {
+        if (kwname == NULL) {
+            r = PyObject_CallOneArg(reg, hook);
+        } else {
+            PyObject *kw = Py_BuildValue("{s:O}", kwname, hook);
+            PyObject *empty = PyTuple_New(0);
+            r = (kw && empty) ? PyObject_Call(reg, empty, kw) : NULL;
+            Py_XDECREF(kw);
+            Py_XDECREF(empty);
+        }
+    }
+    Py_XDECREF(hook);
+    Py_XDECREF(reg);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
 
 /* Single-phase init, declared free of the GIL: multi-phase init (a Py_mod_gil slot) would
  * promise a module that can be created more than once, per interpreter, while goloop's types
@@ -51,25 +106,9 @@ PyMODINIT_FUNC PyInit__goloop(void) {
         gl_init_ssl(m) < 0 || gl_init_asgi(m) < 0 || gl_init_asgi_ws(m) < 0)
         goto fail;
     /* Fork guard: a child forked after the Go runtime started must not call into Go. */
-    PyObject *os = PyImport_ImportModule("os");
-    if (os == NULL) goto fail;
-    PyObject *hook = PyObject_GetAttrString(m, "_mark_forked");
-    PyObject *reg = PyObject_GetAttrString(os, "register_at_fork");
-    Py_DECREF(os);
-    if (hook == NULL || reg == NULL) {
-        Py_XDECREF(hook);
-        Py_XDECREF(reg);
+    if (register_hook(m, "_mark_forked", "os", "register_at_fork", "after_in_child") < 0)
         goto fail;
-    }
-    PyObject *kw = Py_BuildValue("{s:O}", "after_in_child", hook);
-    PyObject *empty = PyTuple_New(0);
-    PyObject *r = (kw && empty) ? PyObject_Call(reg, empty, kw) : NULL;
-    Py_XDECREF(kw);
-    Py_XDECREF(empty);
-    Py_DECREF(hook);
-    Py_DECREF(reg);
-    if (r == NULL) goto fail;
-    Py_DECREF(r);
+    if (register_hook(m, "_keep_signal_stack", "atexit", "register", NULL) < 0) goto fail;
     return m;
 fail:
     Py_DECREF(m);
