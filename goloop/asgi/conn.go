@@ -42,7 +42,7 @@ type Conn struct {
 	mu       sync.Mutex
 	inflight []*Request // dispatched, response not complete, in request order
 	out      []byte     // response bytes ready to be written, in order
-	writing  bool       // a flush or the writer goroutine owns the socket's output
+	writing  bool       // a flush or the writer goroutine owns the output (loop mode: it waits for writable)
 	closing  bool       // no more requests: close once the ones in flight are written
 	closed   bool
 	paused   bool          // the reader waits for room (wake)
@@ -72,7 +72,6 @@ type Conn struct {
 	fd        int    // -1 once closed or handed off
 	interest  uint32 // registered with lp
 	lread     bool   // read interest wanted (not stopped)
-	lwrite    bool   // output waits for the socket to be writable
 	lingering bool   // a lingering close reads and drops the input
 	lingerN   int    // bytes a lingering close may still drop
 

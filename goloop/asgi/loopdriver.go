@@ -183,7 +183,7 @@ func (c *Conn) onEvent(ev uint32) {
 	defer c.guard()
 	if ev&(evOut|evErrs) != 0 {
 		c.mu.Lock()
-		if c.lwrite && c.lp != nil {
+		if c.writing && c.lp != nil {
 			c.loopWriteLocked()
 		}
 		c.mu.Unlock()
@@ -298,7 +298,7 @@ func (c *Conn) setInterestLocked() {
 	if c.lread && !c.paused || c.lingering {
 		want |= evIn
 	}
-	if c.lwrite {
+	if c.writing {
 		want |= evOut
 	}
 	if want != c.interest {
@@ -315,7 +315,7 @@ func (c *Conn) loopWriteLocked() {
 		if len(c.files) > 0 && c.files[0].at == 0 && c.files[0].f != nil { // a file is next
 			again, ok := c.sendFileLoopLocked()
 			if !ok {
-				c.lwrite, c.writing = false, false
+				c.writing = false
 				c.lostLocked()
 				return
 			}
@@ -331,13 +331,13 @@ func (c *Conn) loopWriteLocked() {
 			return
 		}
 		if err != nil {
-			c.lwrite, c.writing = false, false
+			c.writing = false
 			c.lostLocked()
 			return
 		}
 	}
-	if c.lwrite {
-		c.lwrite, c.writing = false, false
+	if c.writing {
+		c.writing = false
 		c.setInterestLocked()
 	}
 	if !c.closed {
@@ -447,9 +447,8 @@ func (c *Conn) unholdLocked() {
 // waitWritableLocked: the socket is full; the rest is written on the writable event
 // (the output is the writer's, as the goroutine driver's writer goroutine owns it).
 func (c *Conn) waitWritableLocked() {
-	c.writing = true
-	if !c.lwrite {
-		c.lwrite = true
+	if !c.writing {
+		c.writing = true
 		c.setInterestLocked()
 	}
 }
@@ -525,7 +524,6 @@ func (c *Conn) closeFdLocked() {
 	c.lp.Unregister(c.fd)
 	unix.Close(c.fd)
 	c.fd = -1
-	c.lwrite = false
 }
 
 // handOff gives the connection to the goroutine driver: its descriptor becomes a
@@ -550,8 +548,7 @@ func (c *Conn) handOff(run func()) {
 	}
 	c.setNetConn(nc)
 	c.unholdLocked()
-	if c.lwrite { // a write waits for room: the writer goroutine goes on with it
-		c.lwrite = false
+	if c.writing { // a write waits for room: the writer goroutine goes on with it
 		go c.writer()
 	}
 	c.mu.Unlock()
