@@ -68,12 +68,11 @@ type Conn struct {
 	// loop mode (loopdriver.go): the loop thread reads and writes the raw descriptor fd
 	// through the server's LoopPoller; nc is nil. lp is nil in goroutine mode (and after
 	// a hand-off to it). Under mu.
-	lp        LoopPoller
-	fd        int    // -1 once closed or handed off
-	interest  uint32 // registered with lp
-	lread     bool   // read interest wanted (not stopped)
-	lingering bool   // a lingering close reads and drops the input
-	lingerN   int    // bytes a lingering close may still drop
+	lp       LoopPoller
+	fd       int    // -1 once closed or handed off (closed with fd >= 0: a lingering close drops the input)
+	interest uint32 // registered with lp
+	lread    bool   // read interest wanted (not stopped)
+	lingerN  int    // bytes a lingering close may still drop
 
 	// under mu: a request was dispatched; the server closes and c had none yet, so its
 	// first request is still answered (connection: close) if it comes within a grace period

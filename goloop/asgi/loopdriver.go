@@ -196,7 +196,7 @@ func (c *Conn) onEvent(ev uint32) {
 		// the request stopped it): the peer is gone both ways; level-triggered, it would
 		// be reported again on every poll.
 		c.mu.Lock()
-		if c.lp != nil && c.fd >= 0 && !c.lingering {
+		if c.lp != nil && c.fd >= 0 && !c.closed { // (closed: a lingering close reads on)
 			c.lostLocked()
 		}
 		c.mu.Unlock()
@@ -210,7 +210,7 @@ func (c *Conn) loopRead() {
 	buf := s.rbuf
 	for i := 0; i < 4; i++ {
 		c.mu.Lock()
-		if c.lp == nil || c.fd < 0 || !(c.lread && !c.paused || c.lingering) {
+		if c.lp == nil || c.fd < 0 || !(c.lread && !c.paused || c.closed) {
 			c.mu.Unlock()
 			return
 		}
@@ -218,14 +218,14 @@ func (c *Conn) loopRead() {
 		for err == unix.EINTR {
 			n, err = poller.RawRead(c.fd, buf)
 		}
-		if c.lingering {
+		if c.closed { // a lingering close
 			if n > 0 && c.lingerN > n && err == nil {
 				c.lingerN -= n
 				c.mu.Unlock()
 				continue
 			}
 			if err != unix.EAGAIN {
-				c.endLingerLocked() // the peer closed, or it sent more than we drop
+				c.closeFdLocked() // the peer closed, or it sent more than we drop
 			}
 			c.mu.Unlock()
 			return
@@ -295,7 +295,7 @@ func (c *Conn) setInterestLocked() {
 		return
 	}
 	var want uint32
-	if c.lread && !c.paused || c.lingering {
+	if c.lread && !c.paused || c.closed { // closed: a lingering close
 		want |= evIn
 	}
 	if c.writing {
@@ -488,42 +488,31 @@ func (c *Conn) loopCloseLocked() {
 	}
 	unix.Shutdown(c.fd, unix.SHUT_WR)
 	if c.linger {
-		c.lingering, c.lingerN = true, lingerMax
+		c.lingerN = lingerMax
 		c.deadline = time.Now().Add(lingerTime)
 		c.s.deadlineSoon(c.deadline)
 		c.setInterestLocked()
 		return
 	}
 	c.closeFdLocked()
-	c.s.forget(c)
 }
 
 // loopLostLocked is lostLocked's end for a loop-mode connection: the descriptor is closed now.
 func (c *Conn) loopLostLocked() {
-	if c.lingering {
-		c.endLingerLocked()
-		return
-	}
-	if !c.closed {
+	if !c.closed || c.fd >= 0 { // open, or a lingering close
 		c.closed = true
 		c.closeFdLocked()
-		c.s.forget(c)
 	}
 }
 
-func (c *Conn) endLingerLocked() {
-	c.lingering = false
-	c.closeFdLocked()
-	c.s.forget(c)
-}
-
+// closeFdLocked closes the descriptor (ending a lingering close) and forgets the connection.
 func (c *Conn) closeFdLocked() {
-	if c.fd < 0 {
-		return
+	if c.fd >= 0 {
+		c.lp.Unregister(c.fd)
+		unix.Close(c.fd)
+		c.fd = -1
 	}
-	c.lp.Unregister(c.fd)
-	unix.Close(c.fd)
-	c.fd = -1
+	c.s.forget(c)
 }
 
 // handOff gives the connection to the goroutine driver: its descriptor becomes a
@@ -654,8 +643,8 @@ func (s *Server) onTimer(uint32) {
 
 // expireLocked: c's deadline passed (c.mu held).
 func (c *Conn) expireLocked(now time.Time) {
-	if c.lingering {
-		c.endLingerLocked()
+	if c.closed { // a lingering close
+		c.closeFdLocked()
 		return
 	}
 	if len(c.inflight) > 0 || c.writing || !c.idleOutLocked() {
