@@ -153,6 +153,7 @@ func TestLoopDriver(t *testing.T) {
 		{"SlowReader", testLoopSlowReader}, {"ManyLargeResponses", testLoopManyLargeResponses},
 		{"ResetsAndFds", testLoopResetsAndFds}, {"BothDrivers", testBothDrivers},
 		{"HandOffWritePending", testHandOffWritePending}, {"AcceptBackoff", testAcceptBackoff},
+		{"HangUpNotReading", testLoopHangUpNotReading},
 		{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
 		{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
 		{"HeldLost", testHeld(testHeldLost)},
@@ -566,4 +567,30 @@ func testAcceptBackoff(t *testing.T) {
 			t.Fatal(body)
 		}
 	}
+}
+
+// A client that resets while its connection does not read (its request closes the
+// connection: reading stopped at its end): the hang-up event ends the connection, and the
+// application sees the client go away.
+func testLoopHangUpNotReading(t *testing.T) {
+	lost := make(chan struct{}, 1)
+	a, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		for {
+			if _, st := a.receive(r); st == RecvDisconnect {
+				lost <- struct{}{}
+				return
+			}
+		}
+	})
+	c, _ := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	waitConns(t, a.s, 1)
+	time.Sleep(50 * time.Millisecond) // the request is read: reading is off
+	reset(c)
+	select {
+	case <-lost:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the application did not see the client go away")
+	}
+	waitConns(t, a.s, 0)
 }
