@@ -156,7 +156,7 @@ func TestLoopDriver(t *testing.T) {
 		{"HangUpNotReading", testLoopHangUpNotReading},
 		{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
 		{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
-		{"HeldLost", testHeld(testHeldLost)},
+		{"HeldLost", testHeld(testHeldLost)}, {"HeldManyParts", testHeld(testHeldManyParts)},
 	} {
 		t.Run(tc.name, tc.f)
 	}
@@ -200,8 +200,8 @@ type holds struct {
 	twice          bool
 }
 
-// respond answers body in two parts (16 KiB or more: both may be held), with a
-// content-length unless the query is "chunked".
+// respond answers body in two parts (16 KiB or more: both may be held), or as many as
+// the query "parts=N" asks, with a content-length unless the query is "chunked".
 func (h *holds) respond(a *fakeApp, r *Request, body []byte) {
 	hdr := fmt.Sprintf("content-length: %d\r\n", len(body))
 	if string(r.Query()) == "chunked" {
@@ -210,8 +210,13 @@ func (h *holds) respond(a *fakeApp, r *Request, body []byte) {
 	if err := r.Start(200, []byte(hdr)); err != nil {
 		panic(err)
 	}
-	half := len(body) / 2
-	for i, p := range [][]byte{body[:half], body[half:]} {
+	n := 2
+	fmt.Sscanf(string(r.Query()), "parts=%d", &n)
+	var parts [][]byte
+	for i := 0; i < n; i++ {
+		parts = append(parts, body[i*len(body)/n:(i+1)*len(body)/n])
+	}
+	for i, p := range parts {
 		done := false
 		rel := func() {
 			h.mu.Lock()
@@ -226,7 +231,7 @@ func (h *holds) respond(a *fakeApp, r *Request, body []byte) {
 		h.mu.Lock() // counted first: rel may run in SendHeld (its flush)
 		h.held++
 		h.mu.Unlock()
-		_, held, err := r.SendHeld(p, i == 0, rel)
+		_, held, err := r.SendHeld(p, i < n-1, rel)
 		if !held {
 			h.mu.Lock()
 			h.held--
@@ -593,4 +598,23 @@ func testLoopHangUpNotReading(t *testing.T) {
 		t.Fatal("the application did not see the client go away")
 	}
 	waitConns(t, a.s, 0)
+}
+
+// A response of more held parts than one writev takes, queued before the client reads:
+// the writes go on part after part, in order.
+func testHeldManyParts(t *testing.T) {
+	_, addr := startServer(t, Config{}, sized)
+	c, br := dialSmall(t, addr)
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	const n = 64 << 17 // 8 MiB: more than the socket takes at once
+	fmt.Fprintf(c, "GET /%d?parts=64 HTTP/1.1\r\nHost: x\r\n\r\n", n)
+	time.Sleep(100 * time.Millisecond) // all the parts are queued
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || len(b) != n || bytes.Count(b, []byte("y")) != n {
+		t.Fatalf("%d bytes (%d 'y') of %d: %v", len(b), bytes.Count(b, []byte("y")), n, err)
+	}
 }
