@@ -139,16 +139,10 @@ func (c *Conn) serve() {
 		if n > 0 {
 			c.feed(buf[:n])
 		}
-		if len(c.batch) > 0 {
-			c.s.push(c.batch...)
-			clear(c.batch)
-			c.batch = c.batch[:0]
-		}
+		c.pushBatch(true)
 		if c.stopRead {
-			if c.ws != nil {
-				c.ws.serve() // upgraded: the goroutine reads the WebSocket session's frames
-			} else if c.up != nil {
-				c.serveH2c() // Upgrade: h2c (h2c.go)
+			if run := c.upgraded(); run != nil {
+				run()
 			}
 			return
 		}
@@ -156,7 +150,7 @@ func (c *Conn) serve() {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				c.mu.Lock()
-				busy := len(c.inflight) > 0 || c.writing || !c.idleOutLocked()
+				busy := c.busyLocked()
 				c.mu.Unlock()
 				if busy {
 					c.deadline = time.Time{}
@@ -167,6 +161,38 @@ func (c *Conn) serve() {
 			return
 		}
 	}
+}
+
+// pushBatch queues the requests and wake-ups of the last read; notify: as push (the
+// goroutine drivers), or not (the loop driver's reads: the loop takes the queue after the
+// poll's events).
+func (c *Conn) pushBatch(notify bool) {
+	if len(c.batch) == 0 {
+		return
+	}
+	if c.s.pushQuiet(c.batch) && notify && c.s.cfg.Notify != nil {
+		c.s.cfg.Notify()
+	}
+	clear(c.batch)
+	c.batch = c.batch[:0]
+}
+
+// upgraded is what reads the connection once HTTP/1.1 stopped (stopRead) for another
+// protocol: a WebSocket session's frames (ws.go), or HTTP/2 after Upgrade: h2c (h2c.go);
+// nil if none.
+func (c *Conn) upgraded() func() {
+	if c.ws != nil {
+		return c.ws.serve
+	}
+	if c.up != nil {
+		return c.serveH2c
+	}
+	return nil
+}
+
+// busyLocked: a request is in flight or output waits (c.mu held): not idle.
+func (c *Conn) busyLocked() bool {
+	return len(c.inflight) > 0 || c.writing || !c.idleOutLocked()
 }
 
 // waitRoom blocks while the connection has as many requests in flight as it may, or the
@@ -703,7 +729,7 @@ func (c *Conn) shutdown() {
 		return
 	}
 	c.closing = true
-	if len(c.inflight) == 0 && c.idleOutLocked() && !c.writing && !c.closed {
+	if !c.busyLocked() && !c.closed {
 		c.closeLocked()
 	}
 	ws := c.ws

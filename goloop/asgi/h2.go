@@ -225,14 +225,7 @@ func (h *h2Conn) deadlineLocked() {
 	}
 }
 
-func (h *h2Conn) pushBatch() {
-	c := h.c
-	if len(c.batch) > 0 {
-		c.s.push(c.batch...)
-		clear(c.batch)
-		c.batch = c.batch[:0]
-	}
-}
+func (h *h2Conn) pushBatch() { h.c.pushBatch(true) }
 
 // fail sends GOAWAY with code, drops the streams (their applications see a disconnect)
 // and closes the connection: after the output is written, the write side is shut and what

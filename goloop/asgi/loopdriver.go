@@ -254,21 +254,15 @@ func (c *Conn) loopRead() {
 			}
 		}
 		c.feed(data)
-		if len(c.batch) > 0 {
-			s.pushQuiet(c.batch)
-			clear(c.batch)
-			c.batch = c.batch[:0]
-		}
+		c.pushBatch(false)
 		c.mu.Lock()
 		if c.stopRead {
 			c.lread = false
-			ws := c.ws
 			c.setInterestLocked()
+			run := c.upgraded()
 			c.mu.Unlock()
-			if ws != nil {
-				c.handOff(ws.serve) // the goroutine reads the WebSocket session's frames
-			} else if c.up != nil {
-				c.handOff(c.serveH2c) // Upgrade: h2c, its request read (h2c.go)
+			if run != nil {
+				c.handOff(run) // a goroutine reads the other protocol
 			}
 			return
 		}
@@ -647,7 +641,7 @@ func (c *Conn) expireLocked(now time.Time) {
 		c.closeFdLocked()
 		return
 	}
-	if len(c.inflight) > 0 || c.writing || !c.idleOutLocked() {
+	if c.busyLocked() {
 		c.deadline = now.Add(c.s.cfg.KeepAliveTimeout) // busy: not idle
 		return
 	}

@@ -662,11 +662,7 @@ func (w *WS) serve() {
 				w.end()
 				return
 			}
-			if len(c.batch) > 0 {
-				c.s.push(c.batch...)
-				clear(c.batch)
-				c.batch = c.batch[:0]
-			}
+			c.pushBatch(true)
 		}
 		if err != nil {
 			if closeSent || w.failed {
@@ -684,11 +680,7 @@ func (w *WS) serve() {
 func (w *WS) end() {
 	c := w.c
 	r := w.r
-	if len(c.batch) > 0 { // the wake-ups of the messages before the close
-		c.s.push(c.batch...)
-		clear(c.batch)
-		c.batch = c.batch[:0]
-	}
+	c.pushBatch(true) // the wake-ups of the messages before the close
 	c.mu.Lock()
 	w.phase = wsClosed
 	if w.timer != nil {
