@@ -365,11 +365,17 @@ func (c *Conn) OnBody(chunk []byte) error {
 		return nil
 	}
 	c.mu.Lock()
-	r.expect100 = false // the client sends the body without waiting for a 100
-	r.body = append(r.body, chunk...)
-	c.wakeLocked(r, &c.batch)
+	c.bodyLocked(r, chunk)
 	c.mu.Unlock()
 	return nil
+}
+
+// bodyLocked takes a chunk of r's body (HTTP/1.1 or HTTP/2) and wakes its receiver: the
+// client sends the body without waiting for a 100, so none is sent after it (c.mu held).
+func (c *Conn) bodyLocked(r *Request, chunk []byte) {
+	r.expect100 = false
+	r.body = append(r.body, chunk...)
+	c.wakeLocked(r, &c.batch)
 }
 
 func (c *Conn) OnMessageComplete() error {

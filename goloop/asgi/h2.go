@@ -544,9 +544,7 @@ func (h *h2Conn) onData(f *http2.DataFrame) (http2.ErrCode, bool) {
 	if r.own || r.lost {
 		h.giveBackLocked(int64(len(data)))
 	} else if len(data) > 0 {
-		r.expect100 = false // the client did not wait for a 100
-		r.body = append(r.body, data...)
-		c.wakeLocked(r, &c.batch)
+		c.bodyLocked(r, data)
 	}
 	if f.StreamEnded() {
 		return h.endRemoteLocked(st)
