@@ -752,17 +752,12 @@ func (r *Request) h2Receive() ([]byte, RecvState) {
 	return nil, RecvWait
 }
 
-func (r *Request) h2Send(body []byte, more bool) (flags int, err error) {
+func (r *Request) h2Send(body []byte, more bool, notStarted error) (flags int, err error) {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case !r.started:
-		return 0, ErrNotStarted
-	case r.done || r.bodyEnd:
-		return 0, ErrCompleted
-	case r.lost || c.h2 == nil:
-		return 0, ErrDisconnected
+	if err := r.partErrLocked(notStarted); err != nil {
+		return 0, err
 	}
 	if err := c.h2.sendLocked(r, body, more); err != nil {
 		return 0, err

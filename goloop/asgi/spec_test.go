@@ -310,3 +310,50 @@ func TestHeldOutputBound(t *testing.T) {
 		}
 	}
 }
+
+// TestSendFDH2: http.response.zerocopysend on HTTP/2 (read and sent as DATA): the same
+// offset/position rules as on HTTP/1.1, and before http.response.start its own error.
+func TestSendFDH2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte("0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	early := make(chan error, 1)
+	positions := make(chan int64, 1)
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		_, _, err := r.SendFD(fd, 0, 1, false)
+		early <- err
+		r.Start(200, nil)
+		f.Seek(3, io.SeekStart)
+		if _, _, err = r.SendFD(fd, -1, 4, true); err == nil { // "3456", the position moves to 7
+			_, _, err = r.SendFD(fd, 10, 3, false) // "abc", the position stays
+		}
+		if err != nil {
+			panic(err)
+		}
+		p, _ := f.Seek(0, io.SeekCurrent)
+		positions <- p
+		a.s.Flush()
+	})
+	resp, err := h2cClient().Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.ProtoMajor != 2 || string(body) != "3456abc" {
+		t.Fatalf("HTTP/%d %q %v", resp.ProtoMajor, body, err)
+	}
+	if err := <-early; err != ErrZeroCopy {
+		t.Fatalf("zerocopysend before start: %v", err)
+	}
+	if p := <-positions; p != 7 {
+		t.Fatalf("file position %d, want 7", p)
+	}
+}
