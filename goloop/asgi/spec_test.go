@@ -13,23 +13,6 @@ import (
 	"time"
 )
 
-// receiveFlushing is receive() as the binding does it: the loop flushes what Receive
-// queued (a 100 Continue) before it waits.
-func (a *fakeApp) receiveFlushing(r *Request) ([]byte, RecvState) {
-	for {
-		b, st := r.Receive()
-		if st != RecvWait {
-			return b, st
-		}
-		a.s.Flush()
-		select {
-		case <-a.wakeCh(r):
-		case <-time.After(10 * time.Second):
-			panic("receive: no wake-up")
-		}
-	}
-}
-
 // continueApp answers "got <body>" after reading the body (the way that sends a 100),
 // and /noread 403 without reading it.
 func continueApp(a *fakeApp, r *Request) {
@@ -37,15 +20,7 @@ func continueApp(a *fakeApp, r *Request) {
 		a.respond(r, 403, "", "no")
 		return
 	}
-	var body []byte
-	for {
-		b, st := a.receiveFlushing(r)
-		body = append(body, b...)
-		if st != RecvBody {
-			break
-		}
-	}
-	a.respond(r, 200, "", "got "+string(body))
+	a.respond(r, 200, "", "got "+string(a.readBody(r, true)))
 }
 
 func TestExpect100Continue(t *testing.T) {
