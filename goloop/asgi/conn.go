@@ -147,10 +147,8 @@ func (c *Conn) serve() {
 			c.batch = c.batch[:0]
 		}
 		if c.stopRead {
-			if c.ws != nil {
-				c.ws.serve() // upgraded: the goroutine reads the WebSocket session's frames
-			} else if c.up != nil {
-				c.serveH2c() // Upgrade: h2c (h2c.go)
+			if serve := c.upgraded(); serve != nil {
+				serve() // the goroutine serves the protocol switched to
 			}
 			return
 		}
@@ -212,6 +210,19 @@ func (c *Conn) roomLocked() {
 		default:
 		}
 	}
+}
+
+// upgraded is what serves the connection once reading HTTP/1.1 stopped at an upgrade
+// point: the WebSocket session (ws.go), or HTTP/2 after `Upgrade: h2c` (h2c.go); nil:
+// neither, the connection ends.
+func (c *Conn) upgraded() func() {
+	switch {
+	case c.ws != nil:
+		return c.ws.serve
+	case c.up != nil:
+		return c.serveH2c
+	}
+	return nil
 }
 
 func (c *Conn) feed(data []byte) {

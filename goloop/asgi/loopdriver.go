@@ -262,13 +262,11 @@ func (c *Conn) loopRead() {
 		c.mu.Lock()
 		if c.stopRead {
 			c.lread = false
-			ws := c.ws
+			serve := c.upgraded()
 			c.setInterestLocked()
 			c.mu.Unlock()
-			if ws != nil {
-				c.handOff(ws.serve) // the goroutine reads the WebSocket session's frames
-			} else if c.up != nil {
-				c.handOff(c.serveH2c) // Upgrade: h2c, its request read (h2c.go)
+			if serve != nil {
+				c.handOff(serve) // a goroutine serves the protocol switched to
 			}
 			return
 		}
