@@ -158,10 +158,8 @@ func TestSendFile(t *testing.T) {
 	}
 }
 
-// TestSendFD: http.response.zerocopysend's offset/count and file position rules, with
-// content-length and chunked framing, and a part bigger than the socket buffer.
-func TestSendFD(t *testing.T) {
-	data := bytes.Repeat([]byte("0123456789abcdef"), 200000) // 3.2 MB
+// openTemp opens a temporary file holding data (closed at the test's end).
+func openTemp(t *testing.T, data []byte) (*os.File, int) {
 	path := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -170,8 +168,15 @@ func TestSendFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	fd := int(f.Fd())
+	t.Cleanup(func() { f.Close() })
+	return f, int(f.Fd())
+}
+
+// TestSendFD: http.response.zerocopysend's offset/count and file position rules, with
+// content-length and chunked framing, and a part bigger than the socket buffer.
+func TestSendFD(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 200000) // 3.2 MB
+	f, fd := openTemp(t, data)
 	pos := func() int64 { p, _ := f.Seek(0, io.SeekCurrent); return p }
 	positions := make(chan int64, 4)
 	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
@@ -289,16 +294,7 @@ func TestHeldOutputBound(t *testing.T) {
 // TestSendFDH2: http.response.zerocopysend on HTTP/2 (read and sent as DATA): the same
 // offset/position rules as on HTTP/1.1, and before http.response.start its own error.
 func TestSendFDH2(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(path, []byte("0123456789abcdef"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fd := int(f.Fd())
+	f, fd := openTemp(t, []byte("0123456789abcdef"))
 	early := make(chan error, 1)
 	positions := make(chan int64, 1)
 	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
