@@ -250,6 +250,7 @@ def test_closing_request_body_in_later_reads(close):
             body = f.read()
         assert st == 200 and body == data  # and nothing answered the request after it
         assert f.read() == b""  # closed
+        f.close()
         s.close()
 
 
@@ -283,6 +284,7 @@ def test_bad_requests_answered_by_go(raw, status):
         st, hdrs, _ = read_response(f)
         assert st == status and hdrs["connection"] == "close"
         assert f.read() == b""  # closed
+        f.close()  # the socket's descriptor stays open while a makefile() of it does
         s.close()
     # a malformed head never reaches the app; a malformed body reaches it as a disconnect
     assert calls == ([] if b"chunked" not in raw else ["/"])
