@@ -396,6 +396,7 @@ def test_lifespan_state_and_shutdown():
     assert events == ["lifespan.startup", "lifespan.shutdown"]
 
 
+@pytest.mark.serve_one_driver  # no connection
 def test_lifespan_startup_failure():
     async def app(scope, receive, send):
         if scope["type"] == "lifespan":
@@ -480,6 +481,7 @@ def test_unix_socket(tmp_path):
     assert not os.path.exists(path)
 
 
+@pytest.mark.serve_one_driver  # no connection
 def test_unknown_and_unsupported_options():
     with pytest.raises(_serve.ConfigError, match="no option 'bogus'"):
         _serve.Server(hello_app, bogus=1)
@@ -498,6 +500,7 @@ def run_cli(*args, **kw):
                           timeout=60, env=env, **kw)
 
 
+@pytest.mark.serve_one_driver  # no connection
 def test_cli_rejects_unknown_options():
     r = run_cli("serve", "x:app", "--bogus")
     assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
@@ -507,6 +510,7 @@ def test_cli_rejects_unknown_options():
     assert r.returncode == 2 and "unknown command" in r.stderr
 
 
+@pytest.mark.serve_one_driver  # no connection
 def test_import_goloop_loads_no_go_runtime():
     code = "import sys, goloop, goloop._serve; assert 'goloop._goloop' not in sys.modules, sys.modules.keys()"
     env = dict(os.environ, PYTHONPATH=PYSHIM)

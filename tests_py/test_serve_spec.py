@@ -97,6 +97,7 @@ def test_expect_100_continue_ignored_for_http10_and_sent_body():
         s.close()
 
 
+@pytest.mark.serve_one_driver  # HTTP/2: the goroutine driver's
 def test_h2_expect_100_continue():
     with serving(echo_app) as server:  # /noread answers without reading
         c = RawH2(server.port)
@@ -215,6 +216,7 @@ def test_trailers_dropped_without_te_trailers():
     assert any("without 'trailers': True" in e for e in ERRORS), ERRORS
 
 
+@pytest.mark.serve_one_driver  # HTTP/2: the goroutine driver's
 def test_trailers_http2():
     with serving(trailers_app) as server:
         c = RawH2(server.port)
@@ -297,6 +299,7 @@ def test_pathsend_starlette_file_response(bigfile):
     assert "http.response.pathsend" in sent  # Starlette used the extension: Python read no file
 
 
+@pytest.mark.serve_one_driver  # TLS: the goroutine driver's
 def test_pathsend_tls_and_h2(bigfile, certs):  # noqa: F811
     path, sha, size = bigfile
     sent = []
