@@ -326,12 +326,13 @@ def test_app_errors():
 
 def test_disconnect_and_send_after_it():
     got = {}
-    done = threading.Event()
+    first, done = threading.Event(), threading.Event()
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
             return
         got["first"] = await receive()
+        first.set()
         got["second"] = await receive()  # waits until the client goes away
         try:
             await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -343,7 +344,7 @@ def test_disconnect_and_send_after_it():
     with serving(app) as server:
         s = connect(server)
         s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        time.sleep(0.2)
+        assert first.wait(10)  # the app waits in its second receive()
         s.close()
         assert done.wait(10)
     assert got["first"] == {"type": "http.request", "body": b"", "more_body": False}
