@@ -6,7 +6,6 @@ import asyncio
 import http.client
 import json
 import os
-import queue
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ import pytest
 
 import goloop
 from goloop import _serve
+from nethelpers import OutputLines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYSHIM = os.path.join(os.path.dirname(HERE), "pyshim")
@@ -549,38 +549,27 @@ def test_cli_graceful_shutdown(tmp_path, sig):
     p = subprocess.Popen([sys.executable, "-P", "-m", "goloop", "serve", "slowapp:app", "--uds", path,
                           "--app-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          env=env, text=True)
-    lines: "queue.Queue[str]" = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in p.stdout], daemon=True)
-    reader.start()
-    out = []
-
-    def wait_line(text):
-        deadline = time.monotonic() + 30
-        while not out or text not in out[-1]:
-            out.append(lines.get(timeout=max(0.01, deadline - time.monotonic())))
-
+    out = OutputLines(p.stdout)
     try:
         # Not the socket file's existence: the kernel makes it at bind(), before listen(),
         # and a connect() in between is refused.
-        wait_line("running on unix socket")
+        out.wait_for("running on unix socket")
         s = socket.socket(socket.AF_UNIX)
         s.connect(path)
         s.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        wait_line("slow started")  # the request is in the application: the signal comes now
+        out.wait_for("slow started")  # the request is in the application: the signal comes now
         p.send_signal(sig)
         st, hdrs, body = read_response(s.makefile("rb"))
         assert (st, body) == (200, b"done /slow")
         assert hdrs.get("connection") == "close"
         s.close()
         p.wait(20)
-        reader.join(20)
+        out.reader.join(20)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    while not lines.empty():
-        out.append(lines.get())
-    out = "".join(out)
+    out = out.log()
     assert p.returncode == 0, out
     assert "lifespan shutdown" in out
     assert not os.path.exists(path)
