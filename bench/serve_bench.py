@@ -36,6 +36,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from run import free_port, proc_cpu_seconds  # noqa: E402
 PY = sys.executable
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
 SERVER_CPU, CLIENT_CPU = "0", "1"
@@ -123,12 +125,6 @@ def server_argv(name, app, port, certs):
     raise ValueError(name)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def tree_pids(pid):
     """pid and its descendants (Granian's master and worker processes)."""
     out, todo = [], [pid]
@@ -146,15 +142,7 @@ def tree_pids(pid):
 
 def tree_cpu(pid):
     """utime+stime of pid's whole process tree (every thread), in seconds."""
-    total = 0
-    for p in tree_pids(pid):
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total / os.sysconf("SC_CLK_TCK")
+    return sum(proc_cpu_seconds(p) or 0.0 for p in tree_pids(pid))
 
 
 _UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}

@@ -62,7 +62,21 @@ def restore_policy():
         asyncio.set_event_loop_policy(old)
 
 
-@pytest.fixture(params=["loop", "goroutines"])
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serve_one_driver: a serve test run with the default "
+                            "connection driver only (pytest_generate_tests)")
+
+
+def pytest_generate_tests(metafunc):
+    # serve_readers: both drivers, or the default one for a test marked serve_one_driver
+    # (it exercises nothing the drivers differ in: no connection, or TLS or HTTP/2 only,
+    # which the goroutine driver serves under both)
+    if "serve_readers" in metafunc.fixturenames:
+        one = metafunc.definition.get_closest_marker("serve_one_driver")
+        metafunc.parametrize("serve_readers", ["loop"] if one else ["loop", "goroutines"], indirect=True)
+
+
+@pytest.fixture
 def serve_readers(request, monkeypatch):
     """Runs a goloop serve test with each connection driver: the loop thread's (default) and
     the goroutine per connection of GOLOOP_SERVE_READERS=goroutines (read when a server is

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import re
 import resource
 import shutil
 import signal
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import tempfile
 import textwrap
+import threading
 import time
 
 import pytest
@@ -201,3 +203,48 @@ def interrupt(proc, timeout: float = 20) -> str:
         proc.kill()
         out, _ = proc.communicate()
     return out.decode(errors="replace") if out else ""
+
+
+class OutputLines:
+    """The lines a subprocess writes to stream (a text pipe), collected by a thread as they
+    come: wait_for() a pattern, count() or log() them."""
+
+    def __init__(self, stream):
+        self.lines: list[str] = []
+        self.eof = False
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.reader.start()
+
+    def _read(self, stream):
+        for line in stream:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+        with self.cond:
+            self.eof = True
+            self.cond.notify_all()
+
+    def wait_for(self, pattern, count=1, timeout=30):
+        """The first count matches (re.search) of pattern, once there are as many lines that
+        match; AssertionError with the output if the stream ends or the timeout passes first."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                found = [m for m in map(rx.search, self.lines) if m]
+                if len(found) >= count:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0 or self.eof:
+                    raise AssertionError(f"no {count}x {pattern!r} in the output:\n" + "\n".join(self.lines))
+                self.cond.wait(min(left, 0.2))
+
+    def count(self, pattern):
+        with self.cond:
+            return sum(1 for line in self.lines if re.search(pattern, line))
+
+    def log(self):
+        """The output so far (all of it once the stream ended: reader.join())."""
+        with self.cond:
+            return "\n".join(self.lines)

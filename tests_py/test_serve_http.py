@@ -6,7 +6,6 @@ import asyncio
 import http.client
 import json
 import os
-import queue
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ import pytest
 
 import goloop
 from goloop import _serve
+from nethelpers import OutputLines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYSHIM = os.path.join(os.path.dirname(HERE), "pyshim")
@@ -250,6 +250,7 @@ def test_closing_request_body_in_later_reads(close):
             body = f.read()
         assert st == 200 and body == data  # and nothing answered the request after it
         assert f.read() == b""  # closed
+        f.close()
         s.close()
 
 
@@ -283,6 +284,7 @@ def test_bad_requests_answered_by_go(raw, status):
         st, hdrs, _ = read_response(f)
         assert st == status and hdrs["connection"] == "close"
         assert f.read() == b""  # closed
+        f.close()  # the socket's descriptor stays open while a makefile() of it does
         s.close()
     # a malformed head never reaches the app; a malformed body reaches it as a disconnect
     assert calls == ([] if b"chunked" not in raw else ["/"])
@@ -324,12 +326,13 @@ def test_app_errors():
 
 def test_disconnect_and_send_after_it():
     got = {}
-    done = threading.Event()
+    first, done = threading.Event(), threading.Event()
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
             return
         got["first"] = await receive()
+        first.set()
         got["second"] = await receive()  # waits until the client goes away
         try:
             await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -341,7 +344,7 @@ def test_disconnect_and_send_after_it():
     with serving(app) as server:
         s = connect(server)
         s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        time.sleep(0.2)
+        assert first.wait(10)  # the app waits in its second receive()
         s.close()
         assert done.wait(10)
     assert got["first"] == {"type": "http.request", "body": b"", "more_body": False}
@@ -394,6 +397,7 @@ def test_lifespan_state_and_shutdown():
     assert events == ["lifespan.startup", "lifespan.shutdown"]
 
 
+@pytest.mark.serve_one_driver  # no connection
 def test_lifespan_startup_failure():
     async def app(scope, receive, send):
         if scope["type"] == "lifespan":
@@ -478,6 +482,7 @@ def test_unix_socket(tmp_path):
     assert not os.path.exists(path)
 
 
+@pytest.mark.serve_one_driver  # no connection
 def test_unknown_and_unsupported_options():
     with pytest.raises(_serve.ConfigError, match="no option 'bogus'"):
         _serve.Server(hello_app, bogus=1)
@@ -496,6 +501,7 @@ def run_cli(*args, **kw):
                           timeout=60, env=env, **kw)
 
 
+@pytest.mark.serve_one_driver  # no connection
 def test_cli_rejects_unknown_options():
     r = run_cli("serve", "x:app", "--bogus")
     assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
@@ -505,6 +511,7 @@ def test_cli_rejects_unknown_options():
     assert r.returncode == 2 and "unknown command" in r.stderr
 
 
+@pytest.mark.serve_one_driver  # no connection
 def test_import_goloop_loads_no_go_runtime():
     code = "import sys, goloop, goloop._serve; assert 'goloop._goloop' not in sys.modules, sys.modules.keys()"
     env = dict(os.environ, PYTHONPATH=PYSHIM)
@@ -542,38 +549,27 @@ def test_cli_graceful_shutdown(tmp_path, sig):
     p = subprocess.Popen([sys.executable, "-P", "-m", "goloop", "serve", "slowapp:app", "--uds", path,
                           "--app-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          env=env, text=True)
-    lines: "queue.Queue[str]" = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in p.stdout], daemon=True)
-    reader.start()
-    out = []
-
-    def wait_line(text):
-        deadline = time.monotonic() + 30
-        while not out or text not in out[-1]:
-            out.append(lines.get(timeout=max(0.01, deadline - time.monotonic())))
-
+    out = OutputLines(p.stdout)
     try:
         # Not the socket file's existence: the kernel makes it at bind(), before listen(),
         # and a connect() in between is refused.
-        wait_line("running on unix socket")
+        out.wait_for("running on unix socket")
         s = socket.socket(socket.AF_UNIX)
         s.connect(path)
         s.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        wait_line("slow started")  # the request is in the application: the signal comes now
+        out.wait_for("slow started")  # the request is in the application: the signal comes now
         p.send_signal(sig)
         st, hdrs, body = read_response(s.makefile("rb"))
         assert (st, body) == (200, b"done /slow")
         assert hdrs.get("connection") == "close"
         s.close()
         p.wait(20)
-        reader.join(20)
+        out.reader.join(20)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    while not lines.empty():
-        out.append(lines.get())
-    out = "".join(out)
+    out = out.log()
     assert p.returncode == 0, out
     assert "lifespan shutdown" in out
     assert not os.path.exists(path)

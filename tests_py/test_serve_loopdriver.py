@@ -4,7 +4,6 @@ connections, client resets, descriptors, and both drivers in one process.
 The loop driver (the default) reads and writes on the loop thread; GOLOOP_SERVE_READERS=
 goroutines selects a goroutine per connection. The tests here run with both (conftest's
 serve_readers) unless they mix them."""
-import asyncio
 import os
 import socket
 import subprocess
@@ -14,7 +13,7 @@ import time
 
 import pytest
 
-from test_serve_http import read_response, serving
+from test_serve_http import connect, read_response, serving
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYSHIM = os.path.join(os.path.dirname(HERE), "pyshim")
@@ -189,7 +188,7 @@ def reset(s):
 def test_client_resets_and_no_descriptor_left():
     sized_app.lost = 0
     with serving(sized_app) as server:
-        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s = connect(server)
         s.sendall(b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
         read_response(s.makefile("rb"))
         s.close()
@@ -197,7 +196,7 @@ def test_client_resets_and_no_descriptor_left():
         before = fd_count()
         socks = []
         for i in range(40):
-            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            s = connect(server)
             socks.append(s)
             s.sendall([b"GET /1 HTTP/1.1\r\nHost:",  # mid-head
                        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc",  # mid-body

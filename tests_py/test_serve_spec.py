@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from test_serve_http import get, read_response, serving
+from test_serve_http import connect, get, read_response, serving
 
 h2 = pytest.importorskip("h2")
 httpx = pytest.importorskip("httpx")
@@ -57,7 +57,7 @@ async def echo_app(scope, receive, send):
 
 def test_expect_100_continue_sent_when_the_app_reads():
     with serving(echo_app) as server:
-        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s = connect(server)
         s.sendall(b"POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
         first = recv_until(s, b"\r\n\r\n")
         assert first == b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -72,7 +72,7 @@ def test_expect_100_continue_sent_when_the_app_reads():
 
 def test_expect_100_continue_not_sent_if_the_app_answers_without_reading():
     with serving(echo_app) as server:
-        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s = connect(server)
         s.sendall(b"POST /noread HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
         f = s.makefile("rb")
         status, headers, body = read_response(f)
@@ -84,19 +84,20 @@ def test_expect_100_continue_not_sent_if_the_app_answers_without_reading():
 
 def test_expect_100_continue_ignored_for_http10_and_sent_body():
     with serving(echo_app) as server:
-        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s = connect(server)
         s.sendall(b"POST /e HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nab")
         data = s.makefile("rb").read()
         assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"got ab")
         s.close()
         # a client that sends the body at once gets no 100
-        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s = connect(server)
         s.sendall(b"POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\ncd")
         status, _, body = read_response(s.makefile("rb"))
         assert status == 200 and body == b"got cd"
         s.close()
 
 
+@pytest.mark.serve_one_driver  # HTTP/2: the goroutine driver's
 def test_h2_expect_100_continue():
     with serving(echo_app) as server:  # /noread answers without reading
         c = RawH2(server.port)
@@ -186,7 +187,7 @@ def read_chunked_with_trailers(f):
 def test_trailers_http11_with_te_trailers():
     ERRORS.clear()
     with serving(trailers_app) as server:
-        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s = connect(server)
         f = s.makefile("rb")
         for _ in range(2):  # keep-alive: the second request on the same connection
             s.sendall(b"GET /t HTTP/1.1\r\nHost: x\r\nTE: trailers\r\n\r\n")
@@ -200,7 +201,7 @@ def test_trailers_http11_with_te_trailers():
 def test_trailers_dropped_without_te_trailers():
     ERRORS.clear()
     with serving(trailers_app) as server:
-        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s = connect(server)
         f = s.makefile("rb")
         for _ in range(2):
             s.sendall(b"GET /t HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -215,6 +216,7 @@ def test_trailers_dropped_without_te_trailers():
     assert any("without 'trailers': True" in e for e in ERRORS), ERRORS
 
 
+@pytest.mark.serve_one_driver  # HTTP/2: the goroutine driver's
 def test_trailers_http2():
     with serving(trailers_app) as server:
         c = RawH2(server.port)
@@ -297,6 +299,7 @@ def test_pathsend_starlette_file_response(bigfile):
     assert "http.response.pathsend" in sent  # Starlette used the extension: Python read no file
 
 
+@pytest.mark.serve_one_driver  # TLS: the goroutine driver's
 def test_pathsend_tls_and_h2(bigfile, certs):  # noqa: F811
     path, sha, size = bigfile
     sent = []
@@ -468,7 +471,7 @@ def test_lingering_close_after_400():
     """A client still sending when the server answers 400 reads the 400, not a reset."""
     with serving(echo_app) as server:
         for _ in range(3):
-            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            s = connect(server)
             s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nBad Header: x\r\n\r\n")
             time.sleep(0.1)  # the server answered and closed (or lingers)
             junk = b"x" * (1 << 16)
@@ -515,7 +518,7 @@ def test_pipelined_output_held_is_bounded():
 
 def test_websocket_other_version_426():
     with serving(echo_app) as server:
-        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s = connect(server)
         s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n")
         status, headers, _ = read_response(s.makefile("rb"))

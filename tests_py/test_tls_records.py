@@ -896,31 +896,21 @@ def test_large_writes_arrive_whole_and_in_order_under_flow_control(loop, certs):
             self.resumed += 1
             loop.call_soon(self.pump)
 
-    class SlowReader(asyncio.Protocol):
-        """Pauses reading after each delivery, for a moment."""
-
-        def __init__(self):
-            self.data = bytearray()
-            self.done = loop.create_future()
-
-        def connection_made(self, tr):
-            self.tr = tr
+    class SlowReader(_Collect):
+        """Pauses reading after each delivery, for a moment, until it has all of want."""
 
         def data_received(self, data):
-            self.data += data
-            if len(self.data) >= len(want):
-                if not self.done.done():
-                    self.done.set_result(None)
-                return
-            self.tr.pause_reading()
-            loop.call_later(0.002, self.resume)
+            super().data_received(data)
+            if not self.done.done():
+                self.transport.pause_reading()
+                loop.call_later(0.002, self.resume)
 
         def resume(self):
-            if not self.tr.is_closing():
-                self.tr.resume_reading()
+            if not self.transport.is_closing():
+                self.transport.resume_reading()
 
     async def main():
-        pair = _small_buffers_pair(loop, certs, SlowReader, Writer)
+        pair = _small_buffers_pair(loop, certs, lambda: SlowReader(loop, want=len(want)), Writer)
         async with _connected(pair) as (tr, writer, reader):
             await reader.done
             await asyncio.sleep(0.01)

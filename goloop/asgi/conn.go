@@ -141,8 +141,8 @@ func (c *Conn) serve() {
 		}
 		c.pushBatch(true)
 		if c.stopRead {
-			if run := c.upgraded(); run != nil {
-				run()
+			if serve := c.upgraded(); serve != nil {
+				serve() // the goroutine serves the protocol switched to
 			}
 			return
 		}
@@ -175,19 +175,6 @@ func (c *Conn) pushBatch(notify bool) {
 	}
 	clear(c.batch)
 	c.batch = c.batch[:0]
-}
-
-// upgraded is what reads the connection once HTTP/1.1 stopped (stopRead) for another
-// protocol: a WebSocket session's frames (ws.go), or HTTP/2 after Upgrade: h2c (h2c.go);
-// nil if none.
-func (c *Conn) upgraded() func() {
-	if c.ws != nil {
-		return c.ws.serve
-	}
-	if c.up != nil {
-		return c.serveH2c
-	}
-	return nil
 }
 
 // busyLocked: a request is in flight or output waits (c.mu held): not idle.
@@ -236,6 +223,19 @@ func (c *Conn) roomLocked() {
 		default:
 		}
 	}
+}
+
+// upgraded is what serves the connection once reading HTTP/1.1 stopped at an upgrade
+// point: the WebSocket session (ws.go), or HTTP/2 after `Upgrade: h2c` (h2c.go); nil:
+// neither, the connection ends.
+func (c *Conn) upgraded() func() {
+	switch {
+	case c.ws != nil:
+		return c.ws.serve
+	case c.up != nil:
+		return c.serveH2c
+	}
+	return nil
 }
 
 func (c *Conn) feed(data []byte) {
@@ -389,11 +389,17 @@ func (c *Conn) OnBody(chunk []byte) error {
 		return nil
 	}
 	c.mu.Lock()
-	r.expect100 = false // the client sends the body without waiting for a 100
-	r.body = append(r.body, chunk...)
-	c.wakeLocked(r, &c.batch)
+	c.bodyLocked(r, chunk)
 	c.mu.Unlock()
 	return nil
+}
+
+// bodyLocked takes a chunk of r's body (HTTP/1.1 or HTTP/2) and wakes its receiver: the
+// client sends the body without waiting for a 100, so none is sent after it (c.mu held).
+func (c *Conn) bodyLocked(r *Request, chunk []byte) {
+	r.expect100 = false
+	r.body = append(r.body, chunk...)
+	c.wakeLocked(r, &c.batch)
 }
 
 func (c *Conn) OnMessageComplete() error {

@@ -537,9 +537,7 @@ func (h *h2Conn) onData(f *http2.DataFrame) (http2.ErrCode, bool) {
 	if r.own || r.lost {
 		h.giveBackLocked(int64(len(data)))
 	} else if len(data) > 0 {
-		r.expect100 = false // the client did not wait for a 100
-		r.body = append(r.body, data...)
-		c.wakeLocked(r, &c.batch)
+		c.bodyLocked(r, data)
 	}
 	if f.StreamEnded() {
 		return h.endRemoteLocked(st)
@@ -747,17 +745,12 @@ func (r *Request) h2Receive() ([]byte, RecvState) {
 	return nil, RecvWait
 }
 
-func (r *Request) h2Send(body []byte, more bool) (flags int, err error) {
+func (r *Request) h2Send(body []byte, more bool, notStarted error) (flags int, err error) {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case !r.started:
-		return 0, ErrNotStarted
-	case r.done || r.bodyEnd:
-		return 0, ErrCompleted
-	case r.lost || c.h2 == nil:
-		return 0, ErrDisconnected
+	if err := r.partErrLocked(notStarted); err != nil {
+		return 0, err
 	}
 	if err := c.h2.sendLocked(r, body, more); err != nil {
 		return 0, err

@@ -63,14 +63,7 @@ func h2cClient() *http.Client {
 }
 
 func echoApp(a *fakeApp, r *Request) {
-	var body []byte
-	for {
-		b, st := a.receive(r)
-		body = append(body, b...)
-		if st != RecvBody {
-			break
-		}
-	}
+	body := a.readBody(r, false)
 	var sb strings.Builder
 	for i := 0; i < r.NumHeaders(); i++ {
 		n, v := r.Header(i)

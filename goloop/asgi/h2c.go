@@ -52,11 +52,7 @@ func (c *Conn) h2cCheck(r *Request) *h2cUpgrade {
 		name, value := r.Header(i)
 		switch string(name) {
 		case "upgrade":
-			for _, t := range strings.Split(string(value), ",") {
-				if strings.EqualFold(strings.TrimSpace(t), "h2c") {
-					h2c = true
-				}
-			}
+			h2c = h2c || hasToken(value, "h2c")
 		case "http2-settings":
 			nSettings++
 			settings = strings.TrimRight(strings.TrimSpace(string(value)), "=")

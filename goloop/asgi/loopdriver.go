@@ -258,11 +258,11 @@ func (c *Conn) loopRead() {
 		c.mu.Lock()
 		if c.stopRead {
 			c.lread = false
+			serve := c.upgraded()
 			c.setInterestLocked()
-			run := c.upgraded()
 			c.mu.Unlock()
-			if run != nil {
-				c.handOff(run) // a goroutine reads the other protocol
+			if serve != nil {
+				c.handOff(serve) // a goroutine serves the protocol switched to
 			}
 			return
 		}

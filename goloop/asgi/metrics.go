@@ -91,7 +91,7 @@ func (s *Server) EnableSharedMetrics(path string, fd int, slot int) error {
 		return errors.New("the shared metrics file has no goloop header")
 	}
 	// The mapping lives as long as the process: the counters may be read after the server.
-	s.useCounters((*counters)(unsafe.Pointer(&mem[SharedHeaderSize+slot*SharedSlotSize])))
+	s.useCounters(slotAt(mem, slot))
 	s.metrics = &metrics{path: path, counters: s.ctr, shared: mem}
 	return nil
 }
@@ -132,6 +132,25 @@ type MetricsSnapshot struct {
 	Connections int
 }
 
+// slots are the counters a snapshot sums: the shared file's slots in use, else this
+// process' own (s.ctr: the same requests, inflight and conns as Server's accessors).
+func (m *metrics) slots() []*counters {
+	if m.shared == nil {
+		return []*counters{m.counters}
+	}
+	n := max(0, min(int(word(m.shared, 8).Load()), (len(m.shared)-SharedHeaderSize)/SharedSlotSize))
+	slots := make([]*counters, n)
+	for i := range slots {
+		slots[i] = slotAt(m.shared, i)
+	}
+	return slots
+}
+
+// slotAt is slot i's counters in the shared file's mapping mem.
+func slotAt(mem []byte, i int) *counters {
+	return (*counters)(unsafe.Pointer(&mem[SharedHeaderSize+i*SharedSlotSize]))
+}
+
 // Metrics returns the counters now: the whole server's with shared metrics (every
 // worker's slot summed), this process' otherwise.
 func (s *Server) Metrics() MetricsSnapshot {
@@ -140,24 +159,12 @@ func (s *Server) Metrics() MetricsSnapshot {
 	if m == nil {
 		return ms
 	}
-	ms.Enabled = true
-	slots := []*counters{m.counters}
-	if m.shared != nil {
-		slots = slots[:0]
-		used := int(word(m.shared, 8).Load())
-		for i := 0; i < used && SharedHeaderSize+(i+1)*SharedSlotSize <= len(m.shared); i++ {
-			slots = append(slots, (*counters)(unsafe.Pointer(&m.shared[SharedHeaderSize+i*SharedSlotSize])))
-		}
-		ms.Requests, ms.InFlight, ms.Connections = 0, 0, 0
-	}
-	ms.Buckets = make([]int64, len(LatencyBuckets)+1)
+	ms = MetricsSnapshot{Enabled: true, Buckets: make([]int64, len(LatencyBuckets)+1)}
 	var sumNs int64
-	for _, c := range slots {
-		if m.shared != nil {
-			ms.Requests += c.requests.Load()
-			ms.InFlight += int(c.inflight.Load())
-			ms.Connections += int(c.conns.Load())
-		}
+	for _, c := range m.slots() {
+		ms.Requests += c.requests.Load()
+		ms.InFlight += int(c.inflight.Load())
+		ms.Connections += int(c.conns.Load())
 		ms.Count += c.count.Load()
 		sumNs += c.sumNs.Load()
 		for i := range c.buckets {

@@ -270,7 +270,7 @@ const HoldMin = 16 * 1024
 // Not held: body was copied and rel is never called.
 func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held bool, err error) {
 	if r.h2 != nil {
-		flags, err = r.h2Send(body, more)
+		flags, err = r.h2Send(body, more, ErrNotStarted)
 		return flags, false, err
 	}
 	part := bodyPart{b: body, rel: rel}
@@ -293,15 +293,7 @@ func (r *Request) sendPart(part *bodyPart, more bool, notStarted error) (flags i
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case !r.started:
-		err = notStarted
-	case r.done || r.bodyEnd:
-		err = ErrCompleted
-	case r.lost:
-		err = ErrDisconnected
-	}
-	if err == nil {
+	if err = r.partErrLocked(notStarted); err == nil {
 		err = r.appendPartLocked(part, more)
 	}
 	if part.f != nil { // not queued
@@ -327,6 +319,20 @@ func (r *Request) sendPart(part *bodyPart, more bool, notStarted error) (flags i
 		}
 	}
 	return flags, nil
+}
+
+// partErrLocked is why a body part cannot be sent now (nil: it can; notStarted: the error
+// if the response was not started).
+func (r *Request) partErrLocked(notStarted error) error {
+	switch {
+	case !r.started:
+		return notStarted
+	case r.done || r.bodyEnd:
+		return ErrCompleted
+	case r.lost || r.h2 != nil && r.c.h2 == nil:
+		return ErrDisconnected
+	}
+	return nil
 }
 
 // appendPartLocked frames part into the response's output (c.mu held); a queued file is

@@ -86,16 +86,35 @@ func (a *fakeApp) seenCount() int {
 }
 
 // receive is ASGI's receive(): it waits for the EvWake when nothing is there.
-func (a *fakeApp) receive(r *Request) ([]byte, RecvState) {
+func (a *fakeApp) receive(r *Request) ([]byte, RecvState) { return a.receiveOpt(r, false) }
+
+// receiveOpt is receive; with flush, as the binding does it: the loop flushes what Receive
+// queued (a 100 Continue) before it waits.
+func (a *fakeApp) receiveOpt(r *Request, flush bool) ([]byte, RecvState) {
 	for {
 		b, st := r.Receive()
 		if st != RecvWait {
 			return b, st
 		}
+		if flush {
+			a.s.Flush()
+		}
 		select {
 		case <-a.wakeCh(r):
 		case <-time.After(10 * time.Second):
 			panic("receive: no wake-up")
+		}
+	}
+}
+
+// readBody receives r's whole body (until the last part or a disconnect).
+func (a *fakeApp) readBody(r *Request, flush bool) []byte {
+	var body []byte
+	for {
+		b, st := a.receiveOpt(r, flush)
+		body = append(body, b...)
+		if st != RecvBody {
+			return body
 		}
 	}
 }

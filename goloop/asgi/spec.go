@@ -227,16 +227,7 @@ func (r *Request) h2SendFile(f *os.File, size int64) error {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var err error
-	switch {
-	case !r.started:
-		err = ErrPathsend
-	case r.done || r.bodyEnd:
-		err = ErrCompleted
-	case r.lost || c.h2 == nil:
-		err = ErrDisconnected
-	}
-	if err != nil {
+	if err := r.partErrLocked(ErrPathsend); err != nil {
 		f.Close()
 		return err
 	}
@@ -288,7 +279,7 @@ func (r *Request) SendFD(fd int, offset, count int64, more bool) (flags int, n i
 			data = data[:m]
 		}
 		n = int64(len(data))
-		flags, err = r.h2Send(data, more)
+		flags, err = r.h2Send(data, more, ErrZeroCopy)
 		return flags, n, movePos(fd, offset, pos+n, err)
 	}
 	flags, err = r.sendPart(&bodyPart{f: f, off: pos, n: n}, more, ErrZeroCopy)

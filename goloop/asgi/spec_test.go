@@ -13,23 +13,6 @@ import (
 	"time"
 )
 
-// receiveFlushing is receive() as the binding does it: the loop flushes what Receive
-// queued (a 100 Continue) before it waits.
-func (a *fakeApp) receiveFlushing(r *Request) ([]byte, RecvState) {
-	for {
-		b, st := r.Receive()
-		if st != RecvWait {
-			return b, st
-		}
-		a.s.Flush()
-		select {
-		case <-a.wakeCh(r):
-		case <-time.After(10 * time.Second):
-			panic("receive: no wake-up")
-		}
-	}
-}
-
 // continueApp answers "got <body>" after reading the body (the way that sends a 100),
 // and /noread 403 without reading it.
 func continueApp(a *fakeApp, r *Request) {
@@ -37,15 +20,7 @@ func continueApp(a *fakeApp, r *Request) {
 		a.respond(r, 403, "", "no")
 		return
 	}
-	var body []byte
-	for {
-		b, st := a.receiveFlushing(r)
-		body = append(body, b...)
-		if st != RecvBody {
-			break
-		}
-	}
-	a.respond(r, 200, "", "got "+string(body))
+	a.respond(r, 200, "", "got "+string(a.readBody(r, true)))
 }
 
 func TestExpect100Continue(t *testing.T) {
@@ -183,10 +158,8 @@ func TestSendFile(t *testing.T) {
 	}
 }
 
-// TestSendFD: http.response.zerocopysend's offset/count and file position rules, with
-// content-length and chunked framing, and a part bigger than the socket buffer.
-func TestSendFD(t *testing.T) {
-	data := bytes.Repeat([]byte("0123456789abcdef"), 200000) // 3.2 MB
+// openTemp opens a temporary file holding data (closed at the test's end).
+func openTemp(t *testing.T, data []byte) (*os.File, int) {
 	path := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -195,8 +168,15 @@ func TestSendFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	fd := int(f.Fd())
+	t.Cleanup(func() { f.Close() })
+	return f, int(f.Fd())
+}
+
+// TestSendFD: http.response.zerocopysend's offset/count and file position rules, with
+// content-length and chunked framing, and a part bigger than the socket buffer.
+func TestSendFD(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 200000) // 3.2 MB
+	f, fd := openTemp(t, data)
 	pos := func() int64 { p, _ := f.Seek(0, io.SeekCurrent); return p }
 	positions := make(chan int64, 4)
 	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
@@ -308,5 +288,43 @@ func TestHeldOutputBound(t *testing.T) {
 		if _, body := readResp(t, br, "GET"); len(body) != 512<<10 {
 			t.Fatal(len(body))
 		}
+	}
+}
+
+// TestSendFDH2: http.response.zerocopysend on HTTP/2 (read and sent as DATA): the same
+// offset/position rules as on HTTP/1.1, and before http.response.start its own error.
+func TestSendFDH2(t *testing.T) {
+	f, fd := openTemp(t, []byte("0123456789abcdef"))
+	early := make(chan error, 1)
+	positions := make(chan int64, 1)
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		_, _, err := r.SendFD(fd, 0, 1, false)
+		early <- err
+		r.Start(200, nil)
+		f.Seek(3, io.SeekStart)
+		if _, _, err = r.SendFD(fd, -1, 4, true); err == nil { // "3456", the position moves to 7
+			_, _, err = r.SendFD(fd, 10, 3, false) // "abc", the position stays
+		}
+		if err != nil {
+			panic(err)
+		}
+		p, _ := f.Seek(0, io.SeekCurrent)
+		positions <- p
+		a.s.Flush()
+	})
+	resp, err := h2cClient().Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.ProtoMajor != 2 || string(body) != "3456abc" {
+		t.Fatalf("HTTP/%d %q %v", resp.ProtoMajor, body, err)
+	}
+	if err := <-early; err != ErrZeroCopy {
+		t.Fatalf("zerocopysend before start: %v", err)
+	}
+	if p := <-positions; p != 7 {
+		t.Fatalf("file position %d, want 7", p)
 	}
 }

@@ -306,9 +306,10 @@ func TestTLSRecordsLeftOverByFlush(t *testing.T) {
 	}
 }
 
-// Records written by a non-blocking writer (the flush) and by blocking writers that do not
-// own the output (the reader goroutine's alerts and key updates, close_notify) at the same
-// time all reach the peer whole, each writer's in its order.
+// Records written at the same time by a non-blocking writer (the flush), a blocking one
+// (the writer goroutine's tlsConn.Write) and crypto/tls itself outside both (as the reader
+// goroutine's alerts and key updates, close_notify: straight to the sink, queued there
+// while another owns the output) all reach the peer whole, each writer's in its order.
 func TestTLSSinkWritersTakeTurns(t *testing.T) {
 	p := newPKI(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -343,7 +344,7 @@ func TestTLSSinkWritersTakeTurns(t *testing.T) {
 		return b
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { // the flush's way: non-blocking, the rest by the writer goroutine's
 		defer wg.Done()
 		for i := 0; i < n; i += 10 {
@@ -362,18 +363,23 @@ func TestTLSSinkWritersTakeTurns(t *testing.T) {
 			}
 		}
 	}()
-	go func() { // a writer that does not own the output
-		defer wg.Done()
-		for i := 0; i < n; i += 10 {
-			if _, err := sc.Write(lines('B', i)); err != nil {
-				panic(err)
+	for tag, write := range map[byte]func([]byte) (int, error){
+		'B': sc.Write,      // the writer goroutine's: owns the output while it writes
+		'C': sc.Conn.Write, // crypto/tls's own: does not wait for the output
+	} {
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n; i += 10 {
+				if _, err := write(lines(tag, i)); err != nil {
+					panic(err)
+				}
 			}
-		}
-	}()
+		}()
+	}
 	next := map[byte]int{}
 	br := bufio.NewReader(tc)
 	tc.SetReadDeadline(time.Now().Add(20 * time.Second))
-	for next['A'] < n || next['B'] < n {
+	for next['A'] < n || next['B'] < n || next['C'] < n {
 		if next['A'] < 500 {
 			time.Sleep(50 * time.Microsecond) // a slow reader at first: the socket fills
 		}
@@ -416,4 +422,46 @@ func TestTLSWebSocket(t *testing.T) {
 		}
 	}
 	wsClientClose(t, tc, br, codes)
+}
+
+// A record crypto/tls writes while another writer owns the output (here: records a flush
+// left on a full socket) is queued behind the owner's, not written past them, and its
+// writer does not wait; the owner writes both in order. With the output free, a record
+// goes out at once.
+func TestTLSSinkQueuesWhileOwned(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cl, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	k := &tlsSink{Conn: srv}
+	k.cond.L = &k.mu
+	k.owned, k.pend = true, []byte("first;")
+	if n, err := k.Write([]byte("second;")); n != 7 || err != nil {
+		t.Fatal(n, err)
+	}
+	if string(k.pend) != "first;second;" {
+		t.Fatalf("queued %q", k.pend)
+	}
+	if err := k.writeAll(); err != nil || k.owned {
+		t.Fatal(err, k.owned)
+	}
+	if _, err := k.Write([]byte("third;")); err != nil || k.owned || len(k.pend) != 0 {
+		t.Fatal(err, k.owned, k.pend)
+	}
+	cl.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got := make([]byte, 19)
+	if _, err := io.ReadFull(cl, got); err != nil || string(got) != "first;second;third;" {
+		t.Fatalf("%q %v", got, err)
+	}
 }

@@ -145,6 +145,17 @@ type WS struct {
 	drained bool
 }
 
+// hasToken tells whether the comma-separated header value lists tok (case-insensitive):
+// the protocols of an Upgrade header.
+func hasToken(value []byte, tok string) bool {
+	for _, t := range strings.Split(string(value), ",") {
+		if strings.EqualFold(strings.TrimSpace(t), tok) {
+			return true
+		}
+	}
+	return false
+}
+
 // WS returns the request's WebSocket side, nil for a plain HTTP request.
 func (r *Request) WS() *WS { return r.ws }
 
@@ -166,11 +177,7 @@ func (c *Conn) wsCheck(r *Request, method []byte) {
 		name, value := r.Header(i)
 		switch string(name) {
 		case "upgrade":
-			for _, t := range strings.Split(string(value), ",") {
-				if strings.EqualFold(strings.TrimSpace(t), "websocket") {
-					upgrade = true
-				}
-			}
+			upgrade = upgrade || hasToken(value, "websocket")
 		case "sec-websocket-key":
 			key = bytes.TrimSpace(value)
 		case "sec-websocket-version":

@@ -463,10 +463,13 @@ const char *gl_asgi_hdrbuf(Py_ssize_t *n) {
     return hdrbuf.p;
 }
 
+/* A second http.response.start: the error Go gives it (send_start refuses one itself when
+ * the first was held; send_after_finish when the request was let go). */
+#define START_TWICE "Unexpected ASGI message 'http.response.start' sent, after response already started."
+
 static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
     if (self->started) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "Unexpected ASGI message 'http.response.start' sent, after response already started.");
+        PyErr_SetString(PyExc_RuntimeError, START_TWICE);
         return NULL;
     }
     long status = gl_asgi_status(msg, s_status, 100, "http.response.start");
@@ -547,8 +550,7 @@ static PyObject *send_after_finish(PyObject *msg) {
     }
     int start = PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_start) == 0;
     if (start)
-        PyErr_SetString(PyExc_RuntimeError,
-                        "Unexpected ASGI message 'http.response.start' sent, after response already started.");
+        PyErr_SetString(PyExc_RuntimeError, START_TWICE);
     else if (!PyErr_Occurred())
         PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message %R sent, after response already completed.", type);
     Py_DECREF(type);

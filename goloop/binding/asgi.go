@@ -297,12 +297,12 @@ func (sv *asgiSrv) start(r *asgi.Request) {
 	rid, _ := asgiReqs.Add(r)
 	c := r.Conn()
 	penc, plen := proxyEnc(r)
-	ext, release := sv.scopeExt(c)
+	ext, owned := sv.scopeExt(c)
 	rc := C.gl_asgi_request(sv.py, C.long(rid), cbytes(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
 		C.int(r.Major), C.int(r.Minor), cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
 		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix), penc, plen, ext)
-	if release != nil {
-		release()
+	if owned {
+		C.gl_decref(ext)
 	}
 	if rc < 0 { // the call could not start (reported by asgi.c): a 500
 		r.AppDone()

@@ -122,13 +122,20 @@ static inline int gl_asgi_view(PyObject *body, Py_buffer *view, char **p, Py_ssi
     return 0;
 }
 
+/* msg[key]'s truth (absent: false); -1 with an error. */
+static inline int gl_asgi_flag(PyObject *msg, PyObject *key) {
+    PyObject *v = gl_asgi_get(msg, key);
+    if (v == NULL) return PyErr_Occurred() ? -1 : 0;
+    int on = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return on;
+}
+
 /* An http.response.body message's body (NULL: missing) and more_body; -1 with an error. */
 static inline int gl_asgi_body(PyObject *msg, PyObject *body_key, PyObject *more_key, PyObject **body, int *more) {
     *body = gl_asgi_get(msg, body_key);
     if (*body == NULL && PyErr_Occurred()) return -1;
-    PyObject *m = gl_asgi_get(msg, more_key);
-    *more = m != NULL ? PyObject_IsTrue(m) : PyErr_Occurred() ? -1 : 0;
-    Py_XDECREF(m);
+    *more = gl_asgi_flag(msg, more_key);
     if (*more < 0) Py_CLEAR(*body);
     return *more < 0 ? -1 : 0;
 }

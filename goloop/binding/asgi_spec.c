@@ -8,15 +8,6 @@ static PyObject *s_trailers, *s_headers, *s_more_trailers, *s_path, *s_t_trailer
     *s_extensions;
 static PyObject *s_file, *s_offset, *s_count, *s_more_body, *s_tell, *s_t_zerocopysend;
 
-/* msg[key]'s truth (absent: false); -1 on error. */
-static int flag(PyObject *msg, PyObject *key) {
-    PyObject *v = gl_asgi_get(msg, key);
-    if (v == NULL) return PyErr_Occurred() ? -1 : 0;
-    int on = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    return on;
-}
-
 /* msg[key] as a non-negative int into *out (absent or None: -1); -1 on error. */
 static int opt_size(PyObject *msg, PyObject *key, long long *out) {
     *out = -1;
@@ -32,7 +23,7 @@ static int opt_size(PyObject *msg, PyObject *key, long long *out) {
 
 /* After a successful http.response.start: tell Go if trailers follow. */
 int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg) {
-    int on = flag(msg, s_trailers);
+    int on = gl_asgi_flag(msg, s_trailers);
     if (on < 0) return -1;
     if (on) glAsgiStartTrailers(self->rid);
     return 0;
@@ -42,7 +33,7 @@ static PyObject *send_trailers(GLAsgiSend *self, PyObject *msg) {
     PyObject *headers = gl_asgi_get(msg, s_headers);
     if (headers == NULL && PyErr_Occurred()) return NULL;
     if (gl_asgi_header_lines(headers) < 0) return NULL;
-    int more = flag(msg, s_more_trailers);
+    int more = gl_asgi_flag(msg, s_more_trailers);
     if (more < 0) return NULL;
     Py_ssize_t n;
     const char *p = gl_asgi_hdrbuf(&n);
@@ -79,7 +70,7 @@ static PyObject *send_zerocopy(GLAsgiSend *self, PyObject *msg) {
         return NULL;
     }
     if ((fd = PyObject_AsFileDescriptor(file)) < 0 || opt_size(msg, s_offset, &offset) < 0 ||
-        opt_size(msg, s_count, &count) < 0 || (more = flag(msg, s_more_body)) < 0)
+        opt_size(msg, s_count, &count) < 0 || (more = gl_asgi_flag(msg, s_more_body)) < 0)
         goto done;
     by_object = offset < 0 && !PyLong_Check(file);
     if (by_object) {

@@ -54,10 +54,15 @@ func glAsgiReloadTLS(sid C.long) (rc C.int) {
 	return 0
 }
 
-// tlsExt is the extensions dict of the scopes of TLS connection c (with "tls"), made at its
-// first request and kept until it closes (EvConnClosed: connClosed). owned: the caller
-// must release it (c closed meanwhile: nothing keeps it). nil: an error (raised).
-func (sv *asgiSrv) tlsExt(c *asgi.Conn) (ext pyObj, owned bool) {
+// scopeExt is the extensions dict of the scopes of connection c when it is not the
+// template's: a TLS connection's, with "tls", made at its first request and kept until it
+// closes (EvConnClosed: connClosed). nil otherwise, or on an error (reported: the scope goes
+// without "tls", the request is served). owned: the caller must release it (c closed
+// meanwhile: nothing keeps it).
+func (sv *asgiSrv) scopeExt(c *asgi.Conn) (ext pyObj, owned bool) {
+	if !c.TLS() {
+		return nil, false
+	}
 	if o, ok := sv.tlsConns[c]; ok {
 		return o, false
 	}
@@ -74,6 +79,7 @@ func (sv *asgiSrv) tlsExt(c *asgi.Conn) (ext pyObj, owned bool) {
 	o := C.gl_asgi_tls_ext(sv.py, cbytes(blob), (*C.int32_t)(unsafe.Pointer(&ends[0])), C.int(len(ends)),
 		C.int(info.Version), C.int(info.CipherSuite))
 	if o == nil {
+		C.PyErr_WriteUnraisable(nil)
 		return nil, false
 	}
 	if !c.TrackClose() { // closed already: no event will release it
@@ -89,21 +95,4 @@ func (sv *asgiSrv) connClosed(c *asgi.Conn) {
 		delete(sv.tlsConns, c)
 		C.gl_decref(o)
 	}
-}
-
-// scopeExt is the extensions dict of r's scope when it is not the template's (TLS: with
-// "tls"), nil otherwise; release it with done.
-func (sv *asgiSrv) scopeExt(c *asgi.Conn) (ext pyObj, done func()) {
-	if !c.TLS() {
-		return nil, nil
-	}
-	o, owned := sv.tlsExt(c)
-	if o == nil {
-		C.PyErr_WriteUnraisable(nil) // the scope goes without "tls"; the request is served
-		return nil, nil
-	}
-	if owned {
-		return o, func() { C.gl_decref(o) }
-	}
-	return o, nil
 }

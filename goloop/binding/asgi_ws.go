@@ -52,13 +52,13 @@ func (sv *asgiSrv) startWS(r *asgi.Request) {
 	c := r.Conn()
 	protos := strings.Join(r.WS().Subprotocols, ",")
 	penc, plen := proxyEnc(r)
-	ext, release := sv.scopeExt(c)
+	ext, owned := sv.scopeExt(c)
 	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), cbytes(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
 		cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
 		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix),
 		cview(protos), C.Py_ssize_t(len(protos)), penc, plen, ext)
-	if release != nil {
-		release()
+	if owned {
+		C.gl_decref(ext)
 	}
 	if rc < 0 { // the call could not start (reported by asgi.c gl_asgi_launch): a 500
 		r.WS().AppDone(false)

@@ -67,21 +67,14 @@ static int register_hook(PyObject *m, const char *hook_name, const char *module,
                          const char *name, const char *kwname) {
     PyObject *mod = PyImport_ImportModule(module);
     if (mod == NULL) return -1;
-    PyObject *hook = PyObject_GetAttrString(m, hook_name);
     PyObject *reg = PyObject_GetAttrString(mod, name);
     Py_DECREF(mod);
-    PyObject *r = NULL;
-    if (hook != NULL && reg != NULL) {
-        if (kwname == NULL) {
-            r = PyObject_CallOneArg(reg, hook);
-        } else {
-            PyObject *kw = Py_BuildValue("{s:O}", kwname, hook);
-            PyObject *empty = PyTuple_New(0);
-            r = (kw && empty) ? PyObject_Call(reg, empty, kw) : NULL;
-            Py_XDECREF(kw);
-            Py_XDECREF(empty);
-        }
-    }
+    PyObject *hook = reg != NULL ? PyObject_GetAttrString(m, hook_name) : NULL;
+    PyObject *kw = hook != NULL && kwname != NULL ? Py_BuildValue("{s:O}", kwname, hook) : NULL;
+    PyObject *r = hook != NULL && (kwname == NULL || kw != NULL)
+                      ? PyObject_VectorcallDict(reg, kw ? NULL : &hook, kw ? 0 : 1, kw)
+                      : NULL;
+    Py_XDECREF(kw);
     Py_XDECREF(hook);
     Py_XDECREF(reg);
     if (r == NULL) return -1;

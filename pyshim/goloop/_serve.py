@@ -188,10 +188,6 @@ def _configure_logging(level: Any) -> None:
     root.setLevel(lvl)
 
 
-def _bind_sockets(cfg: dict[str, Any]) -> list[socket.socket]:
-    return _supervisor.bind_sockets(cfg, reuse_port=False)
-
-
 class _Lifespan:
     """The ASGI lifespan protocol (startup, shutdown, state), as uvicorn's LifespanOn."""
 
@@ -394,7 +390,7 @@ class Server:
                     self.exit_code = 3
                     return
             own_sockets = sockets is None
-            self.sockets = _bind_sockets(cfg) if own_sockets else list(sockets)
+            self.sockets = _supervisor.bind_sockets(cfg, reuse_port=False) if own_sockets else list(sockets)
             try:
                 await self._run(app, state, loop, _goloop)
             finally:

@@ -243,17 +243,25 @@ def _set_pdeathsig() -> None:
         pass
 
 
+def _read_ctl(fd: int) -> bytes | None:
+    """What came on a control socket (non-blocking): None if nothing yet, b"" when the
+    other end is closed or failed."""
+    try:
+        return os.read(fd, 64)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
 def _answer_pings(loop: Any, fd: int) -> None:
     """The worker's side of the health check: the loop answers each ping of the master (a
     reader on the control socket), so a worker whose loop is blocked does not answer."""
 
     def pong() -> None:
-        try:
-            data = os.read(fd, 64)
-        except BlockingIOError:
+        data = _read_ctl(fd)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:  # the master is gone
             loop.remove_reader(fd)
             return
@@ -516,12 +524,9 @@ class Supervisor:
 
     # -- events
     def _on_ctl(self, wk: _Worker) -> None:
-        try:
-            data = wk.ctl.recv(64)
-        except BlockingIOError:
+        data = _read_ctl(wk.ctl.fileno())
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:  # the worker closed its end (it exits): its exit is seen by _reap
             try:
                 self.sel.unregister(wk.ctl)
