@@ -5,7 +5,7 @@ loop does by releasing the GIL around each iteration's poll. Without that, a wai
 gets the GIL only when CPython's switch interval forces a hand-over. The tests raise the
 switch interval to 50 ms, so a loop that never releases the GIL shows it plainly (a thread
 then waits ~50 ms per turn) while a loop that does hands over in well under a millisecond:
-the bounds below sit an order of magnitude from either side.
+the bounds below sit well away from either side (a loaded CI machine slows both loops).
 """
 from __future__ import annotations
 
@@ -87,8 +87,10 @@ def test_a_thread_taking_the_gil_runs_while_the_loop_is_busy(loop, long_switch_i
             th.join()
 
     rate = loop.run_until_complete(main())
-    # without hand-overs: at most 1 / SWITCH_INTERVAL = 20 turns a second
-    assert rate > 10 / SWITCH_INTERVAL, rate
+    # without hand-overs: at most 1 / SWITCH_INTERVAL = 20 turns a second. With them,
+    # thousands on a quiet machine, but asyncio's own loop fell to 130 under CI's load:
+    # the bound sits at three times the no-hand-over rate.
+    assert rate > 3 / SWITCH_INTERVAL, rate
 
 
 def test_an_executor_callback_does_not_wait_for_a_switch_interval(loop, long_switch_interval):

@@ -63,6 +63,15 @@ func (s *Server) listenLoop(fd int) error {
 		unix.Close(fd)
 		return err
 	}
+	// The timer is made now: the accept back-off needs it when no descriptor is left
+	// (EMFILE), which is no time to make one.
+	s.lt.mu.Lock()
+	err := s.timerLocked()
+	s.lt.mu.Unlock()
+	if err != nil {
+		unix.Close(fd)
+		return err
+	}
 	ll := &loopListener{s: s, fd: fd}
 	s.mu.Lock()
 	if s.closed.Load() {
@@ -557,20 +566,33 @@ func (s *Server) deadlineSoon(t time.Time) {
 	if lt.fd == -2 || (!lt.at.IsZero() && !t.Before(lt.at)) {
 		return
 	}
-	if lt.fd < 0 {
-		fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
-		if err != nil {
-			return
-		}
-		if err := s.lp.Register(fd, evIn, s.onTimer); err != nil {
-			unix.Close(fd)
-			return
-		}
-		lt.fd = fd
+	if s.timerLocked() != nil {
+		return
 	}
 	lt.at = t
 	d := max(time.Until(t), time.Microsecond)
 	unix.TimerfdSettime(lt.fd, 0, &unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}, nil)
+}
+
+// timerLocked makes the server's timerfd if it has none yet (s.lt.mu held).
+func (s *Server) timerLocked() error {
+	lt := &s.lt
+	if lt.fd >= 0 {
+		return nil
+	}
+	if lt.fd == -2 {
+		return ErrServerClosed
+	}
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	if err := s.lp.Register(fd, evIn, s.onTimer); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	lt.fd = fd
+	return nil
 }
 
 // stopTimer closes the timer (Abort: no loop-mode connection is left).

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -546,40 +547,89 @@ func testHandOffWritePending(t *testing.T) {
 // Accept failing with EMFILE pauses the listener (level-triggered, it would spin); the
 // timer resumes it and the waiting connections are served.
 func testAcceptBackoff(t *testing.T) {
-	a, addr := startServer(t, Config{}, hello)
-	gate := &a.s.lp.(*testPoller).gate
+	// free: descriptors left for the server; with one, the first accept takes the last
+	// (the back-off's timer must exist already: made with the listener).
+	for _, free := range []int{0, 1} {
+		t.Run(fmt.Sprint(free), func(t *testing.T) {
+			a, addr := startServer(t, Config{}, hello)
+			gate := &a.s.lp.(*testPoller).gate
+			gate.Lock() // the server accepts nothing until the limit is down
+			var conns []net.Conn
+			for i := 0; i < 3; i++ {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					gate.Unlock()
+					t.Fatal(err)
+				}
+				defer c.Close()
+				conns = append(conns, c)
+			}
+			restore := limitFds(t, free)
+			gate.Unlock()
+			for _, c := range conns {
+				io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+			}
+			time.Sleep(250 * time.Millisecond) // accept fails, the listener pauses
+			if n := a.s.Connections(); n != free {
+				t.Errorf("%d connections accepted with %d descriptors free", n, free)
+			}
+			restore()
+			for _, c := range conns {
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, body := readResp(t, bufio.NewReader(c), "GET"); body != "hello /a" {
+					t.Fatal(body)
+				}
+			}
+		})
+	}
+}
+
+// limitFds lowers RLIMIT_NOFILE so that exactly free descriptors are left (the holes
+// below the highest open one are filled first); restore undoes it.
+func limitFds(t *testing.T, free int) (restore func()) {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		t.Skip(err)
 	}
-	gate.Lock() // the server accepts nothing until the limit is down
-	var conns []net.Conn
-	for i := 0; i < 3; i++ {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		conns = append(conns, c)
-	}
-	low := lim
-	low.Cur = uint64(countFds(t)) // no descriptor left for accept
-	err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low)
-	gate.Unlock()
+	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Skip(err)
 	}
-	for _, c := range conns {
-		io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-	}
-	time.Sleep(250 * time.Millisecond) // accept fails, the listener pauses
-	unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
-	for _, c := range conns {
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, body := readResp(t, bufio.NewReader(c), "GET"); body != "hello /a" {
-			t.Fatal(body)
+	top := 0
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > top {
+			top = n
 		}
 	}
+	var fillers []int
+	for {
+		fd, err := unix.Dup(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fd > top {
+			unix.Close(fd)
+			break
+		}
+		fillers = append(fillers, fd)
+	}
+	low := lim
+	low.Cur = uint64(top + 1 + free)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Skip(err)
+	}
+	done := false
+	restore = func() {
+		if !done {
+			done = true
+			unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+			for _, fd := range fillers {
+				unix.Close(fd)
+			}
+		}
+	}
+	t.Cleanup(restore)
+	return restore
 }
 
 // A client that resets while its connection does not read (its request closes the
