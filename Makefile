@@ -16,7 +16,8 @@ WHEEL_DIR ?= dist
 PYTAG   := $(shell $(PY) -c 'import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
 FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")')
 # Test dependencies without a free-threaded wheel on PyPI (cryptography, granian; fastapi's pydantic-core
-# may lag) may fail to install on 3.13t: the tests that need them skip.
+# may lag) may fail to install on 3.13t: the tests that need them skip. There they come from wheels
+# only (--only-binary): a source build fails anyway, after ~15 s each.
 OPTIONAL_DEPS := httptools cryptography granian fastapi
 
 .PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools test test-go test-py test-cpython test-race bench demo fuzz vet clean
@@ -28,9 +29,9 @@ deps:
 	$(PIP) install setuptools wheel
 	$(PIP) install pytest pytest-timeout uvicorn starlette websockets 'httpx[http2]' h2 anyio
 	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
-	  echo "$(PIP) install $$p"; \
+	  echo "$(PIP) install $$p$(if $(FREE_THREADED), (wheels only))"; \
 	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \
-	  elif ! $(PIP) install $$p >build/pip-$$p-$(PYTAG).log 2>&1; then \
+	  elif ! $(PIP) install --only-binary :all: $$p >build/pip-$$p-$(PYTAG).log 2>&1; then \
 	    echo "goloop: $$p does not install on free-threaded $(PY) (pip's output: build/pip-$$p-$(PYTAG).log): the tests that need it will skip"; fi; \
 	done
 	$(GO) mod download

@@ -37,3 +37,21 @@ def test_short_names_the_go_error():
         "Go fatal error: non-Go code disabled sigaltstack"
     assert cpython_suite.short(PANIC) == \
         "Go panic: runtime error: index out of range [3] with length 3"
+
+
+def test_baseline_runs_goloops_failures_or_the_whole_module_after_a_crash(tmp_path):
+    def job(module, outcomes, log=()):
+        j = cpython_suite.Job(module, "goloop", str(tmp_path))
+        j.results = {f"{module}.t{i}": {"outcome": o} for i, o in enumerate(outcomes)}
+        j.log = list(log)
+        return j
+
+    jobs = [job("m_pass", ["pass", "skip", "xfail"]),
+            job("m_fail", ["pass", "fail", "error", "timeout", "pass"]),
+            job("m_died", ["pass"], log=["m_died[goloop]: process exited with status -11"])]
+    got = {j.module: j for j in cpython_suite.baseline_jobs(jobs, str(tmp_path))}
+    assert set(got) == {"m_fail", "m_died"}
+    assert all(j.mode == "asyncio" for j in got.values())
+    assert got["m_fail"].only == ["m_fail.t1", "m_fail.t2", "m_fail.t3"]
+    assert got["m_died"].only is None  # every test: the ones goloop never ran show up
+    assert got["m_fail"].dir != cpython_suite.Job("m_fail", "asyncio", str(tmp_path), only=["x"]).dir
