@@ -27,7 +27,7 @@ all: build
 # Python-side tools the build and the tests need, from the project's own declarations.
 deps:
 	$(PIP) install setuptools wheel
-	$(PIP) install pytest pytest-timeout uvicorn starlette websockets 'httpx[http2]' h2 anyio
+	$(PIP) install pytest pytest-timeout pytest-xdist uvicorn starlette websockets 'httpx[http2]' h2 anyio
 	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
 	  echo "$(PIP) install $$p$(if $(FREE_THREADED), (wheels only))"; \
 	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \
@@ -74,9 +74,12 @@ vet:
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...
 
-# tests_py/test_wheel.py installs the wheel wheel-one made into a fresh venv.
+# tests_py/test_wheel.py installs the wheel wheel-one made into a fresh venv. The tests run in
+# PYTEST_WORKERS processes (pytest-xdist; many tests wait on sockets, subprocesses and timers:
+# two workers take 0.5-0.6x the time of one on 2 cores). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
 test-py: build wheel-one
-	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl)" $(PY) -P -m pytest -q tests_py
+	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl)" $(PY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
 
 # The threaded tests (and the loop/transport basics) against an extension built with Go's race
 # detector, in build/race (the editable install is left alone). A report file fails the run:

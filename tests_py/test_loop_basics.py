@@ -654,7 +654,8 @@ def test_call_later_call_at_non_callable_debug(loop, bad):
         loop.call_at(loop.time() + 1, bad)
 
 
-@pytest.mark.parametrize("bad", NON_CALLABLES + [_coro_fn], ids=repr)
+@pytest.mark.parametrize("bad", NON_CALLABLES + [_coro_fn],
+                         ids=lambda b: b.__name__ if callable(b) else repr(b))
 def test_goloop_always_checks_callback(gloop, bad):
     # goloop is stricter than asyncio 3.11: the check is done outside debug mode too
     assert not gloop.get_debug()

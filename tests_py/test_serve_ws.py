@@ -283,7 +283,8 @@ def test_invalid_utf8_closes_1007():
     (frame(0x89, b"x" * 126), 1002),                 # control frame too long
     (frame(0x88, b"\x03\xed"), 1002),                # close code 1005 on the wire
     (frame(0x88, b"\x03\xe8\xff"), 1007),            # close reason not UTF-8
-])
+], ids=["unmasked", "reserved-opcode", "lone-continuation", "fragmented-control",
+        "long-control", "close-1005", "close-reason-not-utf8"])
 def test_protocol_errors(data, code):
     with serving(echo_app) as server:
         s, f, _ = raw_upgrade(server)
