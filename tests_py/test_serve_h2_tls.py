@@ -579,14 +579,14 @@ def test_h2_goaway_on_graceful_shutdown():
 
 # ---------- issue 11's rest: h2c upgrade, 100-continue and pathsend on HTTP/2, tls extension, SNI ----------
 
-def _h2c_upgrade(port, path, body=b""):
+def _h2c_upgrade(port, path, body=b"", extra=""):
     """An HTTP/1.1 request with Upgrade: h2c (the h2 library's client side of RFC 7540 3.2):
     the 101, then the response on stream 1 and a second stream on the same connection."""
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     settings = conn.initiate_upgrade_connection()
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     head = (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade, HTTP2-Settings\r\n"
-            f"Upgrade: h2c\r\nHTTP2-Settings: {settings.decode()}\r\nContent-Length: {len(body)}\r\n\r\n")
+            f"Upgrade: h2c\r\nHTTP2-Settings: {settings.decode()}\r\nContent-Length: {len(body)}\r\n{extra}\r\n")
     sock.sendall(head.encode() + body)
     buf = b""
     while b"\r\n\r\n" not in buf:
@@ -919,3 +919,37 @@ def test_tls_extension_released_with_its_connection(certs):
             time.sleep(0.02)
         refs_closed = sys.getrefcount(tls)
     assert same and refs_open >= 4 and refs_closed == 3
+
+
+@pytest.mark.parametrize("trust,want", [("127.0.0.1", {"scheme": "https", "client": ["203.0.113.7", 0]}),
+                                        ("10.0.0.1", None)])
+def test_proxy_headers_on_h2_streams(trust, want):
+    """--proxy-headers applies to each HTTP/2 stream as to each HTTP/1.1 request."""
+    from test_serve_workers import XFF, client_app
+
+    async def main(port):
+        async with httpx.AsyncClient(http1=False, http2=True, timeout=20) as c:
+            rs = await asyncio.gather(*(c.get(f"http://127.0.0.1:{port}/", headers=XFF if i % 2 else {})
+                                        for i in range(4)))
+            return [(r.http_version, r.json()) for r in rs]
+
+    with serving(client_app, forwarded_allow_ips=trust) as server:
+        got = run_async(main(server.port))
+    for i, (version, scope) in enumerate(got):
+        assert version == "HTTP/2"
+        if i % 2 and want:
+            assert scope == want
+        else:
+            assert scope["scheme"] == "http" and scope["client"][0] == "127.0.0.1" and scope["client"][1] > 0
+
+
+def test_proxy_headers_on_the_h2c_upgrade_request():
+    """The request an Upgrade: h2c turns into stream 1 keeps its X-Forwarded-*."""
+    from test_serve_workers import XFF, client_app
+
+    extra = "".join(f"{k}: {v}\r\n" for k, v in XFF.items())
+    with serving(client_app) as server:
+        status, out = _h2c_upgrade(server.port, "/", extra=extra)
+    assert status[0] == b"HTTP/1.1 101 Switching Protocols"
+    assert json.loads(out[1]["body"]) == {"scheme": "https", "client": ["203.0.113.7", 0]}
+    assert json.loads(out[3]["body"])["client"][0] == "127.0.0.1"  # stream 3 had none

@@ -332,6 +332,9 @@ func (c *Conn) OnHeadersComplete() error {
 	r.keepAlive = p.ShouldKeepAlive() && !p.ShouldUpgrade()
 	r.head = p.Method()[0] == 'H' && string(p.Method()) == "HEAD"
 	r.finishHead(p.Method())
+	if c.s.proxy != nil {
+		c.applyProxy(r) // before an upgrade takes r (h2c: it becomes stream 1)
+	}
 	if !r.keepAlive {
 		// A request that closes the connection: reading stops at its end (OnMessageComplete),
 		// not here, or a body that is not all in this read would never arrive. The parser
@@ -347,9 +350,6 @@ func (c *Conn) OnHeadersComplete() error {
 				return nil
 			}
 		}
-	}
-	if c.s.proxy != nil {
-		c.applyProxy(r)
 	}
 	if m := c.s.metrics; m != nil {
 		if c.serveMetrics(r) {

@@ -455,6 +455,9 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 	r.target = append(r.target, path...)
 	r.finishHead([]byte(method))
 	r.head = method == "HEAD"
+	if c.s.proxy != nil {
+		c.applyProxy(r) // X-Forwarded-* of each stream, as of each HTTP/1.1 request
+	}
 	return h.openLocked(st, f.StreamEnded())
 }
 
