@@ -81,7 +81,8 @@ type h2Stream struct {
 	r          *Request
 	sendWin    int64
 	pending    []byte   // response body not yet sent (flow control)
-	file       *os.File // pathsend: a file sent after pending, read as the windows allow (spec.go)
+	file       *os.File // pathsend, zerocopysend: a file sent after pending, read as the windows allow (spec.go)
+	fileOff    int64    // where the rest of file starts
 	fileLeft   int64    // what is left to send of file
 	endPending bool     // END_STREAM follows pending
 	endSent    bool
@@ -673,7 +674,7 @@ func (h *h2Conn) drainedLocked() {
 	}
 	if len(c.out) <= c.s.cfg.WriteBuffer {
 		for _, st := range h.streams {
-			if st.r.waitSend && len(st.pending) <= c.s.cfg.WriteBuffer {
+			if st.r.waitSend && len(st.pending) <= c.s.cfg.WriteBuffer && st.file == nil {
 				c.wakeLocked(st.r, nil)
 			}
 		}
@@ -812,6 +813,9 @@ func (h *h2Conn) sendLocked(r *Request, body []byte, more bool) error {
 		if r.clen >= 0 && r.sent+int64(len(body)) > r.clen {
 			return ErrTooLong
 		}
+		if err := h.fileToPendingLocked(st); err != nil {
+			return err
+		}
 		st.pending = append(st.pending, body...)
 		r.sent += int64(len(body))
 	}
@@ -911,7 +915,8 @@ func (r *Request) h2SendReady() (bool, error) {
 	if r.lost {
 		return true, ErrDisconnected
 	}
-	if len(r.h2.pending) > c.s.cfg.WriteBuffer || (len(c.out) > c.s.cfg.WriteBuffer && c.writing) {
+	if len(r.h2.pending) > c.s.cfg.WriteBuffer || (len(c.out) > c.s.cfg.WriteBuffer && c.writing) ||
+		r.h2.file != nil { // a zerocopysend part is still going out
 		r.waitSend = true
 		return false, nil
 	}

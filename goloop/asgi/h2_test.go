@@ -29,6 +29,11 @@ import (
 // send is respond with backpressure: a paused sender waits for its wake-up.
 func (a *fakeApp) send(r *Request, body []byte, more bool) error {
 	flags, err := r.Send(body, more)
+	return a.waitRoom(r, flags, err)
+}
+
+// waitRoom waits, if a send paused r (flags), until r may send again.
+func (a *fakeApp) waitRoom(r *Request, flags int, err error) error {
 	a.s.Flush()
 	for err == nil && flags&SendPaused != 0 {
 		select {

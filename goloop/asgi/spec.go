@@ -222,6 +222,52 @@ func (r *Request) SendFile(path string) (flags int, err error) {
 	return r.sendPart(&bodyPart{f: f, n: size, clamp: true}, false, ErrPathsend)
 }
 
+// h2SendFD is SendFD on HTTP/2 (it takes f, nil for an empty part): the part is read a
+// frame at a time as the windows allow, as a pathsend's file; a sender that goes on with
+// more parts is paused (SendPaused) until the part is out, so that parts leave in order.
+func (r *Request) h2SendFD(f *os.File, pos, n int64, more bool) (flags int, err error) {
+	if f == nil {
+		return r.h2Send(nil, more, ErrZeroCopy)
+	}
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := r.partErrLocked(ErrZeroCopy); err != nil {
+		f.Close()
+		return 0, err
+	}
+	h, st := c.h2, r.h2
+	if err := h.sendLocked(r, nil, true); err != nil { // the head, if not sent
+		f.Close()
+		return 0, err
+	}
+	if r.clen >= 0 && r.sent+n > r.clen && !r.noBody {
+		f.Close()
+		return 0, ErrTooLong
+	}
+	if err := h.fileToPendingLocked(st); err != nil { // a part the sender did not wait for
+		f.Close()
+		return 0, err
+	}
+	if r.noBody || st.gone {
+		f.Close()
+	} else {
+		st.file, st.fileOff, st.fileLeft = f, pos, n
+		r.sent += n
+		h.files++
+	}
+	if !more {
+		h.endBodyLocked(r)
+	}
+	h.writeDataLocked(st)
+	c.dirtyLocked()
+	if more && st.file != nil && !r.lost {
+		r.waitSend = true
+		flags |= SendPaused
+	}
+	return flags, nil
+}
+
 // h2SendFile is SendFile on HTTP/2 (it takes f).
 func (r *Request) h2SendFile(f *os.File, size int64) error {
 	c := r.c
@@ -239,7 +285,8 @@ func (r *Request) h2SendFile(f *os.File, size int64) error {
 // offset does), as the response's next body part (http.response.zerocopysend). fd is
 // duplicated: the application may close its file once this returns. The writer goroutine
 // sends the part with sendfile(2) at an explicit offset, so the position the application
-// sees moves only here. On HTTP/2 the bytes are read now and sent as DATA frames.
+// sees moves only here. On HTTP/2 the part is read a frame at a time as the windows
+// allow (h2SendFD).
 // n is the part's length.
 func (r *Request) SendFD(fd int, offset, count int64, more bool) (flags int, n int64, err error) {
 	var st syscall.Stat_t
@@ -268,18 +315,7 @@ func (r *Request) SendFD(fd int, offset, count int64, more bool) (flags int, n i
 		f = os.NewFile(uintptr(dup), "")
 	}
 	if r.h2 != nil {
-		var data []byte
-		if f != nil {
-			data = make([]byte, n)
-			m, err := io.ReadFull(io.NewSectionReader(f, pos, n), data)
-			f.Close()
-			if err != nil && err != io.ErrUnexpectedEOF {
-				return 0, 0, err
-			}
-			data = data[:m]
-		}
-		n = int64(len(data))
-		flags, err = r.h2Send(data, more, ErrZeroCopy)
+		flags, err = r.h2SendFD(f, pos, n, more)
 		return flags, n, movePos(fd, offset, pos+n, err)
 	}
 	flags, err = r.sendPart(&bodyPart{f: f, off: pos, n: n}, more, ErrZeroCopy)
@@ -316,7 +352,7 @@ func (h *h2Conn) sendFileLocked(r *Request, f *os.File, size int64) error {
 	if r.noBody || n == 0 || st.gone {
 		f.Close()
 	} else {
-		st.file, st.fileLeft = f, n
+		st.file, st.fileOff, st.fileLeft = f, 0, n
 		r.sent += n
 		h.files++
 	}
@@ -345,11 +381,12 @@ func (h *h2Conn) fileDataLocked(st *h2Stream) bool {
 		c.out = append(c.out, byte(n>>16), byte(n>>8), byte(n), byte(http2.FrameData), flags,
 			byte(st.id>>24)&0x7f, byte(st.id>>16), byte(st.id>>8), byte(st.id))
 		c.out = slices.Grow(c.out, int(n))[:at+9+int(n)]
-		if _, err := io.ReadFull(st.file, c.out[at+9:]); err != nil { // the file shrank
+		if _, err := st.file.ReadAt(c.out[at+9:], st.fileOff); err != nil { // the file shrank
 			c.out = c.out[:at]
 			h.resetLocked(st.id, http2.ErrCodeInternal)
 			return false
 		}
+		st.fileOff += n
 		st.fileLeft -= n
 		st.sendWin -= n
 		h.sendWin -= n
@@ -361,6 +398,23 @@ func (h *h2Conn) fileDataLocked(st *h2Stream) bool {
 		h.closeFileLocked(st)
 	}
 	return true
+}
+
+// fileToPendingLocked reads what is left of st's file (a zerocopysend part) into its
+// pending bytes, for a part sent while the file is still going out: the parts stay in
+// order. The Python sender waits instead (SendPaused), so this is for other senders.
+func (h *h2Conn) fileToPendingLocked(st *h2Stream) error {
+	if st.file == nil {
+		return nil
+	}
+	at := len(st.pending)
+	st.pending = slices.Grow(st.pending, int(st.fileLeft))[:at+int(st.fileLeft)]
+	_, err := st.file.ReadAt(st.pending[at:], st.fileOff)
+	if err != nil {
+		st.pending = st.pending[:at]
+	}
+	h.closeFileLocked(st)
+	return err
 }
 
 // closeFileLocked closes st's file (sent, or the stream is gone).

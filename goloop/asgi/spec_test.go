@@ -328,3 +328,48 @@ func TestSendFDH2(t *testing.T) {
 		t.Fatalf("file position %d, want 7", p)
 	}
 }
+
+// TestSendFDH2Streamed: a zerocopysend part larger than the windows goes out as they open,
+// between the parts before and after it; a sender that goes on without waiting for it
+// (SendPaused) still gets its parts in order.
+func TestSendFDH2Streamed(t *testing.T) {
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i * 7 / 5)
+	}
+	_, fd := openTemp(t, data)
+	for _, wait := range []bool{true, false} {
+		t.Run(fmt.Sprint("wait=", wait), func(t *testing.T) {
+			paused := make(chan bool, 1)
+			_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+				r.Start(200, nil)
+				r.Send([]byte("head"), true)
+				flags, _, err := r.SendFD(fd, 100, -1, true)
+				paused <- flags&SendPaused != 0
+				if wait {
+					err = a.waitRoom(r, flags, err)
+				}
+				if err == nil {
+					_, err = r.Send([]byte("tail"), false)
+				}
+				if err != nil {
+					panic(err)
+				}
+				a.s.Flush()
+			})
+			resp, err := h2cClient().Get("http://" + addr + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := "head" + string(data[100:]) + "tail"
+			if err != nil || resp.ProtoMajor != 2 || string(body) != want {
+				t.Fatalf("HTTP/%d: %d bytes, want %d (%v)", resp.ProtoMajor, len(body), len(want), err)
+			}
+			if !<-paused { // more than the stream's window: the part could not be out at once
+				t.Fatal("a 1 MiB part did not pause its sender")
+			}
+		})
+	}
+}
