@@ -506,6 +506,9 @@ func (c *Conn) flush() {
 	c.mu.Lock()
 	c.isDirty = false
 	if c.writing {
+		if c.lp == nil {
+			c.unholdLocked() // a borrowed body: the writer goroutine writes a copy
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -517,7 +520,10 @@ func (c *Conn) flush() {
 	for !c.idleOutLocked() && !c.closed {
 		c.writing = true
 		buf := c.out[:c.outLimit()]
-		if len(buf) == 0 { // a file is next: the writer goroutine sends it
+		borrowed := len(buf) == 0 && c.files[0].f == nil
+		if borrowed { // a borrowed body is next (TLS): encrypted from the caller's memory
+			buf = c.files[0].b
+		} else if len(buf) == 0 { // a file is next: the writer goroutine sends it
 			go c.writer()
 			c.mu.Unlock()
 			return
@@ -525,8 +531,13 @@ func (c *Conn) flush() {
 		c.mu.Unlock()
 		n, err := c.tryWrite(buf)
 		c.mu.Lock()
-		c.consumeLocked(n)
+		if borrowed {
+			c.consumeBorrowedLocked(n)
+		} else {
+			c.consumeLocked(n)
+		}
 		if err == unix.EAGAIN || (err == nil && n < len(buf)) {
+			c.unholdLocked()
 			go c.writer()
 			c.mu.Unlock()
 			return
@@ -571,6 +582,21 @@ func rawWrite(rc syscall.RawConn, buf []byte) (n int, err error) {
 		return 0, cerr
 	}
 	return n, err
+}
+
+// consumeBorrowedLocked drops n written bytes of the borrowed body at the front of the
+// output (the connection may have been lost meanwhile: nothing is left then).
+func (c *Conn) consumeBorrowedLocked(n int) {
+	if len(c.files) == 0 || c.files[0].at != 0 || c.files[0].f != nil {
+		return
+	}
+	fs := &c.files[0]
+	fs.b, fs.n, c.heldN = fs.b[n:], fs.n-int64(n), c.heldN-n
+	if len(fs.b) == 0 {
+		m := copy(c.files, c.files[1:])
+		c.files[m] = fileSeg{}
+		c.files = c.files[:m]
+	}
 }
 
 // unsentLocked is how many response bytes wait to be written (files aside).

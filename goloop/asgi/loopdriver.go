@@ -423,8 +423,8 @@ func (c *Conn) writevLocked() (n, want int, err error) {
 	return n, want, err
 }
 
-// unholdLocked copies the held bodies into out and releases them (a hand-off: the
-// writer goroutine and the goroutine driver write only Go's memory).
+// unholdLocked copies the held (and borrowed) bodies into out and releases them (a
+// hand-off: the writer goroutine and the goroutine driver write only Go's memory).
 func (c *Conn) unholdLocked() {
 	if c.heldN == 0 {
 		return
@@ -440,7 +440,9 @@ func (c *Conn) unholdLocked() {
 			continue
 		}
 		out = append(out, fs.b...)
-		fs.rel()
+		if fs.rel != nil { // nil: borrowed, the caller's to free
+			fs.rel()
+		}
 	}
 	out = append(out, c.out[pos:]...)
 	clear(c.files[len(files):])

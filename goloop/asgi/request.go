@@ -259,7 +259,7 @@ func (r *Request) Send(body []byte, more bool) (flags int, err error) {
 	return flags, err
 }
 
-// HoldMin is the smallest body SendHeld may hold instead of copying.
+// HoldMin is the smallest body SendHeld may hold (or borrow) instead of copying.
 const HoldMin = 16 * 1024
 
 // SendHeld is Send that may keep body instead of copying it (held: a loop-mode connection
@@ -267,7 +267,9 @@ const HoldMin = 16 * 1024
 // the caller keeps body's memory valid and unchanged until the engine calls rel, once,
 // from the thread that runs the loop driver, after the kernel took the bytes or the
 // connection was lost (or from a hand-off to the goroutine driver, which copies them).
-// Not held: body was copied and rel is never called.
+// Not held: body was copied, or, on a TLS connection, encrypted from body before
+// SendHeld returned (its flush runs then; the socket's leftovers are copied), and rel is
+// never called.
 func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held bool, err error) {
 	if r.h2 != nil {
 		flags, err = r.h2Send(body, more, ErrNotStarted)
@@ -306,6 +308,11 @@ func (r *Request) sendPart(part *bodyPart, more bool, notStarted error) (flags i
 		r.completeLocked()
 	} else {
 		c.dirtyLocked()
+	}
+	if c.borrowedLocked() { // encrypted and written now, or copied: never kept past this call
+		c.mu.Unlock()
+		c.flush()
+		c.mu.Lock()
 	}
 	if c.outFullLocked() && !r.done {
 		if !c.writing {
@@ -378,6 +385,11 @@ func (r *Request) appendPartLocked(part *bodyPart, more bool) error {
 			c.files = append(c.files, fileSeg{at: len(w), n: n, b: part.b, rel: part.rel})
 			c.heldN += int(n)
 			part.rel = nil // held: released by the connection
+		} else if part.rel != nil && head && n >= HoldMin && n == int64(len(part.b)) && c.canBorrowLocked() {
+			// TLS: borrowed for the length of this call, whose flush encrypts it straight
+			// from the caller's memory (sendPart; what the socket does not take is copied)
+			c.files = append(c.files, fileSeg{at: len(w), n: n, b: part.b})
+			c.heldN += int(n)
 		} else {
 			w = append(w, part.b[:n]...)
 		}

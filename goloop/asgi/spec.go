@@ -537,7 +537,7 @@ func dropSegs(segs []fileSeg) {
 	for _, fs := range segs {
 		if fs.f != nil {
 			fs.f.Close()
-		} else {
+		} else if fs.rel != nil { // nil: borrowed (sendPart's caller owns it)
 			fs.rel()
 		}
 	}

@@ -448,6 +448,24 @@ func (c *Conn) drainTLS() bool {
 	return !ok || t.sink.drain() == nil
 }
 
+// canBorrowLocked: a body part may be borrowed (not copied) for the length of its send,
+// whose flush encrypts it at once: a TLS connection in HTTP/1.1 whose output is not being
+// written by the writer goroutine, with no file queued (c.mu held).
+func (c *Conn) canBorrowLocked() bool {
+	_, ok := c.nc.(*tlsConn)
+	return ok && c.h2 == nil && c.lp == nil && !c.writing && len(c.files) == 0 && c.rc == nil
+}
+
+// borrowedLocked: the output has a borrowed body (a held one with no release: canBorrowLocked).
+func (c *Conn) borrowedLocked() bool {
+	for _, fs := range c.files {
+		if fs.f == nil && fs.rel == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // TLS reports whether c is a TLS connection (the scope's scheme is "https").
 func (c *Conn) TLS() bool {
 	_, ok := c.nc.(*tlsConn)

@@ -27,15 +27,35 @@ func pattern(n int) []byte {
 // sendAll sends body in parts of part bytes (one part if part is 0), waiting whenever Send
 // reports backpressure; it returns Send's error (ErrDisconnected when the client left).
 func sendAll(a *fakeApp, r *Request, body []byte, part int) error {
+	return sendAllVia(a, r, body, part, false)
+}
+
+// sendAllVia is sendAll; with held, each part goes through SendHeld from a scratch copy
+// that is overwritten as soon as the call returns (a TLS connection borrows a body for the
+// call only: what it did not write then must have been copied), and never released.
+func sendAllVia(a *fakeApp, r *Request, body []byte, part int, held bool) error {
 	if err := r.Start(200, nil); err != nil {
 		return err
 	}
 	if part == 0 {
 		part = len(body)
 	}
+	var scratch []byte
 	for i := 0; i < len(body); i += part {
 		end := min(i+part, len(body))
-		fl, err := r.Send(body[i:end], end < len(body))
+		var fl int
+		var err error
+		if held {
+			scratch = append(scratch[:0], body[i:end]...)
+			var kept bool
+			fl, kept, err = r.SendHeld(scratch, end < len(body), func() { panic("a borrowed body was released") })
+			if kept {
+				panic("a TLS connection held a body past its send")
+			}
+			clear(scratch)
+		} else {
+			fl, err = r.Send(body[i:end], end < len(body))
+		}
 		if err != nil {
 			return err
 		}
@@ -77,7 +97,14 @@ func dialTLS(t *testing.T, addr string, p *testPKI) *tls.Conn {
 
 // A response far larger than the socket takes, sent in one part or in many, reaches a
 // client that reads slowly at first whole and in order; the connection stays usable.
+// Held: the parts go through SendHeld and are borrowed (sendAllVia).
 func TestTLSLargeResponseSlowReader(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprint("held=", held), func(t *testing.T) { testTLSLargeResponseSlowReader(t, held) })
+	}
+}
+
+func testTLSLargeResponseSlowReader(t *testing.T, held bool) {
 	big := pattern(8 << 20)
 	p := newPKI(t)
 	_, addr := startTLSWith(t, p, Config{WriteBuffer: 64 << 10}, func(a *fakeApp, r *Request) {
@@ -88,7 +115,7 @@ func TestTLSLargeResponseSlowReader(t *testing.T) {
 		case "/small": // less than the flush encrypts at once
 			body = big[:40<<10]
 		}
-		if err := sendAll(a, r, body, part); err != nil {
+		if err := sendAllVia(a, r, body, part, held); err != nil {
 			panic(err)
 		}
 	})
@@ -165,10 +192,16 @@ func TestTLSKeepAliveMany(t *testing.T) {
 // A client that goes away in the middle of a large response: the application's send fails
 // with ErrDisconnected and the connection is gone from the server.
 func TestTLSDisconnectMidResponse(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprint("held=", held), func(t *testing.T) { testTLSDisconnectMidResponse(t, held) })
+	}
+}
+
+func testTLSDisconnectMidResponse(t *testing.T, held bool) {
 	p := newPKI(t)
 	errs := make(chan error, 1)
 	a, addr := startTLSWith(t, p, Config{WriteBuffer: 64 << 10}, func(a *fakeApp, r *Request) {
-		errs <- sendAll(a, r, pattern(256<<20), 1<<20)
+		errs <- sendAllVia(a, r, pattern(256<<20), 1<<20, held)
 	})
 	tc := dialTLS(t, addr, p)
 	io.WriteString(tc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
