@@ -506,9 +506,6 @@ func (c *Conn) flush() {
 	c.mu.Lock()
 	c.isDirty = false
 	if c.writing {
-		if c.lp == nil {
-			c.unholdLocked() // a borrowed body: the writer goroutine writes a copy
-		}
 		c.mu.Unlock()
 		return
 	}
@@ -517,15 +514,23 @@ func (c *Conn) flush() {
 		c.mu.Unlock()
 		return
 	}
+	c.writeOutLocked()
+	c.mu.Unlock()
+}
+
+// writeOutLocked is flush's non-blocking writing (c.mu held, released while writing; c
+// not writing: c.writing is set while it writes, or the writer goroutine is started). A
+// borrowed body (sendPart, TLS) is encrypted from the caller's memory; the writer
+// goroutine is handed a copy of what the socket did not take.
+func (c *Conn) writeOutLocked() {
 	for !c.idleOutLocked() && !c.closed {
 		c.writing = true
 		buf := c.out[:c.outLimit()]
 		borrowed := len(buf) == 0 && c.files[0].f == nil
-		if borrowed { // a borrowed body is next (TLS): encrypted from the caller's memory
+		if borrowed {
 			buf = c.files[0].b
 		} else if len(buf) == 0 { // a file is next: the writer goroutine sends it
 			go c.writer()
-			c.mu.Unlock()
 			return
 		}
 		c.mu.Unlock()
@@ -539,19 +544,16 @@ func (c *Conn) flush() {
 		if err == unix.EAGAIN || (err == nil && n < len(buf)) {
 			c.unholdLocked()
 			go c.writer()
-			c.mu.Unlock()
 			return
 		}
 		if err != nil {
 			c.writing = false
 			c.lostLocked()
-			c.mu.Unlock()
 			return
 		}
 	}
 	c.writing = false
 	c.drainedLocked()
-	c.mu.Unlock()
 }
 
 func (c *Conn) tryWrite(buf []byte) (n int, err error) {

@@ -295,8 +295,9 @@ func (r *Request) sendPart(part *bodyPart, more bool, notStarted error) (flags i
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	borrowed := false
 	if err = r.partErrLocked(notStarted); err == nil {
-		err = r.appendPartLocked(part, more)
+		borrowed, err = r.appendPartLocked(part, more)
 	}
 	if part.f != nil { // not queued
 		part.f.Close()
@@ -309,10 +310,11 @@ func (r *Request) sendPart(part *bodyPart, more bool, notStarted error) (flags i
 	} else {
 		c.dirtyLocked()
 	}
-	if c.borrowedLocked() { // encrypted and written now, or copied: never kept past this call
-		c.mu.Unlock()
-		c.flush()
-		c.mu.Lock()
+	if borrowed {
+		// Written now (or copied): never kept past this call. c.mu has been held since
+		// canBorrowLocked saw no writer, so no other flush or writer touches the body.
+		c.writeOutLocked()
+		c.unholdLocked() // (a closed connection's loop ends early: nothing borrowed is left)
 	}
 	if c.outFullLocked() && !r.done {
 		if !c.writing {
@@ -344,7 +346,7 @@ func (r *Request) partErrLocked(notStarted error) error {
 
 // appendPartLocked frames part into the response's output (c.mu held); a queued file is
 // taken from part (part.f = nil).
-func (r *Request) appendPartLocked(part *bodyPart, more bool) error {
+func (r *Request) appendPartLocked(part *bodyPart, more bool) (borrowed bool, err error) {
 	c := r.c
 	var w []byte // where this part goes
 	head := len(c.inflight) > 0 && c.inflight[0] == r
@@ -364,7 +366,7 @@ func (r *Request) appendPartLocked(part *bodyPart, more bool) error {
 	if n > 0 && !r.noBody && r.clen >= 0 && r.sent+n > r.clen {
 		if !part.clamp {
 			r.restore(w, head)
-			return ErrTooLong
+			return false, ErrTooLong
 		}
 		n = r.clen - r.sent
 	}
@@ -390,6 +392,7 @@ func (r *Request) appendPartLocked(part *bodyPart, more bool) error {
 			// from the caller's memory (sendPart; what the socket does not take is copied)
 			c.files = append(c.files, fileSeg{at: len(w), n: n, b: part.b})
 			c.heldN += int(n)
+			borrowed = true
 		} else {
 			w = append(w, part.b[:n]...)
 		}
@@ -408,7 +411,7 @@ func (r *Request) appendPartLocked(part *bodyPart, more bool) error {
 		}
 	}
 	r.restore(w, head)
-	return nil
+	return borrowed, nil
 }
 
 func (r *Request) restore(w []byte, head bool) {

@@ -456,16 +456,6 @@ func (c *Conn) canBorrowLocked() bool {
 	return ok && c.h2 == nil && c.lp == nil && !c.writing && len(c.files) == 0 && c.rc == nil
 }
 
-// borrowedLocked: the output has a borrowed body (a held one with no release: canBorrowLocked).
-func (c *Conn) borrowedLocked() bool {
-	for _, fs := range c.files {
-		if fs.f == nil && fs.rel == nil {
-			return true
-		}
-	}
-	return false
-}
-
 // TLS reports whether c is a TLS connection (the scope's scheme is "https").
 func (c *Conn) TLS() bool {
 	_, ok := c.nc.(*tlsConn)
