@@ -521,3 +521,36 @@ def test_failed_reload_keeps_old_workers(master_factory, tmp_path):
     assert m.workers() == old
     st, body = m.get("/")
     assert st == 200 and body == "v1 %d" % old[0]
+
+
+# ---------------------------------------------------------------- --sched-batch
+
+def _policies(pid):
+    """The scheduling policy of each thread of process pid."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out.append(os.sched_getscheduler(int(tid)))
+        except OSError:  # ended meanwhile
+            pass
+    return out
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no SCHED_BATCH")
+@pytest.mark.parametrize("args,batch", [((), True), (("--no-sched-batch",), False)])
+def test_sched_batch_covers_every_serving_thread(master_factory, args, batch):
+    """goloop serve runs its threads, Go's included (made after it set the policy), under
+    SCHED_BATCH unless --no-sched-batch; with --workers the master stays as it was."""
+    m = master_factory(*args)
+    assert m.get("/")[0] == 200
+    pols = _policies(m.proc.pid)
+    assert len(pols) > 2  # the loop's thread and Go's
+    want = os.SCHED_BATCH if batch else os.SCHED_OTHER
+    assert pols == [want] * len(pols), pols
+    m2 = master_factory("--workers", "2", *args)
+    workers = m2.wait_workers(2)
+    m2.wait_for("Application startup complete", count=2)  # their loops (and Go's threads) exist
+    assert m2.get("/")[0] == 200
+    for w in workers:
+        assert set(_policies(w)) == {want}
+    assert set(_policies(m2.proc.pid)) == {os.SCHED_OTHER}  # the master serves nothing

@@ -500,6 +500,7 @@ def serve(app: Any, **options: Any) -> int:
     server = Server(app, **options)
     _supervisor.prepare(server.config)  # env file, log config
     _configure_logging(server.config["log_level"] or "info")
+    _supervisor.batch_scheduling(server.config)
     from . import run
 
     try:
