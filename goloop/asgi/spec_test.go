@@ -312,14 +312,8 @@ func TestSendFDH2(t *testing.T) {
 		positions <- p
 		a.s.Flush()
 	})
-	resp, err := h2cClient().Get("http://" + addr + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.ProtoMajor != 2 || string(body) != "3456abc" {
-		t.Fatalf("HTTP/%d %q %v", resp.ProtoMajor, body, err)
+	if body := h2cGet(t, addr); body != "3456abc" {
+		t.Fatalf("%q", body)
 	}
 	if err := <-early; err != ErrZeroCopy {
 		t.Fatalf("zerocopysend before start: %v", err)
@@ -357,19 +351,26 @@ func TestSendFDH2Streamed(t *testing.T) {
 				}
 				a.s.Flush()
 			})
-			resp, err := h2cClient().Get("http://" + addr + "/")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			want := "head" + string(data[100:]) + "tail"
-			if err != nil || resp.ProtoMajor != 2 || string(body) != want {
-				t.Fatalf("HTTP/%d: %d bytes, want %d (%v)", resp.ProtoMajor, len(body), len(want), err)
+			if body, want := h2cGet(t, addr), "head"+string(data[100:])+"tail"; body != want {
+				t.Fatalf("%d bytes, want %d", len(body), len(want))
 			}
 			if !<-paused { // more than the stream's window: the part could not be out at once
 				t.Fatal("a 1 MiB part did not pause its sender")
 			}
 		})
 	}
+}
+
+// h2cGet is the body of GET / over h2c (prior knowledge); the response must be HTTP/2.
+func h2cGet(t *testing.T, addr string) string {
+	resp, err := h2cClient().Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.ProtoMajor != 2 {
+		t.Fatalf("HTTP/%d, %v", resp.ProtoMajor, err)
+	}
+	return string(body)
 }
