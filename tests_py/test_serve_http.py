@@ -195,6 +195,61 @@ def test_pipelining_in_order():
     assert sorted(seen) == list(range(n))
 
 
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager Task start is 3.12's")
+def test_request_task_starts_eagerly():
+    """3.12+: a request's Task starts eagerly: the application runs up to its first
+    suspension as the loop takes the request from Go, before the callbacks already queued.
+    A ticker callback, queued again each time it runs, is always in the queue when a request
+    arrives: the tick count is the same when the application is called (as the request is
+    taken) and at its coroutine's first step (without eager start, one tick later)."""
+    ticks = [0]
+    seen = []
+    stop = [False]
+
+    def tick():
+        ticks[0] += 1
+        if not stop[0]:
+            asyncio.get_running_loop().call_soon(tick)
+
+    async def run(scope, send, at_call):
+        seen.append((scope["path"], at_call, ticks[0]))
+        if scope["path"] == "/start":
+            asyncio.get_running_loop().call_soon(tick)
+        stop[0] = scope["path"] == "/stop"
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    def app(scope, receive, send):
+        return run(scope, send, ticks[0])
+
+    with serving(app, lifespan="off") as server:
+        for path in ["/start"] + ["/x"] * 5 + ["/stop"]:
+            assert get(server, path)[0] == 200
+    assert ticks[0] > 0
+    assert [(p, a) for p, a, b in seen if a != b] == []
+
+
+def test_request_tasks_made_by_the_loops_task_factory():
+    """A loop with a task factory makes the requests' Tasks with it (not eagerly started
+    then: the factory decides)."""
+    made = []
+
+    def factory(loop, coro, **kw):
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop, **kw)
+
+    async def app(scope, receive, send):
+        if scope["path"] == "/set":
+            asyncio.get_running_loop().set_task_factory(factory)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        for path in ("/set", "/a", "/b"):
+            assert get(server, path)[0] == 200
+    assert [type(c).__name__ for c in made[:2]] == ["AsgiRun", "AsgiRun"]  # then the loop's shutdown
+
+
 async def echo_app(scope, receive, send):
     """Echoes the request body in parts (a chunked response), reporting the receive() messages."""
     if scope["type"] != "http":
@@ -322,6 +377,23 @@ def test_app_errors():
         data = s.makefile("rb").read()  # the server closes after the partial response
         assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"\r\n\r\nabc")
         s.close()
+
+
+def test_app_system_exit_ends_the_loop_run():
+    """An application's SystemExit (a BaseException, not an Exception) ends the loop's run as
+    from any Task's step, also when it is raised in the Task's eager first step (3.12+), as
+    the request is started: not reported and dropped there."""
+    async def app(scope, receive, send):
+        if scope["type"] == "http":
+            raise SystemExit(3)
+
+    with pytest.raises(SystemExit) as info:
+        with serving(app, lifespan="off") as server:
+            try:
+                get(server, "/")  # answered 500 or not at all: the loop stops
+            except (OSError, http.client.HTTPException):
+                pass
+    assert info.value.code == 3
 
 
 def test_disconnect_and_send_after_it():

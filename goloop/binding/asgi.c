@@ -910,8 +910,33 @@ static PyObject *create_task(GLAsgiServer *srv, PyObject *coro) {
     Py_DECREF(name);
     return task;
 #else
-    return PyObject_CallMethodOneArg(srv->loop, s_create_task, coro);
+    return gl_loop_create_task_eager((GLLoop *)srv->loop, coro);
 #endif
+}
+
+/* raise exc (a callback of the loop's) */
+static PyObject *reraise(PyObject *Py_UNUSED(self), PyObject *exc) {
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    return NULL;
+}
+
+static PyMethodDef reraise_def = {"reraise", reraise, METH_O, NULL};
+static PyObject *reraise_fn;
+
+/* The error of starting a request: an Exception is reported (unraisable); another
+ * BaseException (KeyboardInterrupt, SystemExit: on 3.12+ an application's, from the Task's
+ * eager first step) is raised again by a callback of the loop, as from a Task's step: out
+ * of run_forever. */
+static void report_error(GLAsgiServer *srv) {
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_WriteUnraisable(srv->runner);
+        return;
+    }
+    PyObject *exc = gl_asgi_take_exception(), *h = NULL;
+    if (exc != NULL) h = PyObject_CallMethodObjArgs(srv->loop, s_call_soon, reraise_fn, exc, NULL);
+    if (h == NULL) PyErr_WriteUnraisable(srv->runner);
+    Py_XDECREF(h);
+    Py_XDECREF(exc);
 }
 
 /* Request rid's send and receive (of kind's types), and app(scope, receive, send) (app NULL:
@@ -949,6 +974,13 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
         Py_SETREF(coro, run);
     }
     task = create_task(srv, coro);
+    if (task == NULL && send->rid < 0) {
+        /* 3.12+: the application ran in the Task's eager first step, ended and raised
+         * through it (KeyboardInterrupt, SystemExit); Go forgot the request already, its id
+         * may be another's now: nothing to undo */
+        report_error(srv);
+        task = Py_NewRef(Py_None);
+    }
     if (task == NULL) goto fail;
     Py_DECREF(task);
     Py_DECREF(coro);
@@ -958,7 +990,7 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
     return 0;
 fail:
     if (send != NULL) send->rid = -1;  /* Go answers 500 and forgets the request */
-    PyErr_WriteUnraisable(srv->runner);
+    report_error(srv);
     if (coro != NULL && (PyCoro_CheckExact(coro) || gl_asgi_is_run(coro))) {
         PyObject *r = PyObject_CallMethod(coro, "close", NULL);
         if (r == NULL) PyErr_Clear();
@@ -1011,6 +1043,7 @@ int gl_init_asgi(PyObject *m) {
     INTERN(s_create_task, "create_task");
     INTERN(s_create_future, "create_future");
     INTERN(s_call_soon, "call_soon");
+    if ((reraise_fn = PyCFunction_New(&reraise_def, NULL)) == NULL) return -1;
     INTERN(s_set_result, "set_result");
     INTERN(s_set_exception, "set_exception");
     INTERN(s_done, "done");

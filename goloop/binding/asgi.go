@@ -168,10 +168,13 @@ func (l *loop) releaseASGI() {
 }
 
 // takeASGI is runOnce's hook: it takes each server's queue and starts the requests
-// (asgi.c), and resumes the receive/send waits that events ended.
+// (asgi.c), and resumes the receive/send waits that events ended; then it writes the
+// output queued while the loop was not running and by the requests just started (on 3.12+
+// their Tasks start eagerly: an application that does not wait answers here, and nothing
+// may be left to run before the poll, which would then block with its response unwritten).
 func (l *loop) takeASGI() bool {
-	l.flushASGI() // output queued while the loop was not running
 	l.takeASGIQueues()
+	l.flushASGI()
 	return true
 }
 

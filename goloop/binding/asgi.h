@@ -179,6 +179,7 @@ int gl_init_asgi(PyObject *m);
 PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error);
 int gl_init_asgi_run(PyObject *m);
 int gl_asgi_is_run(PyObject *o);
+PyObject *gl_asgi_take_exception(void);  /* the exception being raised, with its traceback */
 /* asgi_spec.c: http.response.trailers and http.response.pathsend; asgi.c's header lines */
 int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg);
 PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg);

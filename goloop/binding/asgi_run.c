@@ -18,7 +18,7 @@ typedef struct {
 static PyTypeObject RunType;
 
 /* The exception being raised, as one object with its traceback (3.12's PyErr_GetRaisedException). */
-static PyObject *take_exception(void) {
+PyObject *gl_asgi_take_exception(void) {
 #if PY_VERSION_HEX >= 0x030C0000
     return PyErr_GetRaisedException();
 #else
@@ -84,7 +84,7 @@ static PySendResult run_outcome(GLAsgiRun *r, PySendResult status, PyObject **re
         return PYGEN_RETURN;
     }
     if (!PyErr_ExceptionMatches(PyExc_Exception)) return PYGEN_ERROR;  /* CancelledError, exit */
-    PyObject *exc = take_exception();
+    PyObject *exc = gl_asgi_take_exception();
     if (exc == NULL) return PYGEN_ERROR;
     PyObject *x = PyObject_CallOneArg(r->on_error, exc);
     if (x == NULL) PyErr_WriteUnraisable(r->on_error);

@@ -182,6 +182,9 @@ int gl_init_callback_check(void);
 /* Each C file's part of the module's init (module.c calls them in order). */
 int gl_init_handle_types(PyObject *m);  /* handle.c */
 int gl_init_loopcore(PyObject *m);      /* loopcore.c */
+#if PY_VERSION_HEX >= 0x030C0000
+PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro);  /* loopcore.c */
+#endif
 int gl_init_sockfast(PyObject *m);      /* sockfast.c */
 int gl_init_readpath(void);             /* readpath.c */
 int gl_init_transport_type(PyObject *m);/* transport.c */

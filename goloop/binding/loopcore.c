@@ -288,6 +288,19 @@ static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t na
 
 static PyObject *tasks_module, *str_Task, *task_kwnames, *str_create_task_py;
 
+/* Task(args[0], **kwnames' args), asyncio's Task (the C one unless asyncio's was replaced). */
+static PyObject *new_task(GLLoop *self, PyObject *const *args, PyObject *kwnames) {
+    if (self->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return NULL;
+    }
+    PyObject *task_type = PyObject_GetAttr(tasks_module, str_Task);
+    if (task_type == NULL) return NULL;
+    PyObject *task = PyObject_Vectorcall(task_type, args, 1, kwnames);
+    Py_DECREF(task_type);
+    return task;
+}
+
 /* create_task(coro, *, name=None, context=None): asyncio's BaseEventLoop.create_task, with
  * the common case (no task factory, not debug) done here: Task(coro, loop=self, name=name,
  * context=context). Anything else goes to the Python implementation. */
@@ -310,17 +323,39 @@ static PyObject *loop_create_task(GLLoop *self, PyObject *const *args, Py_ssize_
         Py_DECREF(meth);
         return r;
     }
-    if (self->closed) {
-        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
-        return NULL;
-    }
-    PyObject *task_type = PyObject_GetAttr(tasks_module, str_Task);
-    if (task_type == NULL) return NULL;
     PyObject *targs[4] = {args[0], (PyObject *)self, name, context};
-    PyObject *task = PyObject_Vectorcall(task_type, targs, 1, task_kwnames);
-    Py_DECREF(task_type);
-    return task;
+    return new_task(self, targs, task_kwnames);
 }
+
+#if PY_VERSION_HEX >= 0x030C0000
+static PyObject *eager_kwnames;  /* ("loop", "eager_start") */
+static PyObject *str_create_task, *core_create_task;  /* "create_task", LoopCore's */
+
+/* type(self).create_task is LoopCore's (a subclass did not replace it). */
+static int own_create_task(GLLoop *self) {
+    PyObject *m = PyObject_GetAttr((PyObject *)Py_TYPE(self), str_create_task);
+    if (m == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(m);
+    return m == core_create_task;
+}
+
+/* loop.create_task(coro) for goloop serve's requests (asgi.c), with the Task started eagerly
+ * (3.12's eager_start): the coroutine's first step runs now, inside the call, instead of on
+ * the loop's next run phase; a request whose application never suspends ends here. Only
+ * where create_task would make a plain Task (no task factory, not debug, LoopCore's own
+ * create_task): anything else calls loop.create_task(coro). */
+PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro) {
+    if (self->debug || (self->task_factory != NULL && self->task_factory != Py_None) ||
+        !own_create_task(self)) {
+        return PyObject_CallMethodOneArg((PyObject *)self, str_create_task, coro);
+    }
+    PyObject *targs[3] = {coro, (PyObject *)self, Py_True};
+    return new_task(self, targs, eager_kwnames);
+}
+#endif
 
 static PyObject *futures_module, *str_Future, *loop_kwnames;
 
@@ -676,5 +711,12 @@ int gl_init_loopcore(PyObject *m) {
     str_create_task_py = PyUnicode_InternFromString("_create_task_py");
     task_kwnames = Py_BuildValue("(sss)", "loop", "name", "context");
     if (!tasks_module || !str_Task || !str_create_task_py || !task_kwnames) return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    eager_kwnames = Py_BuildValue("(ss)", "loop", "eager_start");
+    str_create_task = PyUnicode_InternFromString("create_task");
+    if (!eager_kwnames || !str_create_task) return -1;
+    core_create_task = PyObject_GetAttr((PyObject *)&LoopCoreType, str_create_task);
+    if (core_create_task == NULL) return -1;
+#endif
     return 0;
 }
