@@ -250,6 +250,25 @@ def test_request_tasks_made_by_the_loops_task_factory():
     assert [type(c).__name__ for c in made[:2]] == ["AsgiRun", "AsgiRun"]  # then the loop's shutdown
 
 
+def test_request_tasks_made_by_a_create_task_override(monkeypatch):
+    """A loop class whose create_task is replaced (as a subclass would) makes the requests'
+    Tasks through it, on every version (3.12+: not eagerly then; the override decides)."""
+    from goloop import _loop
+
+    made = []
+    original = _loop.Loop.create_task
+
+    def create_task(self, coro, **kw):
+        made.append(type(coro).__name__)
+        return original(self, coro, **kw)
+
+    monkeypatch.setattr(_loop.Loop, "create_task", create_task)
+    with serving(hello_app, lifespan="off") as server:
+        for path in ("/a", "/b"):
+            assert get(server, path)[0] == 200
+    assert made.count("AsgiRun") == 2, made
+
+
 async def echo_app(scope, receive, send):
     """Echoes the request body in parts (a chunked response), reporting the receive() messages."""
     if scope["type"] != "http":
