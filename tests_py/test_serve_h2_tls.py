@@ -678,7 +678,7 @@ def test_h2c_upgrade_declined_is_http11(certs):
     assert st == 200 and version == 11 and body["len"] == 4 and body["version"] == "1.1"
 
 
-def _status_kib(field):
+def _status_bytes(field):
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -722,7 +722,7 @@ def test_h2_file_streams_bounded(tmp_path, how):
     async def main(port):
         async with httpx.AsyncClient(http1=False, http2=True, timeout=60) as c:
             await c.get(f"http://127.0.0.1:{port}/warm")
-            base = _status_kib("VmRSS")
+            base = _status_bytes("VmRSS")
             _reset_peak_rss()
             h, n = hashlib.sha256(), 0
             async with c.stream("GET", f"http://127.0.0.1:{port}/f") as r:
@@ -731,7 +731,7 @@ def test_h2_file_streams_bounded(tmp_path, how):
                 async for chunk in r.aiter_raw():
                     h.update(chunk)
                     n += len(chunk)
-            return base, _status_kib("VmHWM"), n, h.hexdigest()
+            return base, _status_bytes("VmHWM"), n, h.hexdigest()
 
     with serving(app) as server:
         base, peak, n, got = run_async(main(server.port))

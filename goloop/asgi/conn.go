@@ -595,9 +595,7 @@ func (c *Conn) consumeBorrowedLocked(n int) {
 	fs := &c.files[0]
 	fs.b, fs.n, c.heldN = fs.b[n:], fs.n-int64(n), c.heldN-n
 	if len(fs.b) == 0 {
-		m := copy(c.files, c.files[1:])
-		c.files[m] = fileSeg{}
-		c.files = c.files[:m]
+		c.popFileLocked()
 	}
 }
 

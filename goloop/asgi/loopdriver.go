@@ -479,9 +479,7 @@ func (c *Conn) sendFileLoopLocked() (again, ok bool) {
 	}
 	ok = fs.n == 0
 	fs.f.Close()
-	m := copy(c.files, c.files[1:])
-	c.files[m] = fileSeg{}
-	c.files = c.files[:m]
+	c.popFileLocked()
 	return false, ok
 }
 

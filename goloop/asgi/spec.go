@@ -445,6 +445,15 @@ func (c *Conn) outLimit() int {
 	return len(c.out)
 }
 
+// popFileLocked takes the segment at the front of the output (c.mu held).
+func (c *Conn) popFileLocked() fileSeg {
+	fs := c.files[0]
+	m := copy(c.files, c.files[1:])
+	c.files[m] = fileSeg{}
+	c.files = c.files[:m]
+	return fs
+}
+
 // idleOutLocked: nothing left to write, bytes nor files.
 func (c *Conn) idleOutLocked() bool { return len(c.out) == 0 && len(c.files) == 0 }
 
@@ -462,10 +471,7 @@ func (c *Conn) takeOutLocked(h *Request) {
 // sendFileFront copies the file at the front of the output to the socket (the writer
 // goroutine; c.mu held, released during the copy). False: the connection failed.
 func (c *Conn) sendFileFront() bool {
-	fs := c.files[0]
-	n := copy(c.files, c.files[1:])
-	c.files[n] = fileSeg{}
-	c.files = c.files[:n]
+	fs := c.popFileLocked()
 	c.mu.Unlock()
 	var w int64
 	var err error

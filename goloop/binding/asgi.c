@@ -923,12 +923,12 @@ static PyObject *reraise(PyObject *Py_UNUSED(self), PyObject *exc) {
 static PyMethodDef reraise_def = {"reraise", reraise, METH_O, NULL};
 static PyObject *reraise_fn;
 
-/* The error of starting a request: an Exception is reported (unraisable); another
- * BaseException (KeyboardInterrupt, SystemExit: on 3.12+ an application's, from the Task's
- * eager first step) is raised again by a callback of the loop, as from a Task's step: out
+/* The error of starting a request: reported (unraisable), except SystemExit and
+ * KeyboardInterrupt (on 3.12+ an application's, from the Task's eager first step), raised
+ * again by a callback of the loop as from a Task's step (asyncio's Handle._run rule): out
  * of run_forever. */
 static void report_error(GLAsgiServer *srv) {
-    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+    if (!gl_exc_is_fatal()) {
         PyErr_WriteUnraisable(srv->runner);
         return;
     }
