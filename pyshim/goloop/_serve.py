@@ -328,6 +328,9 @@ class Server:
         self.app_target = app
         self.sockets: list[socket.socket] = []
         self.started = False
+        # called once listening, before any request can run (goloop serve's workers report
+        # ready with it: a request that blocks the loop at once must not stop that report)
+        self.on_started: Callable[[], None] | None = None
         self.should_exit = False
         self.force_exit = False
         self._exit_event: asyncio.Event | None = None
@@ -458,6 +461,8 @@ class Server:
                 srv.listen(s.fileno())
                 self._log_started(s)
             self.started = True
+            if self.on_started is not None:
+                self.on_started()
             await self._exit_event.wait()
             # Graceful shutdown: stop accepting, answer what is in flight, then close.
             logger.info("Shutting down")

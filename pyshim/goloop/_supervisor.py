@@ -320,23 +320,19 @@ def worker_main(argv: list[str] | None = None) -> None:
     _serve._configure_logging(server.config["log_level"] or "info")
     logger.info("Started server process [%d]", os.getpid())
 
-    async def main() -> None:
+    def ready() -> None:  # serving: from now on the master's health check applies
         import asyncio
 
-        task = asyncio.ensure_future(server.serve(install_signal_handlers=True))
-        while not server.started and not task.done():
-            await asyncio.sleep(0.005)
-        if server.started:
-            os.set_blocking(ctl_fd, False)
-            try:
-                os.write(ctl_fd, b"r")  # serving
-            except OSError:
-                pass
-            _answer_pings(asyncio.get_running_loop(), ctl_fd)
-        await task
+        os.set_blocking(ctl_fd, False)
+        try:
+            os.write(ctl_fd, b"r")
+        except OSError:
+            pass
+        _answer_pings(asyncio.get_running_loop(), ctl_fd)
 
+    server.on_started = ready
     try:
-        run(main())
+        run(server.serve(install_signal_handlers=True))
     except KeyboardInterrupt:
         pass
     logger.info("Finished server process [%d]", os.getpid())
