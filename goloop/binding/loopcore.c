@@ -414,8 +414,13 @@ static int fileobj_lookup(GLLoop *self, PyObject *fileobj) {
     return -1;
 }
 
-static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *const *args, Py_ssize_t nargs) {
+/* _add_reader/_add_writer(fd, callback, *args, context=None): the callback runs in context
+ * (asyncio 3.15's transports pass their connection's), else in a copy of the current one. */
+static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames) {
     GL_FORK_GUARD(NULL);
+    PyObject *ctx;
+    if (parse_context(fname, args, nargs, kwnames, &ctx) < 0) return NULL;
     if (nargs < 2) {
         PyErr_Format(PyExc_TypeError, "%s() takes at least 2 arguments (fd, callback)", fname);
         return NULL;
@@ -423,7 +428,7 @@ static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *c
     int fd = fileobj_lookup(self, args[0]);
     if (fd < 0) return NULL;
     if (gl_check_callback(args[1], fname) < 0) return NULL;
-    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, NULL, 0);
+    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, ctx, 0);
     if (h == NULL) return NULL;
     Py_INCREF(h);
     /* the object is remembered (not a number: asyncio finds registrations by identity) */
@@ -435,12 +440,12 @@ static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *c
     return h;
 }
 
-static PyObject *loop_add_reader(GLLoop *self, PyObject *const *args, Py_ssize_t nargs) {
-    return add_io(self, "add_reader", 0, args, nargs);
+static PyObject *loop_add_reader(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return add_io(self, "add_reader", 0, args, nargs, kwnames);
 }
 
-static PyObject *loop_add_writer(GLLoop *self, PyObject *const *args, Py_ssize_t nargs) {
-    return add_io(self, "add_writer", 1, args, nargs);
+static PyObject *loop_add_writer(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return add_io(self, "add_writer", 1, args, nargs, kwnames);
 }
 
 static PyObject *remove_io(GLLoop *self, PyObject *fdobj, int writer) {
@@ -652,8 +657,8 @@ static PyMethodDef loop_methods[] = {
     {"stop", (PyCFunction)loop_stop, METH_NOARGS, "Stop the loop after the current iteration."},
     {"_run_core", (PyCFunction)loop_run_core, METH_NOARGS, NULL},
     {"_close_core", (PyCFunction)loop_close_core, METH_NOARGS, NULL},
-    {"_add_reader", (PyCFunction)(void (*)(void))loop_add_reader, METH_FASTCALL, NULL},
-    {"_add_writer", (PyCFunction)(void (*)(void))loop_add_writer, METH_FASTCALL, NULL},
+    {"_add_reader", (PyCFunction)(void (*)(void))loop_add_reader, METH_FASTCALL | METH_KEYWORDS, NULL},
+    {"_add_writer", (PyCFunction)(void (*)(void))loop_add_writer, METH_FASTCALL | METH_KEYWORDS, NULL},
     {"_remove_reader", (PyCFunction)loop_remove_reader, METH_O, NULL},
     {"_remove_writer", (PyCFunction)loop_remove_writer, METH_O, NULL},
     {"_fd_key", (PyCFunction)loop_fd_key, METH_O, NULL},

@@ -20,6 +20,7 @@ PY = sys.version_info[:2]
 PY312 = PY >= (3, 12)
 PY313 = PY >= (3, 13)
 PY314 = PY >= (3, 14)
+PY315 = PY >= (3, 15)
 
 # -- the loop's base ------------------------------------------------------------------------
 # goloop.Loop composes its Go core with asyncio's unix selector loop for argument handling and
@@ -118,6 +119,15 @@ IS_COROUTINE_MARK = getattr(coroutines, "_is_coroutine", None)
 # asyncio's Server.wait_closed: 3.12.1 fixed it to wait for the connections to drop even if
 # the server was already closed; 3.11's returns at once once the server is closed.
 WAIT_CLOSED_WAITS_FOR_CLIENTS = PY312
+
+# 3.15: each connection's protocol callbacks run in one contextvars context, fixed when the
+# connection is made (not in per-callback copies): a server copies the context it was created
+# in (Server._context), each accepted connection runs in a copy of that, and
+# create_connection()'s in a copy of its caller's. asyncio passes it around as context= to
+# the loop's _start_serving, _accept_connection(2), _make_socket_transport and
+# _make_ssl_transport (goloop's own, which take it on every version); before 3.15 those get
+# none and every callback runs in a copy made when it was scheduled, as before.
+CONNECTION_CONTEXT = PY315
 
 # 3.13 added create_unix_server(cleanup_socket=), True by default (goloop's create_server
 # takes 3.13's keep_alive= on every version).
