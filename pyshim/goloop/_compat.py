@@ -33,6 +33,27 @@ UnixSubprocessTransport = unix_events._UnixSubprocessTransport
 
 
 
+# 3.14 removed the child-watcher API: its unix loop makes its own watcher (loop._watcher),
+# a pidfd one if unix_events.can_use_pidfd(), else a threaded one. goloop watches with a pidfd
+# on its poller; where asyncio's loop made the threaded watcher, goloop's uses that watcher.
+if PY314:
+    def threaded_child_watcher(loop):
+        """asyncio's threaded child watcher of loop (3.14+), or None if it uses a pidfd."""
+        watcher = getattr(loop, "_watcher", None)
+        return watcher if isinstance(watcher, unix_events._ThreadedChildWatcher) else None
+
+    def asyncio_uses_pidfd(loop) -> bool:
+        """Whether asyncio's loop would watch children with a pidfd here (3.14+)."""
+        return threaded_child_watcher(loop) is None
+else:
+    def threaded_child_watcher(loop):
+        """None: before 3.14 goloop's own thread waits where no pidfd can be had."""
+        return None
+
+    def asyncio_uses_pidfd(loop) -> bool:
+        return True
+
+
 def subprocess_popen(transp):
     """The subprocess.Popen behind one of asyncio's subprocess transports."""
     return transp._proc
@@ -82,6 +103,20 @@ def set_event_loop_policy(policy) -> None:
     else:
         events.set_event_loop_policy(policy)
 
+
+def get_event_loop_policy():
+    """asyncio.get_event_loop_policy without 3.14's deprecation warning."""
+    if PY314:
+        return events._get_event_loop_policy()
+    return events.get_event_loop_policy()
+
+
+# -- call_soon_threadsafe's handle ----------------------------------------------------------
+# 3.14: call_soon_threadsafe returns an events._ThreadSafeHandle, a Handle with a lock around
+# _run, cancel and cancelled: a cancel() or cancelled() from another thread waits for the
+# callback that is running, and a callback cancelled meanwhile does not start. goloop's loop
+# returns (and runs) that class on 3.14+; before 3.14, its own C Handle, as asyncio's Handle.
+ThreadSafeHandle = events._ThreadSafeHandle if PY314 else None
 
 # -- running ------------------------------------------------------------------------------
 get_running_loop = events._get_running_loop
@@ -160,5 +195,8 @@ PRIVATE_NAMES = [
     ("asyncio.coroutines", "iscoroutine"),
     ("asyncio.trsock", "TransportSocket"),
 ] + ([("asyncio.events", "_BaseDefaultEventLoopPolicy"),
-      ("asyncio.events", "_set_event_loop_policy")] if PY314 else
+      ("asyncio.events", "_set_event_loop_policy"),
+      ("asyncio.events", "_get_event_loop_policy"),
+      ("asyncio.events", "_ThreadSafeHandle"),
+      ("asyncio.unix_events", "_ThreadedChildWatcher")] if PY314 else
      [("asyncio.unix_events", "_UnixDefaultEventLoopPolicy")])
