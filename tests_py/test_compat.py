@@ -226,3 +226,21 @@ def test_scan_catches_a_private_name():
                                "self._transports.get(fd)  # events._x in a comment\n"
                                "msg = 'asyncio._SSLProtocolTransport'\n"))
     assert found == [(1, "base_events._set_nodelay"), (2, "asyncio._get_running_loop")]
+
+
+def test_readme_first_example_runs_on_goloop_without_warnings():
+    """The README's first lines: asyncio.run(loop_factory=) (3.12+) and goloop.run(), on
+    every version without a deprecation warning."""
+    import sys
+    import warnings
+
+    import goloop
+
+    async def main():
+        return type(asyncio.get_running_loop())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        if sys.version_info >= (3, 12):
+            assert asyncio.run(main(), loop_factory=goloop.new_event_loop) is goloop.Loop
+        assert goloop.run(main()) is goloop.Loop
