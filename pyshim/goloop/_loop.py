@@ -214,8 +214,8 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
             and runs it through its _run(), which takes the handle's lock.
             """
             self._check_closed()
-            if self._debug:
-                self._check_callback(callback, 'call_soon_threadsafe')
+            # outside debug mode too, as goloop's call_soon and friends (asyncio: debug only)
+            self._check_callback(callback, 'call_soon_threadsafe')
             handle = _compat.ThreadSafeHandle(callback, args, self, context)
             if handle._source_traceback:  # this frame and the handle's __init__ (asyncio's)
                 del handle._source_traceback[-1]
