@@ -243,9 +243,69 @@ static PyObject *loop_call_soon(GLLoop *self, PyObject *const *args, Py_ssize_t 
     return schedule(self, "call_soon", GL_HandleType, 0, GL_MODE_SOON, args, nargs, kwnames, 0);
 }
 
+#if PY_VERSION_HEX >= 0x030E0000
+static PyObject *threadsafe_handle_type;  /* asyncio's events._ThreadSafeHandle (goloop._compat) */
+static PyObject *str_source_traceback;
+
+/* 3.14+: call_soon_threadsafe returns asyncio's own events._ThreadSafeHandle, a Handle with a
+ * lock around _run, cancel and cancelled (a cancel() from another thread waits for the callback
+ * while it runs). Go's ready queue runs it as any foreign handle (gl_handle_run: its _run()). */
+static PyObject *call_soon_threadsafe_314(GLLoop *self, PyObject *const *args, Py_ssize_t nargs,
+                                          PyObject *kwnames) {
+    GL_FORK_GUARD(NULL);
+    PyObject *ctx;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_soon_threadsafe() missing required argument 'callback'");
+        return NULL;
+    }
+    if (parse_context("call_soon_threadsafe", args, nargs, kwnames, &ctx) < 0) return NULL;
+    if (gl_check_callback(args[0], "call_soon_threadsafe") < 0) return NULL;
+    if (self->id < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "goloop: the loop was not initialized");
+        return NULL;
+    }
+    if (check_open(self) < 0) return NULL;
+    PyObject *cbargs = PyTuple_New(nargs - 1);
+    if (cbargs == NULL) return NULL;
+    for (Py_ssize_t i = 1; i < nargs; i++) PyTuple_SET_ITEM(cbargs, i - 1, Py_NewRef(args[i]));
+    PyObject *hargs[4] = {args[0], cbargs, (PyObject *)self, ctx ? ctx : Py_None};
+    PyObject *h = PyObject_Vectorcall(threadsafe_handle_type, hargs, 4, NULL);
+    Py_DECREF(cbargs);
+    if (h == NULL) return NULL;
+    if (GL_LOAD(self->debug)) {
+        /* asyncio drops the frames of its call_soon_threadsafe and of the handle's __init__;
+         * called from C, only the latter is there */
+        PyObject *tb = PyObject_GetAttr(h, str_source_traceback);
+        if (tb == NULL || (PyList_Check(tb) && PyList_GET_SIZE(tb) > 0 &&
+                           PyList_SetSlice(tb, PyList_GET_SIZE(tb) - 1, PyList_GET_SIZE(tb), NULL) < 0)) {
+            Py_XDECREF(tb);
+            Py_DECREF(h);
+            return NULL;
+        }
+        Py_DECREF(tb);
+    }
+    Py_INCREF(h); /* the ready queue's reference */
+    int rc = queue_soon(self, h);
+    if (rc == -1) {
+        Py_DECREF(h);
+        Py_DECREF(h);
+        return NULL;
+    }
+    if (rc == -2) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    return h;
+}
+#endif
+
 static PyObject *loop_call_soon_threadsafe(GLLoop *self, PyObject *const *args, Py_ssize_t nargs,
                                            PyObject *kwnames) {
+#if PY_VERSION_HEX >= 0x030E0000
+    return call_soon_threadsafe_314(self, args, nargs, kwnames);
+#else
     return schedule(self, "call_soon_threadsafe", GL_HandleType, 0, GL_MODE_THREADSAFE, args, nargs, kwnames, 0);
+#endif
 }
 
 static int to_seconds(PyObject *o, const char *what, double *out) {
@@ -705,6 +765,14 @@ int gl_init_loopcore(PyObject *m) {
     PyObject *compat = PyImport_ImportModule("goloop._compat");
     if (compat == NULL) return -1;
     set_result_unless_cancelled = PyObject_GetAttrString(compat, "set_result_unless_cancelled");
+#if PY_VERSION_HEX >= 0x030E0000
+    threadsafe_handle_type = PyObject_GetAttrString(compat, "ThreadSafeHandle");
+    str_source_traceback = PyUnicode_InternFromString("_source_traceback");
+    if (threadsafe_handle_type == NULL || str_source_traceback == NULL) {
+        Py_DECREF(compat);
+        return -1;
+    }
+#endif
     Py_DECREF(compat);
     if (set_result_unless_cancelled == NULL) return -1;
     futures_module = PyImport_ImportModule("asyncio.futures");

@@ -115,7 +115,8 @@ def get_event_loop_policy():
 # 3.14: call_soon_threadsafe returns an events._ThreadSafeHandle, a Handle with a lock around
 # _run, cancel and cancelled: a cancel() or cancelled() from another thread waits for the
 # callback that is running, and a callback cancelled meanwhile does not start. goloop's loop
-# returns (and runs) that class on 3.14+; before 3.14, its own C Handle, as asyncio's Handle.
+# returns (and runs) that class on 3.14+ (made in C: goloop/binding/loopcore.c); before 3.14,
+# its own C Handle, as asyncio's Handle.
 ThreadSafeHandle = events._ThreadSafeHandle if PY314 else None
 
 # -- running ------------------------------------------------------------------------------

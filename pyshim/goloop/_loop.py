@@ -204,26 +204,6 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
             context["source_traceback"] = tb
         self.call_exception_handler(context)
 
-    if _compat.ThreadSafeHandle is not None:
-        def call_soon_threadsafe(self, callback, *args, context=None):
-            """Schedule callback from any thread (3.14+: asyncio's threadsafe handle).
-
-            The handle is asyncio's events._ThreadSafeHandle, as asyncio 3.14's loop returns:
-            its cancel() and cancelled() from another thread wait for the callback if it is
-            running. The Go core queues and wakes as for any handle (LoopCore._add_callback)
-            and runs it through its _run(), which takes the handle's lock.
-            """
-            self._check_closed()
-            # outside debug mode too, as goloop's call_soon and friends (asyncio: debug only)
-            self._check_callback(callback, 'call_soon_threadsafe')
-            handle = _compat.ThreadSafeHandle(callback, args, self, context)
-            if handle._source_traceback:  # this frame and the handle's __init__ (asyncio's)
-                del handle._source_traceback[-1]
-            if handle._source_traceback:
-                del handle._source_traceback[-1]
-            self._add_callback(handle)
-            return handle
-
     # -- socket operations -------------------------------------------------------------
     # asyncio's sock_recv()/sock_recv_into() with the wait done by the Go core: a one-shot
     # readiness registration that sets a future (see LoopCore._wait_fd). The other sock_*
