@@ -31,8 +31,15 @@ listed in cpython_known_failures.txt with a reason, else the exit status is 1.  
 has a timeout (faulthandler kills the process and dumps the stacks; the module is then
 resumed after the hanging test), and every subprocess has one too.
 
+Every module must load, on every version: the ``Goloop*`` variants are built from the bases
+of the classes they replace (whatever the mixins are called in that version) and must hold as
+many tests as those. A module that fails to load, or whose goloop run does not run every test
+it holds (each child first reports the ids it collected), fails the run whatever the
+known-failures file says, under "THE SUITE DID NOT RUN IN FULL".
+
 The last line is ``cpython-asyncio: N passed, M failed``: N tests passed on goloop, M
-regressions are not in the known-failures file.
+regressions are not in the known-failures file (", K MODULES NOT RUN IN FULL" follows when
+some module did not run in full).
 """
 from __future__ import annotations
 
