@@ -1,5 +1,11 @@
 package asgi
 
+// conn.go: Conn, one connection, and its HTTP/1.1 reader (the goroutine driver's serve
+// loop and the httpparser handler both drivers feed): requests queued for the
+// application, their bodies, pipelining (a request's response waits behind the ones
+// before it: advanceLocked), the server's own answers (400, 431, 503), close, loss and
+// shutdown. Its output queue is outqueue.go's; the loop driver's reading loopdriver.go's.
+
 import (
 	"errors"
 	"net"
@@ -253,10 +259,7 @@ func (c *Conn) roomLocked() {
 			return
 		}
 		c.paused = false
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.wakeReader()
 	}
 }
 
@@ -527,22 +530,30 @@ func (c *Conn) closeLocked() {
 		return
 	}
 	if c.linger {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.wakeReader()
 		go c.lingerClose()
 		return
 	}
 	if tc, ok := c.nc.(*net.TCPConn); ok {
 		tc.CloseWrite()
 	}
+	c.closeNet()
+}
+
+// closeNet closes a goroutine-mode connection's socket, wakes its reader if it waits for
+// room and lets the server forget it.
+func (c *Conn) closeNet() {
 	c.nc.Close()
+	c.wakeReader()
+	go c.s.forget(c)
+}
+
+// wakeReader wakes the reader if it waits on c.wake (room, or the connection closed).
+func (c *Conn) wakeReader() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	go c.s.forget(c)
 }
 
 // lost: the client went away or the connection failed: every request in flight sees it.
@@ -573,12 +584,7 @@ func (c *Conn) lostLocked() {
 	}
 	if !c.closed {
 		c.closed = true
-		c.nc.Close()
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-		go c.s.forget(c)
+		c.closeNet()
 	}
 }
 

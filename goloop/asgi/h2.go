@@ -4,8 +4,8 @@ package asgi
 // (a plain connection whose first bytes are the client preface). Frames are read and
 // written with golang.org/x/net/http2's Framer and hpack; each stream becomes a Request of
 // the same model as HTTP/1.1's (one ASGI call per stream), answered through the same
-// Request methods, and the connection's output goes through Conn's out/flush/writer like
-// HTTP/1.1's. See DESIGN.md.
+// Exchange, whose protocol (Request.x) is the stream's h2Stream; the connection's output
+// goes through the same output queue as HTTP/1.1's (outqueue.go). See DESIGN.md.
 
 import (
 	"bufio"

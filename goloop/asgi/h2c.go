@@ -18,7 +18,7 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// h2cUpgrade is an accepted upgrade whose request is being read (Conn.up).
+// h2cUpgrade is an accepted upgrade whose request is being read (Conn.next).
 type h2cUpgrade struct {
 	r        *Request
 	settings []http2.Setting // the client's, from HTTP2-Settings

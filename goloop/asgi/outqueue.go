@@ -151,7 +151,7 @@ func dropSegs(segs []fileSeg) {
 	for _, fs := range segs {
 		if fs.f != nil {
 			fs.f.Close()
-		} else if fs.rel != nil { // nil: borrowed (sendPart's caller owns it)
+		} else if fs.rel != nil { // nil: borrowed (h1Exchange.send's caller owns it)
 			fs.rel()
 		}
 	}
@@ -196,7 +196,7 @@ func (c *Conn) flush() {
 
 // writeOutLocked is flush's non-blocking writing (c.mu held, released while writing; c
 // not writing: c.writing is set while it writes, or the writer goroutine is started). A
-// borrowed body (sendPart, TLS) is encrypted from the caller's memory; the writer
+// borrowed body (h1Exchange.send, TLS) is encrypted from the caller's memory; the writer
 // goroutine is handed a copy of what the socket did not take.
 func (c *Conn) writeOutLocked() {
 	for !c.idleOutLocked() && !c.closed {

@@ -11,10 +11,12 @@ import (
 	"unsafe"
 )
 
-// Request is one request of a connection. Its head is read-only once queued; the body,
-// response and waiting state are shared by the connection's goroutine and the
-// application's thread under the connection's lock. The application's side (Receive,
-// Start, Send, AppDone, ...) is called from one thread at a time.
+// Request is one request of a connection (an HTTP/1.1 request, an HTTP/2 stream, a
+// WebSocket handshake) and its exchange (Exchange, exchange.go). Its head is read-only
+// once queued; the body, response and waiting state are shared by the connection's reader
+// and the application's thread under the connection's lock. The application's side
+// (Receive, Start, Send, Done, ...) is called from one thread at a time. The fields
+// marked HTTP/1.1 are h1Exchange's (and the server's own answers').
 type Request struct {
 	c *Conn
 
@@ -35,10 +37,10 @@ type Request struct {
 
 	target     []byte
 	head       bool // a HEAD request: the response has no body
-	keepAlive  bool
+	keepAlive  bool // HTTP/1.1
 	dispatched bool // queued for the application
 	own        bool // answered by the server itself (limit reached, shutting down)
-	ws         *WS  // a WebSocket handshake (ws.go)
+	ws         *WS  // a WebSocket handshake (ws.go; also its Request.x)
 
 	// under c.mu
 	body      []byte // unread body
@@ -56,12 +58,12 @@ type Request struct {
 	status   int
 	hdr      []byte // the application's header lines ("name: value\r\n" each)
 	noBody   bool
-	chunked  bool
+	chunked  bool  // HTTP/1.1
 	clen     int64 // declared or computed Content-Length, -1 if none
 	sent     int64
-	out      []byte // output held while an earlier request's response is incomplete
+	out      []byte // HTTP/1.1: output held while an earlier request's response is incomplete
 
-	// spec.go: 100-continue, trailers, files (c.mu)
+	// spec.go: 100-continue, trailers; files (c.mu)
 	expect100  bool      // Expect: 100-continue, no 100 sent yet and no body received
 	teTrailers bool      // TE: trailers
 	trailers   bool      // the response announced trailers
@@ -69,7 +71,7 @@ type Request struct {
 	bodyEnd    bool      // the final body part was sent
 	trDone     bool      // the final trailers message was received
 	trHdr      []byte    // trailer lines received so far
-	files      []fileSeg // files in out (pathsend)
+	files      []fileSeg // HTTP/1.1: files in out (pathsend)
 	ownStatus  int       // answered by the server with this status (426) instead of the app
 
 	// Room for a small request's Blob and Ends, and its target (then the response's

@@ -1,10 +1,12 @@
 package asgi
 
 // spec.go: the parts of ASGI's HTTP spec and of HTTP/1.1 beyond the plain exchange:
-// Expect: 100-continue, response trailers (HTTP/1.1 chunked trailer section, HTTP/2
-// trailing HEADERS), http.response.pathsend and http.response.zerocopysend (files sent by
-// Go: sendfile(2) on plain TCP and Unix sockets), the lingering close after the server's own error answers, and the bound on the
-// output held behind an unfinished pipelined response.
+// Expect: 100-continue and TE: trailers noted from the head, the 100's rule, HTTP/2's
+// trailing HEADERS and its files (http.response.pathsend and http.response.zerocopysend
+// read a frame at a time as the windows allow; HTTP/1.1's files are segments of the
+// output queue, outqueue.go, sent with sendfile(2)), and the lingering close after the
+// server's own error answers. The messages' shared checks are exchange.go's, HTTP/1.1's
+// chunked trailer section request.go's.
 
 import (
 	"bytes"

@@ -16,7 +16,10 @@ package asgi
 // message queued; the writer goroutine takes what the socket does not).
 //
 // The request stays in flight for the whole session: it completes (and the connection
-// closes) when the close handshake ends or the connection is lost.
+// closes) when the close handshake ends or the connection is lost. The WS is its
+// request's protocol (Request.x): the HTTP answers are h1Exchange's, and Request.Done, the
+// one finishing path, ends an accepted session with a close frame (WS.cutLocked). It is
+// also what the connection switched to (Conn.next).
 
 import (
 	"bytes"
