@@ -310,6 +310,7 @@ func (c *Conn) feed(data []byte) {
 // flight and closes the connection after it.
 func (c *Conn) answer(code int, text string) {
 	r := &Request{c: c, keepAlive: false}
+	r.x = h1Exchange{r}
 	r.buildOwn(code, text)
 	c.mu.Lock()
 	if c.closed {
