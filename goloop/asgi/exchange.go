@@ -52,10 +52,12 @@ type protocol interface {
 	// continueLocked writes the interim 100 (Continue) response.
 	continueLocked()
 	// send frames a body part (Send, SendFile, SendFD): it takes c.mu and checks
-	// partErrLocked; it owns part.f (closed when sent, on error, or if unused).
-	send(part *bodyPart, more bool, notStarted error) (flags int, err error)
-	// completeWithLocked answers with part as the whole body (the 500).
-	completeWithLocked(part *bodyPart)
+	// partErrLocked; it owns part.f (closed when sent, on error, or if unused); held:
+	// part.b is kept until part.rel is called (SendHeld). The part is passed by value: a
+	// pointer through the interface would make every SendHeld allocate it.
+	send(part bodyPart, more bool, notStarted error) (flags int, held bool, err error)
+	// completeWithLocked answers with body as the whole of it (the 500).
+	completeWithLocked(body []byte)
 	// trailersLocked sends r.trHdr, the final trailers, which complete the response.
 	trailersLocked() error
 	// readyLocked: a paused sender may go on (the output drained enough).
@@ -161,9 +163,7 @@ const HoldMin = 16 * 1024
 // SendHeld returned (its flush runs then; the socket's leftovers are copied), and rel is
 // never called.
 func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held bool, err error) {
-	part := bodyPart{b: body, rel: rel}
-	flags, err = r.x.send(&part, more, ErrNotStarted)
-	return flags, rel != nil && part.rel == nil, err
+	return r.x.send(bodyPart{b: body, rel: rel}, more, ErrNotStarted)
 }
 
 // bodyPart is a response body part: bytes b, or n bytes of file f from offset off.
@@ -207,7 +207,8 @@ func (r *Request) SendFile(path string) (flags int, err error) {
 		f.Close()
 		return 0, err
 	}
-	return r.x.send(&bodyPart{f: f, n: fi.Size(), clamp: true}, false, ErrPathsend)
+	flags, _, err = r.x.send(bodyPart{f: f, n: fi.Size(), clamp: true}, false, ErrPathsend)
+	return flags, err
 }
 
 // SendFD sends count bytes (-1: up to the end) of the regular file open as fd, from offset
@@ -243,7 +244,7 @@ func (r *Request) SendFD(fd int, offset, count int64, more bool) (flags int, n i
 		}
 		f = os.NewFile(uintptr(dup), "")
 	}
-	flags, err = r.x.send(&bodyPart{f: f, off: pos, n: n}, more, ErrZeroCopy)
+	flags, _, err = r.x.send(bodyPart{f: f, off: pos, n: n}, more, ErrZeroCopy)
 	return flags, n, movePos(fd, offset, pos+n, err)
 }
 
@@ -352,7 +353,7 @@ func (r *Request) Done(failed bool) {
 		r.status = 500
 		r.hdr = append(r.hdr[:0], "content-type: text/plain; charset=utf-8\r\n"...)
 		r.started = true
-		r.x.completeWithLocked(&bodyPart{b: []byte("Internal Server Error")})
+		r.x.completeWithLocked([]byte("Internal Server Error"))
 		return
 	}
 	r.x.cutLocked(failed)

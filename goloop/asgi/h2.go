@@ -747,7 +747,7 @@ func (st *h2Stream) continueLocked() {
 
 // send queues a body part: bytes as DATA frames as the windows allow (the rest pending),
 // a file (pathsend, zerocopysend) read a frame at a time as they allow.
-func (st *h2Stream) send(part *bodyPart, more bool, notStarted error) (flags int, err error) {
+func (st *h2Stream) send(part bodyPart, more bool, notStarted error) (flags int, held bool, err error) {
 	r, h, c := st.r, st.h, st.h.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -755,16 +755,17 @@ func (st *h2Stream) send(part *bodyPart, more bool, notStarted error) (flags int
 		if part.f != nil {
 			part.f.Close()
 		}
-		return 0, err
+		return 0, false, err
 	}
 	switch {
 	case part.f != nil && part.clamp:
-		return 0, h.sendFileLocked(st, part.f, part.n)
+		return 0, false, h.sendFileLocked(st, part.f, part.n)
 	case part.f != nil:
-		return h.sendFDLocked(st, part.f, part.off, part.n, more)
+		flags, err = h.sendFDLocked(st, part.f, part.off, part.n, more)
+		return flags, false, err
 	}
 	if err := h.sendLocked(st, part.b, more); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	wb := c.s.cfg.WriteBuffer
 	if (len(st.pending) > wb || len(c.out) > wb) && !r.lost && !st.endSent {
@@ -778,10 +779,10 @@ func (st *h2Stream) send(part *bodyPart, more bool, notStarted error) (flags int
 			flags |= SendPaused
 		}
 	}
-	return flags, nil
+	return flags, false, nil
 }
 
-func (st *h2Stream) completeWithLocked(part *bodyPart) { st.h.sendLocked(st, part.b, false) }
+func (st *h2Stream) completeWithLocked(body []byte) { st.h.sendLocked(st, body, false) }
 
 // trailersLocked: a HEADERS frame of trailers ends the stream after its pending DATA.
 func (st *h2Stream) trailersLocked() error {

@@ -213,20 +213,22 @@ func (r *Request) firstLocked() bool {
 
 // send appends part to the response's output; a large enough body on the first request in
 // flight is held (loop mode) or borrowed for the call (TLS) instead of copied.
-func (x h1Exchange) send(part *bodyPart, more bool, notStarted error) (flags int, err error) {
+func (x h1Exchange) send(part bodyPart, more bool, notStarted error) (flags int, held bool, err error) {
 	r, c := x.Request, x.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	borrowed := false
+	rel := part.rel
 	if err = r.partErrLocked(notStarted); err == nil {
-		borrowed, err = x.appendPartLocked(part, more)
+		borrowed, err = x.appendPartLocked(&part, more)
 	}
 	if part.f != nil { // not queued
 		part.f.Close()
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
+	held = rel != nil && part.rel == nil
 	if !more && !r.keepTr {
 		r.completeLocked()
 	} else {
@@ -249,7 +251,7 @@ func (x h1Exchange) send(part *bodyPart, more bool, notStarted error) (flags int
 			flags |= SendPaused
 		}
 	}
-	return flags, nil
+	return flags, held, nil
 }
 
 // appendPartLocked frames part into the response's output (c.mu held); a queued file is
@@ -322,9 +324,9 @@ func (x h1Exchange) appendPartLocked(part *bodyPart, more bool) (borrowed bool, 
 	return borrowed, nil
 }
 
-// completeWithLocked answers with part (bytes) as the whole body.
-func (x h1Exchange) completeWithLocked(part *bodyPart) {
-	x.appendPartLocked(part, false)
+// completeWithLocked answers with body as the whole of it.
+func (x h1Exchange) completeWithLocked(body []byte) {
+	x.appendPartLocked(&bodyPart{b: body}, false)
 	x.completeLocked()
 }
 

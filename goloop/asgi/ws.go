@@ -486,13 +486,13 @@ func (w *WS) Status() int { return w.r.Status() }
 // (denial, 403, 500), the request is an HTTP/1.1 exchange: h1Exchange's. Only the end of
 // an accepted session differs: the application's return sends the close frame.
 
-func (w *WS) h1() h1Exchange                 { return h1Exchange{w.r} }
-func (w *WS) tookBodyLocked(n int) bool      { return w.h1().tookBodyLocked(n) }
-func (w *WS) continueLocked()                { w.h1().continueLocked() }
-func (w *WS) completeWithLocked(p *bodyPart) { w.h1().completeWithLocked(p) }
-func (w *WS) trailersLocked() error          { return w.h1().trailersLocked() }
-func (w *WS) readyLocked() bool              { return w.h1().readyLocked() }
-func (w *WS) send(part *bodyPart, more bool, notStarted error) (int, error) {
+func (w *WS) h1() h1Exchange              { return h1Exchange{w.r} }
+func (w *WS) tookBodyLocked(n int) bool   { return w.h1().tookBodyLocked(n) }
+func (w *WS) continueLocked()             { w.h1().continueLocked() }
+func (w *WS) completeWithLocked(b []byte) { w.h1().completeWithLocked(b) }
+func (w *WS) trailersLocked() error       { return w.h1().trailersLocked() }
+func (w *WS) readyLocked() bool           { return w.h1().readyLocked() }
+func (w *WS) send(part bodyPart, more bool, notStarted error) (int, bool, error) {
 	return w.h1().send(part, more, notStarted)
 }
 
