@@ -1,5 +1,11 @@
 package asgi
 
+// conn.go: Conn, one connection, and its HTTP/1.1 reader (the goroutine driver's serve
+// loop and the httpparser handler both drivers feed): requests queued for the
+// application, their bodies, pipelining (a request's response waits behind the ones
+// before it: advanceLocked), the server's own answers (400, 431, 503), close, loss and
+// shutdown. Its output queue is outqueue.go's; the loop driver's reading loopdriver.go's.
+
 import (
 	"errors"
 	"net"
@@ -8,8 +14,6 @@ import (
 	"time"
 
 	"github.com/goloop/goloop/goloop/httpparser"
-	"github.com/goloop/goloop/goloop/poller"
-	"golang.org/x/sys/unix"
 )
 
 // Addr is one end of a connection as ASGI's scope gives it: host and port for TCP; for a
@@ -30,57 +34,94 @@ func addrOf(a net.Addr) Addr {
 	return Addr{}
 }
 
-// Conn is one HTTP/1.1 connection. Its goroutine reads and parses; the application's
-// thread answers its requests (Request's methods) and flushes (Server.Flush).
+// Conn is one connection: HTTP/1.1, and perhaps then what it switched to (next). Its
+// reader (a goroutine, or the loop driver's readable events) reads and parses; the
+// application's thread answers its requests (Request's methods) and flushes
+// (Server.Flush). The state is grouped by who uses it: the output queue and the
+// lifecycle under mu, the HTTP/1.1 reader's own, the protocol switched to, and the
+// driver's (goroutine mode: nc; loop mode: connLoop; exactly one of c.nc and c.lp is set,
+// and the checks on c.lp are where the two drivers differ).
 type Conn struct {
 	s      *Server
-	nc     net.Conn
-	rc     syscall.RawConn // for the non-blocking write of Flush
+	nc     net.Conn        // goroutine mode: the socket (loop mode: nil)
+	rc     syscall.RawConn // nc's descriptor, for the non-blocking write of Flush (nil over TLS)
 	Remote Addr
 	Local  Addr
 
 	mu       sync.Mutex
+	connOut  // under mu (outqueue.go)
+	connLife // under mu
+	connRead // the reader's own
+
+	// next is the protocol the connection switched to from HTTP/1.1 (set by the reader,
+	// under mu; nil: HTTP/1.1): *h2Conn (HTTP/2 by prior knowledge, ALPN or after h2c),
+	// *WS (a WebSocket session, from its handshake request on) or *h2cUpgrade (an
+	// `Upgrade: h2c` request being read, then *h2Conn).
+	next switched
+
+	connLoop // loop mode (loopdriver.go)
+}
+
+// connOut is a connection's output queue (outqueue.go; Conn.mu).
+type connOut struct {
 	inflight []*Request // dispatched, response not complete, in request order
 	out      []byte     // response bytes ready to be written, in order
+	files    []fileSeg  // files and held bodies to send at offsets of out
+	heldN    int        // bytes of the held bodies in files (loop mode, SendHeld)
 	writing  bool       // a flush or the writer goroutine owns the output (loop mode: it waits for writable)
-	closing  bool       // no more requests: close once the ones in flight are written
-	closed   bool
-	paused   bool          // the reader waits for room (wake)
-	isDirty  bool          // in the server's dirty list
-	wake     chan struct{} // cap 1: room for the reader, or closed
-	ws       *WS           // the WebSocket session this connection was upgraded to (ws.go)
-	up       *h2cUpgrade   // an Upgrade: h2c whose request is being read (h2c.go)
-	files    []fileSeg     // files and held bodies to send at offsets of out (spec.go)
-	heldN    int           // bytes of the held bodies in files (loop mode, SendHeld)
-	linger   bool          // close with a lingering close (spec.go)
+	isDirty  bool       // in the server's dirty list
+}
 
-	// the reader goroutine's own state
+// connLife is a connection's lifecycle (Conn.mu).
+type connLife struct {
+	closing bool          // no more requests: close once the ones in flight are written
+	closed  bool          //
+	paused  bool          // the reader waits for room (wake)
+	wake    chan struct{} // cap 1: room for the reader, or closed
+	linger  bool          // close with a lingering close (spec.go)
+	// a request was dispatched; the server closes and c had none yet, so its first
+	// request is still answered (connection: close) if it comes within a grace period
+	served, lastOne bool
+}
+
+// connRead is the HTTP/1.1 reader's own state.
+type connRead struct {
 	p        *httpparser.Parser
 	cur      *Request // the request being received (head or body)
-	batch    []Event
+	batch    []Event  // the last read's events, queued at once (pushBatch)
 	stopRead bool
 	deadline time.Time
+	sniff    bool // the first read may turn the connection into HTTP/2 (h2.go)
+	trust    int8 // proxy headers: 0 not known yet, 1 trusted peer, 2 not (proxy.go)
+}
 
-	sniff bool    // the first read may turn the connection into HTTP/2 (h2.go)
-	h2    *h2Conn // set if it did
-	trust int8    // proxy headers: 0 not known yet, 1 trusted peer, 2 not (proxy.go)
-
-	// loop mode (loopdriver.go): the loop thread reads and writes the raw descriptor fd
-	// through the server's LoopPoller; nc is nil. lp is nil in goroutine mode (and after
-	// a hand-off to it). Under mu.
+// connLoop is a loop-mode connection's (loopdriver.go): the loop thread reads and writes
+// the raw descriptor fd through the server's LoopPoller. lp is nil in goroutine mode (and
+// after a hand-off to it). Under Conn.mu.
+type connLoop struct {
 	lp       LoopPoller
 	fd       int    // -1 once closed or handed off (closed with fd >= 0: a lingering close drops the input)
 	interest uint32 // registered with lp
 	lread    bool   // read interest wanted (not stopped)
 	lingerN  int    // bytes a lingering close may still drop
+}
 
-	// under mu: a request was dispatched; the server closes and c had none yet, so its
-	// first request is still answered (connection: close) if it comes within a grace period
-	served, lastOne bool
+// switched is a protocol a connection switched to from HTTP/1.1 (Conn.next).
+type switched interface {
+	// serve reads the protocol (on the connection's goroutine, after a loop-mode hand-off).
+	serve()
+	// input takes what followed the upgrade point in the last HTTP/1.1 read.
+	input(b []byte)
+	// drainedLocked: the output drained; false: HTTP/1.1's handling applies (the
+	// requests in flight, a WebSocket session's among them).
+	drainedLocked() bool
+	// lostLocked: the connection is lost (its requests in flight are HTTP/1.1's to end).
+	lostLocked()
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
-	c := &Conn{s: s, Remote: addrOf(nc.RemoteAddr()), Local: addrOf(nc.LocalAddr()), fd: -1}
+	c := &Conn{s: s, Remote: addrOf(nc.RemoteAddr()), Local: addrOf(nc.LocalAddr())}
+	c.fd = -1
 	c.setNetConn(nc)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -218,10 +259,7 @@ func (c *Conn) roomLocked() {
 			return
 		}
 		c.paused = false
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.wakeReader()
 	}
 }
 
@@ -229,11 +267,8 @@ func (c *Conn) roomLocked() {
 // point: the WebSocket session (ws.go), or HTTP/2 after `Upgrade: h2c` (h2c.go); nil:
 // neither, the connection ends.
 func (c *Conn) upgraded() func() {
-	switch {
-	case c.ws != nil:
-		return c.ws.serve
-	case c.up != nil:
-		return c.serveH2c
+	if c.next != nil {
+		return c.next.serve
 	}
 	return nil
 }
@@ -248,10 +283,8 @@ func (c *Conn) feed(data []byte) {
 		// What follows the request is not HTTP/1.1: a WebSocket session's (ws.go), or
 		// not read (the request was answered as a plain one, keep-alive off).
 		c.stopRead = true
-		if c.ws != nil {
-			c.ws.rbuf = append(c.ws.rbuf, data[ue.Offset:]...)
-		} else if c.up != nil {
-			c.up.rest = append(c.up.rest, data[ue.Offset:]...)
+		if c.next != nil {
+			c.next.input(data[ue.Offset:])
 		}
 		return
 	}
@@ -277,6 +310,7 @@ func (c *Conn) feed(data []byte) {
 // flight and closes the connection after it.
 func (c *Conn) answer(code int, text string) {
 	r := &Request{c: c, keepAlive: false}
+	r.x = h1Exchange{r}
 	r.buildOwn(code, text)
 	c.mu.Lock()
 	if c.closed {
@@ -383,7 +417,7 @@ func (c *Conn) OnHeadersComplete() error {
 func (c *Conn) OnBody(chunk []byte) error {
 	r := c.cur
 	if !r.dispatched {
-		if c.up != nil && c.up.r == r { // the h2c upgrade's body (h2c.go)
+		if up, ok := c.next.(*h2cUpgrade); ok && up.r == r { // the h2c upgrade's body (h2c.go)
 			r.body = append(r.body, chunk...)
 		}
 		return nil
@@ -413,7 +447,7 @@ func (c *Conn) OnMessageComplete() error {
 		// the client sent after this request (dropped) cannot turn the close into a reset
 		// that destroys the response before the client has read it.
 		c.stopRead = true
-		if r.dispatched && r.ws == nil && c.up == nil {
+		if r.dispatched && c.next == nil { // (not a WebSocket session's, nor h2c's)
 			c.mu.Lock()
 			c.linger = true
 			c.mu.Unlock()
@@ -490,190 +524,6 @@ func (c *Conn) advanceLocked() {
 	c.dirtyLocked()
 }
 
-// dirtyLocked puts c in the server's dirty list (once per flush) if it has output.
-func (c *Conn) dirtyLocked() {
-	if !c.idleOutLocked() && !c.isDirty {
-		c.isDirty = true
-		if c.s.markDirty(c) {
-			c.s.needFlush.Store(true)
-		}
-	}
-}
-
-// flush writes c.out with non-blocking writes from the calling thread; what the socket
-// does not take goes to the writer goroutine.
-func (c *Conn) flush() {
-	c.mu.Lock()
-	c.isDirty = false
-	if c.writing {
-		c.mu.Unlock()
-		return
-	}
-	if c.lp != nil {
-		c.loopWriteLocked()
-		c.mu.Unlock()
-		return
-	}
-	c.writeOutLocked()
-	c.mu.Unlock()
-}
-
-// writeOutLocked is flush's non-blocking writing (c.mu held, released while writing; c
-// not writing: c.writing is set while it writes, or the writer goroutine is started). A
-// borrowed body (sendPart, TLS) is encrypted from the caller's memory; the writer
-// goroutine is handed a copy of what the socket did not take.
-func (c *Conn) writeOutLocked() {
-	for !c.idleOutLocked() && !c.closed {
-		c.writing = true
-		buf := c.out[:c.outLimit()]
-		borrowed := len(buf) == 0 && c.files[0].f == nil
-		if borrowed {
-			buf = c.files[0].b
-		} else if len(buf) == 0 { // a file is next: the writer goroutine sends it
-			go c.writer()
-			return
-		}
-		c.mu.Unlock()
-		n, err := c.tryWrite(buf)
-		c.mu.Lock()
-		if borrowed {
-			c.consumeBorrowedLocked(n)
-		} else {
-			c.consumeLocked(n)
-		}
-		if err == unix.EAGAIN || (err == nil && n < len(buf)) {
-			c.unholdLocked()
-			go c.writer()
-			return
-		}
-		if err != nil {
-			c.writing = false
-			c.lostLocked()
-			return
-		}
-	}
-	c.writing = false
-	c.drainedLocked()
-}
-
-func (c *Conn) tryWrite(buf []byte) (n int, err error) {
-	if c.rc == nil {
-		if t, ok := c.nc.(*tlsConn); ok {
-			return t.tryWrite(buf) // encrypted here, written as below (tls.go)
-		}
-		return 0, unix.EAGAIN
-	}
-	return rawWrite(c.rc, buf)
-}
-
-// rawWrite is one non-blocking write to rc's socket (a raw system call, as the loop
-// driver's: no entersyscall/exitsyscall on the loop thread).
-func rawWrite(rc syscall.RawConn, buf []byte) (n int, err error) {
-	cerr := rc.Control(func(fd uintptr) {
-		for {
-			n, err = poller.RawWrite(int(fd), buf)
-			if err != unix.EINTR {
-				return
-			}
-		}
-	})
-	if n < 0 {
-		n = 0
-	}
-	if cerr != nil {
-		return 0, cerr
-	}
-	return n, err
-}
-
-// consumeBorrowedLocked drops n written bytes of the borrowed body at the front of the
-// output (the connection may have been lost meanwhile: nothing is left then).
-func (c *Conn) consumeBorrowedLocked(n int) {
-	if len(c.files) == 0 || c.files[0].at != 0 || c.files[0].f != nil {
-		return
-	}
-	fs := &c.files[0]
-	fs.b, fs.n, c.heldN = fs.b[n:], fs.n-int64(n), c.heldN-n
-	if len(fs.b) == 0 {
-		c.popFileLocked()
-	}
-}
-
-// unsentLocked is how many response bytes wait to be written (files aside).
-func (c *Conn) unsentLocked() int { return len(c.out) + c.heldN }
-
-func (c *Conn) consumeLocked(n int) {
-	if n <= 0 {
-		return
-	}
-	for i := range c.files {
-		c.files[i].at -= n
-	}
-	if n >= len(c.out) {
-		c.out = c.out[:0]
-		if cap(c.out) > 1<<20 {
-			c.out = nil
-		}
-		return
-	}
-	m := copy(c.out, c.out[n:])
-	c.out = c.out[:m]
-}
-
-// writer writes c.out with blocking writes (Go's netpoller) until it is empty.
-func (c *Conn) writer() {
-	if !c.drainTLS() {
-		c.mu.Lock()
-		c.writing = false
-		c.lostLocked()
-		c.mu.Unlock()
-		return
-	}
-	c.mu.Lock()
-	for !c.idleOutLocked() && !c.closed {
-		buf := c.out[:c.outLimit()]
-		if len(buf) == 0 {
-			if !c.sendFileFront() {
-				c.writing = false
-				c.lostLocked()
-				c.mu.Unlock()
-				return
-			}
-			continue
-		}
-		c.mu.Unlock()
-		n, err := c.nc.Write(buf)
-		c.mu.Lock()
-		c.consumeLocked(n)
-		if err != nil {
-			c.writing = false
-			c.lostLocked()
-			c.mu.Unlock()
-			return
-		}
-	}
-	c.writing = false
-	c.drainedLocked()
-	c.mu.Unlock()
-}
-
-// drainedLocked: the output is written. Wake the senders that wait for it; close the
-// connection if it is done.
-func (c *Conn) drainedLocked() {
-	if c.h2 != nil {
-		c.h2.drainedLocked()
-		return
-	}
-	for _, r := range c.inflight {
-		if r.waitSend {
-			c.wakeLocked(r, nil)
-		}
-	}
-	if c.closing && len(c.inflight) == 0 && c.idleOutLocked() && !c.closed {
-		c.closeLocked()
-	}
-}
-
 func (c *Conn) closeLocked() {
 	c.closed = true
 	if c.lp != nil {
@@ -681,22 +531,30 @@ func (c *Conn) closeLocked() {
 		return
 	}
 	if c.linger {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.wakeReader()
 		go c.lingerClose()
 		return
 	}
 	if tc, ok := c.nc.(*net.TCPConn); ok {
 		tc.CloseWrite()
 	}
+	c.closeNet()
+}
+
+// closeNet closes a goroutine-mode connection's socket, wakes its reader if it waits for
+// room and lets the server forget it.
+func (c *Conn) closeNet() {
 	c.nc.Close()
+	c.wakeReader()
+	go c.s.forget(c)
+}
+
+// wakeReader wakes the reader if it waits on c.wake (room, or the connection closed).
+func (c *Conn) wakeReader() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	go c.s.forget(c)
 }
 
 // lost: the client went away or the connection failed: every request in flight sees it.
@@ -707,8 +565,8 @@ func (c *Conn) lost() {
 }
 
 func (c *Conn) lostLocked() {
-	if c.h2 != nil {
-		c.h2.lostLocked()
+	if c.next != nil {
+		c.next.lostLocked()
 	}
 	c.dropFilesLocked()
 	for _, r := range c.inflight {
@@ -727,12 +585,7 @@ func (c *Conn) lostLocked() {
 	}
 	if !c.closed {
 		c.closed = true
-		c.nc.Close()
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-		go c.s.forget(c)
+		c.closeNet()
 	}
 }
 
@@ -740,7 +593,7 @@ func (c *Conn) lostLocked() {
 // requests in flight are answered.
 func (c *Conn) shutdown() {
 	c.mu.Lock()
-	if h := c.h2; h != nil {
+	if h, ok := c.next.(*h2Conn); ok { // GOAWAY; its streams finish (HTTP/1.1's is below)
 		c.mu.Unlock()
 		h.shutdown()
 		return
@@ -764,7 +617,7 @@ func (c *Conn) shutdown() {
 	if !c.busyLocked() && !c.closed {
 		c.closeLocked()
 	}
-	ws := c.ws
+	ws, _ := c.next.(*WS)
 	c.mu.Unlock()
 	if ws != nil {
 		ws.shutdown() // an open WebSocket session is closed with 1012

@@ -4,8 +4,8 @@ package asgi
 // (a plain connection whose first bytes are the client preface). Frames are read and
 // written with golang.org/x/net/http2's Framer and hpack; each stream becomes a Request of
 // the same model as HTTP/1.1's (one ASGI call per stream), answered through the same
-// Request methods, and the connection's output goes through Conn's out/flush/writer like
-// HTTP/1.1's. See DESIGN.md.
+// Exchange, whose protocol (Request.x) is the stream's h2Stream; the connection's output
+// goes through the same output queue as HTTP/1.1's (outqueue.go). See DESIGN.md.
 
 import (
 	"bufio"
@@ -47,7 +47,7 @@ func (s *Server) h2Extra() [][2]string {
 	return s.h2.extra
 }
 
-// h2Conn is the HTTP/2 state of a Conn (c.h2). Fields marked "c.mu" are shared by the
+// h2Conn is the HTTP/2 state of a Conn (c.next). Fields marked "c.mu" are shared by the
 // reader goroutine and the application's thread under c.mu; the Framer's write side and
 // the hpack encoder are used under c.mu, its read side by the reader goroutine only.
 type h2Conn struct {
@@ -75,10 +75,11 @@ type h2Conn struct {
 	maxResets  int
 }
 
-// h2Stream is one stream's state (c.mu).
+// h2Stream is one stream's state (c.mu), and the protocol of its Request (Request.x).
 type h2Stream struct {
 	id         uint32
 	r          *Request
+	h          *h2Conn
 	sendWin    int64
 	pending    []byte   // response body not yet sent (flow control)
 	file       *os.File // pathsend, zerocopysend: a file sent after pending, read as the windows allow (spec.go)
@@ -95,6 +96,13 @@ type h2Stream struct {
 	trReady    bool // the trailers end the stream after pending (spec.go)
 }
 
+// newStream makes stream id of r, r's protocol.
+func (h *h2Conn) newStream(id uint32, r *Request) *h2Stream {
+	st := &h2Stream{id: id, r: r, h: h, sendWin: h.peerInit, recvWin: h2StreamWindow, declared: -1}
+	r.x = st
+	return st
+}
+
 // startH2 turns c into an HTTP/2 connection if its first bytes (first) are the client
 // preface or its TLS handshake chose h2; it then serves c and returns true.
 func (c *Conn) startH2(first []byte) bool {
@@ -103,7 +111,7 @@ func (c *Conn) startH2(first []byte) bool {
 	}
 	h := c.newH2(first)
 	c.mu.Lock()
-	c.h2 = h
+	c.next = h
 	c.mu.Unlock()
 	h.serve()
 	return true
@@ -403,8 +411,7 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 		return 0, true
 	}
 	r := &Request{c: c, clen: -1, Major: 2}
-	st := &h2Stream{id: id, r: r, sendWin: h.peerInit, recvWin: h2StreamWindow, declared: -1}
-	r.h2 = st
+	st := h.newStream(id, r)
 	fields := f.RegularFields()
 	hasHost := false
 	var cookie []byte
@@ -474,7 +481,7 @@ func (h *h2Conn) openLocked(st *h2Stream, ended bool) (http2.ErrCode, bool) {
 		r.started, r.status = true, 503
 		r.hdr = append(r.hdr, "content-type: text/plain; charset=utf-8\r\n"...)
 		r.appDone = true
-		h.sendLocked(r, []byte("Service Unavailable"), false)
+		h.sendLocked(st, []byte("Service Unavailable"), false)
 		return 0, true
 	}
 	r.dispatched = true
@@ -656,9 +663,12 @@ func (h *h2Conn) maybeCloseLocked() {
 	}
 }
 
+// input: an h2Conn reads from its own buffered reader (newH2 takes the first bytes).
+func (h *h2Conn) input([]byte) {}
+
 // drainedLocked (Conn.drainedLocked's HTTP/2 part): wake the senders waiting for room,
 // close if done.
-func (h *h2Conn) drainedLocked() {
+func (h *h2Conn) drainedLocked() bool {
 	c := h.c
 	if len(c.out) == 0 && !c.writing && h.files > 0 { // files (pathsend) go on as the output drains
 		for _, st := range h.streams {
@@ -669,7 +679,7 @@ func (h *h2Conn) drainedLocked() {
 		if len(c.out) > 0 {
 			c.writing = true
 			go c.writer()
-			return
+			return true
 		}
 	}
 	if len(c.out) <= c.s.cfg.WriteBuffer {
@@ -682,6 +692,7 @@ func (h *h2Conn) drainedLocked() {
 	if len(c.out) == 0 && !c.writing {
 		h.maybeCloseLocked()
 	}
+	return true
 }
 
 // lostLocked (Conn.lostLocked's HTTP/2 part): every stream's application sees a disconnect.
@@ -711,73 +722,101 @@ func (h *h2Conn) shutdown() {
 	c.mu.Unlock()
 }
 
-// ---- the application's side (Request's methods for a stream) ----
+// ---- the application's side: *h2Stream is its Request's protocol (exchange.go) ----
 
-func (r *Request) h2Receive() ([]byte, RecvState) {
-	c := r.c
-	c.mu.Lock()
-	if r.lost {
-		c.mu.Unlock()
-		return nil, RecvDisconnect
+func (st *h2Stream) tookBodyLocked(n int) bool {
+	if n == 0 {
+		return false
 	}
-	if len(r.body) > 0 || (r.bodyDone && !r.bodyTaken) {
-		b := r.body
-		r.body = nil
-		st := RecvBody
-		if r.bodyDone {
-			r.bodyTaken = true
-			st = RecvLast
-		}
-		flush := false
-		if len(b) > 0 && c.h2 != nil {
-			n := len(c.out)
-			c.h2.consumedLocked(r.h2, int64(len(b)))
-			flush = len(c.out) > n
-		}
-		c.mu.Unlock()
-		if flush {
-			c.flush() // the window updates must leave now: the client may wait for them
-		}
-		return b, st
-	}
-	defer c.mu.Unlock()
-	if r.bodyTaken && r.done {
-		return nil, RecvDisconnect
-	}
-	r.waitRecv = true
-	r.continueLocked() // Expect: 100-continue (spec.go)
-	return nil, RecvWait
+	out := len(st.h.c.out)
+	st.h.consumedLocked(st, int64(n))
+	return len(st.h.c.out) > out
 }
 
-func (r *Request) h2Send(body []byte, more bool, notStarted error) (flags int, err error) {
-	c := r.c
+// continueLocked: a HEADERS frame with :status 100.
+func (st *h2Stream) continueLocked() {
+	if st.gone {
+		return
+	}
+	h := st.h
+	h.hb.Reset()
+	h.enc.WriteField(hpack.HeaderField{Name: ":status", Value: "100"})
+	h.writeBlockLocked(st.id, false)
+	h.c.dirtyLocked()
+}
+
+// send queues a body part: bytes as DATA frames as the windows allow (the rest pending),
+// a file (pathsend, zerocopysend) read a frame at a time as they allow.
+func (st *h2Stream) send(part bodyPart, more bool, notStarted error) (flags int, held bool, err error) {
+	r, h, c := st.r, st.h, st.h.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := r.partErrLocked(notStarted); err != nil {
-		return 0, err
+		if part.f != nil {
+			part.f.Close()
+		}
+		return 0, false, err
 	}
-	if err := c.h2.sendLocked(r, body, more); err != nil {
-		return 0, err
+	switch {
+	case part.f != nil && part.clamp:
+		return 0, false, h.sendFileLocked(st, part.f, part.n)
+	case part.f != nil:
+		flags, err = h.sendFDLocked(st, part.f, part.off, part.n, more)
+		return flags, false, err
 	}
-	st := r.h2
-	if (len(st.pending) > c.s.cfg.WriteBuffer || len(c.out) > c.s.cfg.WriteBuffer) && !r.lost && !st.endSent {
-		if len(c.out) > c.s.cfg.WriteBuffer && !c.writing {
+	if err := h.sendLocked(st, part.b, more); err != nil {
+		return 0, false, err
+	}
+	wb := c.s.cfg.WriteBuffer
+	if (len(st.pending) > wb || len(c.out) > wb) && !r.lost && !st.endSent {
+		if len(c.out) > wb && !c.writing {
 			c.mu.Unlock()
 			c.flush()
 			c.mu.Lock()
 		}
-		if !r.lost && (len(st.pending) > c.s.cfg.WriteBuffer || (len(c.out) > c.s.cfg.WriteBuffer && c.writing)) {
+		if !r.lost && (len(st.pending) > wb || (len(c.out) > wb && c.writing)) {
 			r.waitSend = true
 			flags |= SendPaused
 		}
 	}
-	return flags, nil
+	return flags, false, nil
 }
 
-// sendLocked adds a part of r's response: HEADERS first, then DATA as the windows allow.
-func (h *h2Conn) sendLocked(r *Request, body []byte, more bool) error {
+func (st *h2Stream) completeWithLocked(body []byte) { st.h.sendLocked(st, body, false) }
+
+// trailersLocked: a HEADERS frame of trailers ends the stream after its pending DATA.
+func (st *h2Stream) trailersLocked() error {
+	r := st.r
+	st.trReady = true
+	if !st.endSent {
+		st.endPending = true
+	}
+	r.done = true
+	if r.waitRecv {
+		st.h.c.wakeLocked(r, nil)
+	}
+	st.h.writeDataLocked(st)
+	return nil
+}
+
+// readyLocked: the stream's pending body and the connection's output are under
+// WriteBuffer, and no zerocopysend part is still going out.
+func (st *h2Stream) readyLocked() bool {
+	c := st.h.c
+	wb := c.s.cfg.WriteBuffer
+	return !(len(st.pending) > wb || (len(c.out) > wb && c.writing) || st.file != nil)
+}
+
+// cutLocked: a response started and not complete resets the stream.
+func (st *h2Stream) cutLocked(bool) {
+	st.r.done = true
+	st.h.resetLocked(st.id, http2.ErrCodeInternal)
+}
+
+// sendLocked adds a part of st's response: HEADERS first, then DATA as the windows allow.
+func (h *h2Conn) sendLocked(st *h2Stream, body []byte, more bool) error {
 	c := h.c
-	st := r.h2
+	r := st.r
 	if !r.headSent {
 		r.noBody = r.head || r.status < 200 || r.status == 204 || r.status == 304
 		h.hb.Reset()
@@ -820,23 +859,24 @@ func (h *h2Conn) sendLocked(r *Request, body []byte, more bool) error {
 		r.sent += int64(len(body))
 	}
 	if !more {
-		h.endBodyLocked(r)
+		h.endBodyLocked(st)
 	}
 	h.writeDataLocked(st)
 	c.dirtyLocked()
 	return nil
 }
 
-// endBodyLocked: r's final body part (or file) is queued; the stream ends after it (or
+// endBodyLocked: st's final body part (or file) is queued; the stream ends after it (or
 // after the trailers, spec.go).
-func (h *h2Conn) endBodyLocked(r *Request) {
+func (h *h2Conn) endBodyLocked(st *h2Stream) {
+	r := st.r
 	r.bodyEnd = true
 	if r.trailers { // a HEADERS frame of trailers ends the stream
 		r.keepTr = true
 		return
 	}
-	if !r.h2.endSent {
-		r.h2.endPending = true
+	if !st.endSent {
+		st.endPending = true
 	}
 	r.done = true
 	if r.waitRecv {
@@ -906,44 +946,4 @@ func (h *h2Conn) writeDataLocked(st *h2Stream) {
 		h.removeLocked(st)
 	}
 	h.c.dirtyLocked()
-}
-
-func (r *Request) h2SendReady() (bool, error) {
-	c := r.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.lost {
-		return true, ErrDisconnected
-	}
-	if len(r.h2.pending) > c.s.cfg.WriteBuffer || (len(c.out) > c.s.cfg.WriteBuffer && c.writing) ||
-		r.h2.file != nil { // a zerocopysend part is still going out
-		r.waitSend = true
-		return false, nil
-	}
-	return true, nil
-}
-
-func (r *Request) h2AppDone() {
-	c := r.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.appDone {
-		return
-	}
-	r.appDone = true
-	c.s.inflight.Add(-1)
-	h := c.h2
-	if r.lost || r.done || h == nil {
-		return
-	}
-	if !r.started {
-		r.status = 500
-		r.hdr = append(r.hdr[:0], "content-type: text/plain; charset=utf-8\r\n"...)
-		r.started = true
-		h.sendLocked(r, []byte("Internal Server Error"), false)
-		return
-	}
-	// started, not complete: the stream is reset
-	r.done = true
-	h.resetLocked(r.h2.id, http2.ErrCodeInternal)
 }

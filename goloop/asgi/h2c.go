@@ -18,12 +18,19 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// h2cUpgrade is an accepted upgrade whose request is being read (Conn.up).
+// h2cUpgrade is an accepted upgrade whose request is being read (Conn.next).
 type h2cUpgrade struct {
 	r        *Request
 	settings []http2.Setting // the client's, from HTTP2-Settings
 	rest     []byte          // what followed the request in the last read (the client's preface)
 }
+
+// serve switches to HTTP/2 once the request is read (serveH2c).
+func (up *h2cUpgrade) serve() { up.r.c.serveH2c() }
+
+func (up *h2cUpgrade) input(b []byte)      { up.rest = append(up.rest, b...) }
+func (up *h2cUpgrade) drainedLocked() bool { return false }
+func (up *h2cUpgrade) lostLocked()         {}
 
 var switching101 = []byte("HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: h2c\r\n\r\n")
 
@@ -37,7 +44,7 @@ func (c *Conn) upgradeBody(r *Request) bool {
 	if up == nil {
 		return false
 	}
-	c.up = up
+	c.next = up
 	return true
 }
 
@@ -85,8 +92,7 @@ func (c *Conn) h2cCheck(r *Request) *h2cUpgrade {
 // serveH2c switches the connection to HTTP/2 once the upgrade's request is read: 101, the
 // server's preface, the request as stream 1, then the HTTP/2 reader.
 func (c *Conn) serveH2c() {
-	up := c.up
-	c.up = nil
+	up := c.next.(*h2cUpgrade)
 	r := up.r
 	h := c.newH2(up.rest)
 	c.mu.Lock()
@@ -94,7 +100,7 @@ func (c *Conn) serveH2c() {
 		c.mu.Unlock()
 		return
 	}
-	c.h2 = h
+	c.next = h
 	c.served = true
 	c.out = append(c.out, switching101...)
 	for _, s := range up.settings {
@@ -109,8 +115,7 @@ func (c *Conn) serveH2c() {
 	r.keepAlive = true
 	// the body came before flow control: taking it gives no window back
 	h.connUnacked = -int64(len(r.body))
-	st := &h2Stream{id: 1, r: r, sendWin: h.peerInit, recvWin: h2StreamWindow, declared: -1}
-	r.h2 = st
+	st := h.newStream(1, r)
 	h.maxID = 1
 	h.openLocked(st, true)
 	c.mu.Unlock()

@@ -158,7 +158,7 @@ func addrOfSockaddr(sa unix.Sockaddr) Addr {
 }
 
 func (s *Server) acceptLoopConn(fd int, sa unix.Sockaddr) {
-	c := &Conn{s: s, fd: fd, lp: s.lp, Remote: addrOfSockaddr(sa)}
+	c := &Conn{s: s, connLoop: connLoop{fd: fd, lp: s.lp}, Remote: addrOfSockaddr(sa)}
 	switch sa.(type) {
 	case *unix.SockaddrInet4, *unix.SockaddrInet6:
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)

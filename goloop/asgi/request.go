@@ -1,17 +1,22 @@
 package asgi
 
+// request.go: Request, a request's head (parsed into one blob) and the state of its
+// exchange that every protocol shares (exchange.go has the methods on it), and
+// h1Exchange, its HTTP/1.1 protocol: the response's head and framing, written at the
+// request's place among the pipelined responses of its connection.
+
 import (
 	"bytes"
-	"errors"
-	"os"
 	"strconv"
 	"unsafe"
 )
 
-// Request is one request of a connection. Its head is read-only once queued; the body,
-// response and waiting state are shared by the connection's goroutine and the
-// application's thread under the connection's lock. The application's side (Receive,
-// Start, Send, AppDone, ...) is called from one thread at a time.
+// Request is one request of a connection (an HTTP/1.1 request, an HTTP/2 stream, a
+// WebSocket handshake) and its exchange (Exchange, exchange.go). Its head is read-only
+// once queued; the body, response and waiting state are shared by the connection's reader
+// and the application's thread under the connection's lock. The application's side
+// (Receive, Start, Send, Done, ...) is called from one thread at a time. The fields
+// marked HTTP/1.1 are h1Exchange's (and the server's own answers').
 type Request struct {
 	c *Conn
 
@@ -22,7 +27,7 @@ type Request struct {
 	Ends  []int32
 	Major int
 	Minor int
-	h2    *h2Stream // an HTTP/2 stream's (h2.go); nil for HTTP/1.1
+	x     protocol // what answers it: h1Exchange, *h2Stream or *WS (exchange.go)
 	// Tag is the application's (the binding keeps its own state of the request there:
 	// memory Go does not manage).
 	Tag unsafe.Pointer
@@ -32,10 +37,10 @@ type Request struct {
 
 	target     []byte
 	head       bool // a HEAD request: the response has no body
-	keepAlive  bool
+	keepAlive  bool // HTTP/1.1
 	dispatched bool // queued for the application
 	own        bool // answered by the server itself (limit reached, shutting down)
-	ws         *WS  // a WebSocket handshake (ws.go)
+	ws         *WS  // a WebSocket handshake (ws.go; also its Request.x)
 
 	// under c.mu
 	body      []byte // unread body
@@ -53,12 +58,12 @@ type Request struct {
 	status   int
 	hdr      []byte // the application's header lines ("name: value\r\n" each)
 	noBody   bool
-	chunked  bool
+	chunked  bool  // HTTP/1.1
 	clen     int64 // declared or computed Content-Length, -1 if none
 	sent     int64
-	out      []byte // output held while an earlier request's response is incomplete
+	out      []byte // HTTP/1.1: output held while an earlier request's response is incomplete
 
-	// spec.go: 100-continue, trailers, files (c.mu)
+	// spec.go: 100-continue, trailers; files (c.mu)
 	expect100  bool      // Expect: 100-continue, no 100 sent yet and no body received
 	teTrailers bool      // TE: trailers
 	trailers   bool      // the response announced trailers
@@ -66,7 +71,7 @@ type Request struct {
 	bodyEnd    bool      // the final body part was sent
 	trDone     bool      // the final trailers message was received
 	trHdr      []byte    // trailer lines received so far
-	files      []fileSeg // files in out (pathsend)
+	files      []fileSeg // HTTP/1.1: files in out (pathsend)
 	ownStatus  int       // answered by the server with this status (426) instead of the app
 
 	// Room for a small request's Blob and Ends, and its target (then the response's
@@ -80,6 +85,7 @@ const inlBlob, inlTail = 160, 128
 // newRequest is a request of c whose head the parser is about to deliver.
 func newRequest(c *Conn) *Request {
 	r := &Request{c: c, clen: -1}
+	r.x = h1Exchange{r}
 	r.Blob = r.inl[:0:inlBlob] // a larger head grows out of it (append copies)
 	r.Ends = r.inlEnds[:0]
 	r.target = r.inl[inlBlob:inlBlob]
@@ -177,134 +183,52 @@ func appendUnquote(dst, s []byte) []byte {
 	return dst
 }
 
-// RecvState is what Receive found.
-type RecvState uint8
+// h1Exchange is the HTTP/1.1 protocol of a Request (Request.x): the response's framing
+// (content-length, chunked, close-delimited) into the connection's output, in request
+// order behind the pipelined responses before it (Request.out until it is the first in
+// flight). A WebSocket handshake request answers its HTTP responses through it too. One
+// pointer: stored in the interface without an allocation.
+type h1Exchange struct{ *Request }
 
-const (
-	RecvWait       RecvState = iota // nothing yet: an EvWake follows when something happens
-	RecvBody                        // a body part, more to come
-	RecvLast                        // the last body part (perhaps empty)
-	RecvDisconnect                  // the client went away, or the response is complete
-)
-
-// Receive takes the body received so far (ASGI's receive()).
-func (r *Request) Receive() ([]byte, RecvState) {
-	if r.h2 != nil {
-		return r.h2Receive()
-	}
-	c := r.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.lost {
-		return nil, RecvDisconnect
-	}
-	if len(r.body) > 0 || (r.bodyDone && !r.bodyTaken) {
-		b := r.body
-		r.body = nil
-		c.roomLocked()
-		if r.bodyDone {
-			r.bodyTaken = true
-			return b, RecvLast
-		}
-		return b, RecvBody
-	}
-	if r.bodyTaken && r.done {
-		return nil, RecvDisconnect
-	}
-	r.waitRecv = true
-	r.continueLocked()
-	return nil, RecvWait
+func (x h1Exchange) tookBodyLocked(int) bool {
+	x.c.roomLocked()
+	return false
 }
 
-// Errors of Start and Send (the binding raises them as RuntimeError, ErrDisconnected as
-// an OSError).
-var (
-	ErrStarted    = errors.New("Unexpected ASGI message 'http.response.start' sent, after response already started.")
-	ErrNotStarted = errors.New("Expected ASGI message 'http.response.start', but got 'http.response.body'.")
-	ErrCompleted  = errors.New("Unexpected ASGI message 'http.response.body' sent, after response already completed.")
-	ErrTooLong    = errors.New("Response content longer than Content-Length")
-	ErrStatus     = errors.New("ASGI 'http.response.start' status must be an integer from 100 to 999")
-)
-
-// Start records the response's status and header lines ("name: value\r\n" each, already
-// validated). Nothing is written before the first body part.
-func (r *Request) Start(status int, hdr []byte) error {
-	c := r.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.started {
-		return ErrStarted
+// continueLocked writes "100 Continue" at the request's place in the output.
+func (x h1Exchange) continueLocked() {
+	r, c := x.Request, x.c
+	if r.firstLocked() {
+		c.out = append(c.out, continue100...)
+		c.dirtyLocked()
+	} else {
+		r.out = append(r.out, continue100...)
 	}
-	if status < 100 || status > 999 {
-		return ErrStatus
-	}
-	if r.lost {
-		return ErrDisconnected
-	}
-	r.started = true
-	r.status = status
-	r.hdr = append(r.hdr[:0], hdr...)
-	return nil
 }
 
-// Send flags.
-const (
-	SendPaused = 1 << iota // the output is over its limit: wait for EvWake (SendReady)
-)
-
-// Send adds a body part (ASGI's http.response.body); more=false completes the response.
-// body is copied.
-func (r *Request) Send(body []byte, more bool) (flags int, err error) {
-	flags, _, err = r.SendHeld(body, more, nil)
-	return flags, err
+// firstLocked: r is the first request in flight: its output goes to the connection's.
+func (r *Request) firstLocked() bool {
+	return len(r.c.inflight) > 0 && r.c.inflight[0] == r
 }
 
-// HoldMin is the smallest body SendHeld may hold (or borrow) instead of copying.
-const HoldMin = 16 * 1024
-
-// SendHeld is Send that may keep body instead of copying it (held: a loop-mode connection
-// answering its first request in flight, a body of HoldMin bytes or more, rel not nil):
-// the caller keeps body's memory valid and unchanged until the engine calls rel, once,
-// from the thread that runs the loop driver, after the kernel took the bytes or the
-// connection was lost (or from a hand-off to the goroutine driver, which copies them).
-// Not held: body was copied, or, on a TLS connection, encrypted from body before
-// SendHeld returned (its flush runs then; the socket's leftovers are copied), and rel is
-// never called.
-func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held bool, err error) {
-	if r.h2 != nil {
-		flags, err = r.h2Send(body, more, ErrNotStarted)
-		return flags, false, err
-	}
-	part := bodyPart{b: body, rel: rel}
-	flags, err = r.sendPart(&part, more, ErrNotStarted)
-	return flags, rel != nil && part.rel == nil, err
-}
-
-// bodyPart is a response body part: bytes b, or n bytes of file f from offset off.
-type bodyPart struct {
-	b      []byte
-	f      *os.File
-	off, n int64
-	clamp  bool   // a part longer than the declared content-length is cut (pathsend), not an error
-	rel    func() // b may be held (SendHeld): taken from the part (nil) if it was
-}
-
-// sendPart appends part to the response's output (notStarted: the error if the response
-// was not started). It owns part.f: the file is closed when sent, on error, or if unused.
-func (r *Request) sendPart(part *bodyPart, more bool, notStarted error) (flags int, err error) {
-	c := r.c
+// send appends part to the response's output; a large enough body on the first request in
+// flight is held (loop mode) or borrowed for the call (TLS) instead of copied.
+func (x h1Exchange) send(part bodyPart, more bool, notStarted error) (flags int, held bool, err error) {
+	r, c := x.Request, x.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	borrowed := false
+	rel := part.rel
 	if err = r.partErrLocked(notStarted); err == nil {
-		borrowed, err = r.appendPartLocked(part, more)
+		borrowed, err = x.appendPartLocked(&part, more)
 	}
 	if part.f != nil { // not queued
 		part.f.Close()
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
+	held = rel != nil && part.rel == nil
 	if !more && !r.keepTr {
 		r.completeLocked()
 	} else {
@@ -327,29 +251,15 @@ func (r *Request) sendPart(part *bodyPart, more bool, notStarted error) (flags i
 			flags |= SendPaused
 		}
 	}
-	return flags, nil
-}
-
-// partErrLocked is why a body part cannot be sent now (nil: it can; notStarted: the error
-// if the response was not started).
-func (r *Request) partErrLocked(notStarted error) error {
-	switch {
-	case !r.started:
-		return notStarted
-	case r.done || r.bodyEnd:
-		return ErrCompleted
-	case r.lost || r.h2 != nil && r.c.h2 == nil:
-		return ErrDisconnected
-	}
-	return nil
+	return flags, held, nil
 }
 
 // appendPartLocked frames part into the response's output (c.mu held); a queued file is
 // taken from part (part.f = nil).
-func (r *Request) appendPartLocked(part *bodyPart, more bool) (borrowed bool, err error) {
-	c := r.c
+func (x h1Exchange) appendPartLocked(part *bodyPart, more bool) (borrowed bool, err error) {
+	r, c := x.Request, x.c
 	var w []byte // where this part goes
-	head := len(c.inflight) > 0 && c.inflight[0] == r
+	head := r.firstLocked()
 	if head {
 		w = c.out
 	} else {
@@ -389,7 +299,7 @@ func (r *Request) appendPartLocked(part *bodyPart, more bool) (borrowed bool, er
 			part.rel = nil // held: released by the connection
 		} else if part.rel != nil && head && n >= HoldMin && n == int64(len(part.b)) && c.canBorrowLocked() {
 			// TLS: borrowed for the length of this call, whose flush encrypts it straight
-			// from the caller's memory (sendPart; what the socket does not take is copied)
+			// from the caller's memory (send; what the socket does not take is copied)
 			c.files = append(c.files, fileSeg{at: len(w), n: n, b: part.b})
 			c.heldN += int(n)
 			borrowed = true
@@ -414,6 +324,43 @@ func (r *Request) appendPartLocked(part *bodyPart, more bool) (borrowed bool, er
 	return borrowed, nil
 }
 
+// completeWithLocked answers with body as the whole of it.
+func (x h1Exchange) completeWithLocked(body []byte) {
+	x.appendPartLocked(&bodyPart{b: body}, false)
+	x.completeLocked()
+}
+
+// trailersLocked ends the chunked body with the trailer section.
+func (x h1Exchange) trailersLocked() error {
+	r := x.Request
+	head := r.firstLocked()
+	w := r.out
+	if head {
+		w = x.c.out
+	}
+	w = append(w, "0\r\n"...)
+	w = append(w, r.trHdr...)
+	w = append(w, "\r\n"...)
+	r.trHdr = nil
+	r.restore(w, head)
+	r.completeLocked()
+	return nil
+}
+
+// readyLocked: the output is under its limits, or no writer is at work (the next send's
+// flush writes it).
+func (x h1Exchange) readyLocked() bool {
+	c := x.c
+	return !(c.outFullLocked() && c.writing)
+}
+
+// cutLocked: the response ends with what was sent, and the connection after it (its
+// framing is incomplete).
+func (x h1Exchange) cutLocked(bool) {
+	x.keepAlive = false
+	x.completeLocked()
+}
+
 func (r *Request) restore(w []byte, head bool) {
 	if head {
 		r.c.out = w
@@ -432,7 +379,7 @@ func (r *Request) completeLocked() {
 	if r.waitRecv {
 		c.wakeLocked(r, nil)
 	}
-	if len(c.inflight) > 0 && c.inflight[0] == r {
+	if r.firstLocked() {
 		c.advanceLocked()
 	}
 	c.dirtyLocked()
@@ -440,76 +387,6 @@ func (r *Request) completeLocked() {
 		c.drainedLocked()
 	}
 }
-
-// SendReady tells whether a sender paused by SendPaused may go on (false: wait for the
-// next EvWake); err is ErrDisconnected if the client went away meanwhile.
-func (r *Request) SendReady() (bool, error) {
-	if r.h2 != nil {
-		return r.h2SendReady()
-	}
-	c := r.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.lost {
-		return true, ErrDisconnected
-	}
-	if c.outFullLocked() && c.writing {
-		r.waitSend = true
-		return false, nil
-	}
-	return true, nil
-}
-
-// Started tells whether the response was started; Status is its status.
-func (r *Request) Started() bool { r.c.mu.Lock(); defer r.c.mu.Unlock(); return r.started }
-func (r *Request) Status() int   { r.c.mu.Lock(); defer r.c.mu.Unlock(); return r.status }
-
-// AppDone: the application's call for this request returned (or failed). A response not
-// started is answered 500; one started but incomplete ends the connection.
-func (r *Request) AppDone() {
-	if r.h2 != nil {
-		r.h2AppDone()
-		return
-	}
-	c := r.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.appDone {
-		return
-	}
-	r.appDone = true
-	c.s.inflight.Add(-1)
-	if r.lost {
-		c.dropLocked(r)
-		return
-	}
-	if r.done {
-		return
-	}
-	if !r.started {
-		r.keepAlive = r.keepAlive && !r.bodyPending()
-		w := c.out
-		head := len(c.inflight) > 0 && c.inflight[0] == r
-		if !head {
-			w = r.out
-		}
-		r.status = 500
-		r.hdr = append(r.hdr[:0], "content-type: text/plain; charset=utf-8\r\n"...)
-		r.started = true
-		const text = "Internal Server Error"
-		w = r.appendHead(w, len(text), false)
-		w = append(w, text...)
-		r.restore(w, head)
-		r.completeLocked()
-		return
-	}
-	r.keepAlive = false
-	r.completeLocked()
-}
-
-// bodyPending: the request's body was not all received (the connection cannot be reused
-// unless it is read to its end; it is closed instead).
-func (r *Request) bodyPending() bool { return !r.bodyDone }
 
 // appendHead appends the status line and headers of the response, deciding its framing.
 func (r *Request) appendHead(w []byte, n int, more bool) []byte {

@@ -453,7 +453,8 @@ func (c *Conn) drainTLS() bool {
 // written by the writer goroutine, with no file queued (c.mu held).
 func (c *Conn) canBorrowLocked() bool {
 	_, ok := c.nc.(*tlsConn)
-	return ok && c.h2 == nil && c.lp == nil && !c.writing && len(c.files) == 0
+	// (no check for HTTP/2: over TLS, ALPN chose it before any HTTP/1.1 request)
+	return ok && c.lp == nil && !c.writing && len(c.files) == 0
 }
 
 // TLS reports whether c is a TLS connection (the scope's scheme is "https").

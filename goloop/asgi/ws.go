@@ -16,7 +16,10 @@ package asgi
 // message queued; the writer goroutine takes what the socket does not).
 //
 // The request stays in flight for the whole session: it completes (and the connection
-// closes) when the close handshake ends or the connection is lost.
+// closes) when the close handshake ends or the connection is lost. The WS is its
+// request's protocol (Request.x): the HTTP answers are h1Exchange's, and Request.Done, the
+// one finishing path, ends an accepted session with a close frame (WS.cutLocked). It is
+// also what the connection switched to (Conn.next).
 
 import (
 	"bytes"
@@ -130,7 +133,6 @@ type WS struct {
 	closeRecv    bool
 	code         int // the disconnect's code and reason (valid once closeRecv or failed)
 	reason       string
-	appDone      bool
 	pingPending  bool
 	timer        *time.Timer
 
@@ -208,8 +210,9 @@ func (c *Conn) wsCheck(r *Request, method []byte) {
 		w.deflateResp = negotiateDeflate(strings.Join(exts, ","))
 	}
 	r.ws = w
+	r.x = w
 	c.mu.Lock()
-	c.ws = w
+	c.next = w
 	c.mu.Unlock()
 }
 
@@ -470,53 +473,55 @@ func (w *WS) Close(code int, reason string) error {
 	return nil
 }
 
-// AppDone: the application's call returned (failed: with an exception). Not accepted:
-// as an HTTP request (500 if nothing was answered); open: a close frame (1000, or 1011
-// after an error).
-func (w *WS) AppDone(failed bool) {
-	c := w.c
-	r := w.r
-	c.mu.Lock()
-	if w.appDone {
-		c.mu.Unlock()
-		return
-	}
-	w.appDone = true
-	if w.phase == wsConnecting || w.phase == wsHTTP {
-		c.mu.Unlock()
-		r.AppDone()
-		return
-	}
-	defer c.mu.Unlock()
-	if r.appDone {
-		return
-	}
-	r.appDone = true
-	c.s.inflight.Add(-1)
-	if r.lost {
-		c.dropLocked(r)
-		return
-	}
-	if w.phase == wsOpen && !w.closeSent {
+// AppDone: the application's call returned (failed: with an exception): Request.Done,
+// whose cutLocked is below.
+func (w *WS) AppDone(failed bool) { w.r.Done(failed) }
+
+// Status is the response's status for the access log: 101 accepted, the HTTP response's,
+// or 0.
+func (w *WS) Status() int { return w.r.Status() }
+
+// ---------- the handshake request's protocol (Request.x, exchange.go) ----------
+// Before the session is accepted, and when it is answered with an HTTP response instead
+// (denial, 403, 500), the request is an HTTP/1.1 exchange: h1Exchange's. Only the end of
+// an accepted session differs: the application's return sends the close frame.
+
+func (w *WS) h1() h1Exchange              { return h1Exchange{w.r} }
+func (w *WS) tookBodyLocked(n int) bool   { return w.h1().tookBodyLocked(n) }
+func (w *WS) continueLocked()             { w.h1().continueLocked() }
+func (w *WS) completeWithLocked(b []byte) { w.h1().completeWithLocked(b) }
+func (w *WS) trailersLocked() error       { return w.h1().trailersLocked() }
+func (w *WS) readyLocked() bool           { return w.h1().readyLocked() }
+func (w *WS) send(part bodyPart, more bool, notStarted error) (int, bool, error) {
+	return w.h1().send(part, more, notStarted)
+}
+
+// cutLocked: not accepted, an HTTP/1.1 response cut short; open: a close frame (1000, or
+// 1011 after an error); closed: nothing.
+func (w *WS) cutLocked(failed bool) {
+	switch w.phase {
+	case wsConnecting, wsHTTP:
+		w.h1().cutLocked(failed)
+	case wsOpen:
+		if w.closeSent {
+			return
+		}
 		code, reason := 1000, ""
 		if failed {
 			code, reason = 1011, "Internal Server Error"
 		}
 		w.sendCloseLocked(code, reason, true)
-		c.nc.SetReadDeadline(time.Now().Add(c.s.wsConfig().CloseTimeout))
+		w.c.nc.SetReadDeadline(time.Now().Add(w.c.s.wsConfig().CloseTimeout))
 	}
 }
 
-// Status is the response's status for the access log: 101 accepted, the HTTP response's,
-// or 0.
-func (w *WS) Status() int {
-	w.c.mu.Lock()
-	defer w.c.mu.Unlock()
-	if w.r.started {
-		return w.r.status
-	}
-	return 0
-}
+// input: what followed the handshake request in its read is the session's first frames.
+func (w *WS) input(b []byte) { w.rbuf = append(w.rbuf, b...) }
+
+// drainedLocked and lostLocked: the session's request is in flight like an HTTP/1.1
+// request's: the connection's own handling wakes and ends it.
+func (w *WS) drainedLocked() bool { return false }
+func (w *WS) lostLocked()         {}
 
 // ---------- output ----------
 

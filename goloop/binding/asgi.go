@@ -308,7 +308,7 @@ func (sv *asgiSrv) start(r *asgi.Request) {
 		C.gl_decref(ext)
 	}
 	if rc < 0 { // the call could not start (reported by asgi.c): a 500
-		r.AppDone()
+		r.Done(false)
 		asgiReqs.Del(rid)
 	}
 }
@@ -466,24 +466,15 @@ func glAsgiWait(sid, rid C.long, o *C.GLAsgiSend) (rc C.int) {
 	return 0
 }
 
-// appDone: the application's call for r (a request or a WebSocket session) returned, or
-// raised (failed): a response not started is answered 500, an accepted session closes
+// glAsgiDone: the application's call for a request or a WebSocket session returned
+// (failed: it raised): a response not started is answered 500, an accepted session closes
 // (1011 when failed).
-func appDone(r *asgi.Request, failed bool) {
-	if w := r.WS(); w != nil {
-		w.AppDone(failed)
-	} else {
-		r.AppDone()
-	}
-}
-
-// glAsgiDone: the application's call returned (failed: it raised).
 //
 //export glAsgiDone
 func glAsgiDone(sid, rid C.long, failed C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	if r := getReq(rid); r != nil {
-		appDone(r, failed != 0)
+		r.Done(failed != 0)
 	}
 	return 0
 }
@@ -493,7 +484,7 @@ func glAsgiDone(sid, rid C.long, failed C.int) (rc C.int) {
 //export glAsgiStatus
 func glAsgiStatus(rid C.long) (rc C.int) {
 	defer recoverInt(&rc)
-	if r := getReq(rid); r != nil && r.Started() {
+	if r := getReq(rid); r != nil {
 		return C.int(r.Status())
 	}
 	return 0
@@ -506,7 +497,7 @@ func glAsgiStatus(rid C.long) (rc C.int) {
 func glAsgiReqFree(rid C.long) {
 	defer func() { recover() }()
 	if r := getReq(rid); r != nil {
-		appDone(r, false)
+		r.Done(false)
 		asgiReqs.Del(int(rid))
 	}
 }

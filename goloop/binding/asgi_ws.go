@@ -61,7 +61,7 @@ func (sv *asgiSrv) startWS(r *asgi.Request) {
 		C.gl_decref(ext)
 	}
 	if rc < 0 { // the call could not start (reported by asgi.c gl_asgi_launch): a 500
-		r.WS().AppDone(false)
+		r.Done(false)
 		asgiReqs.Del(rid)
 	}
 }
