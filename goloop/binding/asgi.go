@@ -262,32 +262,10 @@ func (l *loop) flushASGI() {
 	}
 }
 
-// cview, cbytes: C's view of Go bytes for the length of one call (nil when empty).
-func cview(s string) *C.char {
-	if len(s) == 0 {
-		return nil
-	}
-	return (*C.char)(unsafe.Pointer(unsafe.StringData(s)))
-}
-
-func cbytes(b []byte) *C.char {
-	if len(b) == 0 {
-		return nil
-	}
-	return (*C.char)(unsafe.Pointer(&b[0]))
-}
-
-func cbool(b bool) C.int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// proxyEnc is what trusted proxy headers changed in r ("scheme\nclient", asgi_ops.c), or nil.
+// proxyEnc is what trusted proxy headers changed in r ("scheme\nclient", asgi_proxy_metrics.c), or nil.
 func proxyEnc(r *asgi.Request) (*C.char, C.Py_ssize_t) {
 	if p := r.Proxy; p != nil {
-		return cbytes(p.Enc), C.Py_ssize_t(len(p.Enc))
+		return bytesToC(p.Enc), C.Py_ssize_t(len(p.Enc))
 	}
 	return nil, 0
 }
@@ -301,7 +279,7 @@ func (sv *asgiSrv) start(r *asgi.Request) {
 	c := r.Conn()
 	penc, plen := proxyEnc(r)
 	ext, owned := sv.scopeExt(c)
-	rc := C.gl_asgi_request(sv.py, C.long(rid), cbytes(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
+	rc := C.gl_asgi_request(sv.py, C.long(rid), bytesToC(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
 		C.int(r.Major), C.int(r.Minor), cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
 		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix), penc, plen, ext)
 	if owned {
@@ -338,7 +316,7 @@ func glAsgiStart(sid, rid C.long, status C.int, hdr *C.char, n C.Py_ssize_t) (rc
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	return asgiErr(r.Start(int(status), cBytes(hdr, n)))
+	return asgiErr(r.Start(int(status), bytesFromC(hdr, n)))
 }
 
 func asgiErr(err error) C.int {
@@ -375,7 +353,7 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	if err := r.Start(int(status), cBytes(hdr, hn)); err != nil {
+	if err := r.Start(int(status), bytesFromC(hdr, hn)); err != nil {
 		return asgiErr(err)
 	}
 	return sendBody(r, body, n, more, obj)
@@ -386,10 +364,10 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 // released on the loop thread once the kernel took the bytes (asgi.Request.SendHeld).
 func sendBody(r *asgi.Request, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) C.int {
 	if obj == nil || int(n) < asgi.HoldMin {
-		return sendRC(r.Send(cBytes(body, n), more != 0))
+		return sendRC(r.Send(bytesFromC(body, n), more != 0))
 	}
 	C.gl_incref(obj)
-	flags, held, err := r.SendHeld(cBytes(body, n), more != 0, func() { C.gl_decref(obj) })
+	flags, held, err := r.SendHeld(bytesFromC(body, n), more != 0, func() { C.gl_decref(obj) })
 	if !held {
 		C.gl_decref(obj)
 	}

@@ -188,7 +188,7 @@ PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro);  /* loopcore.
 int gl_init_sockfast(PyObject *m);      /* sockfast.c */
 int gl_init_readpath(void);             /* readpath.c */
 int gl_init_transport_type(PyObject *m);/* transport.c */
-int gl_init_http(PyObject *m);          /* http.c */
+int gl_init_http(PyObject *m);          /* httpparser_py.c */
 int gl_init_ssl(PyObject *m);           /* sslfast.c */
 int gl_visit(visitproc visit, PyObject *o, void *arg);
 Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out);

@@ -1,5 +1,5 @@
 /* The _goloop extension module: its init (which makes each part's types and module
- * functions: handle.c, loopcore.c, sockfast.c, transport.c, readpath.c, http.c, sslfast.c),
+ * functions: handle.c, loopcore.c, sockfast.c, transport.c, readpath.c, httpparser_py.c, sslfast.c),
  * the fork guard and the exit-time signal stack. */
 #include <signal.h>
 #include "gl.h"

@@ -1,7 +1,7 @@
 package main
 
 /*
-#include "http.h"
+#include "httpparser_py.h"
 #include <stdlib.h>
 */
 import "C"
@@ -33,13 +33,6 @@ var httpParsers idtable.Table[hparser]
 
 func hparserOf(self *C.GLHttpParser) *hparser {
 	return httpParsers.Get(int(self.id))
-}
-
-func b2c(b bool) C.uchar {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 const evSize = C.sizeof_GLHttpEvent
