@@ -1,9 +1,13 @@
 package main
 
-// goloop serve's binding (Go side): an asgi.Server attached to a loop. Its connection
-// goroutines queue requests; the loop thread takes the queue once per iteration (takeASGI,
-// called by runOnce) and asgi.c turns each request into an ASGI call. Only the loop
-// thread runs this file's code, apart from the Notify the goroutines call (poll.Wake).
+// goloop serve's binding (Go side): an asgi.Server attached to a loop as a loop hook
+// (loop.go). The engine queues its events (requests, wakes, closed connections): with the
+// default loop driver its handlers run on the loop thread from the poll's dispatch; with
+// GOLOOP_SERVE_READERS=goroutines, connection goroutines queue them and Notify wakes the
+// poll. runOnce takes the queue twice per iteration (take: at the start, and after a poll
+// with events) and asgi.c turns each request into an ASGI call; flush writes the output.
+// The code runs on the loop thread, apart from Notify (poll.Wake) and glAsgiReqFree (any
+// thread that frees the send object).
 
 /*
 #include "asgi.h"
@@ -77,7 +81,7 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	id, _ := asgiServers.Add(sv)
 	sv.id = id
 	py.sid = C.long(id)
-	l.asgi = append(l.asgi, sv)
+	l.addHook(sv)
 	return 0
 }
 
@@ -147,60 +151,41 @@ func (sv *asgiSrv) release() {
 	for c := range sv.tlsConns {
 		sv.connClosed(c)
 	}
-	l := sv.l
-	for i, x := range l.asgi {
-		if x == sv {
-			l.asgi = append(l.asgi[:i], l.asgi[i+1:]...)
-			break
-		}
-	}
+	sv.l.removeHook(sv)
 	asgiServers.Del(sv.id)
 	sv.py.sid = -1
 }
 
-// releaseASGI: the loop closes; its servers close with it.
-func (l *loop) releaseASGI() {
-	for len(l.asgi) > 0 {
-		sv := l.asgi[0]
-		sv.s.Abort()
-		sv.release()
+// asgiSrv is a loop hook (loop.go): take, flush, loopClosed.
+
+// loopClosed: the loop closes; its servers close with it.
+func (sv *asgiSrv) loopClosed() {
+	sv.s.Abort()
+	sv.release()
+}
+
+// take takes the server's queue and starts its requests (asgi.c), resumes the
+// receive/send waits that events ended, and handles closed connections. runOnce calls it
+// at the iteration's start and after the poll's events (the loop driver's reads queue
+// requests).
+func (sv *asgiSrv) take() {
+	if !sv.s.Pending() {
+		return
 	}
-}
-
-// takeASGI is runOnce's hook: it takes each server's queue and starts the requests
-// (asgi.c), and resumes the receive/send waits that events ended; then it writes the
-// output queued while the loop was not running and by the requests just started (on 3.12+
-// their Tasks start eagerly: an application that does not wait answers here, and nothing
-// may be left to run before the poll, which would then block with its response unwritten).
-func (l *loop) takeASGI() bool {
-	l.takeASGIQueues()
-	l.flushASGI()
-	return true
-}
-
-// takeASGIQueues takes each server's queue (runOnce: at the iteration's start, and after
-// the poll's events, which the loop driver's reads queue requests from).
-func (l *loop) takeASGIQueues() {
-	for i := 0; i < len(l.asgi); i++ {
-		sv := l.asgi[i]
-		if !sv.s.Pending() {
+	sv.evs = sv.s.Take(sv.evs[:0])
+	for j := range sv.evs {
+		ev := sv.evs[j]
+		sv.evs[j] = asgi.Event{}
+		if sv.py.sid < 0 { // released by the previous event's Python code
 			continue
 		}
-		sv.evs = sv.s.Take(sv.evs[:0])
-		for j := range sv.evs {
-			ev := sv.evs[j]
-			sv.evs[j] = asgi.Event{}
-			if sv.py.sid < 0 { // released by the previous event's Python code
-				continue
-			}
-			switch ev.Kind {
-			case asgi.EvRequest:
-				sv.start(ev.Req)
-			case asgi.EvWake:
-				sv.wake(ev.Req)
-			case asgi.EvConnClosed:
-				sv.connClosed(ev.Req.Conn())
-			}
+		switch ev.Kind {
+		case asgi.EvRequest:
+			sv.start(ev.Req)
+		case asgi.EvWake:
+			sv.wake(ev.Req)
+		case asgi.EvConnClosed:
+			sv.connClosed(ev.Req.Conn())
 		}
 	}
 }
@@ -248,17 +233,12 @@ func (p drvPoller) Unregister(fd int) {
 	}
 }
 
-// flushASGI writes the responses the iteration's handles produced: runOnce calls it after
+// flush writes the responses the iteration's handles produced: runOnce calls it after
 // running them (one non-blocking write per connection with output, from Go: no handle,
 // no extra iteration).
-func (l *loop) flushASGI() {
-	if len(l.asgi) == 0 {
-		return
-	}
-	for _, sv := range l.asgi {
-		if sv.s.NeedFlush() {
-			sv.s.Flush()
-		}
+func (sv *asgiSrv) flush() {
+	if sv.s.NeedFlush() {
+		sv.s.Flush()
 	}
 }
 
