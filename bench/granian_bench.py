@@ -28,8 +28,7 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
-from run import parse_wrk  # noqa: E402
-from serve_bench import free_port, tree_cpu  # noqa: E402
+from harness import free_port, parse_wrk, tree_cpu  # noqa: E402
 
 SERVER_CPU, CLIENT_CPU = "0", "1"
 

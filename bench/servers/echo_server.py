@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Echo servers in the classic vmbench shapes.
 
-    python3 bench/echo_server.py --loop {asyncio,uvloop,goloop} \
+    python3 bench/servers/echo_server.py --loop {asyncio,uvloop,goloop} \
         --mode {protocol,buffered,streams,sockets} (--addr host:port | --unix path)
 
 Prints "ready" on stdout once listening, then serves until killed.
@@ -13,8 +13,8 @@ import os
 import socket
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _loops import LOOPS, LoopUnavailable, die, new_loop, parse_addr  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
+from harness import LOOPS, LoopUnavailable, die, new_loop, parse_addr  # noqa: E402
 
 READ_SIZE = 102400
 
