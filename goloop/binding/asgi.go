@@ -34,6 +34,10 @@ type asgiSrv struct {
 	tagged map[*asgi.Request]struct{} // requests whose Tag holds a reference to their send object
 	// the extensions dict of each TLS connection's scopes, with "tls" (asgi_tls.go)
 	tlsConns map[*asgi.Conn]pyObj
+	// the C memory head passes a request's scope fields in (head), and its scratch
+	hd         *C.GLAsgiHead
+	scratch    unsafe.Pointer
+	scratchLen int
 }
 
 var (
@@ -74,7 +78,7 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	poll := l.poll
 	cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
 	sv := &asgiSrv{l: l, py: py, s: asgi.New(cfg), tagged: map[*asgi.Request]struct{}{},
-		tlsConns: map[*asgi.Conn]pyObj{}}
+		tlsConns: map[*asgi.Conn]pyObj{}, hd: (*C.GLAsgiHead)(C.calloc(1, C.sizeof_GLAsgiHead))}
 	if !goroutineReaders() {
 		sv.s.SetLoop(drvPoller{l})
 	}
@@ -152,6 +156,9 @@ func (sv *asgiSrv) release() {
 		sv.connClosed(c)
 	}
 	sv.l.removeHook(sv)
+	C.free(unsafe.Pointer(sv.hd))
+	C.free(sv.scratch)
+	sv.hd, sv.scratch, sv.scratchLen = nil, nil, 0
 	asgiServers.Del(sv.id)
 	sv.py.sid = -1
 }
@@ -242,12 +249,51 @@ func (sv *asgiSrv) flush() {
 	}
 }
 
-// proxyEnc is what trusted proxy headers changed in r ("scheme\nclient", asgi_proxy_metrics.c), or nil.
-func proxyEnc(r *asgi.Request) (*C.char, C.Py_ssize_t) {
-	if p := r.Proxy; p != nil {
-		return bytesToC(p.Enc), C.Py_ssize_t(len(p.Enc))
+// head is what C makes r's scope from (asgi.h's GLAsgiHead): r's head, its connection's
+// addresses, what trusted proxy headers changed, the WebSocket subprotocols offered, and the
+// connection's extensions (ext, or nil). Go copies them into the server's C scratch (a few
+// hundred bytes): C memory holds no Go pointer, and a call with one pointer argument checks
+// less than one with six Go pointers.
+func (sv *asgiSrv) head(r *asgi.Request, ext pyObj) *C.GLAsgiHead {
+	c := r.Conn()
+	var protos string
+	if ws := r.WS(); ws != nil {
+		protos = strings.Join(ws.Subprotocols, ",")
 	}
-	return nil, 0
+	var proxy []byte
+	if r.Proxy != nil {
+		proxy = r.Proxy.Enc // "scheme\nclient" (asgi_proxy_metrics.c)
+	}
+	ne := 4 * len(r.Ends) // first: the int32 ends, aligned
+	n := ne + len(r.Blob) + len(c.Remote.Host) + len(c.Local.Host) + len(protos) + len(proxy)
+	if n > sv.scratchLen {
+		C.free(sv.scratch)
+		sv.scratchLen = max(n, 2*sv.scratchLen, 1024)
+		sv.scratch = C.malloc(C.size_t(sv.scratchLen))
+	}
+	buf := unsafe.Slice((*byte)(sv.scratch), n)
+	copy(unsafe.Slice((*int32)(sv.scratch), len(r.Ends)), r.Ends)
+	off := ne
+	put := func(b []byte) (*C.char, C.Py_ssize_t) {
+		if len(b) == 0 {
+			return nil, 0
+		}
+		p := (*C.char)(unsafe.Pointer(&buf[off]))
+		off += copy(buf[off:], b)
+		return p, C.Py_ssize_t(len(b))
+	}
+	putS := func(s string) (*C.char, C.Py_ssize_t) { return put(unsafe.Slice(unsafe.StringData(s), len(s))) }
+	h := sv.hd
+	h.ends, h.nends = (*C.int32_t)(sv.scratch), C.int(len(r.Ends))
+	h.blob, _ = put(r.Blob)
+	h.major, h.minor = C.int(r.Major), C.int(r.Minor)
+	h.chost, h.chostlen = putS(c.Remote.Host)
+	h.shost, h.shostlen = putS(c.Local.Host)
+	h.cport, h.sport, h.is_unix = C.int(c.Remote.Port), C.int(c.Local.Port), cbool(c.Local.Unix)
+	h.protos, h.protolen = putS(protos)
+	h.proxy, h.proxylen = put(proxy)
+	h.ext = ext
+	return h
 }
 
 func (sv *asgiSrv) start(r *asgi.Request) {
@@ -256,12 +302,8 @@ func (sv *asgiSrv) start(r *asgi.Request) {
 		return
 	}
 	rid, _ := asgiReqs.Add(r)
-	c := r.Conn()
-	penc, plen := proxyEnc(r)
-	ext, owned := sv.scopeExt(c)
-	rc := C.gl_asgi_request(sv.py, C.long(rid), bytesToC(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
-		C.int(r.Major), C.int(r.Minor), cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
-		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix), penc, plen, ext)
+	ext, owned := sv.scopeExt(r.Conn())
+	rc := C.gl_asgi_request(sv.py, C.long(rid), sv.head(r, ext))
 	if owned {
 		C.gl_decref(ext)
 	}

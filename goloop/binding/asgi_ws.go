@@ -9,7 +9,6 @@ package main
 import "C"
 
 import (
-	"strings"
 	"time"
 	"unsafe"
 
@@ -41,14 +40,8 @@ func glAsgiWsConfig(sid C.long, disabled C.int, maxSize, maxQueue C.long, pingIn
 // startWS makes the websocket scope of an upgrade request and starts the application.
 func (sv *asgiSrv) startWS(r *asgi.Request) {
 	rid, _ := asgiReqs.Add(r)
-	c := r.Conn()
-	protos := strings.Join(r.WS().Subprotocols, ",")
-	penc, plen := proxyEnc(r)
-	ext, owned := sv.scopeExt(c)
-	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), bytesToC(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
-		cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
-		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix),
-		cview(protos), C.Py_ssize_t(len(protos)), penc, plen, ext)
+	ext, owned := sv.scopeExt(r.Conn())
+	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), sv.head(r, ext))
 	if owned {
 		C.gl_decref(ext)
 	}
