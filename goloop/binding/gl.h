@@ -126,7 +126,8 @@ extern int gl_forked;
 int gl_fork_error(void);
 #define GL_FORK_GUARD(ret) do { if (gl_forked) { gl_fork_error(); return ret; } } while (0)
 
-/* Helpers defined in helpers.c, called from Go. */
+/* C helpers Go calls: handles (handle.c), CPython macros and errors (pyapi.c), buffered reads
+ * (readpath.c). */
 int gl_handle_run(PyObject *h);
 /* The same for Go's hot loops: C pointers passed as integers, which cgo does not inspect
  * (its pointer check costs more than these calls' own work). */

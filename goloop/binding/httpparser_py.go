@@ -1,5 +1,9 @@
 package main
 
+// goloop.http (the parser binding, doc.go): httptools' HttpRequestParser/HttpResponseParser
+// and parse_url over goloop/httpparser. feed_data parses in Go and records the events in a C
+// batch that httpparser_py.c then delivers to the protocol's callbacks.
+
 /*
 #include "httpparser_py.h"
 #include <stdlib.h>
