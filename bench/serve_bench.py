@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""goloop serve against uvicorn and Granian: issue 11's table.
+"""goloop serve against uvicorn and Granian: the table of BENCHMARKS.md's goloop serve sections.
 
     python3 bench/serve_bench.py [--duration 5] [--rounds 3] [--rows hello,json,...] [--servers ...]
 

@@ -1,4 +1,4 @@
-/* goloop serve's operations hooks (issue 11): proxy headers applied to a scope, and the
+/* goloop serve's operations hooks: proxy headers applied to a scope, and the
  * server's configure()/metrics() methods. Nothing here runs per request unless a trusted
  * proxy's headers changed the request (asgi.go passes them then). Loop thread only. */
 #include "asgi.h"
