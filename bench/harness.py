@@ -10,7 +10,8 @@ current environment we also try the in-tree ``pyshim`` folder. Any failure is
 raised as ``LoopUnavailable`` so that callers can report it cleanly.
 
 Processes and load: free_port, wait_port, proc_cpu_seconds, tree_cpu, taskset, parse_wrk
-(wrk's output), make_certs (a CA and a server certificate), human (a rate for tables).
+(wrk's output), make_certs (a CA and a server certificate), human (a rate for tables),
+serve_until_interrupted and stop (a server under test's start and end).
 """
 
 import asyncio
@@ -237,3 +238,30 @@ def make_certs(d):
         f.write(skey.private_bytes(pem, serialization.PrivateFormat.PKCS8,
                                    serialization.NoEncryption()))
     return ca, cert, key
+
+
+def serve_until_interrupted(loop):
+    """A server under test's last step: say "ready" (run.py's Server waits for it), then run
+    loop until SIGINT (KeyboardInterrupt)."""
+    print("ready", flush=True)
+    try:
+        loop.run_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+def stop(proc, timeout):
+    """Stops a server under test: SIGINT, then after timeout s SIGKILL to its whole process
+    tree (Granian's workers too)."""
+    import signal
+
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        for p in reversed(tree_pids(proc.pid)):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait()

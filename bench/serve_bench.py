@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from harness import free_port, make_certs, parse_wrk, tree_cpu, tree_pids, wait_port  # noqa: E402
+from harness import free_port, make_certs, parse_wrk, stop, tree_cpu, wait_port  # noqa: E402
 PY = sys.executable
 APPS = os.path.join(HERE, "servers")  # serve_apps.py
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([APPS, os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
@@ -148,16 +147,7 @@ def run_one(argv, port, path, duration, conns, depth, tls):
         res["cpu_us"] = (c1 - c0) * 1e6 / res["n"]
         return res
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            for p in reversed(tree_pids(proc.pid)):
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
-            proc.wait()
+        stop(proc, 10)
         errf.close()
 
 

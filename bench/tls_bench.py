@@ -41,7 +41,7 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
-from harness import LOOPS, LoopUnavailable, die, free_port, make_certs, new_loop, proc_cpu_seconds, taskset  # noqa: E402
+from harness import LOOPS, LoopUnavailable, die, free_port, make_certs, new_loop, proc_cpu_seconds, serve_until_interrupted, taskset  # noqa: E402
 
 PY = sys.executable
 SERVER_CPU = "0"
@@ -85,11 +85,7 @@ def run_server(args):
                                                    ssl=ctx, backlog=1024))
     except Exception as exc:
         die(f"{args.loop}: cannot start TLS server: {type(exc).__name__}: {exc}")
-    print("ready", flush=True)
-    try:
-        loop.run_forever()
-    except KeyboardInterrupt:
-        pass
+    serve_until_interrupted(loop)
 
 
 # --------------------------------------------------------------------------

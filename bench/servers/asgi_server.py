@@ -15,16 +15,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
 from harness import LOOPS, import_goloop, die, parse_addr  # noqa: E402
 
-BODY = b"Hello, world!"
-HEADERS = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(BODY))]
-
-
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-    await send({"type": "http.response.body", "body": BODY})
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_apps import hello as app  # noqa: E402  (the hello world of goloop serve's table too)
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -14,7 +14,7 @@ import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
-from harness import LOOPS, LoopUnavailable, die, new_loop, parse_addr  # noqa: E402
+from harness import LOOPS, LoopUnavailable, die, new_loop, parse_addr, serve_until_interrupted  # noqa: E402
 
 READ_SIZE = 102400
 
@@ -142,11 +142,8 @@ def main():
     except Exception as exc:
         die(f"{args.loop}/{args.mode}: cannot start server: {type(exc).__name__}: {exc}")
 
-    print("ready", flush=True)
     try:
-        loop.run_forever()
-    except KeyboardInterrupt:
-        pass
+        serve_until_interrupted(loop)
     finally:
         if args.unix and os.path.exists(args.unix):
             os.unlink(args.unix)

@@ -17,7 +17,7 @@ import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
-from harness import LOOPS, LoopUnavailable, die, http_parser_module, new_loop, parse_addr  # noqa: E402
+from harness import LOOPS, LoopUnavailable, die, http_parser_module, new_loop, parse_addr, serve_until_interrupted  # noqa: E402
 
 
 def make_protocol(httptools, response):
@@ -121,11 +121,7 @@ def main():
     except Exception as exc:
         die(f"{args.loop}/{args.parser}: cannot start server: {type(exc).__name__}: {exc}")
 
-    print("ready", flush=True)
-    try:
-        loop.run_forever()
-    except KeyboardInterrupt:
-        pass
+    serve_until_interrupted(loop)
 
 
 if __name__ == "__main__":
