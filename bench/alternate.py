@@ -20,14 +20,8 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def human(x):
-    if x >= 1e6:
-        return f"{x / 1e6:.2f}M"
-    if x >= 1e3:
-        return f"{x / 1e3:.1f}k"
-    return f"{x:.0f}"
+sys.path.insert(0, os.path.join(REPO, "bench"))
+from harness import human  # noqa: E402
 
 
 def main():
@@ -52,7 +46,7 @@ def main():
             with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
                 argv = [py, os.path.join(repo, "bench", "run.py"), *run_args, "--json", tmp.name]
                 print(f"# round {rnd + 1}/{args.rounds}: {label}: {' '.join(argv)}", flush=True)
-                # the checkout's own goloop, even where another one is installed (bench/_loops
+                # the checkout's own goloop, even where another one is installed (bench/harness
                 # imports an installed goloop first)
                 env = dict(os.environ, PYTHONPATH=os.pathsep.join(
                     [os.path.join(repo, "pyshim")] + [p for p in [os.environ.get("PYTHONPATH")] if p]))

@@ -19,7 +19,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _loops import new_loop as make_loop  # noqa: E402
+from harness import new_loop as make_loop  # noqa: E402
 
 
 async def spin(stop):

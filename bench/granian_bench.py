@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,8 +27,7 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
-from run import parse_wrk  # noqa: E402
-from serve_bench import free_port, tree_cpu  # noqa: E402
+from harness import free_port, parse_wrk, stop, tree_cpu  # noqa: E402
 
 SERVER_CPU, CLIENT_CPU = "0", "1"
 
@@ -87,12 +85,7 @@ def measure(loop, path, appdir, warm, dur):
         res["cpu_us"] = (c1 - c0) / (t1 - t0) / res["value"] * 1e6
         return res
     finally:
-        srv.send_signal(signal.SIGINT)
-        try:
-            srv.wait(15)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait()
+        stop(srv, 15)
 
 
 def main():

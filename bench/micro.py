@@ -31,7 +31,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _loops import LOOPS, LoopUnavailable, die, new_loop  # noqa: E402
+from harness import LOOPS, LoopUnavailable, die, new_loop  # noqa: E402
 
 DEFAULT_N = {
     "call_soon": 1_000_000,

@@ -33,6 +33,9 @@ import tempfile
 import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BENCH)
+from harness import free_port, human, make_certs, parse_wrk, proc_cpu_seconds  # noqa: E402
+
 REPO = os.path.dirname(BENCH)
 BIN = os.path.join(BENCH, ".bin")
 ECHOCLIENT = os.path.join(BIN, "echoclient")
@@ -61,16 +64,6 @@ MICRO_BENCHES = (
 # --------------------------------------------------------------------------
 # small helpers
 
-def human(x):
-    if x is None:
-        return "n/a"
-    if x >= 1e6:
-        return f"{x / 1e6:.2f}M"
-    if x >= 1e3:
-        return f"{x / 1e3:.1f}k"
-    return f"{x:.0f}"
-
-
 def human_us(us):
     if not us:
         return "n/a"
@@ -83,12 +76,6 @@ def human_us(us):
 
 def size_label(n):
     return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tail(path, n=3):
@@ -115,16 +102,6 @@ def run_cmd(argv, timeout):
 
 class Failure(Exception):
     pass
-
-
-def proc_cpu_seconds(pid):
-    """utime + stime of a process (all its threads), in seconds."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def run_load(argv, timeout, server_pid, warm, dur):
@@ -246,7 +223,7 @@ class Server:
 
 def measure_echo(loop, mode, size, cfg):
     port = free_port()
-    with Server([os.path.join(BENCH, "echo_server.py"), "--loop", loop, "--mode", mode,
+    with Server([os.path.join(BENCH, "servers", "echo_server.py"), "--loop", loop, "--mode", mode,
                  "--addr", f"127.0.0.1:{port}"]) as srv:
         argv = ["taskset", "-c", CLIENT_CPU, ECHOCLIENT, "-addr", f"127.0.0.1:{port}",
                 "-conns", "10", "-size", str(size),
@@ -311,43 +288,20 @@ def http_check(port, size, depth=2, timeout=5.0):
             raise Failure(f"{len(buf)} unexpected extra bytes after the responses")
 
 
-_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
-
-
-def parse_wrk(out):
-    m = re.search(r"Requests/sec:\s*([\d.]+)", out)
-    if not m:
-        return None
-    res = {"value": float(m.group(1))}
-    for q, key in (("50", "p50_us"), ("99", "p99_us")):
-        lm = re.search(rf"^\s*{q}%\s+([\d.]+)(us|ms|s)\b", out, re.M)
-        if lm:
-            res[key] = float(lm.group(1)) * _UNITS[lm.group(2)]
-    errs = 0
-    sm = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    if sm:
-        errs += sum(int(x) for x in sm.groups())
-    nm = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if nm:
-        errs += int(nm.group(1))
-    res["errors"] = errs
-    return res
-
-
 def measure_http(loop, parser, size, depth, cfg, certs=None):
     """The HTTP server under wrk; with certs (cert, key) it serves HTTPS."""
     port = free_port()
     tls = ["--cert", certs[0], "--key", certs[1]] if certs else []
-    with Server([os.path.join(BENCH, "http_server.py"), "--loop", loop, "--parser", parser,
+    with Server([os.path.join(BENCH, "servers", "http_server.py"), "--loop", loop, "--parser", parser,
                  "--size", str(size), "--addr", f"127.0.0.1:{port}"] + tls) as srv:
         url = f"{'https' if certs else 'http'}://127.0.0.1:{port}/"
         return under_wrk(srv, url, depth, cfg, None if certs else (lambda: http_check(port, size)))
 
 
 def measure_asgi(loop, cfg):
-    """uvicorn with an ASGI hello world (bench/asgi_server.py) under wrk."""
+    """uvicorn with an ASGI hello world (bench/servers/asgi_server.py) under wrk."""
     port = free_port()
-    with Server([os.path.join(BENCH, "asgi_server.py"), "--loop", loop,
+    with Server([os.path.join(BENCH, "servers", "asgi_server.py"), "--loop", loop,
                  "--addr", f"127.0.0.1:{port}"]) as srv:
         return under_wrk(srv, f"http://127.0.0.1:{port}/", 1, cfg,
                          lambda: http_check(port, len(b"Hello, world!")))
@@ -580,8 +534,8 @@ def version_of(argv):
 
 def goloop_info():
     code = ("import sys; sys.path.insert(0, %r)\n"
-            "from _loops import _import_goloop, new_loop\n"
-            "g = _import_goloop(); v = getattr(g, '__version__', '?')\n"
+            "from harness import import_goloop, new_loop\n"
+            "g = import_goloop(); v = getattr(g, '__version__', '?')\n"
             "l = new_loop('goloop'); l.close(); print(v, getattr(g, '__file__', ''))") % BENCH
     rc, out, err = run_cmd([PY, "-c", code], 60)
     if rc == 0:
@@ -814,10 +768,8 @@ def main():
             table.add(conf, results)
         show(table)
         if shutil.which("wrk"):
-            sys.path.insert(0, BENCH)
-            import tls_bench
             with tempfile.TemporaryDirectory(prefix="bench-https-") as d:
-                _, cert, key = tls_bench.make_certs(d)
+                _, cert, key = make_certs(d)
                 table = Table("HTTPS keep-alive, requests/s (wrk -t1 -c100)",
                               [(l, labels[l]) for l in loops], "response", latency=True)
                 for label, size in (("13 B", 13), ("1 KiB", 1024), ("100 KiB", 102400)):
@@ -886,17 +838,17 @@ def render(command, started, elapsed, facts, cfg, args, loops, remarks, tables, 
         " each figure comes from a fresh server process on a free port.",
         f"- Echo: `bench/echoclient` (Go, one epoll thread), 10 connections, each sends a message and "
         f"waits for the whole echo before the next; {cfg.echo_warm} s warm-up then {cfg.echo_dur} s "
-        "measured; every echoed byte is verified. Servers: `bench/echo_server.py` in the vmbench shapes "
+        "measured; every echoed byte is verified. Servers: `bench/servers/echo_server.py` in the vmbench shapes "
         "(Protocol, BufferedProtocol, streams with `reader.read(102400)` + drain, "
         "`sock_accept/sock_recv/sock_sendall`).",
-        f"- HTTP: `bench/http_server.py` (asyncio.Protocol + HttpRequestParser, fixed body, keep-alive), "
+        f"- HTTP: `bench/servers/http_server.py` (asyncio.Protocol + HttpRequestParser, fixed body, keep-alive), "
         f"`wrk -t1 -c100` for {cfg.http_dur} s after {cfg.http_warm} s of warm-up; pipelined with "
         "`bench/pipeline.lua` (16 requests per write). Each server is checked with two pipelined "
-        "requests before and after the load. uvicorn: `bench/asgi_server.py`, an ASGI hello world "
+        "requests before and after the load. uvicorn: `bench/servers/asgi_server.py`, an ASGI hello world "
         "on uvicorn's httptools protocol, the loop given as users do (`--loop goloop:new_event_loop`), "
         "under the same wrk.",
         "- TLS: `bench/tls_bench.py`, a TLS echo server (asyncio.Protocol over ssl=) on core 0 and "
-        "`bench/echoclient -tls` (Go crypto/tls) on core 1, 10 connections; HTTPS: `bench/http_server.py "
+        "`bench/echoclient -tls` (Go crypto/tls) on core 1, 10 connections; HTTPS: `bench/servers/http_server.py "
         "--cert` (goloop with goloop.http, the others with httptools) under `wrk -t1 -c100` over https.",
         "- Server CPU per request: the server process's CPU time (all threads, user + system, from "
         "/proc) over the measured window divided by the requests answered in it. On this 2-core "

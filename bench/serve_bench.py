@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""goloop serve against uvicorn and Granian: issue 11's table.
+"""goloop serve against uvicorn and Granian: the table of BENCHMARKS.md's goloop serve sections.
 
     python3 bench/serve_bench.py [--duration 5] [--rounds 3] [--rows hello,json,...] [--servers ...]
 
-Workloads (bench/serve_apps.py): a raw ASGI hello world, a Starlette JSON endpoint, a FastAPI
+Workloads (bench/servers/serve_apps.py): a raw ASGI hello world, a Starlette JSON endpoint, a FastAPI
 endpoint with a path parameter and a Pydantic response, the hello world 16-deep pipelined
 (bench/pipeline.lua), and a 100 KiB response. Servers: uvicorn (httptools) on the asyncio,
 uvloop and goloop loops; Granian (ASGI, --workers 1 --runtime-threads 1) on asyncio and uvloop;
-`goloop serve`; and the ceiling, "go fasthttp" (bench/ceiling: Go's fastest HTTP/1.1 server on
+`goloop serve`; and the ceiling, "go fasthttp" (bench/servers/ceiling: Go's fastest HTTP/1.1 server on
 one thread with no Python at all, for the rows whose answer needs no framework: hello, 16
 pipelined, 100 KiB, HTTPS). Each server is a fresh process tree pinned to core 0 (`taskset -c 0`, which
 its threads and child processes inherit: Go's threads, Granian's worker and Rust threads),
@@ -25,21 +25,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from run import free_port, proc_cpu_seconds  # noqa: E402
+from harness import free_port, make_certs, parse_wrk, stop, tree_cpu, wait_port  # noqa: E402
 PY = sys.executable
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
+APPS = os.path.join(HERE, "servers")  # serve_apps.py
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([APPS, os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
 SERVER_CPU, CLIENT_CPU = "0", "1"
 
 # name -> (app in serve_apps, path, pipeline depth, tls)
@@ -56,18 +53,18 @@ SERVERS = ["uvicorn+asyncio", "uvicorn+uvloop", "uvicorn+goloop", "granian+async
            "goloop serve", "go fasthttp"]
 # not run unless named: goloop serve with a goroutine per connection (GOLOOP_SERVE_READERS)
 GOROUTINES = "goloop serve goroutines"
-# The ceiling: Go's fastest HTTP/1.1 server (bench/ceiling), one thread, no
+# The ceiling: Go's fastest HTTP/1.1 server (bench/servers/ceiling), one thread, no
 # Python: what the hello and big apps answer, answered with no application cost at all.
 CEILING_APPS = ("hello", "big")
 
 
 def ceiling_binary():
-    """bench/ceiling built once into build/ (None: Go or the module proxy is not available)."""
+    """bench/servers/ceiling built once into build/ (None: Go or the module proxy is not available)."""
     out = os.path.join(REPO, "build", "ceiling-fasthttp")
     if not os.path.exists(out):
         go = shutil.which("go") or "/usr/local/go/bin/go"
         try:
-            subprocess.run([go, "build", "-o", out, "./bench/ceiling"], cwd=REPO, check=True,
+            subprocess.run([go, "build", "-o", out, "./bench/servers/ceiling"], cwd=REPO, check=True,
                            capture_output=True, timeout=300)
         except (OSError, subprocess.SubprocessError) as exc:
             print(f"# go fasthttp: not built ({exc})", flush=True)
@@ -90,7 +87,7 @@ def server_argv(name, app, port, certs):
     if name.startswith("uvicorn+"):
         loop = name.split("+")[1]
         loop = "goloop:new_event_loop" if loop == "goloop" else loop
-        argv = [PY, "-m", "uvicorn", target, "--app-dir", HERE, "--host", "127.0.0.1", "--port", str(port),
+        argv = [PY, "-m", "uvicorn", target, "--app-dir", APPS, "--host", "127.0.0.1", "--port", str(port),
                 "--loop", loop, "--http", "httptools", "--no-access-log", "--lifespan", "off",
                 "--log-level", "warning"]
         if certs:
@@ -107,7 +104,7 @@ def server_argv(name, app, port, certs):
         argv = server_argv("goloop serve", app, port, certs)
         return argv and ["env", "GOLOOP_SERVE_READERS=goroutines", *argv]
     if name == "goloop serve":
-        argv = [PY, "-P", "-m", "goloop", "serve", target, "--app-dir", HERE, "--port", str(port),
+        argv = [PY, "-P", "-m", "goloop", "serve", target, "--app-dir", APPS, "--port", str(port),
                 "--no-access-log", "--lifespan", "off", "--log-level", "warning"]
         if certs:
             if not goloop_serve_has_tls():
@@ -123,62 +120,6 @@ def server_argv(name, app, port, certs):
             argv += ["-cert", certs[0], "-key", certs[1]]
         return argv
     raise ValueError(name)
-
-
-def tree_pids(pid):
-    """pid and its descendants (Granian's master and worker processes)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return out
-
-
-def tree_cpu(pid):
-    """utime+stime of pid's whole process tree (every thread), in seconds."""
-    return sum(proc_cpu_seconds(p) or 0.0 for p in tree_pids(pid))
-
-
-_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
-
-
-def parse_wrk(out):
-    m = re.search(r"(\d+) requests in", out)
-    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if not m or not rps:
-        return None
-    res = {"n": int(m.group(1)), "rps": float(rps.group(1)), "errors": 0}
-    for q in ("50", "99"):
-        lm = re.search(rf"^\s*{q}%\s+([\d.]+)(us|ms|s)\b", out, re.M)
-        if lm:
-            res["p" + q] = float(lm.group(1)) * _UNITS[lm.group(2)]
-    sm = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    if sm:
-        res["errors"] += sum(int(x) for x in sm.groups())
-    nm = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if nm:
-        res["errors"] += int(nm.group(1))
-    return res
-
-
-def wait_port(port, proc, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            proc.errf.seek(0)
-            raise RuntimeError(f"server exited with {proc.returncode}: {proc.errf.read().decode()[-400:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("server not ready")
 
 
 def run_one(argv, port, path, duration, conns, depth, tls):
@@ -201,30 +142,13 @@ def run_one(argv, port, path, duration, conns, depth, tls):
                              timeout=duration + 60).stdout
         c1 = tree_cpu(proc.pid)
         res = parse_wrk(out)
-        if res is None or res["n"] == 0:
+        if res is None or not res.get("n"):
             raise RuntimeError("wrk output: " + out[-400:])
         res["cpu_us"] = (c1 - c0) * 1e6 / res["n"]
         return res
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            for p in reversed(tree_pids(proc.pid)):
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
-            proc.wait()
+        stop(proc, 10)
         errf.close()
-
-
-def make_certs(tmp):
-    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1"],
-                   check=True, capture_output=True)
-    return cert, key
 
 
 def fmt_ms(us):
@@ -246,7 +170,7 @@ def main():
     servers = args.servers.split(",")
     best: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        certs = make_certs(tmp) if any(ROWS[r][4] for r in rows) else None
+        certs = make_certs(tmp)[1:] if any(ROWS[r][4] for r in rows) else None
         for rnd in range(args.rounds):
             for row in rows:
                 title, app, path, depth, tls = ROWS[row]
@@ -262,8 +186,8 @@ def main():
                         print(f"# {title} / {name}: failed: {exc}", flush=True)
                         best.setdefault((row, name), "failed")
                         continue
-                    print(f"# round {rnd + 1} {title} / {name}: {r['rps']:,.0f} req/s, {r['cpu_us']:.2f} µs CPU/req, "
-                          f"p50 {fmt_ms(r.get('p50'))} ms, p99 {fmt_ms(r.get('p99'))} ms"
+                    print(f"# round {rnd + 1} {title} / {name}: {r['value']:,.0f} req/s, {r['cpu_us']:.2f} µs CPU/req, "
+                          f"p50 {fmt_ms(r.get('p50_us'))} ms, p99 {fmt_ms(r.get('p99_us'))} ms"
                           + (f", {r['errors']} errors" if r["errors"] else ""), flush=True)
                     old = best.get((row, name))
                     if not isinstance(old, dict) or r["cpu_us"] < old["cpu_us"]:
@@ -281,8 +205,8 @@ def main():
                 print(f"| {title} | {name} | {r or ''} | | | | |")
                 continue
             ratio = f"{r['cpu_us'] / mine['cpu_us']:.2f}x" if isinstance(mine, dict) and name != "goloop serve" else ""
-            print(f"| {title} | {name} | {r['rps']:,.0f} | {r['cpu_us']:.1f} | {ratio} | {fmt_ms(r.get('p50'))} "
-                  f"| {fmt_ms(r.get('p99'))} |" + (f" ({r['errors']} errors)" if r["errors"] else ""))
+            print(f"| {title} | {name} | {r['value']:,.0f} | {r['cpu_us']:.1f} | {ratio} | {fmt_ms(r.get('p50_us'))} "
+                  f"| {fmt_ms(r.get('p99_us'))} |" + (f" ({r['errors']} errors)" if r["errors"] else ""))
 
 
 if __name__ == "__main__":

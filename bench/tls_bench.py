@@ -31,7 +31,6 @@ import asyncio
 import json
 import os
 import selectors
-import shutil
 import socket
 import ssl
 import subprocess
@@ -42,8 +41,7 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
-from _loops import LOOPS, LoopUnavailable, die, new_loop  # noqa: E402
-from run import proc_cpu_seconds  # noqa: E402
+from harness import LOOPS, LoopUnavailable, die, free_port, make_certs, new_loop, proc_cpu_seconds, serve_until_interrupted, taskset  # noqa: E402
 
 PY = sys.executable
 SERVER_CPU = "0"
@@ -54,62 +52,6 @@ READ_SIZE = 256 * 1024
 
 # --------------------------------------------------------------------------
 # certificates
-
-def make_certs(d):
-    """(ca.pem, server.pem, server.key) for 127.0.0.1 / localhost, in directory d."""
-    ca, cert, key = (os.path.join(d, n) for n in ("ca.pem", "server.pem", "server.key"))
-    try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-    except ImportError:
-        openssl = shutil.which("openssl")
-        if not openssl:
-            die("TLS benchmark needs the cryptography package or the openssl tool")
-        sh = lambda *a: subprocess.run([openssl, *a], check=True, capture_output=True, cwd=d)  # noqa: E731
-        cakey = os.path.join(d, "ca.key")
-        sh("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-           "-keyout", cakey, "-out", ca, "-days", "2", "-subj", "/CN=bench CA",
-           "-addext", "basicConstraints=critical,CA:TRUE")
-        ext = os.path.join(d, "ext")
-        with open(ext, "w") as f:
-            f.write("basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n")
-        sh("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-           "-keyout", key, "-out", cert + ".csr", "-subj", "/CN=localhost")
-        sh("x509", "-req", "-in", cert + ".csr", "-CA", ca, "-CAkey", cakey,
-           "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext)
-        return ca, cert, key
-    import datetime
-    import ipaddress
-    now = datetime.datetime.now(datetime.timezone.utc)
-    name = lambda cn: x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])  # noqa: E731
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (x509.CertificateBuilder().subject_name(name("bench CA")).issuer_name(name("bench CA"))
-               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(hours=1))
-               .not_valid_after(now + datetime.timedelta(days=2))
-               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-               .sign(ca_key, hashes.SHA256()))
-    skey = ec.generate_private_key(ec.SECP256R1())
-    scert = (x509.CertificateBuilder().subject_name(name("localhost")).issuer_name(ca_cert.subject)
-             .public_key(skey.public_key()).serial_number(x509.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(hours=1))
-             .not_valid_after(now + datetime.timedelta(days=2))
-             .add_extension(x509.SubjectAlternativeName(
-                 [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                 critical=False)
-             .sign(ca_key, hashes.SHA256()))
-    pem = serialization.Encoding.PEM
-    with open(ca, "wb") as f:
-        f.write(ca_cert.public_bytes(pem))
-    with open(cert, "wb") as f:
-        f.write(scert.public_bytes(pem))
-    with open(key, "wb") as f:
-        f.write(skey.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                   serialization.NoEncryption()))
-    return ca, cert, key
-
 
 # --------------------------------------------------------------------------
 # server
@@ -143,11 +85,7 @@ def run_server(args):
                                                    ssl=ctx, backlog=1024))
     except Exception as exc:
         die(f"{args.loop}: cannot start TLS server: {type(exc).__name__}: {exc}")
-    print("ready", flush=True)
-    try:
-        loop.run_forever()
-    except KeyboardInterrupt:
-        pass
+    serve_until_interrupted(loop)
 
 
 # --------------------------------------------------------------------------
@@ -239,16 +177,6 @@ def run_client(args):
 
 # --------------------------------------------------------------------------
 # driver
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def taskset(cpu):
-    return ["taskset", "-c", cpu] if shutil.which("taskset") else []
-
 
 def wait_ready(proc, timeout=20.0):
     sel = selectors.DefaultSelector()

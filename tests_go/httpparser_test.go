@@ -656,10 +656,10 @@ func TestHttpParseURL(t *testing.T) {
 	}
 }
 
-// TestHttpIssue12 holds the items of issue 12: goloop.http gives httptools' (llhttp's)
-// verdicts. Every expectation below was checked against httptools 0.9 (the error kinds are
+// TestHttpHttptoolsVerdicts: goloop.http gives httptools' (llhttp's) verdicts on the
+// requests where they once differed. Every expectation below was checked against httptools 0.9 (the error kinds are
 // the ones whose Python exception class is httptools' class).
-func TestHttpIssue12(t *testing.T) {
+func TestHttpHttptoolsVerdicts(t *testing.T) {
 	req := func(line string) string { return line + "\r\n\r\n" }
 	ok := func(url string) []string { return []string{"begin", "url " + url, "hc", "complete"} }
 	msg := func(m, v string, ka bool) []string {

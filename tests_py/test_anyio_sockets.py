@@ -1,5 +1,5 @@
 """anyio's Unix socket streams and datagram sockets closed while a receive or send waits, on
-asyncio's loop and on goloop (issue 13; anyio's own tests_sockets close-during-receive/send
+asyncio's loop and on goloop (closed sockets' registrations once outlived them; anyio's own tests_sockets close-during-receive/send
 and close-after-cancelled-io).
 
 anyio's asyncio backend waits for a raw socket with loop.add_reader(sock)/add_writer(sock)

@@ -1,11 +1,11 @@
-"""bench/bounds.py: who a perf sample's time counts for (the bound it prints rests on it)."""
+"""bench/analysis/bounds.py: who a perf sample's time counts for (the bound it prints rests on it)."""
 
 import os
 import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "analysis"))
 bounds = pytest.importorskip("bounds")
 
 PY = "libpython3.11.so.1.0"

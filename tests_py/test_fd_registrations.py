@@ -1,4 +1,4 @@
-"""Registrations of sockets that get closed, with asyncio's loop as the oracle (issue 13).
+"""Registrations of sockets that get closed, with asyncio's loop as the oracle (a closed socket's registration once outlived it).
 
 asyncio's selector keeps the object each registration was made with (SelectorKey.fileobj):
 remove_reader(sock) after sock.close() (fileno() is -1 then) finds the registration by

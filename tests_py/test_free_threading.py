@@ -303,7 +303,7 @@ def test_timer_from_another_thread_fires(loop_kind):
 @pytest.mark.parametrize("kind", LOOP_KINDS)
 def test_timer_and_socket_keep_their_turn_under_threadsafe_flood(kind):
     """8 threads keep a backlog of call_soon_threadsafe callbacks queued; a 50 ms timer and a
-    readable socket still get their turn within 0.5 s (issue 12: the timer fired after
+    readable socket still get their turn within 0.5 s (before the bounded batch: the timer fired after
     1.6-1.8 s and the socket waited for the flood to end). Each iteration takes only a
     bounded batch of what other threads queued."""
     if kind == "asyncio" and FREE_THREADED:

@@ -1,4 +1,4 @@
-"""Other Python threads get the GIL while the loop is busy (issue 13, part 1).
+"""Other Python threads get the GIL while the loop is busy (they starved once).
 
 A loop whose ready queue never empties must still let waiting threads run, as asyncio's
 loop does by releasing the GIL around each iteration's poll. Without that, a waiting thread

@@ -1,5 +1,6 @@
 """Granian serves an ASGI app on goloop: `python -m goloop.granian` installs goloop's policy and
-runs Granian's command line with `--loop asyncio` (issue 13). Granian's workers build their
+runs Granian's command line with `--loop asyncio` (Granian's threads need the GIL while the
+loop is busy). Granian's workers build their
 loop before importing the app, so the app itself cannot install goloop; the launcher must,
 in the worker, with both of multiprocessing's start methods. Skipped without granian."""
 import os

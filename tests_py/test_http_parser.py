@@ -671,8 +671,8 @@ def test_leniencies(data, flag):
 # ---------- intentional differences from httptools ----------
 
 
-# Items of issue 12, each against httptools (the reference).
-ISSUE12_REQUESTS = {
+# Requests where goloop.http and httptools once differed, each against httptools (the reference).
+ONCE_DIFFERENT_REQUESTS = {
     "unknown_method": b"PURGEALL /x HTTP/1.1\r\n\r\n",
     "rtsp_announce": b"ANNOUNCE / RTSP/1.0\r\n\r\n",
     "ice_source": b"SOURCE /m HTTP/1.1\r\n\r\nSOURCE / ICE/1.0\r\n\r\n",
@@ -720,7 +720,7 @@ ISSUE12_REQUESTS = {
     "bare_cr_in_value": b"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",
 }
 
-ISSUE12_RESPONSES = {
+ONCE_DIFFERENT_RESPONSES = {
     "rtsp": b"RTSP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
     "ice": b"ICE/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
     "http2": b"HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n",
@@ -747,10 +747,10 @@ def cut_failed(result):
 
 
 @needs_httptools
-@pytest.mark.parametrize("name", sorted(ISSUE12_REQUESTS))
+@pytest.mark.parametrize("name", sorted(ONCE_DIFFERENT_REQUESTS))
 @pytest.mark.parametrize("chunks", [None, 1, 7])
-def test_issue12_requests_like_httptools(name, chunks):
-    data = ISSUE12_REQUESTS[name]
+def test_once_different_requests_like_httptools(name, chunks):
+    data = ONCE_DIFFERENT_REQUESTS[name]
     ours, theirs = cut_failed(run(gh, data, chunks=chunks)), cut_failed(run(ht, data, chunks=chunks))
     if chunks and ours[1] and ours[1][0] == "HttpParserUpgrade":
         assert ours[0] == theirs[0] and theirs[1][0] == "HttpParserUpgrade"
@@ -759,10 +759,10 @@ def test_issue12_requests_like_httptools(name, chunks):
 
 
 @needs_httptools
-@pytest.mark.parametrize("name", sorted(ISSUE12_RESPONSES))
+@pytest.mark.parametrize("name", sorted(ONCE_DIFFERENT_RESPONSES))
 @pytest.mark.parametrize("chunks", [None, 1, 7])
-def test_issue12_responses_like_httptools(name, chunks):
-    data = ISSUE12_RESPONSES[name]
+def test_once_different_responses_like_httptools(name, chunks):
+    data = ONCE_DIFFERENT_RESPONSES[name]
     assert (cut_failed(run(gh, data, response=True, chunks=chunks))
             == cut_failed(run(ht, data, response=True, chunks=chunks)))
 

@@ -577,7 +577,7 @@ def test_h2_goaway_on_graceful_shutdown():
     assert EVENTS == ["sent"]
 
 
-# ---------- issue 11's rest: h2c upgrade, 100-continue and pathsend on HTTP/2, tls extension, SNI ----------
+# ---------- the rest of the server's protocol features: h2c upgrade, 100-continue and pathsend on HTTP/2, tls extension, SNI ----------
 
 def _h2c_upgrade(port, path, body=b"", extra=""):
     """An HTTP/1.1 request with Upgrade: h2c (the h2 library's client side of RFC 7540 3.2):

@@ -1,5 +1,5 @@
-"""The README's FastAPI example runs under `goloop serve` in one command (issue 11's
-"done when"). The test takes the code block after the README's `readme-fastapi` marker,
+"""The README's FastAPI example runs under `goloop serve` in one command (a goal of
+goloop serve's). The test takes the code block after the README's `readme-fastapi` marker,
 so the README cannot drift from what works. Skipped without FastAPI."""
 import json
 import os

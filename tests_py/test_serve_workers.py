@@ -1,4 +1,4 @@
-"""goloop serve's process and operations side (issue 11): --workers (a master without Go,
+"""goloop serve's process and operations side: --workers (a master without Go,
 restarts, graceful SIGTERM, SIGHUP rolling reload, SIGTTIN/SIGTTOU), --reload, proxy
 headers, the access log, metrics, --env-file.
 

@@ -615,7 +615,7 @@ def test_short_ssl_writes_and_write_errors_like_asyncio(loop, certs):
     assert [c["message"] for c in contexts] == ["Fatal error on SSL protocol"]
 
 
-# -- close with pending writes: no protocol call after connection_lost (issue 12) ----------
+# -- close with pending writes: no protocol call after connection_lost (a fixed bug) --------
 
 
 def test_write_from_resume_writing_while_closing_like_asyncio(loop):
@@ -687,7 +687,7 @@ def test_write_from_resume_writing_while_closing_like_asyncio(loop):
 def test_tls_peer_shutdown_while_client_writes_like_asyncio(loop, certs):
     """The TLS peer sends data then close_notify (and more bytes after it) while the client
     app writes as fast as flow control lets it: the client sees eof_received then
-    connection_lost(None), its exception handler nothing (issue 12: goloop called the SSL
+    connection_lost(None), its exception handler nothing (goloop once called the SSL
     protocol's resume_writing after connection_lost, reported as "protocol.resume_writing()
     failed"). The race is in the kernel's buffers, so several rounds."""
     import socket
@@ -812,7 +812,7 @@ def test_custom_sslobject_read_returning_a_bytearray_like_asyncio(loop, certs):
     assert contexts == []
 
 
-# -- writes larger than a record: SSL_write record by record (issue 10) -------------------
+# -- writes larger than a record: SSL_write record by record -----------------------------
 #
 # goloop's C write path feeds more than 16 KiB of plaintext to SSL_write one record's worth
 # at a time, reading the outgoing BIO after each, and hands the records to the transport

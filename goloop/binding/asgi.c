@@ -11,11 +11,7 @@ static PyTypeObject DoneType, SendType, RecvType, ServerType;
 static PyTypeObject *loopcore_type;  /* _goloop.LoopCore */
 
 /* interned strings */
-static PyObject *s_type, *s_http, *s_asgi, *s_http_version, *s_method, *s_scheme, *s_path,
-    *s_raw_path, *s_query_string, *s_root_path, *s_headers, *s_client, *s_server, *s_state,
-    *s_status, *s_body, *s_more_body, *s_trailers, *s_http_request, *s_http_disconnect,
-    *s_response_start, *s_response_body, *s_create_task, *s_create_future, *s_call_soon,
-    *s_set_result, *s_set_exception, *s_done, *s_v10, *s_v11, *s_v2, *s_copy, *s_extensions;
+GLAsgiStrings gl_asgi_str;  /* asgi.h: GL_ASGI_STRINGS */
 static PyObject *msg_disconnect;      /* {"type": "http.disconnect"} (copied for each use) */
 static PyObject *empty_bytes;
 #define NMETHODS 9
@@ -267,7 +263,7 @@ static PyMethodDef srv_methods[] = {
     {"set_state", (PyCFunction)srv_set_state, METH_O, "The lifespan state copied into each scope."},
     {"_flush", (PyCFunction)srv_flush, METH_NOARGS, NULL},
     {"configure", (PyCFunction)(void (*)(void))gl_asgi_srv_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(proxy_headers=None, metrics=False, metrics_path=None), before listen (asgi_ops.c)."},
+     "configure(proxy_headers=None, metrics=False, metrics_path=None), before listen (asgi_proxy_metrics.c)."},
     {"metrics", (PyCFunction)gl_asgi_srv_metrics, METH_O, "metrics(fmt): 'prometheus' (str) or 'json' (str)."},
     {NULL}};
 
@@ -472,12 +468,12 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
         PyErr_SetString(PyExc_RuntimeError, START_TWICE);
         return NULL;
     }
-    long status = gl_asgi_status(msg, s_status, 100, "http.response.start");
+    long status = gl_asgi_status(msg, GLS(status), 100, "http.response.start");
     if (status < 0) return NULL;
-    PyObject *headers = gl_asgi_get(msg, s_headers);
+    PyObject *headers = gl_asgi_get(msg, GLS(headers));
     if (headers == NULL && PyErr_Occurred()) return NULL;
     if (gl_asgi_header_lines(headers) < 0) return NULL;
-    PyObject *tr = PyDict_CheckExact(msg) ? PyDict_GetItemWithError(msg, s_trailers) : NULL;
+    PyObject *tr = PyDict_CheckExact(msg) ? PyDict_GetItemWithError(msg, GLS(trailers)) : NULL;
     if (tr == NULL && PyErr_Occurred()) return NULL;
     if (PyDict_CheckExact(msg) && tr == NULL) {
         /* held until the first body part, which takes it to Go in the same call (Go writes
@@ -496,7 +492,7 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
 }
 
 static PyObject *new_future(GLAsgiSend *self, PyObject **slot) {
-    PyObject *fut = PyObject_CallMethodNoArgs(self->srv->loop, s_create_future);
+    PyObject *fut = PyObject_CallMethodNoArgs(self->srv->loop, GLS(create_future));
     if (fut == NULL) return NULL;
     Py_XSETREF(*slot, Py_NewRef(fut));
     glAsgiWait(self->srv->sid, self->rid, self);
@@ -516,7 +512,7 @@ PyObject *gl_asgi_answer(GLAsgiSend *self, int rc) { return answer(self, rc); }
 static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
     PyObject *body;
     int more, rc;
-    if (gl_asgi_body(msg, s_body, s_more_body, &body, &more) < 0) return NULL;
+    if (gl_asgi_body(msg, GLS(body), GLS(more_body), &body, &more) < 0) return NULL;
     Py_buffer view;
     char *p;
     Py_ssize_t n;
@@ -543,12 +539,12 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
 /* send() after the application returned: what Go answers then (AppDone started and completed
  * the response), raised without Go (the request was let go). */
 static PyObject *send_after_finish(PyObject *msg) {
-    PyObject *type = gl_asgi_get(msg, s_type);
+    PyObject *type = gl_asgi_get(msg, GLS(type));
     if (type == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
         return NULL;
     }
-    int start = PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_start) == 0;
+    int start = PyUnicode_Check(type) && PyUnicode_Compare(type, GLS(response_start)) == 0;
     if (start)
         PyErr_SetString(PyExc_RuntimeError, START_TWICE);
     else if (!PyErr_Occurred())
@@ -560,14 +556,14 @@ static PyObject *send_after_finish(PyObject *msg) {
 static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     if (self->finished && PyVectorcall_NARGS(nargsf) == 1 && !(kwnames && PyTuple_GET_SIZE(kwnames)))
         return send_after_finish(args[0]);
-    PyObject *type = gl_asgi_send_type(self, args, nargsf, kwnames, s_type), *msg;
+    PyObject *type = gl_asgi_send_type(self, args, nargsf, kwnames, GLS(type)), *msg;
     if (type == NULL) return NULL;
     msg = args[0];
     PyObject *r;
-    if (type == s_response_body || (PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_body) == 0)) {
+    if (type == GLS(response_body) || (PyUnicode_Check(type) && PyUnicode_Compare(type, GLS(response_body)) == 0)) {
         r = send_body(self, msg);
-    } else if (type == s_response_start ||
-               (PyUnicode_Check(type) && PyUnicode_Compare(type, s_response_start) == 0)) {
+    } else if (type == GLS(response_start) ||
+               (PyUnicode_Check(type) && PyUnicode_Compare(type, GLS(response_start)) == 0)) {
         r = send_start(self, msg);
     } else if (!PyErr_Occurred()) {
         release_own_start(self);
@@ -626,8 +622,8 @@ static PyObject *recv_message(GLAsgiSend *s) {
         return PyDict_Copy(msg_disconnect);
     }
     PyObject *m = PyDict_New();
-    if (m == NULL || PyDict_SetItem(m, s_type, s_http_request) < 0 || PyDict_SetItem(m, s_body, body) < 0 ||
-        PyDict_SetItem(m, s_more_body, state == GL_RECV_BODY ? Py_True : Py_False) < 0) {
+    if (m == NULL || PyDict_SetItem(m, GLS(type), GLS(http_request)) < 0 || PyDict_SetItem(m, GLS(body), body) < 0 ||
+        PyDict_SetItem(m, GLS(more_body), state == GL_RECV_BODY ? Py_True : Py_False) < 0) {
         Py_XDECREF(m);
         m = NULL;
     }
@@ -668,7 +664,7 @@ static PyTypeObject RecvType =
 
 /* fut.set_result(v) unless fut is done (cancelled); errors are reported, not raised. */
 static void resolve(PyObject *fut, PyObject *meth, PyObject *v) {
-    PyObject *d = PyObject_CallMethodNoArgs(fut, s_done);
+    PyObject *d = PyObject_CallMethodNoArgs(fut, GLS(done));
     if (d == NULL) {
         PyErr_WriteUnraisable(fut);
         return;
@@ -692,7 +688,7 @@ int gl_asgi_wake(GLAsgiSend *s, int ws) {
         if (m != NULL) {
             PyObject *fut = s->recv_fut;
             s->recv_fut = NULL;
-            resolve(fut, s_set_result, m);
+            resolve(fut, GLS(set_result), m);
             Py_DECREF(fut);
             Py_DECREF(m);
         } else if (PyErr_Occurred()) {
@@ -707,13 +703,13 @@ int gl_asgi_wake(GLAsgiSend *s, int ws) {
             if (rc == GL_ASGI_ERR_DISCONNECTED) {
                 PyObject *exc = PyObject_CallFunction(ClientDisconnected, "s", "the client disconnected");
                 if (exc != NULL) {
-                    resolve(fut, s_set_exception, exc);
+                    resolve(fut, GLS(set_exception), exc);
                     Py_DECREF(exc);
                 } else {
                     PyErr_WriteUnraisable(fut);
                 }
             } else {
-                resolve(fut, s_set_result, Py_None);
+                resolve(fut, GLS(set_result), Py_None);
             }
             Py_DECREF(fut);
         }
@@ -826,8 +822,8 @@ static PyObject *server_tuple(GLAsgiServer *srv, const char *host, Py_ssize_t hl
 static PyObject *scope_copy(GLAsgiServer *srv) {
     char want_state = srv->state != NULL;
     if (srv->scope_tpl == NULL || srv->scope_tpl_state != want_state) {
-        PyObject *keys[] = {s_http_version, s_method, s_path, s_raw_path, s_query_string, s_headers,
-                            s_client, s_server, s_state};
+        PyObject *keys[] = {GLS(http_version), GLS(method), GLS(path), GLS(raw_path), GLS(query_string), GLS(headers),
+                            GLS(client), GLS(server), GLS(state)};
         PyObject *t = PyDict_Copy(srv->template);
         if (t == NULL) return NULL;
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) - !want_state; i++) {
@@ -843,32 +839,43 @@ static PyObject *scope_copy(GLAsgiServer *srv) {
 }
 
 /* The scope of an HTTP request, or NULL with an error. */
-static PyObject *http_scope(GLAsgiServer *srv, const char *blob, const int32_t *ends, int nends, int major,
-                            int minor, const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
-                            Py_ssize_t shostlen, int sport, int is_unix, const char *proxy, Py_ssize_t proxylen,
-                            PyObject *ext) {
+int gl_asgi_fill_scope(GLAsgiServer *srv, PyObject *scope, const GLAsgiHead *h) {
+    const char *blob = h->blob;
+    const int32_t *ends = h->ends;
+    int nends = h->nends;
+#define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
+    if (gl_set_new(scope, GLS(path), PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
+        gl_set_new(scope, GLS(raw_path), PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
+        gl_set_new(scope, GLS(query_string), PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
+        gl_set_new(scope, GLS(headers), gl_asgi_headers(blob, ends, (nends - 4) / 2)) < 0)
+        return -1;
+#undef SEG
+    if (h->is_unix) {
+        if (PyDict_SetItem(scope, GLS(client), Py_None) < 0 ||
+            gl_set_new(scope, GLS(server), gl_asgi_addr(h->shost, h->shostlen, 0, 1)) < 0)
+            return -1;
+    } else if (gl_set_new(scope, GLS(client), client_tuple(srv, h->chost, h->chostlen, h->cport)) < 0 ||
+               gl_set_new(scope, GLS(server), server_tuple(srv, h->shost, h->shostlen, h->sport)) < 0) {
+        return -1;
+    }
+    if (h->proxy != NULL && gl_asgi_proxy_scope(scope, h->proxy, h->proxylen) < 0) return -1;
+    if (srv->state != NULL && gl_set_new(scope, GLS(state), PyDict_Copy(srv->state)) < 0) return -1;
+    return 0;
+}
+
+/* The scope of an HTTP request, or NULL with an error. */
+static PyObject *http_scope(GLAsgiServer *srv, const GLAsgiHead *h) {
     PyObject *scope = scope_copy(srv);
     if (scope == NULL) return NULL;
+    const char *blob = h->blob;
+    const int32_t *ends = h->ends;
+    int nends = h->nends, major = h->major, minor = h->minor;
 #define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
-    if (PyDict_SetItem(scope, s_http_version, major == 2 ? s_v2 : (major == 1 && minor == 0) ? s_v10 : s_v11) < 0 ||
-        gl_set_new(scope, s_method, method_obj(SEG(nends - 4))) < 0 ||
-        gl_set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
-        gl_set_new(scope, s_raw_path, PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
-        gl_set_new(scope, s_query_string, PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
-        gl_set_new(scope, s_headers, gl_asgi_headers(blob, ends, (nends - 4) / 2)) < 0)
+    if (PyDict_SetItem(scope, GLS(http_version), major == 2 ? GLS(v2) : (major == 1 && minor == 0) ? GLS(v10) : GLS(v11)) < 0 ||
+        gl_set_new(scope, GLS(method), method_obj(SEG(nends - 4))) < 0 || gl_asgi_fill_scope(srv, scope, h) < 0)
         goto fail;
 #undef SEG
-    if (is_unix) {
-        if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||
-            gl_set_new(scope, s_server, gl_asgi_addr(shost, shostlen, 0, 1)) < 0)
-            goto fail;
-    } else if (gl_set_new(scope, s_client, client_tuple(srv, chost, chostlen, cport)) < 0 ||
-               gl_set_new(scope, s_server, server_tuple(srv, shost, shostlen, sport)) < 0) {
-        goto fail;
-    }
-    if (proxy != NULL && gl_asgi_proxy_scope(scope, proxy, proxylen) < 0) goto fail;
-    if (ext != NULL && PyDict_SetItem(scope, s_extensions, ext) < 0) goto fail;  /* TLS: with "tls" */
-    if (srv->state != NULL && gl_set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
+    if (h->ext != NULL && PyDict_SetItem(scope, GLS(extensions), h->ext) < 0) goto fail;  /* TLS: with "tls" */
     return scope;
 fail:
     Py_DECREF(scope);
@@ -906,7 +913,7 @@ static PyObject *create_task(GLAsgiServer *srv, PyObject *coro) {
     PyObject *name = task_name();
     if (name == NULL) return NULL;
     PyObject *args[3] = {srv->loop, coro, name};
-    PyObject *task = PyObject_VectorcallMethod(s_create_task, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_name);
+    PyObject *task = PyObject_VectorcallMethod(GLS(create_task), args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_name);
     Py_DECREF(name);
     return task;
 #else
@@ -933,7 +940,7 @@ static void report_error(GLAsgiServer *srv) {
         return;
     }
     PyObject *exc = gl_asgi_take_exception(), *h = NULL;
-    if (exc != NULL) h = PyObject_CallMethodObjArgs(srv->loop, s_call_soon, reraise_fn, exc, NULL);
+    if (exc != NULL) h = PyObject_CallMethodObjArgs(srv->loop, GLS(call_soon), reraise_fn, exc, NULL);
     if (h == NULL) PyErr_WriteUnraisable(srv->runner);
     Py_XDECREF(h);
     Py_XDECREF(exc);
@@ -1005,54 +1012,17 @@ fail:
 
 static const GLAsgiKind http_kind = {&SendType, &RecvType, (vectorcallfunc)send_call, (vectorcallfunc)recv_call};
 
-int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
-                    int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
-                    const char *shost, Py_ssize_t shostlen, int sport, int is_unix,
-                    const char *proxy, Py_ssize_t proxylen, PyObject *ext) {
-    PyObject *scope = http_scope(srv, blob, ends, nends, major, minor, chost, chostlen, cport, shost, shostlen,
-                                 sport, is_unix, proxy, proxylen, ext);
-    return gl_asgi_launch(srv, rid, scope, &http_kind, srv->app);
+int gl_asgi_request(GLAsgiServer *srv, long rid, const GLAsgiHead *h) {
+    return gl_asgi_launch(srv, rid, http_scope(srv, h), &http_kind, srv->app);
 }
 
 /* ---------- init ---------- */
 
 int gl_init_asgi(PyObject *m) {
-#define INTERN(var, s) if ((var = PyUnicode_InternFromString(s)) == NULL) return -1
-    INTERN(s_type, "type");
-    INTERN(s_http, "http");
-    INTERN(s_asgi, "asgi");
-    INTERN(s_http_version, "http_version");
-    INTERN(s_method, "method");
-    INTERN(s_scheme, "scheme");
-    INTERN(s_path, "path");
-    INTERN(s_raw_path, "raw_path");
-    INTERN(s_query_string, "query_string");
-    INTERN(s_root_path, "root_path");
-    INTERN(s_headers, "headers");
-    INTERN(s_client, "client");
-    INTERN(s_server, "server");
-    INTERN(s_state, "state");
-    INTERN(s_status, "status");
-    INTERN(s_body, "body");
-    INTERN(s_more_body, "more_body");
-    INTERN(s_trailers, "trailers");
-    INTERN(s_http_request, "http.request");
-    INTERN(s_http_disconnect, "http.disconnect");
-    INTERN(s_response_start, "http.response.start");
-    INTERN(s_response_body, "http.response.body");
-    INTERN(s_create_task, "create_task");
-    INTERN(s_create_future, "create_future");
-    INTERN(s_call_soon, "call_soon");
+#define GL_ASGI_INTERN(name, text) if ((GLS(name) = PyUnicode_InternFromString(text)) == NULL) return -1;
+    GL_ASGI_STRINGS(GL_ASGI_INTERN)
+#undef GL_ASGI_INTERN
     if ((reraise_fn = PyCFunction_New(&reraise_def, NULL)) == NULL) return -1;
-    INTERN(s_set_result, "set_result");
-    INTERN(s_set_exception, "set_exception");
-    INTERN(s_done, "done");
-    INTERN(s_v10, "1.0");
-    INTERN(s_v11, "1.1");
-    INTERN(s_v2, "2");
-    INTERN(s_copy, "copy");
-    INTERN(s_extensions, "extensions");
-#undef INTERN
 #if PY_VERSION_HEX < 0x030C0000
     {
         PyObject *k = PyUnicode_InternFromString("name");
@@ -1064,12 +1034,12 @@ int gl_init_asgi(PyObject *m) {
     for (int i = 0; i < NMETHODS; i++)
         if ((method_objs[i] = PyUnicode_InternFromString(method_names[i])) == NULL) return -1;
     if ((empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL) return -1;
-    if ((msg_disconnect = PyDict_New()) == NULL || PyDict_SetItem(msg_disconnect, s_type, s_http_disconnect) < 0)
+    if ((msg_disconnect = PyDict_New()) == NULL || PyDict_SetItem(msg_disconnect, GLS(type), GLS(http_disconnect)) < 0)
         return -1;
     loopcore_type = (PyTypeObject *)PyObject_GetAttrString(m, "LoopCore");
     if (loopcore_type == NULL) return -1;
     if (PyType_Ready(&DoneType) < 0 || PyType_Ready(&SendType) < 0 || PyType_Ready(&RecvType) < 0 ||
-        PyType_Ready(&ServerType) < 0 || gl_init_asgi_run(m) < 0 || gl_init_asgi_spec() < 0)
+        PyType_Ready(&ServerType) < 0 || gl_init_asgi_run(m) < 0)
         return -1;
     done_none = PyObject_New(GLDone, &DoneType);
     if (done_none == NULL) return -1;

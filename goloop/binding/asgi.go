@@ -1,9 +1,13 @@
 package main
 
-// goloop serve's binding (Go side): an asgi.Server attached to a loop. Its connection
-// goroutines queue requests; the loop thread takes the queue once per iteration (takeASGI,
-// called by runOnce) and asgi.c turns each request into an ASGI call. Only the loop
-// thread runs this file's code, apart from the Notify the goroutines call (poll.Wake).
+// goloop serve's binding (Go side): an asgi.Server attached to a loop as a loop hook
+// (loop.go). The engine queues its events (requests, wakes, closed connections): with the
+// default loop driver its handlers run on the loop thread from the poll's dispatch; with
+// GOLOOP_SERVE_READERS=goroutines, connection goroutines queue them and Notify wakes the
+// poll. runOnce takes the queue twice per iteration (take: at the start, and after a poll
+// with events) and asgi.c turns each request into an ASGI call; flush writes the output.
+// The code runs on the loop thread, apart from Notify (poll.Wake) and glAsgiReqFree (any
+// thread that frees the send object).
 
 /*
 #include "asgi.h"
@@ -30,6 +34,10 @@ type asgiSrv struct {
 	tagged map[*asgi.Request]struct{} // requests whose Tag holds a reference to their send object
 	// the extensions dict of each TLS connection's scopes, with "tls" (asgi_tls.go)
 	tlsConns map[*asgi.Conn]pyObj
+	// the C memory head passes a request's scope fields in (head), and its scratch
+	hd         *C.GLAsgiHead
+	scratch    unsafe.Pointer
+	scratchLen int
 }
 
 var (
@@ -70,14 +78,14 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	poll := l.poll
 	cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
 	sv := &asgiSrv{l: l, py: py, s: asgi.New(cfg), tagged: map[*asgi.Request]struct{}{},
-		tlsConns: map[*asgi.Conn]pyObj{}}
+		tlsConns: map[*asgi.Conn]pyObj{}, hd: (*C.GLAsgiHead)(C.calloc(1, C.sizeof_GLAsgiHead))}
 	if !goroutineReaders() {
 		sv.s.SetLoop(drvPoller{l})
 	}
 	id, _ := asgiServers.Add(sv)
 	sv.id = id
 	py.sid = C.long(id)
-	l.asgi = append(l.asgi, sv)
+	l.addHook(sv)
 	return 0
 }
 
@@ -147,60 +155,44 @@ func (sv *asgiSrv) release() {
 	for c := range sv.tlsConns {
 		sv.connClosed(c)
 	}
-	l := sv.l
-	for i, x := range l.asgi {
-		if x == sv {
-			l.asgi = append(l.asgi[:i], l.asgi[i+1:]...)
-			break
-		}
-	}
+	sv.l.removeHook(sv)
+	C.free(unsafe.Pointer(sv.hd))
+	C.free(sv.scratch)
+	sv.hd, sv.scratch, sv.scratchLen = nil, nil, 0
 	asgiServers.Del(sv.id)
 	sv.py.sid = -1
 }
 
-// releaseASGI: the loop closes; its servers close with it.
-func (l *loop) releaseASGI() {
-	for len(l.asgi) > 0 {
-		sv := l.asgi[0]
-		sv.s.Abort()
-		sv.release()
+// asgiSrv is a loop hook (loop.go): take, flush, loopClosed.
+
+// loopClosed: the loop closes; its servers close with it.
+func (sv *asgiSrv) loopClosed() {
+	sv.s.Abort()
+	sv.release()
+}
+
+// take takes the server's queue and starts its requests (asgi.c), resumes the
+// receive/send waits that events ended, and handles closed connections. runOnce calls it
+// at the iteration's start and after the poll's events (the loop driver's reads queue
+// requests).
+func (sv *asgiSrv) take() {
+	if !sv.s.Pending() {
+		return
 	}
-}
-
-// takeASGI is runOnce's hook: it takes each server's queue and starts the requests
-// (asgi.c), and resumes the receive/send waits that events ended; then it writes the
-// output queued while the loop was not running and by the requests just started (on 3.12+
-// their Tasks start eagerly: an application that does not wait answers here, and nothing
-// may be left to run before the poll, which would then block with its response unwritten).
-func (l *loop) takeASGI() bool {
-	l.takeASGIQueues()
-	l.flushASGI()
-	return true
-}
-
-// takeASGIQueues takes each server's queue (runOnce: at the iteration's start, and after
-// the poll's events, which the loop driver's reads queue requests from).
-func (l *loop) takeASGIQueues() {
-	for i := 0; i < len(l.asgi); i++ {
-		sv := l.asgi[i]
-		if !sv.s.Pending() {
+	sv.evs = sv.s.Take(sv.evs[:0])
+	for j := range sv.evs {
+		ev := sv.evs[j]
+		sv.evs[j] = asgi.Event{}
+		if sv.py.sid < 0 { // released by the previous event's Python code
 			continue
 		}
-		sv.evs = sv.s.Take(sv.evs[:0])
-		for j := range sv.evs {
-			ev := sv.evs[j]
-			sv.evs[j] = asgi.Event{}
-			if sv.py.sid < 0 { // released by the previous event's Python code
-				continue
-			}
-			switch ev.Kind {
-			case asgi.EvRequest:
-				sv.start(ev.Req)
-			case asgi.EvWake:
-				sv.wake(ev.Req)
-			case asgi.EvConnClosed:
-				sv.connClosed(ev.Req.Conn())
-			}
+		switch ev.Kind {
+		case asgi.EvRequest:
+			sv.start(ev.Req)
+		case asgi.EvWake:
+			sv.wake(ev.Req)
+		case asgi.EvConnClosed:
+			sv.connClosed(ev.Req.Conn())
 		}
 	}
 }
@@ -248,48 +240,60 @@ func (p drvPoller) Unregister(fd int) {
 	}
 }
 
-// flushASGI writes the responses the iteration's handles produced: runOnce calls it after
+// flush writes the responses the iteration's handles produced: runOnce calls it after
 // running them (one non-blocking write per connection with output, from Go: no handle,
 // no extra iteration).
-func (l *loop) flushASGI() {
-	if len(l.asgi) == 0 {
-		return
+func (sv *asgiSrv) flush() {
+	if sv.s.NeedFlush() {
+		sv.s.Flush()
 	}
-	for _, sv := range l.asgi {
-		if sv.s.NeedFlush() {
-			sv.s.Flush()
+}
+
+// head is what C makes r's scope from (asgi.h's GLAsgiHead): r's head, its connection's
+// addresses, what trusted proxy headers changed, the WebSocket subprotocols offered, and the
+// connection's extensions (ext, or nil). Go copies them into the server's C scratch (a few
+// hundred bytes): C memory holds no Go pointer, and a call with one pointer argument checks
+// less than one with six Go pointers.
+func (sv *asgiSrv) head(r *asgi.Request, ext pyObj) *C.GLAsgiHead {
+	c := r.Conn()
+	var protos string
+	if ws := r.WS(); ws != nil {
+		protos = strings.Join(ws.Subprotocols, ",")
+	}
+	var proxy []byte
+	if r.Proxy != nil {
+		proxy = r.Proxy.Enc // "scheme\nclient" (asgi_proxy_metrics.c)
+	}
+	ne := 4 * len(r.Ends) // first: the int32 ends, aligned
+	n := ne + len(r.Blob) + len(c.Remote.Host) + len(c.Local.Host) + len(protos) + len(proxy)
+	if n > sv.scratchLen {
+		C.free(sv.scratch)
+		sv.scratchLen = max(n, 2*sv.scratchLen, 1024)
+		sv.scratch = C.malloc(C.size_t(sv.scratchLen))
+	}
+	buf := unsafe.Slice((*byte)(sv.scratch), n)
+	copy(unsafe.Slice((*int32)(sv.scratch), len(r.Ends)), r.Ends)
+	off := ne
+	put := func(b []byte) (*C.char, C.Py_ssize_t) {
+		if len(b) == 0 {
+			return nil, 0
 		}
+		p := (*C.char)(unsafe.Pointer(&buf[off]))
+		off += copy(buf[off:], b)
+		return p, C.Py_ssize_t(len(b))
 	}
-}
-
-// cview, cbytes: C's view of Go bytes for the length of one call (nil when empty).
-func cview(s string) *C.char {
-	if len(s) == 0 {
-		return nil
-	}
-	return (*C.char)(unsafe.Pointer(unsafe.StringData(s)))
-}
-
-func cbytes(b []byte) *C.char {
-	if len(b) == 0 {
-		return nil
-	}
-	return (*C.char)(unsafe.Pointer(&b[0]))
-}
-
-func cbool(b bool) C.int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// proxyEnc is what trusted proxy headers changed in r ("scheme\nclient", asgi_ops.c), or nil.
-func proxyEnc(r *asgi.Request) (*C.char, C.Py_ssize_t) {
-	if p := r.Proxy; p != nil {
-		return cbytes(p.Enc), C.Py_ssize_t(len(p.Enc))
-	}
-	return nil, 0
+	putS := func(s string) (*C.char, C.Py_ssize_t) { return put(unsafe.Slice(unsafe.StringData(s), len(s))) }
+	h := sv.hd
+	h.ends, h.nends = (*C.int32_t)(sv.scratch), C.int(len(r.Ends))
+	h.blob, _ = put(r.Blob)
+	h.major, h.minor = C.int(r.Major), C.int(r.Minor)
+	h.chost, h.chostlen = putS(c.Remote.Host)
+	h.shost, h.shostlen = putS(c.Local.Host)
+	h.cport, h.sport, h.is_unix = C.int(c.Remote.Port), C.int(c.Local.Port), cbool(c.Local.Unix)
+	h.protos, h.protolen = putS(protos)
+	h.proxy, h.proxylen = put(proxy)
+	h.ext = ext
+	return h
 }
 
 func (sv *asgiSrv) start(r *asgi.Request) {
@@ -298,12 +302,8 @@ func (sv *asgiSrv) start(r *asgi.Request) {
 		return
 	}
 	rid, _ := asgiReqs.Add(r)
-	c := r.Conn()
-	penc, plen := proxyEnc(r)
-	ext, owned := sv.scopeExt(c)
-	rc := C.gl_asgi_request(sv.py, C.long(rid), cbytes(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
-		C.int(r.Major), C.int(r.Minor), cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
-		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix), penc, plen, ext)
+	ext, owned := sv.scopeExt(r.Conn())
+	rc := C.gl_asgi_request(sv.py, C.long(rid), sv.head(r, ext))
 	if owned {
 		C.gl_decref(ext)
 	}
@@ -338,7 +338,7 @@ func glAsgiStart(sid, rid C.long, status C.int, hdr *C.char, n C.Py_ssize_t) (rc
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	return asgiErr(r.Start(int(status), cBytes(hdr, n)))
+	return asgiErr(r.Start(int(status), bytesFromC(hdr, n)))
 }
 
 func asgiErr(err error) C.int {
@@ -375,7 +375,7 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	if err := r.Start(int(status), cBytes(hdr, hn)); err != nil {
+	if err := r.Start(int(status), bytesFromC(hdr, hn)); err != nil {
 		return asgiErr(err)
 	}
 	return sendBody(r, body, n, more, obj)
@@ -386,10 +386,10 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 // released on the loop thread once the kernel took the bytes (asgi.Request.SendHeld).
 func sendBody(r *asgi.Request, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) C.int {
 	if obj == nil || int(n) < asgi.HoldMin {
-		return sendRC(r.Send(cBytes(body, n), more != 0))
+		return sendRC(r.Send(bytesFromC(body, n), more != 0))
 	}
 	C.gl_incref(obj)
-	flags, held, err := r.SendHeld(cBytes(body, n), more != 0, func() { C.gl_decref(obj) })
+	flags, held, err := r.SendHeld(bytesFromC(body, n), more != 0, func() { C.gl_decref(obj) })
 	if !held {
 		C.gl_decref(obj)
 	}

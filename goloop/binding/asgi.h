@@ -165,11 +165,103 @@ static inline int gl_set_new(PyObject *d, PyObject *k, PyObject *v) {
     return rc;
 }
 
+/* The server binding's interned strings, in one table (gl_init_asgi interns them):
+ * GLS(name) is the str object of X(name, text). */
+#define GL_ASGI_STRINGS(X) \
+    X(type, "type") \
+    X(http, "http") \
+    X(asgi, "asgi") \
+    X(http_version, "http_version") \
+    X(method, "method") \
+    X(scheme, "scheme") \
+    X(path, "path") \
+    X(raw_path, "raw_path") \
+    X(query_string, "query_string") \
+    X(root_path, "root_path") \
+    X(headers, "headers") \
+    X(client, "client") \
+    X(server, "server") \
+    X(state, "state") \
+    X(status, "status") \
+    X(body, "body") \
+    X(more_body, "more_body") \
+    X(trailers, "trailers") \
+    X(http_request, "http.request") \
+    X(http_disconnect, "http.disconnect") \
+    X(response_start, "http.response.start") \
+    X(response_body, "http.response.body") \
+    X(create_task, "create_task") \
+    X(create_future, "create_future") \
+    X(call_soon, "call_soon") \
+    X(set_result, "set_result") \
+    X(set_exception, "set_exception") \
+    X(done, "done") \
+    X(v10, "1.0") \
+    X(v11, "1.1") \
+    X(v2, "2") \
+    X(copy, "copy") \
+    X(extensions, "extensions") \
+    X(websocket, "websocket") \
+    X(https, "https") \
+    X(ws, "ws") \
+    X(wss, "wss") \
+    X(subprotocols, "subprotocols") \
+    X(subprotocol, "subprotocol") \
+    X(bytes, "bytes") \
+    X(text, "text") \
+    X(code, "code") \
+    X(reason, "reason") \
+    X(t_connect, "websocket.connect") \
+    X(t_receive, "websocket.receive") \
+    X(t_disconnect, "websocket.disconnect") \
+    X(t_accept, "websocket.accept") \
+    X(t_send, "websocket.send") \
+    X(t_close, "websocket.close") \
+    X(t_http_start, "websocket.http.response.start") \
+    X(t_http_body, "websocket.http.response.body") \
+    X(empty, "") \
+    X(more_trailers, "more_trailers") \
+    X(t_trailers, "http.response.trailers") \
+    X(t_pathsend, "http.response.pathsend") \
+    X(tls, "tls") \
+    X(file, "file") \
+    X(offset, "offset") \
+    X(count, "count") \
+    X(tell, "tell") \
+    X(t_zerocopysend, "http.response.zerocopysend")
+typedef struct {
+#define GL_ASGI_STR_FIELD(name, text) PyObject *name;
+    GL_ASGI_STRINGS(GL_ASGI_STR_FIELD)
+#undef GL_ASGI_STR_FIELD
+} GLAsgiStrings;
+extern GLAsgiStrings gl_asgi_str;
+#define GLS(name) (gl_asgi_str.name)
+
+/* What Go passes to start a request or a WebSocket session (asgi.go's head, asgi_ws.go):
+ * its head, the connection's addresses, what a trusted proxy changed, the scope's extensions.
+ * All of it is C memory (the server's scratch, Go copies into it), valid for the call. */
+typedef struct {
+    const char *blob;        /* asgi.Request.Blob: the headers' names and values, then the method, */
+    const int32_t *ends;     /* raw path, query string and path; segment i ends at ends[i] */
+    int nends;
+    int major, minor;        /* the HTTP version (HTTP scopes) */
+    const char *chost;       /* the client's address (none on a Unix socket) */
+    Py_ssize_t chostlen;
+    int cport;
+    const char *shost;       /* the server's address; is_unix: the socket's path */
+    Py_ssize_t shostlen;
+    int sport, is_unix;
+    const char *protos;      /* WebSocket: the subprotocols offered, comma separated */
+    Py_ssize_t protolen;
+    const char *proxy;       /* what trusted proxy headers changed ("scheme\nclient"), or NULL */
+    Py_ssize_t proxylen;
+    PyObject *ext;           /* the connection's extensions dict (TLS: with "tls"), or NULL; borrowed */
+} GLAsgiHead;
+
 /* Called by asgi.go. */
-int gl_asgi_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
-                    int major, int minor, const char *chost, Py_ssize_t chostlen, int cport,
-                    const char *shost, Py_ssize_t shostlen, int sport, int is_unix,
-                    const char *proxy, Py_ssize_t proxylen, PyObject *ext);
+int gl_asgi_request(GLAsgiServer *srv, long rid, const GLAsgiHead *h);
+/* The fields of h every scope has, into scope (a copy of the server's template). */
+int gl_asgi_fill_scope(GLAsgiServer *srv, PyObject *scope, const GLAsgiHead *h);
 int gl_asgi_wake(GLAsgiSend *s, int ws);
 PyObject *gl_bytes(const char *p, Py_ssize_t n);
 PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh);  /* the scope's headers */
@@ -183,7 +275,6 @@ PyObject *gl_asgi_take_exception(void);  /* the exception being raised, with its
 /* asgi_spec.c: http.response.trailers and http.response.pathsend; asgi.c's header lines */
 int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg);
 PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg);
-int gl_init_asgi_spec(void);
 int gl_asgi_ws_extensions(PyObject *scope, PyObject *http_ext);
 PyObject *gl_asgi_tls_ext(GLAsgiServer *srv, const char *blob, const int32_t *ends, int nends, int version,
                           int cipher);
@@ -198,15 +289,12 @@ PyObject *gl_asgi_receive(GLAsgiRecv *self, size_t nargsf, PyObject *kwnames, gl
 int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKind *kind, PyObject *app);
 
 /* WebSocket (asgi_ws.c) */
-int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
-                       const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
-                       Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen,
-                       const char *proxy, Py_ssize_t proxylen, PyObject *ext);
+int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const GLAsgiHead *h);
 PyObject *gl_asgi_ws_message(GLAsgiSend *s);  /* receive()'s message (a gl_asgi_message_fn) */
 PyObject *gl_ws_text(const char *p, Py_ssize_t n);
 int gl_init_asgi_ws(PyObject *m);
 
-/* asgi_ops.c: proxy headers, metrics, configuration (off the per-request path) */
+/* asgi_proxy_metrics.c: proxy headers, metrics, configuration (off the per-request path) */
 int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n);
 PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds);
 PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg);

@@ -4,9 +4,6 @@
 #include "asgi.h"
 #include "_cgo_export.h"
 
-static PyObject *s_trailers, *s_headers, *s_more_trailers, *s_path, *s_t_trailers, *s_t_pathsend, *s_tls,
-    *s_extensions;
-static PyObject *s_file, *s_offset, *s_count, *s_more_body, *s_tell, *s_t_zerocopysend;
 
 /* msg[key] as a non-negative int into *out (absent or None: -1); -1 on error. */
 static int opt_size(PyObject *msg, PyObject *key, long long *out) {
@@ -23,17 +20,17 @@ static int opt_size(PyObject *msg, PyObject *key, long long *out) {
 
 /* After a successful http.response.start: tell Go if trailers follow. */
 int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg) {
-    int on = gl_asgi_flag(msg, s_trailers);
+    int on = gl_asgi_flag(msg, GLS(trailers));
     if (on < 0) return -1;
     if (on) glAsgiStartTrailers(self->rid);
     return 0;
 }
 
 static PyObject *send_trailers(GLAsgiSend *self, PyObject *msg) {
-    PyObject *headers = gl_asgi_get(msg, s_headers);
+    PyObject *headers = gl_asgi_get(msg, GLS(headers));
     if (headers == NULL && PyErr_Occurred()) return NULL;
     if (gl_asgi_header_lines(headers) < 0) return NULL;
-    int more = gl_asgi_flag(msg, s_more_trailers);
+    int more = gl_asgi_flag(msg, GLS(more_trailers));
     if (more < 0) return NULL;
     Py_ssize_t n;
     const char *p = gl_asgi_hdrbuf(&n);
@@ -41,7 +38,7 @@ static PyObject *send_trailers(GLAsgiSend *self, PyObject *msg) {
 }
 
 static PyObject *send_path(GLAsgiSend *self, PyObject *msg) {
-    PyObject *path = gl_asgi_get(msg, s_path);
+    PyObject *path = gl_asgi_get(msg, GLS(path));
     if (path == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "path");
         return NULL;
@@ -62,19 +59,19 @@ static PyObject *send_path(GLAsgiSend *self, PyObject *msg) {
  * object's own (tell/seek: a buffered file's differs from its descriptor's), a
  * descriptor's (lseek, in Go). */
 static PyObject *send_zerocopy(GLAsgiSend *self, PyObject *msg) {
-    PyObject *file = gl_asgi_get(msg, s_file), *ret = NULL, *pos = NULL;
+    PyObject *file = gl_asgi_get(msg, GLS(file)), *ret = NULL, *pos = NULL;
     long long offset, count, sent = 0;
     int fd, more, by_object, rc;
     if (file == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "file");
         return NULL;
     }
-    if ((fd = PyObject_AsFileDescriptor(file)) < 0 || opt_size(msg, s_offset, &offset) < 0 ||
-        opt_size(msg, s_count, &count) < 0 || (more = gl_asgi_flag(msg, s_more_body)) < 0)
+    if ((fd = PyObject_AsFileDescriptor(file)) < 0 || opt_size(msg, GLS(offset), &offset) < 0 ||
+        opt_size(msg, GLS(count), &count) < 0 || (more = gl_asgi_flag(msg, GLS(more_body))) < 0)
         goto done;
     by_object = offset < 0 && !PyLong_Check(file);
     if (by_object) {
-        if ((pos = PyObject_CallMethodNoArgs(file, s_tell)) == NULL) goto done;
+        if ((pos = PyObject_CallMethodNoArgs(file, GLS(tell))) == NULL) goto done;
         if ((offset = PyLong_AsLongLong(pos)) < 0) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "the file's position is negative");
             goto done;
@@ -95,9 +92,9 @@ done:
 
 /* send() of a message other than http.response.start/body. */
 PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg) {
-    if (gl_asgi_is(type, s_t_trailers)) return send_trailers(self, msg);
-    if (gl_asgi_is(type, s_t_pathsend)) return send_path(self, msg);
-    if (gl_asgi_is(type, s_t_zerocopysend)) return send_zerocopy(self, msg);
+    if (gl_asgi_is(type, GLS(t_trailers))) return send_trailers(self, msg);
+    if (gl_asgi_is(type, GLS(t_pathsend))) return send_path(self, msg);
+    if (gl_asgi_is(type, GLS(t_zerocopysend))) return send_zerocopy(self, msg);
     if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message '%S' sent.", type);
     return NULL;
 }
@@ -107,9 +104,9 @@ PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg) {
 int gl_asgi_ws_extensions(PyObject *scope, PyObject *http_ext) {
     PyObject *e = Py_BuildValue("{s:{}}", "websocket.http.response");
     if (e == NULL) return -1;
-    PyObject *tls = http_ext != NULL ? PyDict_GetItemWithError(http_ext, s_tls) : NULL;  /* borrowed */
+    PyObject *tls = http_ext != NULL ? PyDict_GetItemWithError(http_ext, GLS(tls)) : NULL;  /* borrowed */
     int rc = (tls == NULL && PyErr_Occurred()) ? -1 : 0;
-    if (rc == 0 && tls != NULL) rc = PyDict_SetItem(e, s_tls, tls);
+    if (rc == 0 && tls != NULL) rc = PyDict_SetItem(e, GLS(tls), tls);
     if (rc == 0) rc = PyDict_SetItemString(scope, "extensions", e);
     Py_DECREF(e);
     return rc;
@@ -123,7 +120,7 @@ PyObject *gl_asgi_tls_ext(GLAsgiServer *srv, const char *blob, const int32_t *en
                           int cipher) {
 #define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
 #define STR_OR_NONE(i) (ends[i] == ((i) > 0 ? ends[(i) - 1] : 0) ? Py_NewRef(Py_None) : PyUnicode_DecodeUTF8(SEG(i), "replace"))
-    PyObject *base = PyDict_GetItemWithError(srv->template, s_extensions);  /* borrowed */
+    PyObject *base = PyDict_GetItemWithError(srv->template, GLS(extensions));  /* borrowed */
     if (base == NULL && PyErr_Occurred()) return NULL;
     PyObject *ext = base != NULL && PyDict_Check(base) ? PyDict_Copy(base) : PyDict_New();
     PyObject *chain = PyList_New(0);
@@ -140,7 +137,7 @@ PyObject *gl_asgi_tls_ext(GLAsgiServer *srv, const char *blob, const int32_t *en
     tls = Py_BuildValue("{s:N,s:O,s:N,s:O,s:i,s:i}", "server_cert", STR_OR_NONE(0), "client_cert_chain", chain,
                         "client_cert_name", STR_OR_NONE(1), "client_cert_error", Py_None, "tls_version", version,
                         "cipher_suite", cipher);
-    if (tls == NULL || PyDict_SetItem(ext, s_tls, tls) < 0) goto fail;
+    if (tls == NULL || PyDict_SetItem(ext, GLS(tls), tls) < 0) goto fail;
     Py_DECREF(tls);
     Py_DECREF(chain);
     return ext;
@@ -153,22 +150,3 @@ fail:
 #undef SEG
 }
 
-int gl_init_asgi_spec(void) {
-#define INTERN(var, s) if ((var = PyUnicode_InternFromString(s)) == NULL) return -1
-    INTERN(s_trailers, "trailers");
-    INTERN(s_headers, "headers");
-    INTERN(s_more_trailers, "more_trailers");
-    INTERN(s_path, "path");
-    INTERN(s_t_trailers, "http.response.trailers");
-    INTERN(s_t_pathsend, "http.response.pathsend");
-    INTERN(s_tls, "tls");
-    INTERN(s_extensions, "extensions");
-    INTERN(s_file, "file");
-    INTERN(s_offset, "offset");
-    INTERN(s_count, "count");
-    INTERN(s_more_body, "more_body");
-    INTERN(s_tell, "tell");
-    INTERN(s_t_zerocopysend, "http.response.zerocopysend");
-#undef INTERN
-    return 0;
-}

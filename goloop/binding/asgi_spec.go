@@ -35,7 +35,7 @@ func glAsgiSendTrailers(rid C.long, hdr *C.char, n C.Py_ssize_t, more C.int) (rc
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	return asgiErr(r.SendTrailers(cBytes(hdr, n), more != 0))
+	return asgiErr(r.SendTrailers(bytesFromC(hdr, n), more != 0))
 }
 
 // glAsgiSendFile is http.response.pathsend: Go sends the file and completes the response.

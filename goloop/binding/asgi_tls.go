@@ -76,7 +76,7 @@ func (sv *asgiSrv) scopeExt(c *asgi.Conn) (ext pyObj, owned bool) {
 		blob = append(blob, s...)
 		ends = append(ends, int32(len(blob)))
 	}
-	o := C.gl_asgi_tls_ext(sv.py, cbytes(blob), (*C.int32_t)(unsafe.Pointer(&ends[0])), C.int(len(ends)),
+	o := C.gl_asgi_tls_ext(sv.py, bytesToC(blob), (*C.int32_t)(unsafe.Pointer(&ends[0])), C.int(len(ends)),
 		C.int(info.Version), C.int(info.CipherSuite))
 	if o == nil {
 		C.PyErr_WriteUnraisable(nil)

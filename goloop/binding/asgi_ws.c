@@ -8,28 +8,23 @@
 static PyTypeObject WsSendType, WsRecvType;
 static PyTypeObject *server_type;
 
-static PyObject *s_type, *s_websocket, *s_scheme, *s_http, *s_https, *s_ws, *s_wss, *s_http_version, *s_v11,
-    *s_path, *s_raw_path, *s_query_string, *s_headers, *s_client, *s_server, *s_state, *s_subprotocols,
-    *s_subprotocol, *s_bytes, *s_text, *s_code, *s_reason, *s_status, *s_body, *s_more_body,
-    *s_t_connect, *s_t_receive, *s_t_disconnect, *s_t_accept, *s_t_send, *s_t_close, *s_t_http_start,
-    *s_t_http_body, *s_empty;
 
 PyObject *gl_ws_text(const char *p, Py_ssize_t n) {
-    if (n == 0) return Py_NewRef(s_empty);
+    if (n == 0) return Py_NewRef(GLS(empty));
     return PyUnicode_DecodeUTF8(p, n, "surrogateescape");
 }
 
 /* The header lines of an ASGI headers iterable (None or missing: none), checked, in asgi.c's
  * buffer (gl_asgi_hdrbuf, valid until the next call); -1 with an error. */
 static int header_lines(PyObject *msg) {
-    PyObject *h = gl_asgi_get(msg, s_headers);
+    PyObject *h = gl_asgi_get(msg, GLS(headers));
     if (h == NULL && PyErr_Occurred()) return -1;
     if (h == Py_None) Py_CLEAR(h);
     return gl_asgi_header_lines(h);
 }
 
 static PyObject *ws_accept(GLAsgiSend *self, PyObject *msg) {
-    PyObject *sp = gl_asgi_get(msg, s_subprotocol);
+    PyObject *sp = gl_asgi_get(msg, GLS(subprotocol));
     if (sp == NULL && PyErr_Occurred()) return NULL;
     const char *spp = NULL;
     Py_ssize_t spn = 0;
@@ -61,7 +56,7 @@ static PyObject *ws_accept(GLAsgiSend *self, PyObject *msg) {
 }
 
 static PyObject *ws_send(GLAsgiSend *self, PyObject *msg) {
-    PyObject *b = gl_asgi_get(msg, s_bytes);
+    PyObject *b = gl_asgi_get(msg, GLS(bytes));
     if (b == NULL && PyErr_Occurred()) return NULL;
     int rc;
     if (b != NULL && b != Py_None) {
@@ -77,7 +72,7 @@ static PyObject *ws_send(GLAsgiSend *self, PyObject *msg) {
         return gl_asgi_answer(self, rc);
     }
     Py_XDECREF(b);
-    PyObject *t = gl_asgi_get(msg, s_text);
+    PyObject *t = gl_asgi_get(msg, GLS(text));
     if (t == NULL && PyErr_Occurred()) return NULL;
     if (t == NULL || t == Py_None) {
         Py_XDECREF(t);
@@ -98,7 +93,7 @@ static PyObject *ws_send(GLAsgiSend *self, PyObject *msg) {
 
 static PyObject *ws_close(GLAsgiSend *self, PyObject *msg) {
     long code = 1000;
-    PyObject *c = gl_asgi_get(msg, s_code);
+    PyObject *c = gl_asgi_get(msg, GLS(code));
     if (c == NULL && PyErr_Occurred()) return NULL;
     if (c != NULL && c != Py_None) {
         code = PyLong_AsLong(c);
@@ -108,7 +103,7 @@ static PyObject *ws_close(GLAsgiSend *self, PyObject *msg) {
         }
     }
     Py_XDECREF(c);
-    PyObject *r = gl_asgi_get(msg, s_reason);
+    PyObject *r = gl_asgi_get(msg, GLS(reason));
     if (r == NULL && PyErr_Occurred()) return NULL;
     const char *p = NULL;
     Py_ssize_t n = 0;
@@ -127,7 +122,7 @@ static PyObject *ws_close(GLAsgiSend *self, PyObject *msg) {
 }
 
 static PyObject *ws_http_start(GLAsgiSend *self, PyObject *msg) {
-    long status = gl_asgi_status(msg, s_status, 100, "websocket.http.response.start");
+    long status = gl_asgi_status(msg, GLS(status), 100, "websocket.http.response.start");
     if (status < 0) return NULL;
     Py_ssize_t hn;
     if (header_lines(msg) < 0) return NULL;
@@ -139,7 +134,7 @@ static PyObject *ws_http_start(GLAsgiSend *self, PyObject *msg) {
 static PyObject *ws_http_body(GLAsgiSend *self, PyObject *msg) {
     PyObject *body;
     int more, rc;
-    if (gl_asgi_body(msg, s_body, s_more_body, &body, &more) < 0) return NULL;
+    if (gl_asgi_body(msg, GLS(body), GLS(more_body), &body, &more) < 0) return NULL;
     if (body == Py_None) Py_CLEAR(body);
     Py_buffer view;
     char *p;
@@ -154,19 +149,19 @@ static PyObject *ws_http_body(GLAsgiSend *self, PyObject *msg) {
 }
 
 static PyObject *ws_send_call(GLAsgiSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    PyObject *t = gl_asgi_send_type(self, args, nargsf, kwnames, s_type), *msg;
+    PyObject *t = gl_asgi_send_type(self, args, nargsf, kwnames, GLS(type)), *msg;
     if (t == NULL) return NULL;
     msg = args[0];
     PyObject *r = NULL;
-    if (gl_asgi_is(t, s_t_send))
+    if (gl_asgi_is(t, GLS(t_send)))
         r = ws_send(self, msg);
-    else if (gl_asgi_is(t, s_t_accept))
+    else if (gl_asgi_is(t, GLS(t_accept)))
         r = ws_accept(self, msg);
-    else if (gl_asgi_is(t, s_t_close))
+    else if (gl_asgi_is(t, GLS(t_close)))
         r = ws_close(self, msg);
-    else if (gl_asgi_is(t, s_t_http_start))
+    else if (gl_asgi_is(t, GLS(t_http_start)))
         r = ws_http_start(self, msg);
-    else if (gl_asgi_is(t, s_t_http_body))
+    else if (gl_asgi_is(t, GLS(t_http_body)))
         r = ws_http_body(self, msg);
     else if (!PyErr_Occurred())
         PyErr_Format(PyExc_RuntimeError, "Unexpected ASGI message '%S' sent.", t);
@@ -184,7 +179,7 @@ enum { K_WAIT, K_CONNECT, K_TEXT, K_BINARY, K_DISCONNECT };
 
 static PyObject *message(PyObject *type, PyObject *k1, PyObject *v1, PyObject *k2, PyObject *v2) {
     PyObject *m = PyDict_New();
-    if (m == NULL || PyDict_SetItem(m, s_type, type) < 0 || (k1 && PyDict_SetItem(m, k1, v1) < 0) ||
+    if (m == NULL || PyDict_SetItem(m, GLS(type), type) < 0 || (k1 && PyDict_SetItem(m, k1, v1) < 0) ||
         (k2 && PyDict_SetItem(m, k2, v2) < 0))
         Py_CLEAR(m);
     return m;
@@ -196,7 +191,7 @@ PyObject *gl_asgi_ws_message(GLAsgiSend *s) {
     PyObject *reason = NULL, *data, *m = NULL;
     if (s->rid < 0) {
         PyObject *c = PyLong_FromLong(1006);
-        m = c ? message(s_t_disconnect, s_code, c, s_reason, s_empty) : NULL;
+        m = c ? message(GLS(t_disconnect), GLS(code), c, GLS(reason), GLS(empty)) : NULL;
         Py_XDECREF(c);
         return m;
     }
@@ -207,17 +202,17 @@ PyObject *gl_asgi_ws_message(GLAsgiSend *s) {
     }
     switch (kind) {
     case K_CONNECT:
-        m = message(s_t_connect, NULL, NULL, NULL, NULL);
+        m = message(GLS(t_connect), NULL, NULL, NULL, NULL);
         break;
     case K_TEXT:
-        m = message(s_t_receive, s_text, data, NULL, NULL);
+        m = message(GLS(t_receive), GLS(text), data, NULL, NULL);
         break;
     case K_BINARY:
-        m = message(s_t_receive, s_bytes, data, NULL, NULL);
+        m = message(GLS(t_receive), GLS(bytes), data, NULL, NULL);
         break;
     case K_DISCONNECT: {
         PyObject *c = PyLong_FromLong(code);
-        m = c && reason ? message(s_t_disconnect, s_code, c, s_reason, reason) : NULL;
+        m = c && reason ? message(GLS(t_disconnect), GLS(code), c, GLS(reason), reason) : NULL;
         Py_XDECREF(c);
         break;
     }
@@ -253,43 +248,21 @@ static PyObject *split_protocols(const char *p, Py_ssize_t n) {
 }
 
 /* The scope of a WebSocket session, or NULL with an error. */
-static PyObject *ws_scope(GLAsgiServer *srv, const char *blob, const int32_t *ends, int nends, const char *chost,
-                          Py_ssize_t chostlen, int cport, const char *shost, Py_ssize_t shostlen, int sport,
-                          int is_unix, const char *protos, Py_ssize_t protolen, const char *proxy,
-                          Py_ssize_t proxylen, PyObject *ext) {
+static PyObject *ws_scope(GLAsgiServer *srv, const GLAsgiHead *h) {
     PyObject *scope = PyDict_Copy(srv->template), *scheme;
     if (scope == NULL) return NULL;
-    scheme = PyDict_GetItemWithError(scope, s_scheme);  /* borrowed */
-    scheme = (scheme != NULL && gl_asgi_is(scheme, s_https)) ? s_wss : s_ws;
-#define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
-    if (PyDict_SetItem(scope, s_type, s_websocket) < 0 || PyDict_SetItem(scope, s_scheme, scheme) < 0 ||
-        PyDict_SetItem(scope, s_http_version, s_v11) < 0 ||
-        gl_set_new(scope, s_path, PyUnicode_DecodeUTF8(SEG(nends - 1), "replace")) < 0 ||
-        gl_set_new(scope, s_raw_path, PyBytes_FromStringAndSize(SEG(nends - 3))) < 0 ||
-        gl_set_new(scope, s_query_string, PyBytes_FromStringAndSize(SEG(nends - 2))) < 0 ||
-        gl_set_new(scope, s_headers, gl_asgi_headers(blob, ends, (nends - 4) / 2)) < 0 ||
-        gl_set_new(scope, s_subprotocols, split_protocols(protos, protolen)) < 0 ||
-        gl_asgi_ws_extensions(scope, ext) < 0)
+    if (PyDict_SetItem(scope, GLS(type), GLS(websocket)) < 0 || PyDict_SetItem(scope, GLS(http_version), GLS(v11)) < 0 ||
+        gl_asgi_fill_scope(srv, scope, h) < 0 ||
+        gl_set_new(scope, GLS(subprotocols), split_protocols(h->protos, h->protolen)) < 0 ||
+        gl_asgi_ws_extensions(scope, h->ext) < 0)
         goto fail;
-#undef SEG
-    if (is_unix) {
-        if (PyDict_SetItem(scope, s_client, Py_None) < 0 ||
-            gl_set_new(scope, s_server, gl_asgi_addr(shost, shostlen, 0, 1)) < 0)
-            goto fail;
-    } else if (gl_set_new(scope, s_client, gl_asgi_addr(chost, chostlen, cport, 0)) < 0 ||
-               gl_set_new(scope, s_server, gl_asgi_addr(shost, shostlen, sport, 0)) < 0) {
-        goto fail;
-    }
-    if (proxy != NULL) {
-        /* a trusted proxy's X-Forwarded-For/-Proto, as uvicorn: https or wss -> wss, else ws */
-        if (gl_asgi_proxy_scope(scope, proxy, proxylen) < 0) goto fail;
-        PyObject *fwd = PyDict_GetItemWithError(scope, s_scheme);  /* borrowed */
-        if (fwd == NULL) goto fail;
-        int secure = PyUnicode_Check(fwd) && (PyUnicode_CompareWithASCIIString(fwd, "https") == 0 ||
-                                              PyUnicode_CompareWithASCIIString(fwd, "wss") == 0);
-        if (PyDict_SetItem(scope, s_scheme, secure ? s_wss : s_ws) < 0) goto fail;
-    }
-    if (srv->state != NULL && gl_set_new(scope, s_state, PyDict_Copy(srv->state)) < 0) goto fail;
+    /* the template's scheme, or a trusted proxy's X-Forwarded-Proto (as uvicorn: https or
+     * wss -> wss, else ws) */
+    scheme = PyDict_GetItemWithError(scope, GLS(scheme));  /* borrowed */
+    if (scheme == NULL) goto fail;
+    int secure = PyUnicode_Check(scheme) && (PyUnicode_CompareWithASCIIString(scheme, "https") == 0 ||
+                                             PyUnicode_CompareWithASCIIString(scheme, "wss") == 0);
+    if (PyDict_SetItem(scope, GLS(scheme), secure ? GLS(wss) : GLS(ws)) < 0) goto fail;
     return scope;
 fail:
     Py_DECREF(scope);
@@ -299,13 +272,8 @@ fail:
 static const GLAsgiKind ws_kind = {&WsSendType, &WsRecvType, (vectorcallfunc)ws_send_call,
                                    (vectorcallfunc)ws_recv_call};
 
-int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const char *blob, const int32_t *ends, int nends,
-                       const char *chost, Py_ssize_t chostlen, int cport, const char *shost,
-                       Py_ssize_t shostlen, int sport, int is_unix, const char *protos, Py_ssize_t protolen,
-                       const char *proxy, Py_ssize_t proxylen, PyObject *ext) {
-    PyObject *scope = ws_scope(srv, blob, ends, nends, chost, chostlen, cport, shost, shostlen, sport, is_unix,
-                               protos, protolen, proxy, proxylen, ext);
-    return gl_asgi_launch(srv, rid, scope, &ws_kind, NULL);
+int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const GLAsgiHead *h) {
+    return gl_asgi_launch(srv, rid, ws_scope(srv, h), &ws_kind, NULL);
 }
 
 /* _goloop._asgi_ws_config(server, disabled, max_size, max_queue, ping_interval, ping_timeout, deflate) */
@@ -334,42 +302,6 @@ static PyMethodDef ws_functions[] = {
     {NULL}};
 
 int gl_init_asgi_ws(PyObject *m) {
-#define INTERN(var, s) if ((var = PyUnicode_InternFromString(s)) == NULL) return -1
-    INTERN(s_type, "type");
-    INTERN(s_websocket, "websocket");
-    INTERN(s_scheme, "scheme");
-    INTERN(s_http, "http");
-    INTERN(s_https, "https");
-    INTERN(s_ws, "ws");
-    INTERN(s_wss, "wss");
-    INTERN(s_http_version, "http_version");
-    INTERN(s_v11, "1.1");
-    INTERN(s_path, "path");
-    INTERN(s_raw_path, "raw_path");
-    INTERN(s_query_string, "query_string");
-    INTERN(s_headers, "headers");
-    INTERN(s_client, "client");
-    INTERN(s_server, "server");
-    INTERN(s_state, "state");
-    INTERN(s_subprotocols, "subprotocols");
-    INTERN(s_subprotocol, "subprotocol");
-    INTERN(s_bytes, "bytes");
-    INTERN(s_text, "text");
-    INTERN(s_code, "code");
-    INTERN(s_reason, "reason");
-    INTERN(s_status, "status");
-    INTERN(s_body, "body");
-    INTERN(s_more_body, "more_body");
-    INTERN(s_t_connect, "websocket.connect");
-    INTERN(s_t_receive, "websocket.receive");
-    INTERN(s_t_disconnect, "websocket.disconnect");
-    INTERN(s_t_accept, "websocket.accept");
-    INTERN(s_t_send, "websocket.send");
-    INTERN(s_t_close, "websocket.close");
-    INTERN(s_t_http_start, "websocket.http.response.start");
-    INTERN(s_t_http_body, "websocket.http.response.body");
-    INTERN(s_empty, "");
-#undef INTERN
     server_type = (PyTypeObject *)PyObject_GetAttrString(m, "AsgiServer");
     if (server_type == NULL) return -1;
     if (PyType_Ready(&WsSendType) < 0 || PyType_Ready(&WsRecvType) < 0) return -1;

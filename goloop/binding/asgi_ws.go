@@ -9,20 +9,11 @@ package main
 import "C"
 
 import (
-	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/goloop/goloop/goloop/asgi"
 )
-
-// cBytes is C's n bytes at p as a Go slice (no copy; nil when empty), for the length of one call.
-func cBytes(p *C.char, n C.Py_ssize_t) []byte {
-	if n <= 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n))
-}
 
 func getWS(rid C.long) *asgi.WS {
 	if r := getReq(rid); r != nil {
@@ -49,14 +40,8 @@ func glAsgiWsConfig(sid C.long, disabled C.int, maxSize, maxQueue C.long, pingIn
 // startWS makes the websocket scope of an upgrade request and starts the application.
 func (sv *asgiSrv) startWS(r *asgi.Request) {
 	rid, _ := asgiReqs.Add(r)
-	c := r.Conn()
-	protos := strings.Join(r.WS().Subprotocols, ",")
-	penc, plen := proxyEnc(r)
-	ext, owned := sv.scopeExt(c)
-	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), cbytes(r.Blob), (*C.int32_t)(unsafe.Pointer(&r.Ends[0])), C.int(len(r.Ends)),
-		cview(c.Remote.Host), C.Py_ssize_t(len(c.Remote.Host)), C.int(c.Remote.Port),
-		cview(c.Local.Host), C.Py_ssize_t(len(c.Local.Host)), C.int(c.Local.Port), cbool(c.Local.Unix),
-		cview(protos), C.Py_ssize_t(len(protos)), penc, plen, ext)
+	ext, owned := sv.scopeExt(r.Conn())
+	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), sv.head(r, ext))
 	if owned {
 		C.gl_decref(ext)
 	}
@@ -83,7 +68,7 @@ func glAsgiWsAccept(sid, rid C.long, sp *C.char, spn C.Py_ssize_t, hdr *C.char, 
 	if w == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	return wsRet(sid, 0, w.Accept(string(cBytes(sp, spn)), cBytes(hdr, hn)))
+	return wsRet(sid, 0, w.Accept(string(bytesFromC(sp, spn)), bytesFromC(hdr, hn)))
 }
 
 //export glAsgiWsSend
@@ -93,7 +78,7 @@ func glAsgiWsSend(sid, rid C.long, text C.int, p *C.char, n C.Py_ssize_t) (rc C.
 	if w == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	flags, err := w.Send(text != 0, cBytes(p, n))
+	flags, err := w.Send(text != 0, bytesFromC(p, n))
 	return wsRet(sid, flags, err)
 }
 
@@ -104,7 +89,7 @@ func glAsgiWsClose(sid, rid C.long, code C.int, reason *C.char, n C.Py_ssize_t) 
 	if w == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	return wsRet(sid, 0, w.Close(int(code), string(cBytes(reason, n))))
+	return wsRet(sid, 0, w.Close(int(code), string(bytesFromC(reason, n))))
 }
 
 //export glAsgiWsDeny
@@ -114,7 +99,7 @@ func glAsgiWsDeny(sid, rid C.long, status C.int, hdr *C.char, n C.Py_ssize_t) (r
 	if w == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	return wsRet(sid, 0, w.Deny(int(status), cBytes(hdr, n)))
+	return wsRet(sid, 0, w.Deny(int(status), bytesFromC(hdr, n)))
 }
 
 //export glAsgiWsDenyBody
@@ -124,7 +109,7 @@ func glAsgiWsDenyBody(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int)
 	if w == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	flags, err := w.DenyBody(cBytes(body, n), more != 0)
+	flags, err := w.DenyBody(bytesFromC(body, n), more != 0)
 	return wsRet(sid, flags, err)
 }
 

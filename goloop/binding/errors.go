@@ -1,5 +1,9 @@
 package main
 
+// The one way a Go error becomes a Python exception (raise, raiseErr: OSError with the
+// errno, through pyapi.c), and the recover that every exported function defers so a panic
+// becomes a SystemError instead of killing the process.
+
 /*
 #include "gl.h"
 #include <stdlib.h>

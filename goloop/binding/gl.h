@@ -130,7 +130,8 @@ extern int gl_forked;
 int gl_fork_error(void);
 #define GL_FORK_GUARD(ret) do { if (gl_forked) { gl_fork_error(); return ret; } } while (0)
 
-/* Helpers defined in helpers.c, called from Go. */
+/* C helpers Go calls: handles (handle.c), CPython macros and errors (pyapi.c), buffered reads
+ * (readpath.c). */
 int gl_handle_run(PyObject *h);
 /* The same for Go's hot loops: C pointers passed as integers, which cgo does not inspect
  * (its pointer check costs more than these calls' own work). */
@@ -192,7 +193,7 @@ PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro);  /* loopcore.
 int gl_init_sockfast(PyObject *m);      /* sockfast.c */
 int gl_init_readpath(void);             /* readpath.c */
 int gl_init_transport_type(PyObject *m);/* transport.c */
-int gl_init_http(PyObject *m);          /* http.c */
+int gl_init_http(PyObject *m);          /* httpparser_py.c */
 int gl_init_ssl(PyObject *m);           /* sslfast.c */
 int gl_visit(visitproc visit, PyObject *o, void *arg);
 Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out);

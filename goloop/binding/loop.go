@@ -1,11 +1,13 @@
-// Command binding is goloop's CPython extension (_goloop), built with -buildmode=c-shared.
-// It is the only package that imports C: it adapts the pure Go scheduler and poller to
-// Python objects. Every exported function runs on a Python thread holding the GIL (on a
-// free-threaded Python: attached to the interpreter). A loop's state belongs to the thread
-// running it; what other threads reach is safe without the GIL: the tables of loops,
-// transports and parsers (table.go), the loop's inbox (call_soon_threadsafe, module.c) and
-// its poller's Wake.
 package main
+
+// The loop (the package's parts: doc.go): the Go state behind one goloop.Loop, its
+// run_forever iterations (runOnce), timers, add_reader/add_writer and the descriptor table.
+// Every exported function runs on a Python thread holding the GIL (on a free-threaded
+// Python: attached to the interpreter). A loop's state belongs to the thread running it;
+// what other threads reach is safe without the GIL: the id tables of loops, transports,
+// parsers and servers (goloop/idtable), the loop's inbox (call_soon_threadsafe,
+// loopcore.c) and its poller's Wake. Parts riding on the loop (goloop serve's servers)
+// register hooks (loopHook) that runOnce calls at fixed points of an iteration.
 
 /*
 #include "gl.h"
@@ -231,7 +233,7 @@ type loop struct {
 	dirty []*conn // connections with writes queued this iteration
 	rbuf  []byte  // read buffer shared by the loop's connections (C memory)
 
-	asgi []*asgiSrv // goloop serve's servers on this loop (asgi.go)
+	hooks []loopHook // parts riding on the loop (goloop serve's servers, asgi.go)
 
 	lastPoll     int64            // nanotime of the last poll
 	tstate       *C.PyThreadState // the running thread's state (nil: no GIL to share)
@@ -239,6 +241,39 @@ type loop struct {
 	blockingWait func(epfd int, raw []unix.EpollEvent, ms int) (int, error)
 	sig          C.int // PyErr_CheckSignals() after the last blocking wait
 	errno        C.int
+}
+
+// loopHook is a part that rides on the loop and has work at fixed points of its iterations:
+// each goloop serve server (asgi.go) registers one (addHook) for as long as it exists.
+// runOnce calls them only when there are some: a loop without hooks pays one length test.
+type loopHook interface {
+	take()       // start the work queued for the loop (iteration start; after a poll with events)
+	flush()      // send the output the iteration produced (after take at the start; after the run phase)
+	loopClosed() // the loop closes (the hook is already removed)
+}
+
+func (l *loop) addHook(h loopHook) { l.hooks = append(l.hooks, h) }
+
+func (l *loop) removeHook(h loopHook) {
+	for i, x := range l.hooks {
+		if x == h {
+			l.hooks = append(l.hooks[:i], l.hooks[i+1:]...)
+			return
+		}
+	}
+}
+
+// takeHooks and flushHooks run each hook's part (a hook's Python code may remove hooks).
+func (l *loop) takeHooks() {
+	for i := 0; i < len(l.hooks); i++ {
+		l.hooks[i].take()
+	}
+}
+
+func (l *loop) flushHooks() {
+	for _, h := range l.hooks {
+		h.flush()
+	}
 }
 
 // pollEvery bounds how long a loop whose ready queue never empties may go without looking
@@ -522,8 +557,12 @@ func (l *loop) runOnce() bool {
 	if !l.takeInbox(inboxBatch) {
 		return false
 	}
-	if len(l.asgi) > 0 && !l.takeASGI() { // goloop serve's requests (asgi.go)
-		return false
+	if len(l.hooks) > 0 {
+		// work queued for the hooks, then the output queued while the loop was not running
+		// and by what they just started (on 3.12+ a Task starts eagerly: what answers at
+		// once is written here, or the poll would block with it unwritten)
+		l.takeHooks()
+		l.flushHooks()
 	}
 	l.purgeTimers()
 
@@ -573,10 +612,10 @@ func (l *loop) runOnce() bool {
 			return false
 		}
 	}
-	if len(events) > 0 && len(l.asgi) > 0 {
-		// goloop serve's loop driver read requests in this poll: their tasks start in
-		// this iteration's run phase
-		l.takeASGIQueues()
+	if len(events) > 0 && len(l.hooks) > 0 {
+		// the events queued work for the hooks (goloop serve's loop driver read requests):
+		// it starts in this iteration's run phase
+		l.takeHooks()
 	}
 
 	if l.timers.Len() > 0 {
@@ -609,7 +648,9 @@ func (l *loop) runOnce() bool {
 			}
 			C.gl_decref(r)
 		}
-		l.flushASGI()
+		if len(l.hooks) > 0 {
+			l.flushHooks()
+		}
 		return l.flushDirty()
 	}
 	for i := 0; i < ntodo; i++ {
@@ -618,7 +659,9 @@ func (l *loop) runOnce() bool {
 			return false
 		}
 	}
-	l.flushASGI() // goloop serve's responses (asgi.go)
+	if len(l.hooks) > 0 {
+		l.flushHooks() // the output the run phase produced (goloop serve's responses)
+	}
 	return l.flushDirty()
 }
 
@@ -889,7 +932,11 @@ func (l *loop) release() {
 	for c := range l.conns {
 		c.detach()
 	}
-	l.releaseASGI()
+	for len(l.hooks) > 0 {
+		h := l.hooks[0]
+		l.removeHook(h)
+		h.loopClosed()
+	}
 	l.fds.each(func(fd int, _ *fdEntry) bool {
 		l.removeIO(fd, false)
 		l.removeIO(fd, true)

@@ -1,6 +1,8 @@
 /* The _goloop extension module: its init (which makes each part's types and module
- * functions: handle.c, loopcore.c, sockfast.c, transport.c, readpath.c, http.c, sslfast.c),
- * the fork guard and the exit-time signal stack. */
+ * functions: the loop's handle.c, loopcore.c, sockfast.c, readpath.c, transport.c and
+ * sslfast.c; the goloop.http parser's httpparser_py.c; the server's asgi.c, which inits
+ * asgi_run.c and interns the server's strings, and asgi_ws.c), the fork guard and the
+ * exit-time signal stack. */
 #include <signal.h>
 #include "gl.h"
 #include "asgi.h"

@@ -1,5 +1,11 @@
 package main
 
+// Stream transports (the loop, doc.go): the Go state of each SocketTransportCore (conn),
+// found by id from its C object; its write queue and the writev that sends it (at the end of
+// the iteration, or at once when nothing is queued); reads from the poller's events handed to
+// readpath.c; pausing and resuming reading and writing. The lifecycle (close, EOF, errors) is
+// pyshim/goloop/_transports.py's.
+
 /*
 #include "gl.h"
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 // Package idtable maps small integer ids to Go values, for the C objects of goloop's
-// binding that carry an id (loops, transports, HTTP parsers). It is pure Go (no cgo), so its
-// tests run with plain `go test`.
+// binding that carry an id (loops, transports, HTTP parsers, goloop serve's servers and
+// requests). It is pure Go (no cgo), so its tests run with plain `go test`; they are
+// white-box (idtable_test.go, beside it).
 package idtable
 
 import (

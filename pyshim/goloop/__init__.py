@@ -77,7 +77,7 @@ def serve(app: Any, **options: Any) -> int:
 def serve_metrics() -> "dict | None":
     """The request counter and latency histogram of the goloop serve server running in this
     process (counted in Go; the histogram with --metrics or --metrics-path), or None."""
-    from ._supervisor import serve_metrics as _metrics
+    from ._serve import serve_metrics as _metrics
 
     return _metrics()
 

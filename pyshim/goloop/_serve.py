@@ -5,154 +5,35 @@ runs on goloop's loop.
     python -m goloop serve module:app --port 8000           # or the `goloop` command
 
 Options follow uvicorn's names and meanings. This module imports no part of the Go engine:
-the extension is loaded when serve() creates its loop.
+the extension is loaded when serve() creates its loop. The options, the CLI's parser, the env
+file and the log config are goloop._serve_config's; --workers and --reload (a master and its
+worker processes) goloop._workers'. This module has the server (Server: lifespan, the
+request runner, proxy headers and metrics), serve() and the CLI's main().
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib
+import json
 import logging
 import os
 import signal
 import socket
 import sys
+import weakref
 from typing import Any, Callable
 from urllib.parse import quote
 
-from . import _supervisor
+from . import _workers
+from ._serve_config import (NOT_YET, SUPPORTED_OPTIONS, ConfigError, batch_scheduling, configure_logging,
+                            forwarded_allow_ips, prepare, tls_pairs, wants_supervisor)
+from ._serve_config import check_options as _check_options
+from ._serve_config import parser as _parser
 
 __all__ = ["serve", "Server", "main", "SUPPORTED_OPTIONS"]
 
 logger = logging.getLogger("goloop.error")
 access_logger = logging.getLogger("goloop.access")
-
-LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": logging.WARNING,
-              "info": logging.INFO, "debug": logging.DEBUG, "trace": 5}
-
-# serve()'s options and their defaults (uvicorn's names and defaults).
-SUPPORTED_OPTIONS: dict[str, Any] = {
-    "host": "127.0.0.1",
-    "port": 8000,
-    "uds": None,
-    "fd": None,
-    "root_path": "",
-    "timeout_keep_alive": 5,
-    "timeout_graceful_shutdown": None,
-    "limit_concurrency": None,
-    "limit_max_requests": None,
-    "backlog": 2048,
-    "lifespan": "auto",
-    "log_level": None,
-    "access_log": True,
-    "server_header": True,
-    "date_header": True,
-    "headers": None,
-    "h11_max_incomplete_event_size": None,
-    "ws": "auto",
-    "ws_max_size": 16 * 1024 * 1024,
-    "ws_max_queue": 32,
-    "ws_ping_interval": 20.0,
-    "ws_ping_timeout": 20.0,
-    "ws_per_message_deflate": True,
-    "factory": False,
-    "app_dir": None,
-    # TLS (Go's crypto/tls; ALPN offers h2 and http/1.1)
-    "ssl_keyfile": None,
-    "ssl_certfile": None,
-    "ssl_keyfile_password": None,
-    "ssl_version": None,
-    "ssl_cert_reqs": 0,
-    "ssl_ca_certs": None,
-    "ssl_ciphers": "TLSv1",
-}
-
-_SSL_PROTOCOL_TLS, _SSL_PROTOCOL_TLS_SERVER = 2, 17  # ssl.PROTOCOL_TLS, ssl.PROTOCOL_TLS_SERVER
-
-# uvicorn's options this version does not have yet: giving one is an error, not a no-op.
-NOT_YET = ("workers", "reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay",
-           "proxy_headers", "forwarded_allow_ips", "loop", "http",
-           "interface", "env_file", "log_config", "use_colors", "timeout_worker_healthcheck")
-
-# --workers, --reload, proxy headers, metrics, env file, log config: goloop._supervisor.
-SUPPORTED_OPTIONS.update(_supervisor.OPTIONS)
-NOT_YET = tuple(name for name in NOT_YET if name not in _supervisor.OPTIONS)
-
-
-# --ws: every implementation name of uvicorn's means goloop's own (Go) WebSocket; "none"
-# leaves upgrade requests to the application as plain HTTP requests.
-WS_CHOICES = ("auto", "none", "websockets", "websockets-sansio", "wsproto")
-
-
-class ConfigError(ValueError):
-    """An option serve() does not take (or not yet)."""
-
-
-def _check_options(options: dict[str, Any]) -> dict[str, Any]:
-    cfg = dict(SUPPORTED_OPTIONS)
-    for name, value in options.items():
-        if name in NOT_YET:
-            # The defaults uvicorn passes (workers=1, reload=False ...) are harmless.
-            if value in (None, False, 1, "auto") or (name == "loop" and value in ("goloop", "auto")):
-                continue
-            raise ConfigError(f"goloop serve does not support {name!r} yet "
-                              f"(--{name.replace('_', '-')}): it is planned, see issue 11")
-        if name not in cfg:
-            raise ConfigError(f"goloop serve has no option {name!r}")
-        cfg[name] = value
-    _check_ssl(cfg)
-    if cfg["ws"] not in WS_CHOICES:
-        raise ConfigError(f"ws must be one of {', '.join(WS_CHOICES)}")
-    if cfg["lifespan"] not in ("auto", "on", "off"):
-        raise ConfigError("lifespan must be 'auto', 'on' or 'off'")
-    if cfg["log_level"] is not None and str(cfg["log_level"]).lower() not in LOG_LEVELS \
-            and not isinstance(cfg["log_level"], int):
-        raise ConfigError(f"unknown log level {cfg['log_level']!r}")
-    _supervisor.check_options(cfg)
-    return cfg
-
-
-def _check_ssl(cfg: dict[str, Any]) -> None:
-    if cfg["ssl_ciphers"] not in (None, "", "TLSv1"):
-        raise ConfigError("goloop serve's TLS is Go's crypto/tls, with its own cipher suites (TLS 1.2+, "
-                          "forward secrecy only): --ssl-ciphers is not supported")
-    if cfg["ssl_version"] not in (None, _SSL_PROTOCOL_TLS, _SSL_PROTOCOL_TLS_SERVER):
-        raise ConfigError("goloop serve negotiates TLS 1.2 or 1.3: --ssl-version can only be "
-                          "PROTOCOL_TLS_SERVER (17) or PROTOCOL_TLS (2)")
-    reqs = cfg["ssl_cert_reqs"]
-    if reqs is None:
-        reqs = cfg["ssl_cert_reqs"] = 0
-    if int(reqs) not in (0, 1, 2):
-        raise ConfigError("ssl_cert_reqs must be 0 (CERT_NONE), 1 (CERT_OPTIONAL) or 2 (CERT_REQUIRED)")
-    cfg["ssl_cert_reqs"] = int(reqs)
-    if not cfg["ssl_certfile"]:
-        for name in ("ssl_keyfile", "ssl_ca_certs", "ssl_keyfile_password"):
-            if cfg[name]:
-                raise ConfigError(f"{name} needs ssl_certfile")
-        if cfg["ssl_cert_reqs"]:
-            raise ConfigError("ssl_cert_reqs needs ssl_certfile")
-    elif cfg["ssl_cert_reqs"] and not cfg["ssl_ca_certs"]:
-        raise ConfigError("client certificates (ssl_cert_reqs 1 or 2) need ssl_ca_certs to verify them")
-    else:
-        tls_pairs(cfg)
-
-
-def _paths(v: Any) -> list:
-    if v is None:
-        return []
-    if isinstance(v, (str, bytes, os.PathLike)):
-        return [v]
-    return list(v)
-
-
-def tls_pairs(cfg: dict[str, Any]) -> list[tuple[Any, Any]]:
-    """The (certfile, keyfile or None) pairs of ssl_certfile/ssl_keyfile: each a path or a list
-    of paths (several certificates, picked by SNI: goloop's extension of uvicorn's options)."""
-    certs, keys = _paths(cfg["ssl_certfile"]), _paths(cfg["ssl_keyfile"])
-    if keys and len(keys) != len(certs):
-        raise ConfigError(f"ssl_keyfile is given {len(keys)} times for {len(certs)} ssl_certfile: give one key "
-                          "per certificate, in the same order (or none: each key in its certificate's file)")
-    return list(zip(certs, keys or [None] * len(certs)))
 
 
 def import_app(target: Any, factory: bool = False, app_dir: str | None = None) -> Any:
@@ -175,17 +56,6 @@ def import_app(target: Any, factory: bool = False, app_dir: str | None = None) -
     if factory:
         app = app()
     return app
-
-
-def _configure_logging(level: Any) -> None:
-    lvl = LOG_LEVELS.get(str(level).lower(), logging.INFO) if not isinstance(level, int) else level
-    root = logging.getLogger("goloop")
-    if not root.handlers:
-        h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
-        root.addHandler(h)
-        root.propagate = False
-    root.setLevel(lvl)
 
 
 class _Lifespan:
@@ -336,6 +206,8 @@ class Server:
         self._exit_event: asyncio.Event | None = None
         self._srv = None
         self.exit_code = 0
+        # a --workers worker's [fd, slot] of the master's shared metrics file (_workers.worker_main)
+        self.shared_metrics: list[int] | None = None
 
     def request_exit(self, reason: str | None = None) -> None:
         if reason:
@@ -393,7 +265,7 @@ class Server:
                     self.exit_code = 3
                     return
             own_sockets = sockets is None
-            self.sockets = _supervisor.bind_sockets(cfg, reuse_port=False) if own_sockets else list(sockets)
+            self.sockets = _workers.bind_sockets(cfg, reuse_port=False) if own_sockets else list(sockets)
             try:
                 await self._run(app, state, loop, _goloop)
             finally:
@@ -453,7 +325,7 @@ class Server:
             raise
         self._srv = srv
         try:
-            _supervisor.configure_server(self, srv)  # proxy headers, metrics
+            configure_server(self, srv)  # proxy headers, metrics
             _goloop._asgi_ws_config(srv, cfg["ws"] == "none", int(cfg["ws_max_size"]), int(cfg["ws_max_queue"]),
                                     float(cfg["ws_ping_interval"] or 0), float(cfg["ws_ping_timeout"] or 0),
                                     bool(cfg["ws_per_message_deflate"]))
@@ -497,15 +369,60 @@ class Server:
         logger.info("goloop serve running on " + fmt + " (Press CTRL+C to quit)", host, port)
 
 
+# ---------------------------------------------------------------- proxy headers, metrics
+
+_servers: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def configure_server(server: Any, srv: Any) -> None:
+    """Called by Server._run with the Go server before it listens."""
+    cfg = server.config
+    kw: dict[str, Any] = {}
+    if cfg.get("proxy_headers"):
+        kw["proxy_headers"] = forwarded_allow_ips(cfg)
+    if cfg.get("metrics") or cfg.get("metrics_path"):
+        kw["metrics"] = True
+        if cfg.get("metrics_path"):
+            kw["metrics_path"] = cfg["metrics_path"]
+        if server.shared_metrics is not None:
+            kw["metrics_fd"], kw["metrics_slot"] = server.shared_metrics
+    if kw:
+        srv.configure(**kw)
+    _servers.add(server)
+
+
+def serve_metrics() -> dict | None:
+    """The metrics of this process' running goloop serve server (None if none runs):
+    requests, in_flight, connections and, with metrics on (--metrics or --metrics-path),
+    responses by status class and the latency histogram (seconds; cumulative buckets).
+    Counted in Go: no Python code runs per request for them. With --workers they are the
+    whole server's: every worker counts in its slot of a file the master shares with them,
+    and this sums the slots. Call it on the server's loop thread."""
+    for server in list(_servers):
+        srv = getattr(server, "_srv", None)
+        if srv is None:
+            continue
+        m = json.loads(srv.metrics("json"))
+        out = {"requests": m["Requests"], "in_flight": m["InFlight"], "connections": m["Connections"],
+               "enabled": m["Enabled"]}
+        if m["Enabled"]:
+            bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")]
+            out["responses"] = {f"{i}xx": m["Status"][i] for i in range(1, 6)}
+            out["latency"] = {"count": m["Count"], "sum": m["Sum"],
+                              "buckets": list(zip(bounds, m["Buckets"]))}
+        return out
+    return None
+
+
 def serve(app: Any, **options: Any) -> int:
     """Serve the ASGI application app (or 'module:attribute') until SIGINT/SIGTERM.
     Options: uvicorn's (SUPPORTED_OPTIONS); returns the exit code."""
-    if _supervisor.wants_supervisor(options):  # workers > 1 or reload: a master without Go
-        return _supervisor.supervise(app, options)
+    if wants_supervisor(options):  # workers > 1 or reload: a master without Go
+        return _workers.supervise(app, options)
     server = Server(app, **options)
-    _supervisor.prepare(server.config)  # env file, log config
-    _configure_logging(server.config["log_level"] or "info")
-    _supervisor.batch_scheduling(server.config)
+    prepare(server.config)  # env file, log config
+    configure_logging(server.config["log_level"] or "info")
+    batch_scheduling(server.config)
     from . import run
 
     try:
@@ -513,59 +430,6 @@ def serve(app: Any, **options: Any) -> int:
     except KeyboardInterrupt:
         pass
     return server.exit_code
-
-
-def _boolean(value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("1", "true", "yes", "on", "y", "t"):
-        return True
-    if v in ("0", "false", "no", "off", "n", "f"):
-        return False
-    raise argparse.ArgumentTypeError(f"{value!r} is not a boolean")
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="goloop serve", description="Serve an ASGI application with goloop "
-                                "(uvicorn's options; the HTTP engine is Go).")
-    p.add_argument("app", help="the application, as module:attribute")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--uds")
-    p.add_argument("--fd", type=int)
-    p.add_argument("--root-path", default="")
-    p.add_argument("--timeout-keep-alive", type=float, default=5)
-    p.add_argument("--timeout-graceful-shutdown", type=float)
-    p.add_argument("--limit-concurrency", type=int)
-    p.add_argument("--limit-max-requests", type=int)
-    p.add_argument("--backlog", type=int, default=2048)
-    p.add_argument("--lifespan", choices=["auto", "on", "off"], default="auto")
-    p.add_argument("--log-level", choices=list(LOG_LEVELS), default=None)
-    p.add_argument("--access-log", dest="access_log", action="store_true", default=True)
-    p.add_argument("--no-access-log", dest="access_log", action="store_false")
-    p.add_argument("--server-header", dest="server_header", action="store_true", default=True)
-    p.add_argument("--no-server-header", dest="server_header", action="store_false")
-    p.add_argument("--date-header", dest="date_header", action="store_true", default=True)
-    p.add_argument("--no-date-header", dest="date_header", action="store_false")
-    p.add_argument("--header", dest="headers", action="append", default=[], help="name:value")
-    p.add_argument("--h11-max-incomplete-event-size", type=int)
-    p.add_argument("--ws", choices=list(WS_CHOICES), default="auto")
-    p.add_argument("--ws-max-size", type=int, default=16 * 1024 * 1024)
-    p.add_argument("--ws-max-queue", type=int, default=32)
-    p.add_argument("--ws-ping-interval", type=float, default=20.0)
-    p.add_argument("--ws-ping-timeout", type=float, default=20.0)
-    p.add_argument("--ws-per-message-deflate", type=_boolean, default=True)
-    p.add_argument("--factory", action="store_true")
-    p.add_argument("--app-dir", default=None)
-    # several --ssl-certfile (with as many --ssl-keyfile, in order): certificates picked by SNI
-    p.add_argument("--ssl-keyfile", action="append")
-    p.add_argument("--ssl-certfile", action="append")
-    p.add_argument("--ssl-keyfile-password")
-    p.add_argument("--ssl-version", type=int)
-    p.add_argument("--ssl-cert-reqs", type=int, default=0)
-    p.add_argument("--ssl-ca-certs")
-    p.add_argument("--ssl-ciphers", default="TLSv1")
-    _supervisor.add_arguments(p)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -583,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         opt = unknown[0].split("=", 1)[0]
         if opt.startswith("--") and opt[2:].replace("-", "_") in NOT_YET:
-            p.error(f"{opt} is not supported by goloop serve yet (planned, issue 11)")
+            p.error(f"{opt} is not supported by goloop serve yet (planned)")
         p.error("unrecognized arguments: " + " ".join(unknown))
     options = vars(args)
     app = options.pop("app")

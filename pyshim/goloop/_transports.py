@@ -3,7 +3,7 @@
 Reading (one C read into a reused buffer, or straight into a bytes object after large
 reads; data_received / get_buffer+buffer_updated), writing (queueing, one writev per loop
 iteration, flow control) and readiness live in Go and C (goloop/binding/transport.go,
-helpers.c). What stays here is the lifecycle asyncio defines: closing,
+transport.c, readpath.c). What stays here is the lifecycle asyncio defines: closing,
 EOF, fatal errors, connection_lost, sendfile hand-off; kept close to asyncio's own code so
 behaviour and exceptions match. Instances are real asyncio.Transport objects.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The uvloop-blog HTTP server: an asyncio.Protocol feeding an httptools parser.
 
-    python3 bench/http_server.py --loop {asyncio,uvloop,goloop} \
+    python3 bench/servers/http_server.py --loop {asyncio,uvloop,goloop} \
         --parser {httptools,goloop} --size N (--addr host:port | --unix path)
 
 Every request gets "HTTP/1.1 200 OK" with a fixed body of N bytes and
@@ -16,8 +16,8 @@ import os
 import socket
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _loops import LOOPS, LoopUnavailable, die, http_parser_module, new_loop, parse_addr  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
+from harness import LOOPS, LoopUnavailable, die, http_parser_module, new_loop, parse_addr, serve_until_interrupted  # noqa: E402
 
 
 def make_protocol(httptools, response):
@@ -121,11 +121,7 @@ def main():
     except Exception as exc:
         die(f"{args.loop}/{args.parser}: cannot start server: {type(exc).__name__}: {exc}")
 
-    print("ready", flush=True)
-    try:
-        loop.run_forever()
-    except KeyboardInterrupt:
-        pass
+    serve_until_interrupted(loop)
 
 
 if __name__ == "__main__":

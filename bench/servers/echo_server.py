@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Echo servers in the classic vmbench shapes.
 
-    python3 bench/echo_server.py --loop {asyncio,uvloop,goloop} \
+    python3 bench/servers/echo_server.py --loop {asyncio,uvloop,goloop} \
         --mode {protocol,buffered,streams,sockets} (--addr host:port | --unix path)
 
 Prints "ready" on stdout once listening, then serves until killed.
@@ -13,8 +13,8 @@ import os
 import socket
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _loops import LOOPS, LoopUnavailable, die, new_loop, parse_addr  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
+from harness import LOOPS, LoopUnavailable, die, new_loop, parse_addr, serve_until_interrupted  # noqa: E402
 
 READ_SIZE = 102400
 
@@ -142,11 +142,8 @@ def main():
     except Exception as exc:
         die(f"{args.loop}/{args.mode}: cannot start server: {type(exc).__name__}: {exc}")
 
-    print("ready", flush=True)
     try:
-        loop.run_forever()
-    except KeyboardInterrupt:
-        pass
+        serve_until_interrupted(loop)
     finally:
         if args.unix and os.path.exists(args.unix):
             os.unlink(args.unix)

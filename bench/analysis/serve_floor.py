@@ -3,10 +3,10 @@
 "goloop serve: where a pipelined request's time goes"): each part measured alone, best of
 --repeat, on the loop goloop serve runs (goloop's) and on asyncio's.
 
-    taskset -c 0 python3 bench/serve_floor.py [--n 20000] [--repeat 5]
+    taskset -c 0 python3 bench/analysis/serve_floor.py [--n 20000] [--repeat 5]
 
   scope      copy of a 14-key scope dict (what a scope costs at least) + its headers list
-  app        bench/serve_apps.py's hello world, its coroutine made and run to its end by hand
+  app        bench/servers/serve_apps.py's hello world, its coroutine made and run to its end by hand
              (send/receive: finished awaitables, as goloop serve's)
   task       a Task for a coroutine that returns at once: created, its one step run by the
              loop, freed (what asyncio needs per request for current_task() to work)
@@ -20,8 +20,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pyshim"))
+BENCH = os.path.dirname(HERE)
+sys.path.insert(0, HERE)  # serve_app_cost
+sys.path.insert(0, os.path.join(BENCH, "servers"))  # serve_apps
+sys.path.insert(0, os.path.join(os.path.dirname(BENCH), "pyshim"))
 import serve_apps  # noqa: E402
 from serve_app_cost import _Done, scope_for  # noqa: E402
 

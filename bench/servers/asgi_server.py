@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """uvicorn serving an ASGI "hello world", on the loop named:
 
-    python3 bench/asgi_server.py --loop {asyncio,uvloop,goloop} --addr host:port
+    python3 bench/servers/asgi_server.py --loop {asyncio,uvloop,goloop} --addr host:port
 
 uvicorn runs with its httptools protocol (`--http httptools`), no access log; goloop is
 given to it the way users do (`--loop goloop:new_event_loop`). Every request gets
@@ -12,19 +12,11 @@ import argparse
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
+from harness import LOOPS, import_goloop, die, parse_addr  # noqa: E402
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _loops import LOOPS, _import_goloop, die, parse_addr  # noqa: E402
-
-BODY = b"Hello, world!"
-HEADERS = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(BODY))]
-
-
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-    await send({"type": "http.response.body", "body": BODY})
-
+from serve_apps import hello as app  # noqa: E402  (the hello world of goloop serve's table too)
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -36,7 +28,7 @@ def main():
     except ImportError:
         die("uvicorn is not installed (pip install uvicorn)")
     if args.loop == "goloop":
-        _import_goloop()  # from the repository's pyshim/ when goloop is not installed
+        import_goloop()  # from the repository's pyshim/ when goloop is not installed
     loop = {"goloop": "goloop:new_event_loop"}.get(args.loop, args.loop)
     host, port = parse_addr(args.addr)
     config = uvicorn.Config(app, host=host, port=port, loop=loop, http="httptools",

@@ -2,7 +2,7 @@
 """Instructions a loop spends per accepted connection (callgrind), for comparing loops and
 changes without the run-to-run noise of timing.
 
-    python3 -P bench/conn_cost.py [--loops goloop,uvloop] [--n 200,700]
+    python3 -P bench/analysis/conn_cost.py [--loops goloop,uvloop] [--n 200,700]
 
 For each loop it runs a small HTTP server (an asyncio.Protocol with the loop's parser:
 goloop.http for goloop, httptools otherwise; one request per connection, then close)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How fast could any event loop be, on this machine, in the benchmark's workloads?
 
-    python3 -P bench/bounds.py [--loop uvloop] [--seconds 3] [--only NAME ...]
+    python3 -P bench/analysis/bounds.py [--loop uvloop] [--seconds 3] [--only NAME ...]
 
 For each workload this runs the benchmark's server on a loop (uvloop by default) under the
 benchmark's load, samples the server with `perf record` and splits its CPU time by the
@@ -33,7 +33,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
+import harness  # noqa: E402
 import run  # noqa: E402  (the benchmark's own server and load helpers)
 
 # (name, kind, mode or parser, size, target from the issues)
@@ -116,9 +117,9 @@ def load_argv(kind, size, port):
 
 def server_argv(loop, kind, arg, size, port, certs):
     if kind == "echo":
-        return [os.path.join(run.BENCH, "echo_server.py"), "--loop", loop, "--mode", arg,
+        return [os.path.join(run.BENCH, "servers", "echo_server.py"), "--loop", loop, "--mode", arg,
                 "--addr", f"127.0.0.1:{port}"]
-    argv = [os.path.join(run.BENCH, "http_server.py"), "--loop", loop, "--parser",
+    argv = [os.path.join(run.BENCH, "servers", "http_server.py"), "--loop", loop, "--parser",
             "goloop" if loop == "goloop" else arg, "--size", str(size),
             "--addr", f"127.0.0.1:{port}"]
     if kind == "https":
@@ -127,7 +128,7 @@ def server_argv(loop, kind, arg, size, port, certs):
 
 
 def measure(loop, kind, arg, size, seconds, certs, tmp):
-    port = run.free_port()
+    port = harness.free_port()
     with run.Server(server_argv(loop, kind, arg, size, port, certs)) as srv:
         load = subprocess.Popen(load_argv(kind, size, port), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
@@ -200,8 +201,7 @@ def main():
     null_s = null_syscall_seconds()
     print(json.dumps({"null_syscall_us": round(null_s * 1e6, 3) if null_s else None}), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        import tls_bench
-        certs = tls_bench.make_certs(tmp)[1:]
+        certs = harness.make_certs(tmp)[1:]
         for name, kind, arg, size, target in WORKLOADS:
             if args.only and not any(o in name for o in args.only):
                 continue

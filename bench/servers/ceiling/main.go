@@ -1,6 +1,6 @@
 // The ceiling of bench/serve_bench.py's table: the fastest Go HTTP/1.1 server there is
 // (fasthttp), one thread (GOMAXPROCS=1), answering the rows without Python what
-// bench/serve_apps.py's hello and big apps answer: 13 bytes of text/plain, or 100 KiB.
+// bench/servers/serve_apps.py's hello and big apps answer: 13 bytes of text/plain, or 100 KiB.
 // fasthttp is already a test-only dependency (the parser's side-by-side benchmark); it is
 // never linked into goloop's extension. serve_bench.py builds this when Go is installed.
 package main

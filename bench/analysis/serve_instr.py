@@ -2,7 +2,7 @@
 """Instructions per request of `goloop serve`, counted by callgrind: stable on a shared machine
 where CPU-time benchmarks are not (other processes change the time, not the instructions).
 
-    python3 bench/serve_instr.py [--app hello] [--depth 16] [--conns 10] [--n 5000] [--https] [--annotate [N]]
+    python3 bench/analysis/serve_instr.py [--app hello] [--depth 16] [--conns 10] [--n 5000] [--https] [--annotate [N]]
 
 The server runs under `valgrind --tool=callgrind`; after a warm-up the counters are zeroed
 (callgrind_control -z), n GET requests are served (pipelined `depth` deep on `conns`
@@ -22,10 +22,11 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from serve_bench import free_port, make_certs, wait_port  # noqa: E402
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(BENCH)
+APPS = os.path.join(BENCH, "servers")  # serve_apps.py
+sys.path.insert(0, BENCH)
+from harness import free_port, make_certs, wait_port  # noqa: E402
 
 
 def drive(port, n, depth, conns, path, tls=False):
@@ -71,14 +72,14 @@ def count(app, n, depth, conns, path, out, certs=None):
     """Instructions of the server while it serves n requests (after a warm-up), and the dump;
     over TLS with certs (certificate, key)."""
     port = free_port()
-    env = dict(os.environ, GODEBUG="asyncpreemptoff=1", PYTHONPATH=os.pathsep.join([HERE, os.path.join(REPO, "pyshim")]))
+    env = dict(os.environ, GODEBUG="asyncpreemptoff=1", PYTHONPATH=os.pathsep.join([APPS, os.path.join(REPO, "pyshim")]))
     argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-P", "-m", "goloop",
-            "serve", f"serve_apps:{app}", "--app-dir", HERE, "--port", str(port), "--no-access-log",
+            "serve", f"serve_apps:{app}", "--app-dir", APPS, "--port", str(port), "--no-access-log",
             "--lifespan", "off", "--log-level", "warning", "--timeout-keep-alive", "300"]
     if certs:
         argv += ["--ssl-certfile", certs[0], "--ssl-keyfile", certs[1]]
     errf = tempfile.TemporaryFile()
-    proc = subprocess.Popen(argv, env=env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=errf)
+    proc = subprocess.Popen(argv, env=env, cwd=APPS, stdout=subprocess.DEVNULL, stderr=errf)
     proc.errf = errf
     try:
         wait_port(port, proc, timeout=300)  # valgrind starts slowly
@@ -122,7 +123,7 @@ def main():
     ap.add_argument("--https", action="store_true", help="serve over TLS")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        certs = make_certs(tmp) if args.https else None
+        certs = make_certs(tmp)[1:] if args.https else None
         total, dump = count(args.app, args.n, args.depth, args.conns, args.path, os.path.join(tmp, "cg"), certs)
         print(f"{args.app}{' over HTTPS' if certs else ''}, {args.depth} deep on {args.conns} connections: "
               f"{total / args.n:,.0f} instructions per request")

@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""The Python cost of one request of each bench/serve_apps.py application, alone: the app's
+"""The Python cost of one request of each bench/servers/serve_apps.py application, alone: the app's
 coroutine driven by hand (no loop, no server, no sockets) with a scope like goloop serve's and
 send/receive that do nothing. Any server's CPU per request is at least this (a floor for
 bench/serve_bench.py's rows; see BENCHMARKS.md "goloop serve").
 
-    taskset -c 0 python3 bench/serve_app_cost.py [--n 200000]
+    taskset -c 0 python3 bench/analysis/serve_app_cost.py [--n 200000]
 """
 import argparse
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "servers"))
 import serve_apps  # noqa: E402
 
 APPS = {"hello": ("/", serve_apps.hello), "big": ("/", serve_apps.big)}

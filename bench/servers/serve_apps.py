@@ -1,4 +1,4 @@
-"""The applications of bench/serve_bench.py (issue 11's table), importable as serve_apps:NAME.
+"""The applications of bench/serve_bench.py (BENCHMARKS.md's goloop serve table), importable as serve_apps:NAME.
 
     hello      raw ASGI hello world ("Hello, world!", text/plain)
     big        raw ASGI, a 100 KiB response body

@@ -1,31 +1,24 @@
-/* goloop serve's operations hooks (issue 11): proxy headers applied to a scope, and the
+/* goloop serve's operations hooks: proxy headers applied to a scope, and the
  * server's configure()/metrics() methods. Nothing here runs per request unless a trusted
  * proxy's headers changed the request (asgi.go passes them then). Loop thread only. */
 #include "asgi.h"
 #include "_cgo_export.h"
 
-static PyObject *k_scheme, *k_client;
-
 /* enc is "scheme\nclient" (either part may be empty: unchanged). */
 int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n) {
-    if (k_scheme == NULL) {
-        k_scheme = PyUnicode_InternFromString("scheme");
-        k_client = PyUnicode_InternFromString("client");
-        if (k_scheme == NULL || k_client == NULL) return -1;
-    }
     const char *nl = memchr(enc, '\n', (size_t)n);
     Py_ssize_t slen = nl ? nl - enc : n;
     if (slen > 0) {
         PyObject *v = PyUnicode_DecodeLatin1(enc, slen, NULL);
         if (v == NULL) return -1;
-        int rc = PyDict_SetItem(scope, k_scheme, v);
+        int rc = PyDict_SetItem(scope, GLS(scheme), v);
         Py_DECREF(v);
         if (rc < 0) return -1;
     }
     if (nl != NULL && n - slen - 1 > 0) {
         PyObject *v = Py_BuildValue("(Ni)", PyUnicode_DecodeLatin1(nl + 1, n - slen - 1, NULL), 0);
         if (v == NULL) return -1;
-        int rc = PyDict_SetItem(scope, k_client, v);
+        int rc = PyDict_SetItem(scope, GLS(client), v);
         Py_DECREF(v);
         if (rc < 0) return -1;
     }

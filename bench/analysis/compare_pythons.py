@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side table of two bench/run.py --json results, one per Python version.
 
-    python3 bench/compare_pythons.py /tmp/b311.json /tmp/b313.json >> BENCHMARKS.md
+    python3 bench/analysis/compare_pythons.py /tmp/b311.json /tmp/b313.json >> BENCHMARKS.md
 
 For each configuration: goloop's and uvloop's figure under each interpreter, and goloop's
 3.13/3.11 ratio (higher is better for throughput; for µs the ratio is inverted so that

@@ -1,7 +1,11 @@
 package main
 
+// goloop.http (the parser binding, doc.go): httptools' HttpRequestParser/HttpResponseParser
+// and parse_url over goloop/httpparser. feed_data parses in Go and records the events in a C
+// batch that httpparser_py.c then delivers to the protocol's callbacks.
+
 /*
-#include "http.h"
+#include "httpparser_py.h"
 #include <stdlib.h>
 */
 import "C"
@@ -33,13 +37,6 @@ var httpParsers idtable.Table[hparser]
 
 func hparserOf(self *C.GLHttpParser) *hparser {
 	return httpParsers.Get(int(self.id))
-}
-
-func b2c(b bool) C.uchar {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 const evSize = C.sizeof_GLHttpEvent

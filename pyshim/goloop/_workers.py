@@ -1,5 +1,4 @@
-"""goloop serve's process and operations side (issue 11): --workers, --reload, proxy headers,
-metrics, --env-file, --log-config.
+"""goloop serve's master and workers: --workers and --reload.
 
 The master (`--workers N` or `--reload`) holds no Go runtime: it never imports
 goloop._goloop (nor the application). It binds the listening sockets (TCP with
@@ -19,6 +18,9 @@ serves, then its loop answers the master's pings (--timeout-worker-healthcheck: 
 whose loop stays blocked is killed and restarted). With --metrics the workers count in
 slots of a shared memory file the master creates (_SharedMetrics), so /metrics and
 goloop.serve_metrics() give the whole server's counts.
+
+This module imports goloop._serve_config only: a worker's entry (the command the master
+runs) hands worker_main goloop._serve.Server, and goloop._serve calls supervise().
 """
 from __future__ import annotations
 
@@ -36,30 +38,12 @@ import struct
 import subprocess
 import sys
 import time
-import weakref
 from typing import Any
 
-logger = logging.getLogger("goloop.error")
+from ._serve_config import (ConfigError, batch_scheduling, check_options, configure_logging, forwarded_allow_ips,
+                            load_log_config, prepare)
 
-# The options this module implements (uvicorn's names and defaults), merged into
-# goloop._serve.SUPPORTED_OPTIONS; metrics and metrics_path are goloop's own.
-OPTIONS: dict[str, Any] = {
-    "workers": None,
-    "reload": False,
-    "reload_dirs": None,
-    "reload_includes": None,
-    "reload_excludes": None,
-    "reload_delay": 0.25,
-    "proxy_headers": True,
-    "forwarded_allow_ips": None,
-    "env_file": None,
-    "log_config": None,
-    "use_colors": None,  # accepted and ignored: goloop's log lines have no colours
-    "metrics": False,
-    "metrics_path": None,
-    "timeout_worker_healthcheck": 5,
-    "sched_batch": True,
-}
+logger = logging.getLogger("goloop.error")
 
 # what the master does and its workers do not
 _MASTER_ONLY = ("workers", "reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay", "env_file",
@@ -68,193 +52,6 @@ _MASTER_ONLY = ("workers", "reload", "reload_dirs", "reload_includes", "reload_e
 RELOAD_INCLUDES = ["*.py"]
 RELOAD_EXCLUDES = [".*", ".py[cod]", ".sw.*", "~*"]
 _SKIP_DIRS = {"__pycache__", "node_modules"}
-
-
-def _config_error(msg: str) -> Exception:
-    from ._serve import ConfigError
-
-    return ConfigError(msg)
-
-
-def check_options(cfg: dict[str, Any]) -> None:
-    """Validates this module's options in cfg (goloop._serve._check_options calls it)."""
-    w = cfg.get("workers")
-    if w is not None and (not isinstance(w, int) or isinstance(w, bool) or w < 1):
-        raise _config_error("workers must be a positive integer")
-    if cfg.get("metrics_path") is not None and not str(cfg["metrics_path"]).startswith("/"):
-        raise _config_error("metrics_path must start with '/'")
-    if float(cfg.get("reload_delay") or 0.25) <= 0:
-        raise _config_error("reload_delay must be positive")
-    t = cfg.get("timeout_worker_healthcheck")
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0):
-        raise _config_error("timeout_worker_healthcheck must be a number of seconds (0: off)")
-
-
-def wants_supervisor(options: dict[str, Any]) -> bool:
-    return bool(options.get("reload")) or (options.get("workers") or 1) > 1
-
-
-# ---------------------------------------------------------------- CLI
-
-def add_arguments(p) -> None:
-    """The CLI options of this module (goloop._serve._parser calls it)."""
-    p.add_argument("--workers", type=int, default=None,
-                   help="number of worker processes (a master without Go supervises them)")
-    p.add_argument("--reload", action="store_true", default=False,
-                   help="restart the workers when a watched file changes (polling)")
-    p.add_argument("--reload-dir", dest="reload_dirs", action="append", default=None)
-    p.add_argument("--reload-include", dest="reload_includes", action="append", default=None)
-    p.add_argument("--reload-exclude", dest="reload_excludes", action="append", default=None)
-    p.add_argument("--reload-delay", type=float, default=0.25)
-    p.add_argument("--proxy-headers", dest="proxy_headers", action="store_true", default=True)
-    p.add_argument("--no-proxy-headers", dest="proxy_headers", action="store_false")
-    p.add_argument("--forwarded-allow-ips", default=None)
-    p.add_argument("--env-file", default=None)
-    p.add_argument("--log-config", default=None)
-    p.add_argument("--use-colors", dest="use_colors", action="store_true", default=None)
-    p.add_argument("--no-use-colors", dest="use_colors", action="store_false")
-    p.add_argument("--metrics", action="store_true", default=False,
-                   help="count requests and their latency (goloop.serve_metrics())")
-    p.add_argument("--metrics-path", default=None,
-                   help="serve the metrics in Prometheus' text format at this path (answered by Go)")
-    p.add_argument("--timeout-worker-healthcheck", type=float, default=5,
-                   help="a worker whose loop does not answer the master's ping within this many seconds "
-                        "is killed and restarted (0: off)")
-    p.add_argument("--sched-batch", dest="sched_batch", action="store_true", default=True,
-                   help="run the serving process's threads under SCHED_BATCH (default): the loop "
-                        "thread and Go's threads do not preempt each other on every wake-up")
-    p.add_argument("--no-sched-batch", dest="sched_batch", action="store_false")
-
-
-# ---------------------------------------------------------------- env file, log config
-
-def load_env_file(path: str) -> None:
-    """KEY=VALUE lines into os.environ (python-dotenv's basic syntax: comments, `export`,
-    quotes); variables already set are kept, as python-dotenv's default does."""
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if line.startswith("export "):
-                line = line[7:].lstrip()
-            key, sep, value = line.partition("=")
-            key, value = key.strip(), value.strip()
-            if not sep or not key:
-                continue
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
-                if line.partition("=")[2].strip()[0] == '"':
-                    value = value.replace("\\n", "\n").replace('\\"', '"')
-            elif " #" in value:
-                value = value.split(" #", 1)[0].rstrip()
-            os.environ.setdefault(key, value)
-
-
-def load_log_config(log_config: Any) -> None:
-    import logging.config
-
-    if isinstance(log_config, dict):
-        logging.config.dictConfig(log_config)
-    elif str(log_config).endswith(".json"):
-        with open(log_config) as f:
-            logging.config.dictConfig(json.load(f))
-    elif str(log_config).endswith((".yaml", ".yml")):
-        try:
-            import yaml
-        except ImportError:
-            raise _config_error("a YAML --log-config needs PyYAML (pip install pyyaml)") from None
-        with open(log_config) as f:
-            logging.config.dictConfig(yaml.safe_load(f))
-    else:
-        logging.config.fileConfig(log_config, disable_existing_loggers=False)
-
-
-def prepare(cfg: dict[str, Any]) -> None:
-    """What serve() does before the application is imported: env file, log config."""
-    if cfg.get("env_file"):
-        load_env_file(cfg["env_file"])
-    if cfg.get("log_config"):
-        load_log_config(cfg["log_config"])
-
-
-def batch_scheduling(cfg: dict[str, Any]) -> bool:
-    """--sched-batch: every thread of this (serving) process, and the threads they start
-    (Go's, made when the first loop loads the engine), under SCHED_BATCH. Two threads share
-    a core here, the loop's and Go's netpoller's (a TLS connection's reads, the writer
-    goroutines): with wake-up preemption each request arriving while the loop works (100
-    KiB over HTTPS: encrypting) preempted it twice, 2.0 context switches per request
-    against 0.15 under SCHED_BATCH (BENCHMARKS.md). Only the CLI and serve() do this, not
-    Server.serve() inside a program. False: not applied (off, or refused)."""
-    if not cfg.get("sched_batch") or not hasattr(os, "SCHED_BATCH"):
-        return False
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        tids = [0]
-    done = False
-    for tid in tids:
-        try:
-            os.sched_setscheduler(tid, os.SCHED_BATCH, os.sched_param(0))
-            done = True
-        except OSError as e:  # a thread that has ended; a policy the system refuses
-            logger.debug("SCHED_BATCH for thread %d: %s", tid, e)
-    return done
-
-
-# ---------------------------------------------------------------- server hooks (in a worker)
-
-_servers: "weakref.WeakSet" = weakref.WeakSet()
-_shared_metrics: list[int] | None = None  # a worker's [fd, slot] of the master's metrics file
-
-
-def forwarded_allow_ips(cfg: dict[str, Any]) -> str:
-    v = cfg.get("forwarded_allow_ips")
-    if v is None:
-        v = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
-    if isinstance(v, (list, tuple)):
-        v = ",".join(v)
-    return str(v)
-
-
-def configure_server(server: Any, srv: Any) -> None:
-    """Called by Server._run with the Go server before it listens."""
-    cfg = server.config
-    kw: dict[str, Any] = {}
-    if cfg.get("proxy_headers"):
-        kw["proxy_headers"] = forwarded_allow_ips(cfg)
-    if cfg.get("metrics") or cfg.get("metrics_path"):
-        kw["metrics"] = True
-        if cfg.get("metrics_path"):
-            kw["metrics_path"] = cfg["metrics_path"]
-        if _shared_metrics is not None:
-            kw["metrics_fd"], kw["metrics_slot"] = _shared_metrics
-    if kw:
-        srv.configure(**kw)
-    _servers.add(server)
-
-
-def serve_metrics() -> dict | None:
-    """The metrics of this process' running goloop serve server (None if none runs):
-    requests, in_flight, connections and, with metrics on (--metrics or --metrics-path),
-    responses by status class and the latency histogram (seconds; cumulative buckets).
-    Counted in Go: no Python code runs per request for them. With --workers they are the
-    whole server's: every worker counts in its slot of a file the master shares with them,
-    and this sums the slots. Call it on the server's loop thread."""
-    for server in list(_servers):
-        srv = getattr(server, "_srv", None)
-        if srv is None:
-            continue
-        m = json.loads(srv.metrics("json"))
-        out = {"requests": m["Requests"], "in_flight": m["InFlight"], "connections": m["Connections"],
-               "enabled": m["Enabled"]}
-        if m["Enabled"]:
-            bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")]
-            out["responses"] = {f"{i}xx": m["Status"][i] for i in range(1, 6)}
-            out["latency"] = {"count": m["Count"], "sum": m["Sum"],
-                              "buckets": list(zip(bounds, m["Buckets"]))}
-        return out
-    return None
 
 
 # ---------------------------------------------------------------- the worker process
@@ -302,22 +99,23 @@ def _answer_pings(loop: Any, fd: int) -> None:
     loop.add_reader(fd, pong)
 
 
-def worker_main(argv: list[str] | None = None) -> None:
-    """Entry of a worker process: argv[0] is the JSON of its configuration."""
+def worker_main(server_class: Any, argv: list[str] | None = None) -> None:
+    """Entry of a worker process: serves argv[0], the JSON of its configuration, with
+    server_class (goloop._serve.Server)."""
     spec = json.loads((argv or sys.argv[1:])[0])
-    global _shared_metrics
     master, ctl_fd, app = spec.pop("_master"), spec.pop("_ctl_fd"), spec.pop("_app")
-    _shared_metrics = spec.pop("_metrics", None)
+    shared_metrics = spec.pop("_metrics", None)
     _set_pdeathsig()
     if os.getppid() != master:  # the master died before prctl
         sys.exit(0)
-    from . import _serve, run
+    from . import run
 
-    server = _serve.Server(app, **spec)
+    server = server_class(app, **spec)
+    server.shared_metrics = shared_metrics
     if server.config.get("log_config"):
         load_log_config(server.config["log_config"])
     batch_scheduling(server.config)
-    _serve._configure_logging(server.config["log_level"] or "info")
+    configure_logging(server.config["log_level"] or "info")
     logger.info("Started server process [%d]", os.getpid())
 
     def ready() -> None:  # serving: from now on the master's health check applies
@@ -504,7 +302,7 @@ class Supervisor:
         if slot is not None:
             spec["_metrics"] = [self.metrics.fd, slot]
             fds.append(self.metrics.fd)
-        cmd = [sys.executable, "-c", "from goloop._supervisor import worker_main; worker_main()",
+        cmd = [sys.executable, "-c", "from goloop._serve import Server; from goloop._workers import worker_main; worker_main(Server)",
                json.dumps(spec)]
         try:
             proc = subprocess.Popen(cmd, pass_fds=fds)
@@ -781,14 +579,12 @@ class Supervisor:
 
 def supervise(app: Any, options: dict[str, Any]) -> int:
     """goloop.serve(app, workers=N or reload=True): run the master until SIGINT/SIGTERM."""
-    from ._serve import _check_options, _configure_logging
-
-    cfg = _check_options(options)
+    cfg = check_options(options)
     if not isinstance(app, str):
-        raise _config_error("You must pass the application as an import string ('module:attribute') "
+        raise ConfigError("You must pass the application as an import string ('module:attribute') "
                             "to enable 'reload' or 'workers'.")
     prepare(cfg)
-    _configure_logging(cfg["log_level"] or "info")
+    configure_logging(cfg["log_level"] or "info")
     if cfg.get("app_dir"):
         cfg["app_dir"] = os.path.abspath(cfg["app_dir"])
     return Supervisor(app, cfg).run()

@@ -1,0 +1,267 @@
+"""The benchmark harness: what the benchmark scripts share (bench/*.py drive the
+benchmarks, bench/servers/ are the servers under test, bench/analysis/ the tools that read
+the results or count instructions; each puts bench/ on sys.path and imports this module).
+
+Loops by name:
+
+``new_loop(name)`` returns a fresh event loop for ``asyncio``, ``uvloop`` or
+``goloop``. goloop is imported lazily; when it is not importable from the
+current environment we also try the in-tree ``pyshim`` folder. Any failure is
+raised as ``LoopUnavailable`` so that callers can report it cleanly.
+
+Processes and load: free_port, wait_port, proc_cpu_seconds, tree_cpu, taskset, parse_wrk
+(wrk's output), make_certs (a CA and a server certificate), human (a rate for tables),
+serve_until_interrupted and stop (a server under test's start and end).
+"""
+
+import asyncio
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+LOOPS = ("asyncio", "uvloop", "goloop")
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+REPO = _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class LoopUnavailable(RuntimeError):
+    pass
+
+
+def import_goloop():
+    try:
+        import goloop  # noqa: F401
+        if hasattr(goloop, "new_event_loop"):
+            return goloop
+    except ImportError:
+        pass
+    shim = os.path.join(_REPO, "pyshim")
+    if os.path.isdir(shim) and shim not in sys.path:
+        sys.path.insert(0, shim)
+        sys.modules.pop("goloop", None)
+        import goloop  # noqa: F811
+        return goloop
+    import goloop  # noqa: F811
+    return goloop
+
+
+def new_loop(name):
+    try:
+        if name == "asyncio":
+            asyncio.set_event_loop_policy(None)
+            return asyncio.new_event_loop()
+        if name == "uvloop":
+            import uvloop
+            return uvloop.new_event_loop()
+        if name == "goloop":
+            goloop = import_goloop()
+            return goloop.new_event_loop()
+    except Exception as exc:  # report anything, never crash the harness
+        raise LoopUnavailable(f"{name}: {type(exc).__name__}: {exc}") from exc
+    raise LoopUnavailable(f"unknown loop {name!r}")
+
+
+def http_parser_module(name):
+    """The httptools-compatible module: ``httptools`` or ``goloop.http``."""
+    try:
+        if name == "httptools":
+            import httptools
+            return httptools
+        if name == "goloop":
+            import_goloop()
+            from goloop import http
+            return http
+    except Exception as exc:
+        raise LoopUnavailable(f"parser {name}: {type(exc).__name__}: {exc}") from exc
+    raise LoopUnavailable(f"unknown parser {name!r}")
+
+
+def parse_addr(addr):
+    host, _, port = addr.rpartition(":")
+    return (host or "127.0.0.1"), int(port)
+
+
+def die(msg, code=3):
+    print(f"error: {msg}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def human(x):
+    if x is None:
+        return "n/a"
+    if x >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f}k"
+    return f"{x:.0f}"
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, timeout=30):
+    """Waits until 127.0.0.1:port accepts; proc (with its stderr file as proc.errf) must not exit."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            proc.errf.seek(0)
+            raise RuntimeError(f"server exited with {proc.returncode}: {proc.errf.read().decode()[-400:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server not ready")
+
+
+def proc_cpu_seconds(pid):
+    """utime + stime of a process (all its threads), in seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def tree_pids(pid):
+    """pid and its descendants (Granian's master and worker processes)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def tree_cpu(pid):
+    """utime+stime of pid's whole process tree (every thread), in seconds."""
+    return sum(proc_cpu_seconds(p) or 0.0 for p in tree_pids(pid))
+
+
+def taskset(cpu):
+    return ["taskset", "-c", cpu] if shutil.which("taskset") else []
+
+
+_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def parse_wrk(out):
+    """wrk's output: {"value": requests/s, "n": requests, "p50_us", "p99_us" (with --latency),
+    "errors": socket errors + non-2xx/3xx responses}, or None."""
+    m = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    if not m:
+        return None
+    res = {"value": float(m.group(1))}
+    nm = re.search(r"(\d+) requests in", out)
+    if nm:
+        res["n"] = int(nm.group(1))
+    for q, key in (("50", "p50_us"), ("99", "p99_us")):
+        lm = re.search(rf"^\s*{q}%\s+([\d.]+)(us|ms|s)\b", out, re.M)
+        if lm:
+            res[key] = float(lm.group(1)) * _UNITS[lm.group(2)]
+    errs = 0
+    sm = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if sm:
+        errs += sum(int(x) for x in sm.groups())
+    nm = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if nm:
+        errs += int(nm.group(1))
+    res["errors"] = errs
+    return res
+
+
+def make_certs(d):
+    """(ca.pem, server.pem, server.key) for 127.0.0.1 / localhost, in directory d."""
+    ca, cert, key = (os.path.join(d, n) for n in ("ca.pem", "server.pem", "server.key"))
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        openssl = shutil.which("openssl")
+        if not openssl:
+            die("TLS benchmark needs the cryptography package or the openssl tool")
+        sh = lambda *a: subprocess.run([openssl, *a], check=True, capture_output=True, cwd=d)  # noqa: E731
+        cakey = os.path.join(d, "ca.key")
+        sh("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+           "-keyout", cakey, "-out", ca, "-days", "2", "-subj", "/CN=bench CA",
+           "-addext", "basicConstraints=critical,CA:TRUE")
+        ext = os.path.join(d, "ext")
+        with open(ext, "w") as f:
+            f.write("basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        sh("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+           "-keyout", key, "-out", cert + ".csr", "-subj", "/CN=localhost")
+        sh("x509", "-req", "-in", cert + ".csr", "-CA", ca, "-CAkey", cakey,
+           "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext)
+        return ca, cert, key
+    import datetime
+    import ipaddress
+    now = datetime.datetime.now(datetime.timezone.utc)
+    name = lambda cn: x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])  # noqa: E731
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = (x509.CertificateBuilder().subject_name(name("bench CA")).issuer_name(name("bench CA"))
+               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(hours=1))
+               .not_valid_after(now + datetime.timedelta(days=2))
+               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+               .sign(ca_key, hashes.SHA256()))
+    skey = ec.generate_private_key(ec.SECP256R1())
+    scert = (x509.CertificateBuilder().subject_name(name("localhost")).issuer_name(ca_cert.subject)
+             .public_key(skey.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(now - datetime.timedelta(hours=1))
+             .not_valid_after(now + datetime.timedelta(days=2))
+             .add_extension(x509.SubjectAlternativeName(
+                 [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                 critical=False)
+             .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    with open(ca, "wb") as f:
+        f.write(ca_cert.public_bytes(pem))
+    with open(cert, "wb") as f:
+        f.write(scert.public_bytes(pem))
+    with open(key, "wb") as f:
+        f.write(skey.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()))
+    return ca, cert, key
+
+
+def serve_until_interrupted(loop):
+    """A server under test's last step: say "ready" (run.py's Server waits for it), then run
+    loop until SIGINT (KeyboardInterrupt)."""
+    print("ready", flush=True)
+    try:
+        loop.run_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+def stop(proc, timeout):
+    """Stops a server under test: SIGINT, then after timeout s SIGKILL to its whole process
+    tree (Granian's workers too)."""
+    import signal
+
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        for p in reversed(tree_pids(proc.pid)):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait()

@@ -1,0 +1,32 @@
+// Command binding is goloop's CPython extension (_goloop), built with -buildmode=c-shared.
+// It is the only package that imports C: it adapts the pure Go packages (poller, sched,
+// idtable, httpparser, asgi) to Python objects. Its files form three parts, plus what they
+// share.
+//
+// The loop (goloop.Loop and its transports):
+//   - loop.go: the Go state of a loop, run_forever's iterations, timers, descriptors, and
+//     the hooks other parts register on the loop (loopHook)
+//   - loopcore.c: the LoopCore type, call_soon's staged handles and the inbox
+//   - handle.c: the Handle/TimerHandle types and running a handle in its context
+//   - transport.go, transport.c: stream transports and their write queues
+//   - readpath.c: data_received / BufferedProtocol delivery
+//   - sockfast.c: the sock_* fast paths
+//   - sslfast.c: the C half of the TLS protocol (pyshim/goloop/_sslproto.py)
+//
+// The goloop.http parser binding (httptools' API over goloop/httpparser):
+//   - httpparser_py.go, httpparser_py.c, httpparser_py.h
+//
+// The server binding (goloop serve, over goloop/asgi):
+//   - asgi.go, asgi.c, asgi.h: the server, requests and HTTP scopes, the send/receive objects
+//   - asgi_ws.go, asgi_ws.c: WebSocket sessions
+//   - asgi_spec.go, asgi_spec.c: http.response.trailers, pathsend and zerocopysend
+//   - asgi_tls.go: the TLS extension of scopes
+//   - asgi_proxy_metrics.go, asgi_proxy_metrics.c: proxy headers and metrics
+//   - asgi_run.c: the request Task's creation and start
+//
+// Shared by the three:
+//   - module.c: the module's init, calling each part's init
+//   - gl.h: the C layouts and constants Go and C share
+//   - pyapi.c: CPython macros as functions for Go, and raising Go errors (errors.go)
+//   - cmem.go: views between Go and C memory
+package main
