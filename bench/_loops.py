@@ -1,7 +1,7 @@
 """Shared helpers for the benchmark scripts: pick an event loop by name.
 
-``new_loop(name)`` returns a fresh event loop for ``asyncio``, ``uvloop`` or
-``goloop``. goloop is imported lazily; when it is not importable from the
+``new_loop(name)`` returns a fresh event loop for ``asyncio``, ``uvloop``,
+``rloop`` or ``goloop``. goloop is imported lazily; when it is not importable from the
 current environment we also try the in-tree ``pyshim`` folder. Any failure is
 raised as ``LoopUnavailable`` so that callers can report it cleanly.
 """
@@ -10,7 +10,7 @@ import asyncio
 import os
 import sys
 
-LOOPS = ("asyncio", "uvloop", "goloop")
+LOOPS = ("asyncio", "uvloop", "rloop", "goloop")
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,6 +44,9 @@ def new_loop(name):
         if name == "uvloop":
             import uvloop
             return uvloop.new_event_loop()
+        if name == "rloop":
+            import rloop  # a Rust asyncio loop (Granian's author); a speed anchor only
+            return rloop.new_event_loop()
         if name == "goloop":
             goloop = _import_goloop()
             return goloop.new_event_loop()

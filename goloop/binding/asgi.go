@@ -78,6 +78,7 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	sv.id = id
 	py.sid = C.long(id)
 	l.asgi = append(l.asgi, sv)
+	l.endFastRun()
 	return 0
 }
 

@@ -36,11 +36,19 @@ typedef struct {
     double slow_callback_duration;
     double clock_resolution;
     PyObject *task_factory;      /* asyncio's _task_factory; NULL reads as None */
-    /* Handles call_soon queued from C (no C->Go call), in order; Go moves them to its ready
-     * queue before it next touches that queue (loop.go, drainStaged). Only the thread that
-     * runs the loop (owner) touches them. */
-    PyObject **staged;
-    Py_ssize_t nstaged, staged_cap;
+    /* The ready queue, a ring of ready_cap (a power of two) handles, ready_len of them
+     * queued from ready_head: call_soon appends in C (no C->Go call), Go appends in place
+     * (loop.go, readyPush: due timers, I/O callbacks, the inbox) and C runs them
+     * (gl_run_ready). Only the thread that runs the loop (owner) touches it, or any thread
+     * while no thread runs the loop. */
+    PyObject **ready;
+    Py_ssize_t ready_head, ready_len, ready_cap;
+    /* gl_run_ready may run further iterations by itself (each: the handles ready at its
+     * start) while CLOCK_MONOTONIC is below run_until (ns) and nothing else waits for Go:
+     * Go sets it before the run phase (the next poll, timer, yield) and lowers it when
+     * something Go must handle between iterations appears (a timer pushed, a transport's
+     * writes to flush: loop.go, endFastRun). 0: one iteration, then back to Go. */
+    int64_t run_until;
     /* The thread running the loop (PyThread_get_thread_ident), 0 when it is not running.
      * Written by that thread (GL_STORE), read by any (GL_LOAD). */
     unsigned long owner;
@@ -128,6 +136,8 @@ int gl_fork_error(void);
 
 /* Helpers defined in helpers.c, called from Go. */
 int gl_handle_run(PyObject *h);
+Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo);
+int gl_ready_grow(GLLoop *self);
 /* The same for Go's hot loops: C pointers passed as integers, which cgo does not inspect
  * (its pointer check costs more than these calls' own work). */
 int gl_handle_run_u(uintptr_t h);

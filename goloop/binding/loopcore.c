@@ -1,6 +1,7 @@
 /* goloop._goloop.LoopCore, the C part of goloop.Loop: call_soon and friends (argument
  * handling, making the handle, queueing it), the queues Python-facing calls fill without a
- * call into Go (the owner thread's staged call_soon handles, other threads' inbox), the
+ * call into Go (the ready queue the owner thread's call_soon appends to and the run phase
+ * takes from, other threads' inbox), the
  * wrappers of the Go loop's exports (run, timers, readers/writers), asyncio's attributes as
  * C fields Go reads, and the blocking poll that releases the GIL. */
 #include <sys/epoll.h>
@@ -39,21 +40,63 @@ static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t na
 
 
 
-/* Queues h (taking over one reference) for Go's ready queue, from C. Only the thread that
- * runs the loop (its owner) stages: the array has no lock. */
-static int stage(GLLoop *self, PyObject *h) {
-    if (self->nstaged == self->staged_cap) {
-        Py_ssize_t cap = self->staged_cap ? 2 * self->staged_cap : 64;
-        PyObject **p = PyMem_Realloc(self->staged, (size_t)cap * sizeof(PyObject *));
-        if (p == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->staged = p;
-        self->staged_cap = cap;
+/* Doubles the ready ring (or makes its first 64 slots), keeping the handles' order.
+ * Returns -1 with MemoryError. */
+int gl_ready_grow(GLLoop *self) {
+    Py_ssize_t cap = self->ready_cap ? 2 * self->ready_cap : 64;
+    PyObject **p = PyMem_Malloc((size_t)cap * sizeof(PyObject *));
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
-    self->staged[self->nstaged++] = h;
+    for (Py_ssize_t i = 0; i < self->ready_len; i++)
+        p[i] = self->ready[(self->ready_head + i) & (self->ready_cap - 1)];
+    PyMem_Free(self->ready);
+    self->ready = p;
+    self->ready_head = 0;
+    self->ready_cap = cap;
     return 0;
+}
+
+/* Queues h (taking over one reference) at the tail of the ready queue, from C. Only the
+ * thread that runs the loop (its owner) stages: the ring has no lock. */
+static int stage(GLLoop *self, PyObject *h) {
+    if (self->ready_len == self->ready_cap && gl_ready_grow(self) < 0) return -1;
+    self->ready[(self->ready_head + self->ready_len++) & (self->ready_cap - 1)] = h;
+    return 0;
+}
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The run phase (loop.go, runOnce): runs the ntodo handles at the head of the ready queue,
+ * in order, each in its context, releasing the queue's references. Then, while
+ * self->run_until allows it (see gl.h), it runs further iterations here, without a return
+ * to Go: each takes the handles ready at its start (those the previous one queued), as
+ * asyncio's _run_once does, and one begins only if the loop is not stopping, not in debug
+ * mode, no other thread queued handles (the inbox) and run_until is still ahead. What Go
+ * does between iterations has nothing to do then: no poll is due (nothing blocks: handles
+ * are ready), no timer is due, no transport has writes to flush. Returns 0; or, when a
+ * callback switched debug mode on, the number of handles of its iteration left to run
+ * (Go runs them, each through _run_handle_debug); or -1 with an exception that must stop
+ * the loop (the handles not run stay queued, in order). */
+Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo) {
+    for (;;) {
+        for (; ntodo > 0; ntodo--) {
+            if (self->debug) return ntodo; /* switched on by a callback: Go's debug path */
+            PyObject *h = self->ready[self->ready_head];
+            self->ready_head = (self->ready_head + 1) & (self->ready_cap - 1);
+            self->ready_len--;
+            if (gl_handle_run(h) < 0) return -1;
+        }
+        if (self->ready_len == 0 || self->run_until == 0 || self->stopping || self->debug ||
+            GL_LOAD(self->inbox_n) != 0 || mono_ns() >= self->run_until)
+            return 0;
+        ntodo = self->ready_len;
+    }
 }
 
 /* Appends h (taking over one reference) to the inbox. Returns 1 if the inbox was empty
@@ -532,9 +575,10 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 static void loop_dealloc(GLLoop *self) {
     PyObject_GC_UnTrack(self);
-    if (self->id >= 0 && !gl_forked) glLoopFree(self);  /* drains the staged handles */
-    PyMem_Free(self->staged);
-    self->staged = NULL;
+    if (self->id >= 0 && !gl_forked) glLoopFree(self);  /* drains the ready queue */
+    PyMem_Free(self->ready);
+    self->ready = NULL;
+    self->ready_len = self->ready_cap = 0;
     /* what other threads queued after the loop's Go side let go (or never had it) */
     for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_DECREF(self->inbox[self->inbox_head + i]);
     free(self->inbox);
@@ -556,7 +600,8 @@ static void loop_dealloc(GLLoop *self) {
 static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
     Py_VISIT(self->thread_id);
     Py_VISIT(self->task_factory);
-    for (Py_ssize_t i = 0; i < self->nstaged; i++) Py_VISIT(self->staged[i]);
+    for (Py_ssize_t i = 0; i < self->ready_len; i++)
+        Py_VISIT(self->ready[(self->ready_head + i) & (self->ready_cap - 1)]);
     /* No lock: the collector runs with the world stopped (free-threaded) or holding the GIL,
      * and no thread stops inside inbox_push's critical section. */
     for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_VISIT(self->inbox[self->inbox_head + i]);
