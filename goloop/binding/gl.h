@@ -49,6 +49,10 @@ typedef struct {
      * something Go must handle between iterations appears (a timer pushed, a transport's
      * writes to flush: loop.go, endFastRun). 0: one iteration, then back to Go. */
     int64_t run_until;
+    /* TimerHandles call_later and call_at made on the owner thread (or while no thread
+     * runs the loop), in order, for Go's timer heap (loop.go, drainTimers). */
+    PyObject **tstaged;
+    Py_ssize_t ntstaged, tstaged_cap;
     /* The thread running the loop (PyThread_get_thread_ident), 0 when it is not running.
      * Written by that thread (GL_STORE), read by any (GL_LOAD). */
     unsigned long owner;
@@ -201,6 +205,7 @@ int gl_init_transport_type(PyObject *m);/* transport.c */
 int gl_init_http(PyObject *m);          /* http.c */
 int gl_init_ssl(PyObject *m);           /* sslfast.c */
 int gl_visit(visitproc visit, PyObject *o, void *arg);
+int gl_visit_each(visitproc visit, void *arg, void *base, Py_ssize_t n, size_t stride, size_t off);
 Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out);
 void gl_set_owner(GLLoop *self, unsigned long owner);
 void gl_set_closed(GLLoop *self);

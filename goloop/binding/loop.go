@@ -221,8 +221,11 @@ func (l *loop) dropIdle(fd int, e *fdEntry) {
 
 // loop is the Go state behind one goloop.Loop.
 type loop struct {
-	self   *C.GLLoop // its ready queue is C's (GLLoop.ready): readyPush, readyPop
-	timers sched.TimerHeap[pyObj]
+	self *C.GLLoop // its ready queue is C's (GLLoop.ready): readyPush, readyPop
+	// The timer heap holds the handles as integers (objOf): Go's garbage collector then
+	// has no pointers to scan in it, and C's call_later stages its timers (GLLoop.tstaged)
+	// for drainTimers to push.
+	timers sched.TimerHeap[uintptr]
 	poll   *poller.Poller
 	fds    fdTable
 
@@ -283,6 +286,24 @@ func ensureProcsFor(running int) {
 }
 
 func asHandle(h pyObj) *C.GLHandle { return (*C.GLHandle)(unsafe.Pointer(h)) }
+
+// objOf is the object whose address the timer heap keeps; ptrOf the reverse.
+func objOf(p uintptr) pyObj { return *(*pyObj)(unsafe.Pointer(&p)) }
+func ptrOf(h pyObj) uintptr { return uintptr(unsafe.Pointer(h)) }
+
+// drainTimers pushes the timers C's call_later and call_at staged (GLLoop.tstaged) onto
+// the heap, in order. Every use of the heap starts with it.
+func (l *loop) drainTimers() {
+	s := l.self
+	n := int(s.ntstaged)
+	if n == 0 {
+		return
+	}
+	for _, h := range unsafe.Slice((*pyObj)(unsafe.Pointer(s.tstaged)), n) {
+		l.timers.Push(float64(asHandle(h).when), ptrOf(h))
+	}
+	s.ntstaged = 0
+}
 
 // ensureProcs gives the runtime at least two Ps. A loop thread blocked in epoll_wait is in a
 // system call holding its P; with a single P (GOMAXPROCS=1, e.g. under taskset -c 0) the
@@ -390,7 +411,8 @@ func (l *loop) takeInbox(max int) bool {
 				continue
 			}
 			hh.scheduled = 1
-			l.timers.Push(float64(hh.when), h)
+			l.drainTimers()
+			l.timers.Push(float64(hh.when), ptrOf(h))
 			continue
 		}
 		l.readyPush(h)
@@ -423,7 +445,8 @@ func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
 	case modeTimer:
 		hh := asHandle(h)
 		hh.scheduled = 1
-		l.timers.Push(float64(hh.when), h)
+		l.drainTimers()
+		l.timers.Push(float64(hh.when), ptrOf(h))
 		// a timer made by a callback of the run phase may be due before its end
 		if until := l.timerDeadline(float64(hh.when)); until < int64(self.run_until) {
 			self.run_until = C.int64_t(until)
@@ -501,22 +524,22 @@ func (l *loop) cBlockingWait(epfd int, raw []unix.EpollEvent, ms int) (int, erro
 func (l *loop) purgeTimers() {
 	n := l.timers.Len()
 	if n > minScheduledTimers && float64(l.self.timer_cancelled_count)/float64(n) > minCancelledTimersFrac {
-		l.timers.Filter(func(h pyObj) bool { return asHandle(h).cancelled == 0 }, func(h pyObj) {
-			asHandle(h).scheduled = 0
-			C.gl_decref(h)
+		l.timers.Filter(func(h uintptr) bool { return asHandle(objOf(h)).cancelled == 0 }, func(h uintptr) {
+			asHandle(objOf(h)).scheduled = 0
+			C.gl_decref(objOf(h))
 		})
 		l.self.timer_cancelled_count = 0
 		return
 	}
 	for {
 		t, ok := l.timers.Peek()
-		if !ok || asHandle(t.Item).cancelled == 0 {
+		if !ok || asHandle(objOf(t.Item)).cancelled == 0 {
 			return
 		}
 		l.timers.Pop()
 		l.self.timer_cancelled_count--
-		asHandle(t.Item).scheduled = 0
-		C.gl_decref(t.Item)
+		asHandle(objOf(t.Item)).scheduled = 0
+		C.gl_decref(objOf(t.Item))
 	}
 }
 
@@ -536,6 +559,7 @@ func (l *loop) runOnce() bool {
 	if len(l.asgi) > 0 && !l.takeASGI() { // goloop serve's requests (asgi.go)
 		return false
 	}
+	l.drainTimers()
 	l.purgeTimers()
 
 	timeout := -1
@@ -590,6 +614,7 @@ func (l *loop) runOnce() bool {
 		l.takeASGIQueues()
 	}
 
+	l.drainTimers() // (the callbacks of dispatch may have made timers)
 	if l.timers.Len() > 0 {
 		end := monotonic() + float64(self.clock_resolution)
 		for {
@@ -598,14 +623,14 @@ func (l *loop) runOnce() bool {
 				break
 			}
 			l.timers.Pop()
-			h := asHandle(t.Item)
+			h := asHandle(objOf(t.Item))
 			h.scheduled = 0
 			if h.cancelled != 0 {
 				self.timer_cancelled_count--
-				C.gl_decref(t.Item)
+				C.gl_decref(objOf(t.Item))
 				continue
 			}
-			l.readyPush(t.Item)
+			l.readyPush(objOf(t.Item))
 		}
 	}
 
@@ -917,10 +942,11 @@ func (l *loop) release() {
 	for l.readyLen() > 0 {
 		C.gl_decref(l.readyPop())
 	}
+	l.drainTimers()
 	for l.timers.Len() > 0 {
 		t, _ := l.timers.Pop()
-		asHandle(t.Item).scheduled = 0
-		C.gl_decref(t.Item)
+		asHandle(objOf(t.Item)).scheduled = 0
+		C.gl_decref(objOf(t.Item))
 	}
 	l.self.timer_cancelled_count = 0
 	for c := range l.conns {
@@ -958,7 +984,15 @@ func glLoopTraverse(self *C.GLLoop, visit C.visitproc, arg unsafe.Pointer) (rc C
 		return rc == 0
 	}
 	// (the ready queue is C's: loop_traverse visits it)
-	l.timers.Each(func(t sched.Timer[pyObj]) bool { return v(t.Item) })
+	// (C's staged timers too; the heap's in one call: gl_visit_each)
+	if ts := l.timers.Items(); len(ts) > 0 {
+		var t sched.Timer[uintptr]
+		rc = C.gl_visit_each(visit, arg, unsafe.Pointer(&ts[0]), C.Py_ssize_t(len(ts)),
+			C.size_t(unsafe.Sizeof(t)), C.size_t(unsafe.Offsetof(t.Item)))
+		if rc != 0 {
+			return rc
+		}
+	}
 	if l.fds.each(func(_ int, e *fdEntry) bool { return v(e.reader) && v(e.writer) && v(e.obj) }) {
 		return rc
 	}
@@ -1001,6 +1035,7 @@ func glStats(self *C.GLLoop) (ret pyObj) {
 		}
 		return true
 	})
+	l.drainTimers()
 	vals := []int{l.readyLen() + l.inboxLen(), l.timers.Len(), nfds}
 	t := C.PyTuple_New(C.Py_ssize_t(len(vals)))
 	for i, v := range vals {

@@ -66,6 +66,30 @@ static int stage(GLLoop *self, PyObject *h) {
     return 0;
 }
 
+/* Queues timer h (taking over one reference) for Go's heap, from C (the owner thread, or
+ * any while no thread runs the loop), and ends a fast run phase (gl_run_ready) before
+ * the iteration in which h falls due. */
+static int stage_timer(GLLoop *self, PyObject *h) {
+    if (self->ntstaged == self->tstaged_cap) {
+        Py_ssize_t cap = self->tstaged_cap ? 2 * self->tstaged_cap : 64;
+        PyObject **p = PyMem_Realloc(self->tstaged, (size_t)cap * sizeof(PyObject *));
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->tstaged = p;
+        self->tstaged_cap = cap;
+    }
+    self->tstaged[self->ntstaged++] = h;
+    GLHandle *t = (GLHandle *)h;
+    t->scheduled = 1;
+    /* due in the iteration where when < now + clock_resolution (loop.go's runOnce) */
+    double d = (t->when - self->clock_resolution) * 1e9;
+    int64_t until = d <= 0 ? 0 : d >= 4e18 ? (int64_t)4e18 : (int64_t)d;
+    if (until < self->run_until) self->run_until = until;
+    return 0;
+}
+
 static int64_t mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -263,7 +287,7 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
     PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
     if (h == NULL) return NULL;
     Py_INCREF(h); /* the reference the ready queue (or the heap) keeps on success */
-    int rc = direct_timer ? glSchedule(self, h, GL_MODE_TIMER) : queue_soon(self, h);
+    int rc = direct_timer ? stage_timer(self, h) : queue_soon(self, h);
     if (rc == -1) {
         Py_DECREF(h);
         Py_DECREF(h);
@@ -579,6 +603,9 @@ static void loop_dealloc(GLLoop *self) {
     PyMem_Free(self->ready);
     self->ready = NULL;
     self->ready_len = self->ready_cap = 0;
+    PyMem_Free(self->tstaged);
+    self->tstaged = NULL;
+    self->ntstaged = self->tstaged_cap = 0;
     /* what other threads queued after the loop's Go side let go (or never had it) */
     for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_DECREF(self->inbox[self->inbox_head + i]);
     free(self->inbox);
@@ -602,6 +629,7 @@ static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
     Py_VISIT(self->task_factory);
     for (Py_ssize_t i = 0; i < self->ready_len; i++)
         Py_VISIT(self->ready[(self->ready_head + i) & (self->ready_cap - 1)]);
+    for (Py_ssize_t i = 0; i < self->ntstaged; i++) Py_VISIT(self->tstaged[i]);
     /* No lock: the collector runs with the world stopped (free-threaded) or holding the GIL,
      * and no thread stops inside inbox_push's critical section. */
     for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_VISIT(self->inbox[self->inbox_head + i]);
