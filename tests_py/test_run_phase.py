@@ -259,3 +259,111 @@ def test_other_threads_handles_reach_a_chain(loop):
     loop.call_soon(link, 0)
     loop.run_forever()
     assert order == ["stop"]
+
+
+# ---------------------------------------------------------------------------------------
+# A handle made without a context gets a copy of the current one (on GIL builds goloop
+# keeps the copy's variables and makes the Context only when asked: handle.c)
+# ---------------------------------------------------------------------------------------
+
+
+def test_pending_handle_context_is_a_copy_made_at_call_soon(loop):
+    VAR.set("at-call")
+    try:
+        h = loop.call_soon(lambda: VAR.set("by-callback"))
+        VAR.set("after")
+        ctx = h._context
+        assert ctx is h._context
+        assert ctx[VAR] == "at-call"
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        assert ctx[VAR] == "by-callback"  # it ran in that Context
+        assert VAR.get() == "after"
+    finally:
+        VAR.set("unset")
+
+
+def test_handle_context_asked_after_it_ran(loop):
+    h = loop.call_soon(lambda: VAR.set("by-callback"))
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    assert h._context[VAR] == "by-callback"
+    assert VAR.get() == "unset"
+
+
+def test_handle_context_asked_by_its_own_callback(loop):
+    seen = {}
+
+    def cb():
+        ctx = holder[0]._context
+        VAR.set("inside")
+        seen["value"] = ctx[VAR]
+        with pytest.raises(RuntimeError):
+            ctx.run(lambda: None)  # the entered Context itself
+        seen["ctx"] = ctx
+
+    holder = [loop.call_soon(cb)]
+    loop.call_soon(lambda: seen.setdefault("next", VAR.get()))
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    assert seen["value"] == "inside"
+    assert seen["next"] == "unset"
+    assert seen["ctx"] is holder[0]._context
+    assert seen["ctx"][VAR] == "inside"
+
+
+def test_handle_run_by_a_callback_gets_its_own_context(loop):
+    seen = []
+
+    def outer():
+        VAR.set("outer")
+        inner._run()
+        seen.append(("outer", VAR.get()))
+        inner.cancel()
+
+    loop.call_soon(outer)
+    inner = loop.call_soon(lambda: (seen.append(("inner", VAR.get())), VAR.set("inner")))
+    loop.call_soon(lambda: seen.append(("later", VAR.get())))
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    assert seen == [("inner", "unset"), ("outer", "outer"), ("later", "unset")]
+    assert inner._context[VAR] == "inner"
+
+
+def test_failed_callback_context_reaches_the_handler(loop):
+    got = []
+
+    def handler(lp, context):
+        got.append(context["handle"]._context[VAR])
+
+    def cb():
+        VAR.set("failing")
+        raise ValueError("x")
+
+    loop.set_exception_handler(handler)
+    loop.call_soon(cb)
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    assert got == ["failing"]
+
+
+def test_values_set_by_callbacks_are_released_with_their_handles(loop):
+    import gc
+    import weakref
+
+    class Obj:
+        pass
+
+    refs = []
+
+    def cb():
+        o = Obj()
+        refs.append(weakref.ref(o))
+        VAR.set(o)
+
+    for _ in range(3):
+        loop.call_soon(cb)
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]

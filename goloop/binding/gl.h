@@ -53,6 +53,10 @@ typedef struct {
      * runs the loop), in order, for Go's timer heap (loop.go, drainTimers). */
     PyObject **tstaged;
     Py_ssize_t ntstaged, tstaged_cap;
+    /* GIL builds: the contextvars.Context the handles without one of their own run in
+     * (handle.c, run_lazy), and whether a callback is running in it now. */
+    PyObject *scratch_ctx;
+    int scratch_busy;
     /* The thread running the loop (PyThread_get_thread_ident), 0 when it is not running.
      * Written by that thread (GL_STORE), read by any (GL_LOAD). */
     unsigned long owner;
@@ -91,6 +95,12 @@ typedef struct {
     double when;
     char cancelled;
     char scheduled;              /* timer: in the loop's heap */
+    /* GIL builds: a handle made without a context keeps, instead of a copy of the current
+     * context, that context's variables (the immutable mapping a copy would share); its
+     * Context is made from them when asked for (get_context(), _context), and until then
+     * the callback runs in the loop's scratch context holding them (handle.c). */
+    PyObject *vars;
+    char in_scratch;             /* its callback is running in the loop's scratch Context */
 } GLHandle;
 
 /* The C part of goloop's socket transports. The Python class derives from it, and it derives

@@ -618,6 +618,7 @@ static void loop_dealloc(GLLoop *self) {
     pthread_rwlock_destroy(&self->wake_mu);
     Py_CLEAR(self->thread_id);
     Py_CLEAR(self->task_factory);
+    Py_CLEAR(self->scratch_ctx);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -627,6 +628,7 @@ static void loop_dealloc(GLLoop *self) {
 static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
     Py_VISIT(self->thread_id);
     Py_VISIT(self->task_factory);
+    Py_VISIT(self->scratch_ctx);
     for (Py_ssize_t i = 0; i < self->ready_len; i++)
         Py_VISIT(self->ready[(self->ready_head + i) & (self->ready_cap - 1)]);
     for (Py_ssize_t i = 0; i < self->ntstaged; i++) Py_VISIT(self->tstaged[i]);
@@ -639,6 +641,7 @@ static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
 
 static int loop_clear(GLLoop *self) {
     Py_CLEAR(self->task_factory);
+    Py_CLEAR(self->scratch_ctx);
     if (self->id >= 0 && !gl_forked) glLoopRelease(self);
     return 0;
 }
