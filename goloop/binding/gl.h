@@ -151,6 +151,7 @@ int gl_fork_error(void);
 /* Helpers defined in helpers.c, called from Go. */
 int gl_handle_run(PyObject *h);
 Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo);
+Py_ssize_t gl_run_ready_u(uintptr_t self, Py_ssize_t ntodo);  /* (no cgo pointer check) */
 int gl_ready_grow(GLLoop *self);
 /* The same for Go's hot loops: C pointers passed as integers, which cgo does not inspect
  * (its pointer check costs more than these calls' own work). */

@@ -650,7 +650,7 @@ func (l *loop) runOnce() bool {
 	}
 	for ntodo > 0 {
 		if self.debug == 0 {
-			n := C.gl_run_ready(self, C.Py_ssize_t(ntodo))
+			n := C.gl_run_ready_u(C.uintptr_t(uintptr(unsafe.Pointer(self))), C.Py_ssize_t(ntodo))
 			if n < 0 {
 				return false
 			}

@@ -66,6 +66,8 @@ static int stage(GLLoop *self, PyObject *h) {
     return 0;
 }
 
+Py_ssize_t gl_run_ready_u(uintptr_t self, Py_ssize_t ntodo) { return gl_run_ready((GLLoop *)self, ntodo); }
+
 /* Queues timer h (taking over one reference) for Go's heap, from C (the owner thread, or
  * any while no thread runs the loop), and ends a fast run phase (gl_run_ready) before
  * the iteration in which h falls due. */
