@@ -342,7 +342,12 @@ int gl_check_callback(PyObject *cb, const char *method) {
         if (PyMethod_Check(f)) {
             inner = PyMethod_GET_FUNCTION(f);
             Py_INCREF(inner);
-        } else if (partial_type != NULL && PyObject_TypeCheck(f, (PyTypeObject *)partial_type)) {
+        } else if (partial_type != NULL &&
+                   (Py_IS_TYPE(f, (PyTypeObject *)partial_type) ||
+                    /* a subclass of partial is a Python class: a static type (a Task's
+                     * step wrapper, a builtin) is decided without walking its MRO */
+                    ((Py_TYPE(f)->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+                     PyType_IsSubtype(Py_TYPE(f), (PyTypeObject *)partial_type)))) {
             inner = PyObject_GetAttrString(f, "func");
             if (inner == NULL) {
                 Py_DECREF(f);

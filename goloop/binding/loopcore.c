@@ -16,6 +16,8 @@
 
 static PyTypeObject LoopCoreType;
 
+static PyObject *str_context;  /* "context", interned */
+
 static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                          PyObject **ctx) {
     *ctx = NULL;
@@ -23,7 +25,8 @@ static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t na
     Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < nk; i++) {
         PyObject *k = PyTuple_GET_ITEM(kwnames, i);
-        if (PyUnicode_CompareWithASCIIString(k, "context") != 0) {
+        /* (keyword names are interned as a rule: identity first) */
+        if (k != str_context && PyUnicode_CompareWithASCIIString(k, "context") != 0) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, k);
             return -1;
         }
@@ -780,6 +783,8 @@ int gl_init_loopcore(PyObject *m) {
     set_result_unless_cancelled = PyObject_GetAttrString(compat, "set_result_unless_cancelled");
     Py_DECREF(compat);
     if (set_result_unless_cancelled == NULL) return -1;
+    str_context = PyUnicode_InternFromString("context");
+    if (str_context == NULL) return -1;
     futures_module = PyImport_ImportModule("asyncio.futures");
     str_Future = PyUnicode_InternFromString("Future");
     loop_kwnames = Py_BuildValue("(s)", "loop");
