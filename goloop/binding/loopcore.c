@@ -248,7 +248,14 @@ void gl_set_closed(GLLoop *self) { GL_STORE(self->closed, 1); }
  * is the thread running the loop (no lock, no wake-up needed), else into the inbox, waking
  * the loop when the inbox was empty (one wake-up per batch: the loop takes the whole batch). */
 static int queue_soon(GLLoop *self, PyObject *h) {
-    if (GL_LOAD(self->owner) == gl_thread_ident()) return stage(self, h);
+    unsigned long owner = GL_LOAD(self->owner);
+    if (owner == gl_thread_ident()) return stage(self, h);
+#ifndef Py_GIL_DISABLED
+    /* No thread runs the loop, and the GIL, which this thread holds, is held by whichever
+     * thread sets the owner or touches the ring: stage too (in order with everything
+     * queued so far; the loop takes it all when it starts). */
+    if (owner == 0) return stage(self, h);
+#endif
     int rc = inbox_push(self, h);
     if (rc == 1 && gl_wake(self) < 0) {
         /* h is queued: the exception (the poller is closed) is the caller's only news */
