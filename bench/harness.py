@@ -4,8 +4,8 @@ the results or count instructions; each puts bench/ on sys.path and imports this
 
 Loops by name:
 
-``new_loop(name)`` returns a fresh event loop for ``asyncio``, ``uvloop`` or
-``goloop``. goloop is imported lazily; when it is not importable from the
+``new_loop(name)`` returns a fresh event loop for ``asyncio``, ``uvloop``,
+``rloop`` (a speed anchor) or ``goloop``. goloop is imported lazily; when it is not importable from the
 current environment we also try the in-tree ``pyshim`` folder. Any failure is
 raised as ``LoopUnavailable`` so that callers can report it cleanly.
 
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-LOOPS = ("asyncio", "uvloop", "goloop")
+LOOPS = ("asyncio", "uvloop", "rloop", "goloop")
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,6 +58,9 @@ def new_loop(name):
         if name == "uvloop":
             import uvloop
             return uvloop.new_event_loop()
+        if name == "rloop":
+            import rloop  # a Rust asyncio loop (Granian's author); a speed anchor only
+            return rloop.new_event_loop()
         if name == "goloop":
             goloop = import_goloop()
             return goloop.new_event_loop()

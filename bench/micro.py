@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Event-loop microbenchmarks; prints one JSON line {"ops_per_s": ...}.
 
-    python3 bench/micro.py --loop {asyncio,uvloop,goloop} \
-        --bench {call_soon,call_soon_threadsafe,threadsafe_threads,call_later,task,sleep0,
-                 sock_pingpong} [--n N] [--threads T]
+    python3 bench/micro.py --loop {asyncio,uvloop,rloop,goloop} \
+        --bench {call_soon,call_soon_fanout,call_soon_threadsafe,threadsafe_threads,call_later,
+                 task,sleep0,sock_pingpong} [--n N] [--threads T]
 
 call_soon      a callback that re-schedules itself with call_soon, N times
+call_soon_fanout
+               N call_soon (default 1M) of one callback, then run them all; ops = callbacks
+               per second, from the first call_soon to the last callback
 call_soon_threadsafe
                the same chain with call_soon_threadsafe, called on the loop's own thread
 threadsafe_threads
@@ -35,6 +38,7 @@ from harness import LOOPS, LoopUnavailable, die, new_loop  # noqa: E402
 
 DEFAULT_N = {
     "call_soon": 1_000_000,
+    "call_soon_fanout": 1_000_000,
     "call_soon_threadsafe": 1_000_000,
     "threadsafe_threads": 1_000_000,
     "call_later": 200_000,
@@ -65,6 +69,24 @@ def _chain(loop, n, schedule):
 
 def bench_call_soon(loop, n):
     return _chain(loop, n, loop.call_soon)
+
+
+def bench_call_soon_fanout(loop, n):
+    fut = loop.create_future()
+    count = 0
+
+    def cb():
+        nonlocal count
+        count += 1
+        if count == n:
+            fut.set_result(count)
+
+    t0 = time.perf_counter()
+    call_soon = loop.call_soon
+    for _ in range(n):
+        call_soon(cb)
+    loop.run_until_complete(fut)
+    return n, time.perf_counter() - t0
 
 
 def bench_call_soon_threadsafe(loop, n):
@@ -178,6 +200,7 @@ def bench_sock_pingpong(loop, n):
 
 BENCHES = {
     "call_soon": bench_call_soon,
+    "call_soon_fanout": bench_call_soon_fanout,
     "call_soon_threadsafe": bench_call_soon_threadsafe,
     "threadsafe_threads": bench_threadsafe_threads,
     "call_later": bench_call_later,

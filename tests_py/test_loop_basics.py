@@ -671,17 +671,22 @@ def test_goloop_always_checks_callback(gloop, bad):
     assert scheduled_count(gloop) == 0
 
 
+class _Partial(functools.partial):
+    pass
+
+
 def _coroutine_callbacks():
     return {
         "coroutine-function": _coro_fn,
         "async-method": _WithAsyncMethod().meth,
         "partial-coroutine-function": functools.partial(_coro_fn),
+        "partial-subclass-coroutine-function": _Partial(_coro_fn),
         "asyncmock": unittest.mock.AsyncMock(),
     }
 
 
 COROUTINE_KINDS = ["coroutine", "coroutine-function", "async-method",
-                   "partial-coroutine-function", "asyncmock"]
+                   "partial-coroutine-function", "partial-subclass-coroutine-function", "asyncmock"]
 
 
 def _make_coroutine_callback(kind):

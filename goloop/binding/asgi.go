@@ -86,6 +86,7 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	sv.id = id
 	py.sid = C.long(id)
 	l.addHook(sv)
+	l.endFastRun()
 	return 0
 }
 

@@ -36,11 +36,27 @@ typedef struct {
     double slow_callback_duration;
     double clock_resolution;
     PyObject *task_factory;      /* asyncio's _task_factory; NULL reads as None */
-    /* Handles call_soon queued from C (no C->Go call), in order; Go moves them to its ready
-     * queue before it next touches that queue (loop.go, drainStaged). Only the thread that
-     * runs the loop (owner) touches them. */
-    PyObject **staged;
-    Py_ssize_t nstaged, staged_cap;
+    /* The ready queue, a ring of ready_cap (a power of two) handles, ready_len of them
+     * queued from ready_head: call_soon appends in C (no C->Go call), Go appends in place
+     * (loop.go, readyPush: due timers, I/O callbacks, the inbox) and C runs them
+     * (gl_run_ready). Only the thread that runs the loop (owner) touches it, or any thread
+     * while no thread runs the loop. */
+    PyObject **ready;
+    Py_ssize_t ready_head, ready_len, ready_cap;
+    /* gl_run_ready may run further iterations by itself (each: the handles ready at its
+     * start) while CLOCK_MONOTONIC is below run_until (ns) and nothing else waits for Go:
+     * Go sets it before the run phase (the next poll, timer, yield) and lowers it when
+     * something Go must handle between iterations appears (a timer pushed, a transport's
+     * writes to flush: loop.go, endFastRun). 0: one iteration, then back to Go. */
+    int64_t run_until;
+    /* TimerHandles call_later and call_at made on the owner thread (or while no thread
+     * runs the loop), in order, for Go's timer heap (loop.go, drainTimers). */
+    PyObject **tstaged;
+    Py_ssize_t ntstaged, tstaged_cap;
+    /* GIL builds: the contextvars.Context the handles without one of their own run in
+     * (handle.c, run_lazy), and whether a callback is running in it now. */
+    PyObject *scratch_ctx;
+    int scratch_busy;
     /* The thread running the loop (PyThread_get_thread_ident), 0 when it is not running.
      * Written by that thread (GL_STORE), read by any (GL_LOAD). */
     unsigned long owner;
@@ -79,6 +95,12 @@ typedef struct {
     double when;
     char cancelled;
     char scheduled;              /* timer: in the loop's heap */
+    /* GIL builds: a handle made without a context keeps, instead of a copy of the current
+     * context, that context's variables (the immutable mapping a copy would share); its
+     * Context is made from them when asked for (get_context(), _context), and until then
+     * the callback runs in the loop's scratch context holding them (handle.c). */
+    PyObject *vars;
+    char in_scratch;             /* its callback is running in the loop's scratch Context */
 } GLHandle;
 
 /* The C part of goloop's socket transports. The Python class derives from it, and it derives
@@ -133,6 +155,9 @@ int gl_fork_error(void);
 /* C helpers Go calls: handles (handle.c), CPython macros and errors (pyapi.c), buffered reads
  * (readpath.c). */
 int gl_handle_run(PyObject *h);
+Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo);
+Py_ssize_t gl_run_ready_u(uintptr_t self, Py_ssize_t ntodo);  /* (no cgo pointer check) */
+int gl_ready_grow(GLLoop *self);
 /* The same for Go's hot loops: C pointers passed as integers, which cgo does not inspect
  * (its pointer check costs more than these calls' own work). */
 int gl_handle_run_u(uintptr_t h);
@@ -196,6 +221,7 @@ int gl_init_transport_type(PyObject *m);/* transport.c */
 int gl_init_http(PyObject *m);          /* httpparser_py.c */
 int gl_init_ssl(PyObject *m);           /* sslfast.c */
 int gl_visit(visitproc visit, PyObject *o, void *arg);
+int gl_visit_each(visitproc visit, void *arg, void *base, Py_ssize_t n, size_t stride, size_t off);
 Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out);
 void gl_set_owner(GLLoop *self, unsigned long owner);
 void gl_set_closed(GLLoop *self);

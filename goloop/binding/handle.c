@@ -7,6 +7,46 @@ PyTypeObject *GL_HandleType;
 PyTypeObject *GL_TimerHandleType;
 static PyObject *py_format_callback_source, *empty_tuple;  /* set at module init */
 
+/* ---------- lazy contexts ----------
+ * asyncio gives every handle made without a context a copy of the current one
+ * (contextvars.copy_context()): a new Context object per call_soon, sharing the current
+ * context's immutable mapping of variables. On a GIL build goloop keeps only that mapping
+ * (GLHandle.vars) and runs the callback in a Context of the loop (scratch_ctx) into which
+ * it puts the mapping; what the callback sets goes back to the handle afterwards. The
+ * callback cannot tell: it sees the same variables, its changes stay its own, and no code
+ * can reach the Context it runs in (copy_context() copies it); were anything to keep a
+ * reference to it (a context watcher), it becomes the handle's own Context. This relies
+ * on PyContext's layout (Include/internal/pycore_context.h, the same in 3.11-3.15): its
+ * mapping is the second field after the object header. Free-threaded builds copy. */
+#ifndef Py_GIL_DISABLED
+#define GL_LAZY_CONTEXT 1
+typedef struct {
+    PyObject_HEAD
+    PyObject *ctx_prev;
+    PyObject *ctx_vars;
+} GLContextHead;
+#define CTX_VARS(c) (((GLContextHead *)(c))->ctx_vars)
+static PyObject *empty_vars;  /* a new Context's mapping, for the scratch between uses */
+#endif
+
+/* The handle's Context, made from its saved variables the first time it is needed
+ * (borrowed; NULL with an exception, or after tp_clear). */
+static PyObject *handle_context(GLHandle *h) {
+#ifdef GL_LAZY_CONTEXT
+    if (h->context == NULL && h->vars != NULL) {
+        PyObject *c = PyContext_New();
+        if (c == NULL) return NULL;
+        Py_SETREF(CTX_VARS(c), h->vars);
+        h->vars = NULL;
+        h->context = c;
+    } else if (h->context == NULL && h->in_scratch) {
+        /* asked while its callback runs: the Context it runs in becomes its own */
+        h->context = Py_NewRef(((GLLoop *)h->loop)->scratch_ctx);
+    }
+#endif
+    return h->context;
+}
+
 /* ---------- Handle ---------- */
 
 static PyObject *handle_when(GLHandle *h, PyObject *Py_UNUSED(ignored));
@@ -19,6 +59,7 @@ static int handle_traverse(GLHandle *h, visitproc visit, void *arg) {
     Py_VISIT(h->repr);
     Py_VISIT(h->source_tb);
     Py_VISIT(h->when_obj);
+    Py_VISIT(h->vars);
     return 0;
 }
 
@@ -30,6 +71,7 @@ static int handle_clear(GLHandle *h) {
     Py_CLEAR(h->repr);
     Py_CLEAR(h->source_tb);
     Py_CLEAR(h->when_obj);
+    Py_CLEAR(h->vars);
     return 0;
 }
 
@@ -111,9 +153,15 @@ static PyObject *handle_cancelled(GLHandle *h, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *handle_get_context(GLHandle *h, PyObject *Py_UNUSED(ignored)) {
-    Py_INCREF(h->context);
-    return h->context;
+    PyObject *c = handle_context(h);
+    if (c == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    return Py_NewRef(c);
 }
+
+static PyObject *handle_get_context_attr(GLHandle *h, void *closure) { return handle_get_context(h, NULL); }
 
 static PyObject *handle_run(GLHandle *h, PyObject *Py_UNUSED(ignored)) {
     if (h->cancelled) Py_RETURN_NONE;
@@ -176,7 +224,6 @@ static PyMethodDef timer_methods[] = {
 static PyMemberDef handle_members[] = {
     {"_callback", T_OBJECT, offsetof(GLHandle, callback), READONLY, NULL},
     {"_args", T_OBJECT, offsetof(GLHandle, args), READONLY, NULL},
-    {"_context", T_OBJECT, offsetof(GLHandle, context), READONLY, NULL},
     {"_loop", T_OBJECT, offsetof(GLHandle, loop), READONLY, NULL},
     {"_cancelled", T_BOOL, offsetof(GLHandle, cancelled), READONLY, NULL},
     {"_scheduled", T_BOOL, offsetof(GLHandle, scheduled), READONLY, NULL},
@@ -192,6 +239,7 @@ static PyObject *handle_source_traceback(GLHandle *h, void *closure) {
 static PyGetSetDef handle_getset[] = {
     {"_source_traceback", (getter)handle_source_traceback, NULL, NULL, NULL},
     {"_when", (getter)handle_get_when, NULL, NULL, NULL},
+    {"_context", (getter)handle_get_context_attr, NULL, NULL, NULL},
     {NULL}
 };
 
@@ -259,6 +307,14 @@ int gl_init_callback_check(void) {
     py_is_coroutine_mark = PyObject_GetAttrString(co, "IS_COROUTINE_MARK");
     py_format_callback_source = PyObject_GetAttrString(co, "format_callback_source");
     empty_tuple = PyTuple_New(0);
+#ifdef GL_LAZY_CONTEXT
+    PyObject *c = PyContext_New();
+    if (c != NULL) {
+        empty_vars = Py_NewRef(CTX_VARS(c));
+        Py_DECREF(c);
+    }
+    if (empty_vars == NULL) empty_tuple = NULL; /* (fails the check below) */
+#endif
     Py_DECREF(ft);
     Py_DECREF(co);
     return (partial_type && py_iscoroutine && py_iscoroutinefunction && py_is_coroutine_mark &&
@@ -286,7 +342,12 @@ int gl_check_callback(PyObject *cb, const char *method) {
         if (PyMethod_Check(f)) {
             inner = PyMethod_GET_FUNCTION(f);
             Py_INCREF(inner);
-        } else if (partial_type != NULL && PyObject_TypeCheck(f, (PyTypeObject *)partial_type)) {
+        } else if (partial_type != NULL &&
+                   (Py_IS_TYPE(f, (PyTypeObject *)partial_type) ||
+                    /* a subclass of partial is a Python class: a static type (a Task's
+                     * step wrapper, a builtin) is decided without walking its MRO */
+                    ((Py_TYPE(f)->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+                     PyType_IsSubtype(Py_TYPE(f), (PyTypeObject *)partial_type)))) {
             inner = PyObject_GetAttrString(f, "func");
             if (inner == NULL) {
                 Py_DECREF(f);
@@ -330,6 +391,8 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
     GLHandle *h = PyObject_GC_New(GLHandle, tp);
     if (h == NULL) return NULL;
     h->args = NULL;
+    h->vars = NULL;
+    h->in_scratch = 0;
     if (nargs > 0) {
         PyObject *t = PyTuple_New(nargs);
         if (t == NULL) {
@@ -343,7 +406,16 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
         }
         h->args = t;
     }
+    PyObject *cur;
+#ifdef GL_LAZY_CONTEXT
+    if ((context == NULL || context == Py_None) && (cur = PyThreadState_Get()->context) != NULL &&
+        PyContext_CheckExact(cur)) {
+        h->vars = Py_NewRef(CTX_VARS(cur)); /* what copy_context() would share */
+        h->context = NULL;
+    } else
+#endif
     if (context == NULL || context == Py_None) {
+        (void)cur;
         h->context = PyContext_CopyCurrent();
         if (h->context == NULL) {
             h->callback = h->loop = h->weakreflist = h->repr = h->source_tb = h->when_obj = NULL;
@@ -397,8 +469,78 @@ static int report_exception(PyObject *loop, PyObject *h) {
     return 0;
 }
 
+static int run_gl_handle(GLHandle *h);
+
+#ifdef GL_LAZY_CONTEXT
+/* Runs h, which has no Context yet, in its loop's scratch Context holding h's variables
+ * (see "lazy contexts"). Returns 1 when the scratch is in use (a callback running a handle
+ * itself, or another thread's loop callback holding it while this thread has the GIL):
+ * the caller then gives h its own Context. */
+static int run_lazy(GLHandle *h) {
+    GLLoop *loop = (GLLoop *)h->loop;
+    if (loop->scratch_busy) return 1;
+    PyObject *s = loop->scratch_ctx;
+    if (s == NULL) {
+        s = PyContext_New();
+        if (s == NULL) return -1;
+        loop->scratch_ctx = s;
+    }
+    PyObject *cb = h->callback, *args = h->args, *res = NULL;
+    Py_SETREF(CTX_VARS(s), h->vars); /* h's reference passes to the scratch */
+    h->vars = NULL;
+    loop->scratch_busy = 1;
+    h->in_scratch = 1;
+    Py_INCREF(cb);
+    Py_XINCREF(args);
+    Py_INCREF(h);
+    if (PyContext_Enter(s) == 0) {
+        if (args == NULL)
+            res = PyObject_CallNoArgs(cb);
+        else
+            res = PyObject_Vectorcall(cb, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
+        if (res == NULL) {
+            PyObject *t, *v, *tb;
+            PyErr_Fetch(&t, &v, &tb);
+            PyContext_Exit(s);
+            PyErr_Restore(t, v, tb);
+        } else if (PyContext_Exit(s) < 0) {
+            Py_CLEAR(res);
+        }
+    }
+    loop->scratch_busy = 0;
+    h->in_scratch = 0;
+    /* the variables, with what the callback set, go back to h */
+    if (Py_REFCNT(s) == 1 && h->context == NULL) {
+        Py_XSETREF(h->vars, CTX_VARS(s));
+        CTX_VARS(s) = Py_NewRef(empty_vars);
+    } else {
+        /* something kept the Context (or gave h one meanwhile): it is h's from now on */
+        loop->scratch_ctx = NULL;
+        if (h->context == NULL) h->context = s;
+        else Py_DECREF(s);
+    }
+    Py_DECREF(cb);
+    Py_XDECREF(args);
+    if (res != NULL) {
+        Py_DECREF(res);
+        Py_DECREF(h);
+        return 0;
+    }
+    int rc = report_exception(h->loop, (PyObject *)h);
+    Py_DECREF(h);
+    return rc;
+}
+#endif
+
 static int run_gl_handle(GLHandle *h) {
-    PyObject *cb = h->callback, *args = h->args, *ctx = h->context, *res = NULL;
+#ifdef GL_LAZY_CONTEXT
+    if (h->context == NULL && h->vars != NULL) {
+        int rc = run_lazy(h);
+        if (rc <= 0) return rc;
+    }
+#endif
+    PyObject *cb = h->callback, *args = h->args, *ctx = handle_context(h), *res = NULL;
+    if (ctx == NULL) return PyErr_Occurred() ? report_exception(h->loop, (PyObject *)h) : 0;
     Py_INCREF(cb);
     Py_XINCREF(args);
     Py_INCREF(ctx);

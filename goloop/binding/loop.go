@@ -223,9 +223,11 @@ func (l *loop) dropIdle(fd int, e *fdEntry) {
 
 // loop is the Go state behind one goloop.Loop.
 type loop struct {
-	self   *C.GLLoop
-	ready  sched.Queue[pyObj]
-	timers sched.TimerHeap[pyObj]
+	self *C.GLLoop // its ready queue is C's (GLLoop.ready): readyPush, readyPop
+	// The timer heap holds the handles as integers (objOf): Go's garbage collector then
+	// has no pointers to scan in it, and C's call_later stages its timers (GLLoop.tstaged)
+	// for drainTimers to push.
+	timers sched.TimerHeap[uintptr]
 	poll   *poller.Poller
 	fds    fdTable
 
@@ -320,6 +322,24 @@ func ensureProcsFor(running int) {
 
 func asHandle(h pyObj) *C.GLHandle { return (*C.GLHandle)(unsafe.Pointer(h)) }
 
+// objOf is the object whose address the timer heap keeps; ptrOf the reverse.
+func objOf(p uintptr) pyObj { return *(*pyObj)(unsafe.Pointer(&p)) }
+func ptrOf(h pyObj) uintptr { return uintptr(unsafe.Pointer(h)) }
+
+// drainTimers pushes the timers C's call_later and call_at staged (GLLoop.tstaged) onto
+// the heap, in order. Every use of the heap starts with it.
+func (l *loop) drainTimers() {
+	s := l.self
+	n := int(s.ntstaged)
+	if n == 0 {
+		return
+	}
+	for _, h := range unsafe.Slice((*pyObj)(unsafe.Pointer(s.tstaged)), n) {
+		l.timers.Push(float64(asHandle(h).when), ptrOf(h))
+	}
+	s.ntstaged = 0
+}
+
 // ensureProcs gives the runtime at least two Ps. A loop thread blocked in epoll_wait is in a
 // system call holding its P; with a single P (GOMAXPROCS=1, e.g. under taskset -c 0) the
 // runtime's monitor hands that P to a freshly woken thread every time the wait exceeds
@@ -366,30 +386,39 @@ func glLoopFree(self *C.GLLoop) {
 	self.id = -1
 }
 
-// drainStaged moves the handles C's call_soon staged (GLLoop.staged) to the ready queue, in
-// order. Every use of the ready queue starts with it (readyPush, readyLen), so handles keep
-// the order in which they were scheduled, whichever side queued them.
-func (l *loop) drainStaged() {
-	self := l.self
-	n := int(self.nstaged)
-	if n == 0 {
-		return
-	}
-	for _, h := range unsafe.Slice((*pyObj)(unsafe.Pointer(self.staged)), n) {
-		l.ready.Push(h)
-	}
-	self.nstaged = 0
+// readyRing is the ready queue's ring (GLLoop.ready), C memory.
+func (l *loop) readyRing() []pyObj {
+	s := l.self
+	return unsafe.Slice((*pyObj)(unsafe.Pointer(s.ready)), int(s.ready_cap))
 }
 
+// readyPush appends h (taking over one reference) to the ready queue, in place: C's
+// call_soon appends to the same ring, so handles keep the order in which they were
+// scheduled, whichever side queued them.
 func (l *loop) readyPush(h pyObj) {
-	l.drainStaged()
-	l.ready.Push(h)
+	s := l.self
+	if s.ready_len == s.ready_cap && C.gl_ready_grow(s) < 0 {
+		C.PyErr_Clear()
+		panic("goloop: out of memory for the ready queue")
+	}
+	l.readyRing()[(s.ready_head+s.ready_len)&(s.ready_cap-1)] = h
+	s.ready_len++
 }
 
-func (l *loop) readyLen() int {
-	l.drainStaged()
-	return l.ready.Len()
+// readyPop takes the handle at the head of the ready queue (which must not be empty).
+func (l *loop) readyPop() pyObj {
+	s := l.self
+	h := l.readyRing()[s.ready_head]
+	s.ready_head = (s.ready_head + 1) & (s.ready_cap - 1)
+	s.ready_len--
+	return h
 }
+
+func (l *loop) readyLen() int { return int(l.self.ready_len) }
+
+// endFastRun makes the run phase return to Go after its current iteration (gl.h,
+// run_until): something Go must do between iterations has appeared.
+func (l *loop) endFastRun() { l.self.run_until = 0 }
 
 // inboxLen is the number of handles waiting in the inbox (any thread may be adding more).
 func (l *loop) inboxLen() int {
@@ -408,7 +437,6 @@ func (l *loop) takeInbox(max int) bool {
 	if n < 0 {
 		return false
 	}
-	l.drainStaged()
 	timerType := C.GL_TimerHandleType
 	for _, h := range unsafe.Slice((*pyObj)(unsafe.Pointer(out)), n) {
 		if h.ob_type == timerType { // Py_IS_TYPE, without a call into C per handle
@@ -418,10 +446,11 @@ func (l *loop) takeInbox(max int) bool {
 				continue
 			}
 			hh.scheduled = 1
-			l.timers.Push(float64(hh.when), h)
+			l.drainTimers()
+			l.timers.Push(float64(hh.when), ptrOf(h))
 			continue
 		}
-		l.ready.Push(h)
+		l.readyPush(h)
 	}
 	return true
 }
@@ -451,7 +480,12 @@ func glSchedule(self *C.GLLoop, h pyObj, mode C.int) (rc C.int) {
 	case modeTimer:
 		hh := asHandle(h)
 		hh.scheduled = 1
-		l.timers.Push(float64(hh.when), h)
+		l.drainTimers()
+		l.timers.Push(float64(hh.when), ptrOf(h))
+		// a timer made by a callback of the run phase may be due before its end
+		if until := l.timerDeadline(float64(hh.when)); until < int64(self.run_until) {
+			self.run_until = C.int64_t(until)
+		}
 	}
 	return 0
 }
@@ -525,22 +559,22 @@ func (l *loop) cBlockingWait(epfd int, raw []unix.EpollEvent, ms int) (int, erro
 func (l *loop) purgeTimers() {
 	n := l.timers.Len()
 	if n > minScheduledTimers && float64(l.self.timer_cancelled_count)/float64(n) > minCancelledTimersFrac {
-		l.timers.Filter(func(h pyObj) bool { return asHandle(h).cancelled == 0 }, func(h pyObj) {
-			asHandle(h).scheduled = 0
-			C.gl_decref(h)
+		l.timers.Filter(func(h uintptr) bool { return asHandle(objOf(h)).cancelled == 0 }, func(h uintptr) {
+			asHandle(objOf(h)).scheduled = 0
+			C.gl_decref(objOf(h))
 		})
 		l.self.timer_cancelled_count = 0
 		return
 	}
 	for {
 		t, ok := l.timers.Peek()
-		if !ok || asHandle(t.Item).cancelled == 0 {
+		if !ok || asHandle(objOf(t.Item)).cancelled == 0 {
 			return
 		}
 		l.timers.Pop()
 		l.self.timer_cancelled_count--
-		asHandle(t.Item).scheduled = 0
-		C.gl_decref(t.Item)
+		asHandle(objOf(t.Item)).scheduled = 0
+		C.gl_decref(objOf(t.Item))
 	}
 }
 
@@ -564,6 +598,7 @@ func (l *loop) runOnce() bool {
 		l.takeHooks()
 		l.flushHooks()
 	}
+	l.drainTimers()
 	l.purgeTimers()
 
 	timeout := -1
@@ -618,6 +653,7 @@ func (l *loop) runOnce() bool {
 		l.takeHooks()
 	}
 
+	l.drainTimers() // (the callbacks of dispatch may have made timers)
 	if l.timers.Len() > 0 {
 		end := monotonic() + float64(self.clock_resolution)
 		for {
@@ -626,38 +662,48 @@ func (l *loop) runOnce() bool {
 				break
 			}
 			l.timers.Pop()
-			h := asHandle(t.Item)
+			h := asHandle(objOf(t.Item))
 			h.scheduled = 0
 			if h.cancelled != 0 {
 				self.timer_cancelled_count--
-				C.gl_decref(t.Item)
+				C.gl_decref(objOf(t.Item))
 				continue
 			}
-			l.readyPush(t.Item)
+			l.readyPush(objOf(t.Item))
 		}
 	}
 
 	ntodo := l.readyLen()
-	if self.debug != 0 {
-		for i := 0; i < ntodo; i++ {
-			h, _ := l.ready.Pop()
-			r := C.gl_call_method1((*C.PyObject)(unsafe.Pointer(self)), cRunHandleDebug, h)
-			C.gl_decref(h)
-			if r == nil {
+	// One call into C runs the iteration's handles, and the iterations after it while
+	// nothing but ready handles needs the loop: until the next poll, timer or yield.
+	// In debug mode, which asyncio looks at before each handle, Go runs each handle
+	// through _run_handle_debug (the slow-callback warning); C hands back the rest of its
+	// iteration when a callback turns debug mode on.
+	self.run_until = 0
+	if ntodo > 0 && self.debug == 0 && len(l.hooks) == 0 && len(l.dirty) == 0 && !l.otherThreads() {
+		until := min(l.lastPoll+pollEvery, l.lastYield+yieldEvery)
+		if t, ok := l.timers.Peek(); ok {
+			until = min(until, l.timerDeadline(t.When))
+		}
+		self.run_until = C.int64_t(until)
+	}
+	for ntodo > 0 {
+		if self.debug == 0 {
+			n := C.gl_run_ready_u(C.uintptr_t(uintptr(unsafe.Pointer(self))), C.Py_ssize_t(ntodo))
+			if n < 0 {
 				return false
 			}
-			C.gl_decref(r)
+			ntodo = int(n)
+			continue
 		}
-		if len(l.hooks) > 0 {
-			l.flushHooks()
-		}
-		return l.flushDirty()
-	}
-	for i := 0; i < ntodo; i++ {
-		h, _ := l.ready.Pop()
-		if C.gl_handle_run_u(C.uintptr_t(uintptr(unsafe.Pointer(h)))) < 0 {
+		h := l.readyPop()
+		ntodo--
+		r := C.gl_call_method1((*C.PyObject)(unsafe.Pointer(self)), cRunHandleDebug, h)
+		C.gl_decref(h)
+		if r == nil {
 			return false
 		}
+		C.gl_decref(r)
 	}
 	if len(l.hooks) > 0 {
 		l.flushHooks() // the output the run phase produced (goloop serve's responses)
@@ -666,6 +712,19 @@ func (l *loop) runOnce() bool {
 }
 
 var cRunHandleDebug = C.CString("_run_handle_debug")
+
+// timerDeadline is the nanotime from which a timer due at when (loop time) is due in an
+// iteration (runOnce's test: when < monotonic() + clock_resolution).
+func (l *loop) timerDeadline(when float64) int64 {
+	d := (when - float64(l.self.clock_resolution)) * 1e9
+	if d <= 0 {
+		return 0
+	}
+	if d >= math.MaxInt64/2 {
+		return math.MaxInt64 / 2
+	}
+	return int64(d)
+}
 
 // yieldEvery bounds how long the loop's goroutine runs without passing through Go's
 // scheduler. It never does otherwise: run_forever is one long call from C into Go, on a
@@ -921,12 +980,14 @@ func glFdKey(self *C.GLLoop, fd C.int) (ret pyObj) {
 func (l *loop) release() {
 	for l.inboxLen() > 0 && l.takeInbox(math.MaxInt32) {
 	}
-	l.drainStaged()
-	l.ready.Drain(func(h pyObj) { C.gl_decref(h) })
+	for l.readyLen() > 0 {
+		C.gl_decref(l.readyPop())
+	}
+	l.drainTimers()
 	for l.timers.Len() > 0 {
 		t, _ := l.timers.Pop()
-		asHandle(t.Item).scheduled = 0
-		C.gl_decref(t.Item)
+		asHandle(objOf(t.Item)).scheduled = 0
+		C.gl_decref(objOf(t.Item))
 	}
 	l.self.timer_cancelled_count = 0
 	for c := range l.conns {
@@ -967,8 +1028,16 @@ func glLoopTraverse(self *C.GLLoop, visit C.visitproc, arg unsafe.Pointer) (rc C
 		}
 		return rc == 0
 	}
-	l.ready.Each(v)
-	l.timers.Each(func(t sched.Timer[pyObj]) bool { return v(t.Item) })
+	// (the ready queue is C's: loop_traverse visits it)
+	// (C's staged timers too; the heap's in one call: gl_visit_each)
+	if ts := l.timers.Items(); len(ts) > 0 {
+		var t sched.Timer[uintptr]
+		rc = C.gl_visit_each(visit, arg, unsafe.Pointer(&ts[0]), C.Py_ssize_t(len(ts)),
+			C.size_t(unsafe.Sizeof(t)), C.size_t(unsafe.Offsetof(t.Item)))
+		if rc != 0 {
+			return rc
+		}
+	}
 	if l.fds.each(func(_ int, e *fdEntry) bool { return v(e.reader) && v(e.writer) && v(e.obj) }) {
 		return rc
 	}
@@ -1011,6 +1080,7 @@ func glStats(self *C.GLLoop) (ret pyObj) {
 		}
 		return true
 	})
+	l.drainTimers()
 	vals := []int{l.readyLen() + l.inboxLen(), l.timers.Len(), nfds}
 	t := C.PyTuple_New(C.Py_ssize_t(len(vals)))
 	for i, v := range vals {

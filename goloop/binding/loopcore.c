@@ -1,6 +1,7 @@
 /* goloop._goloop.LoopCore, the C part of goloop.Loop: call_soon and friends (argument
  * handling, making the handle, queueing it), the queues Python-facing calls fill without a
- * call into Go (the owner thread's staged call_soon handles, other threads' inbox), the
+ * call into Go (the ready queue the owner thread's call_soon appends to and the run phase
+ * takes from, other threads' inbox), the
  * wrappers of the Go loop's exports (run, timers, readers/writers), asyncio's attributes as
  * C fields Go reads, and the blocking poll that releases the GIL. */
 #include <sys/epoll.h>
@@ -15,6 +16,8 @@
 
 static PyTypeObject LoopCoreType;
 
+static PyObject *str_context;  /* "context", interned */
+
 static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                          PyObject **ctx) {
     *ctx = NULL;
@@ -22,7 +25,8 @@ static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t na
     Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < nk; i++) {
         PyObject *k = PyTuple_GET_ITEM(kwnames, i);
-        if (PyUnicode_CompareWithASCIIString(k, "context") != 0) {
+        /* (keyword names are interned as a rule: identity first) */
+        if (k != str_context && PyUnicode_CompareWithASCIIString(k, "context") != 0) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, k);
             return -1;
         }
@@ -39,21 +43,89 @@ static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t na
 
 
 
-/* Queues h (taking over one reference) for Go's ready queue, from C. Only the thread that
- * runs the loop (its owner) stages: the array has no lock. */
+/* Doubles the ready ring (or makes its first 64 slots), keeping the handles' order.
+ * Returns -1 with MemoryError. */
+int gl_ready_grow(GLLoop *self) {
+    Py_ssize_t cap = self->ready_cap ? 2 * self->ready_cap : 64;
+    PyObject **p = PyMem_Malloc((size_t)cap * sizeof(PyObject *));
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < self->ready_len; i++)
+        p[i] = self->ready[(self->ready_head + i) & (self->ready_cap - 1)];
+    PyMem_Free(self->ready);
+    self->ready = p;
+    self->ready_head = 0;
+    self->ready_cap = cap;
+    return 0;
+}
+
+/* Queues h (taking over one reference) at the tail of the ready queue, from C. Only the
+ * thread that runs the loop (its owner) stages: the ring has no lock. */
 static int stage(GLLoop *self, PyObject *h) {
-    if (self->nstaged == self->staged_cap) {
-        Py_ssize_t cap = self->staged_cap ? 2 * self->staged_cap : 64;
-        PyObject **p = PyMem_Realloc(self->staged, (size_t)cap * sizeof(PyObject *));
+    if (self->ready_len == self->ready_cap && gl_ready_grow(self) < 0) return -1;
+    self->ready[(self->ready_head + self->ready_len++) & (self->ready_cap - 1)] = h;
+    return 0;
+}
+
+Py_ssize_t gl_run_ready_u(uintptr_t self, Py_ssize_t ntodo) { return gl_run_ready((GLLoop *)self, ntodo); }
+
+/* Queues timer h (taking over one reference) for Go's heap, from C (the owner thread, or
+ * any while no thread runs the loop), and ends a fast run phase (gl_run_ready) before
+ * the iteration in which h falls due. */
+static int stage_timer(GLLoop *self, PyObject *h) {
+    if (self->ntstaged == self->tstaged_cap) {
+        Py_ssize_t cap = self->tstaged_cap ? 2 * self->tstaged_cap : 64;
+        PyObject **p = PyMem_Realloc(self->tstaged, (size_t)cap * sizeof(PyObject *));
         if (p == NULL) {
             PyErr_NoMemory();
             return -1;
         }
-        self->staged = p;
-        self->staged_cap = cap;
+        self->tstaged = p;
+        self->tstaged_cap = cap;
     }
-    self->staged[self->nstaged++] = h;
+    self->tstaged[self->ntstaged++] = h;
+    GLHandle *t = (GLHandle *)h;
+    t->scheduled = 1;
+    /* due in the iteration where when < now + clock_resolution (loop.go's runOnce) */
+    double d = (t->when - self->clock_resolution) * 1e9;
+    int64_t until = d <= 0 ? 0 : d >= 4e18 ? (int64_t)4e18 : (int64_t)d;
+    if (until < self->run_until) self->run_until = until;
     return 0;
+}
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The run phase (loop.go, runOnce): runs the ntodo handles at the head of the ready queue,
+ * in order, each in its context, releasing the queue's references. Then, while
+ * self->run_until allows it (see gl.h), it runs further iterations here, without a return
+ * to Go: each takes the handles ready at its start (those the previous one queued), as
+ * asyncio's _run_once does, and one begins only if the loop is not stopping, not in debug
+ * mode, no other thread queued handles (the inbox) and run_until is still ahead. What Go
+ * does between iterations has nothing to do then: no poll is due (nothing blocks: handles
+ * are ready), no timer is due, no transport has writes to flush. Returns 0; or, when a
+ * callback switched debug mode on, the number of handles of its iteration left to run
+ * (Go runs them, each through _run_handle_debug); or -1 with an exception that must stop
+ * the loop (the handles not run stay queued, in order). */
+Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo) {
+    for (;;) {
+        for (; ntodo > 0; ntodo--) {
+            if (self->debug) return ntodo; /* switched on by a callback: Go's debug path */
+            PyObject *h = self->ready[self->ready_head];
+            self->ready_head = (self->ready_head + 1) & (self->ready_cap - 1);
+            self->ready_len--;
+            if (gl_handle_run(h) < 0) return -1;
+        }
+        if (self->ready_len == 0 || self->run_until == 0 || self->stopping || self->debug ||
+            GL_LOAD(self->inbox_n) != 0 || mono_ns() >= self->run_until)
+            return 0;
+        ntodo = self->ready_len;
+    }
 }
 
 /* Appends h (taking over one reference) to the inbox. Returns 1 if the inbox was empty
@@ -176,7 +248,14 @@ void gl_set_closed(GLLoop *self) { GL_STORE(self->closed, 1); }
  * is the thread running the loop (no lock, no wake-up needed), else into the inbox, waking
  * the loop when the inbox was empty (one wake-up per batch: the loop takes the whole batch). */
 static int queue_soon(GLLoop *self, PyObject *h) {
-    if (GL_LOAD(self->owner) == gl_thread_ident()) return stage(self, h);
+    unsigned long owner = GL_LOAD(self->owner);
+    if (owner == gl_thread_ident()) return stage(self, h);
+#ifndef Py_GIL_DISABLED
+    /* No thread runs the loop, and the GIL, which this thread holds, is held by whichever
+     * thread sets the owner or touches the ring: stage too (in order with everything
+     * queued so far; the loop takes it all when it starts). */
+    if (owner == 0) return stage(self, h);
+#endif
     int rc = inbox_push(self, h);
     if (rc == 1 && gl_wake(self) < 0) {
         /* h is queued: the exception (the poller is closed) is the caller's only news */
@@ -220,7 +299,7 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
     PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
     if (h == NULL) return NULL;
     Py_INCREF(h); /* the reference the ready queue (or the heap) keeps on success */
-    int rc = direct_timer ? glSchedule(self, h, GL_MODE_TIMER) : queue_soon(self, h);
+    int rc = direct_timer ? stage_timer(self, h) : queue_soon(self, h);
     if (rc == -1) {
         Py_DECREF(h);
         Py_DECREF(h);
@@ -597,9 +676,13 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 static void loop_dealloc(GLLoop *self) {
     PyObject_GC_UnTrack(self);
-    if (self->id >= 0 && !gl_forked) glLoopFree(self);  /* drains the staged handles */
-    PyMem_Free(self->staged);
-    self->staged = NULL;
+    if (self->id >= 0 && !gl_forked) glLoopFree(self);  /* drains the ready queue */
+    PyMem_Free(self->ready);
+    self->ready = NULL;
+    self->ready_len = self->ready_cap = 0;
+    PyMem_Free(self->tstaged);
+    self->tstaged = NULL;
+    self->ntstaged = self->tstaged_cap = 0;
     /* what other threads queued after the loop's Go side let go (or never had it) */
     for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_DECREF(self->inbox[self->inbox_head + i]);
     free(self->inbox);
@@ -612,6 +695,7 @@ static void loop_dealloc(GLLoop *self) {
     pthread_rwlock_destroy(&self->wake_mu);
     Py_CLEAR(self->thread_id);
     Py_CLEAR(self->task_factory);
+    Py_CLEAR(self->scratch_ctx);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -621,7 +705,10 @@ static void loop_dealloc(GLLoop *self) {
 static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
     Py_VISIT(self->thread_id);
     Py_VISIT(self->task_factory);
-    for (Py_ssize_t i = 0; i < self->nstaged; i++) Py_VISIT(self->staged[i]);
+    Py_VISIT(self->scratch_ctx);
+    for (Py_ssize_t i = 0; i < self->ready_len; i++)
+        Py_VISIT(self->ready[(self->ready_head + i) & (self->ready_cap - 1)]);
+    for (Py_ssize_t i = 0; i < self->ntstaged; i++) Py_VISIT(self->tstaged[i]);
     /* No lock: the collector runs with the world stopped (free-threaded) or holding the GIL,
      * and no thread stops inside inbox_push's critical section. */
     for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_VISIT(self->inbox[self->inbox_head + i]);
@@ -631,6 +718,7 @@ static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
 
 static int loop_clear(GLLoop *self) {
     Py_CLEAR(self->task_factory);
+    Py_CLEAR(self->scratch_ctx);
     if (self->id >= 0 && !gl_forked) glLoopRelease(self);
     return 0;
 }
@@ -775,6 +863,8 @@ int gl_init_loopcore(PyObject *m) {
 #endif
     Py_DECREF(compat);
     if (set_result_unless_cancelled == NULL) return -1;
+    str_context = PyUnicode_InternFromString("context");
+    if (str_context == NULL) return -1;
     futures_module = PyImport_ImportModule("asyncio.futures");
     str_Future = PyUnicode_InternFromString("Future");
     loop_kwnames = Py_BuildValue("(s)", "loop");

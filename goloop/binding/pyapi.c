@@ -25,4 +25,17 @@ PyObject *gl_call_method1(PyObject *self, const char *name, PyObject *arg) {
 
 int gl_visit(visitproc visit, PyObject *o, void *arg) { return o ? visit(o, arg) : 0; }
 
+/* Visits the n objects at offset off of each stride-byte record of base (Go's timer heap,
+ * whose items hold no Go pointer) in one call. */
+int gl_visit_each(visitproc visit, void *arg, void *base, Py_ssize_t n, size_t stride, size_t off) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = *(PyObject **)((char *)base + (size_t)i * stride + off);
+        if (o != NULL) {
+            int rc = visit(o, arg);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
 PyObject *gl_getattr(PyObject *o, const char *name) { return PyObject_GetAttrString(o, name); }

@@ -279,6 +279,7 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 	if !c.dirty {
 		c.dirty = true
 		c.l.dirty = append(c.l.dirty, c)
+		c.l.endFastRun()
 	}
 	return 0
 }
@@ -341,6 +342,7 @@ func (c *conn) flush(deferred bool) bool {
 		if c.notifyDue() && !c.dirty {
 			c.dirty = true
 			c.l.dirty = append(c.l.dirty, c)
+			c.l.endFastRun()
 		}
 		return true
 	}

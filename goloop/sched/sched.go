@@ -82,7 +82,7 @@ type Timer[T any] struct {
 	Item T
 }
 
-// TimerHeap is a binary min-heap of timers ordered by (When, insertion order).
+// TimerHeap is a min-heap of timers ordered by (When, insertion order).
 type TimerHeap[T any] struct {
 	items []Timer[T]
 	seq   uint64
@@ -90,14 +90,6 @@ type TimerHeap[T any] struct {
 
 // Len is the number of timers in the heap, cancelled ones included.
 func (h *TimerHeap[T]) Len() int { return len(h.items) }
-
-func (h *TimerHeap[T]) less(i, j int) bool {
-	a, b := &h.items[i], &h.items[j]
-	if a.When != b.When {
-		return a.When < b.When
-	}
-	return a.seq < b.seq
-}
 
 // Push adds item due at when.
 func (h *TimerHeap[T]) Push(when float64, item T) {
@@ -140,6 +132,9 @@ func (h *TimerHeap[T]) Each(f func(Timer[T]) bool) {
 	}
 }
 
+// Items is the heap's array, in heap order (a view: valid until the next change).
+func (h *TimerHeap[T]) Items() []Timer[T] { return h.items }
+
 // Filter keeps only the timers for which keep returns true, calling drop on the others,
 // and restores the heap order (used to purge cancelled timers in one pass).
 func (h *TimerHeap[T]) Filter(keep func(T) bool, drop func(T)) {
@@ -157,37 +152,58 @@ func (h *TimerHeap[T]) Filter(keep func(T) bool, drop func(T)) {
 		h.items[i] = zero
 	}
 	h.items = h.items[:j]
-	for i := j/2 - 1; i >= 0; i-- {
+	for i := (j - 2) / arity; j > 1 && i >= 0; i-- { // the last node with a child, up
 		h.down(i)
 	}
 }
 
+// The heap is 4-ary: half the levels of a binary heap, so a pop (the common operation:
+// every timer is pushed once and popped once) moves an entry fewer times, and the four
+// children of a node share a cache line or two.
+const arity = 4
+
 func (h *TimerHeap[T]) up(i int) {
+	items := h.items
+	t := items[i]
 	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
+		p := (i - 1) / arity
+		if !earlier(&t, &items[p]) {
 			break
 		}
-		h.items[i], h.items[p] = h.items[p], h.items[i]
+		items[i] = items[p]
 		i = p
 	}
+	items[i] = t
 }
 
 func (h *TimerHeap[T]) down(i int) {
-	n := len(h.items)
+	items := h.items
+	n := len(items)
+	t := items[i]
 	for {
-		l := 2*i + 1
-		if l >= n {
-			return
+		c := arity*i + 1
+		if c >= n {
+			break
 		}
-		m := l
-		if r := l + 1; r < n && h.less(r, l) {
-			m = r
+		m := c
+		for j := c + 1; j < c+arity && j < n; j++ {
+			if earlier(&items[j], &items[m]) {
+				m = j
+			}
 		}
-		if !h.less(m, i) {
-			return
+		if !earlier(&items[m], &t) {
+			break
 		}
-		h.items[i], h.items[m] = h.items[m], h.items[i]
+		items[i] = items[m]
 		i = m
 	}
+	items[i] = t
+}
+
+// earlier orders timers by deadline, then by insertion.
+func earlier[T any](a, b *Timer[T]) bool {
+	if a.When != b.When {
+		return a.When < b.When
+	}
+	return a.seq < b.seq
 }
