@@ -675,6 +675,13 @@ class PySSLProtocol(protocols.BufferedProtocol):
     def _do_shutdown(self):
         try:
             if not self._eof_received:
+                # goloop: uvloop's: the application data still unread when the shutdown
+                # starts (the app had paused reading) and what the peer sends after our
+                # close_notify are discarded, not handed to unwrap(), which fails on them
+                # with APPLICATION_DATA_AFTER_CLOSE_NOTIFY (bpo-39951); and reading the
+                # socket resumes if that data had paused it, or the peer's close_notify
+                # would never be read and the shutdown would time out.
+                self._do_read_into_void()
                 self._sslobj.unwrap()
         except SSLAgainErrors:
             self._process_outgoing()
@@ -685,14 +692,32 @@ class PySSLProtocol(protocols.BufferedProtocol):
             self._call_eof_received()
             self._on_shutdown_complete(None)
 
-    def _on_shutdown_complete(self, shutdown_exc):
-        if self._shutdown_timeout_handle is not None:
-            self._shutdown_timeout_handle.cancel()
-            self._shutdown_timeout_handle = None
+    def _do_read_into_void(self):
+        # goloop: uvloop's SSLProtocol._do_read_into_void (see _do_shutdown)
+        try:
+            while self._sslobj.read(self.max_size):
+                pass
+        except (*SSLAgainErrors, ssl.SSLZeroReturnError):
+            pass
+        if self._ssl_reading_paused:
+            self._control_ssl_reading()
 
+    def _on_shutdown_complete(self, shutdown_exc):
         if shutdown_exc:
+            if self._shutdown_timeout_handle is not None:
+                self._shutdown_timeout_handle.cancel()
+                self._shutdown_timeout_handle = None
             self._fatal_error(shutdown_exc)
         else:
+            # transport.close() flushes its write buffer first, which a peer
+            # that does not read can delay forever.  Keep the timeout (or
+            # start it, if the peer initiated the shutdown) until
+            # connection_lost().
+            if self._shutdown_timeout_handle is None:
+                self._shutdown_timeout_handle = self._loop.call_later(
+                    self._ssl_shutdown_timeout,
+                    self._check_shutdown_timeout
+                )
             self._loop.call_soon(self._transport.close)
 
     def _abort(self, exc):
