@@ -1,0 +1,247 @@
+"""TLS edge cases where goloop follows asyncio 3.14 or uvloop rather than the asyncio of the
+running version (asyncio 3.11-3.13's own loop fails each of them; see the README's
+Compatibility section). The uvloop cases run on goloop and, when it is installed, on uvloop
+(the reference); the 3.14 cases on goloop only (asyncio's loop passes them from 3.14 on)."""
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import ssl
+import threading
+import weakref
+
+import pytest
+from loophelpers import close_loop
+from test_tls import certs  # noqa: F401  (fixture)
+
+import goloop
+
+WAIT = 20  # seconds a test waits for an event that must come (a hang fails the test)
+
+
+@pytest.fixture(params=["goloop", "uvloop"])
+def ref_loop(request):
+    """goloop's loop, and uvloop's (the reference for these cases) when installed."""
+    if request.param == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        lp = uvloop.new_event_loop()
+    else:
+        lp = goloop.new_event_loop()
+    try:
+        yield lp
+    finally:
+        close_loop(lp)
+        asyncio.set_event_loop(None)
+
+
+def _server_thread(target):
+    """A listening socket on 127.0.0.1 whose first connection target(sock) handles in a
+    thread; returns (address, thread)."""
+    ls = socket.create_server(("127.0.0.1", 0))
+    ls.settimeout(WAIT)
+
+    def run():
+        try:
+            conn, _ = ls.accept()
+        finally:
+            ls.close()
+        conn.settimeout(WAIT)
+        try:
+            target(conn)
+        finally:
+            conn.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return ls.getsockname(), t
+
+
+class _Recorder(asyncio.Protocol):
+    def __init__(self, loop, pause=False):
+        self.lost = loop.create_future()
+        self.pause = pause
+        self.received = 0
+        self.eof = False
+
+    def connection_made(self, transport):
+        self.transport = transport
+        if self.pause:
+            transport.pause_reading()
+
+    def data_received(self, data):
+        self.received += len(data)
+
+    def eof_received(self):
+        self.eof = True
+
+    def connection_lost(self, exc):
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+
+# -- asyncio 3.14's fixes ---------------------------------------------------------------------
+
+
+def test_failed_start_tls_leaves_no_reference_cycle(gloop, certs):  # noqa: F811
+    # gh-159049 (asyncio 3.14): the waiter held the handshake's exception, whose traceback
+    # held start_tls's frame, which held the waiter: the plain transport lived until a GC.
+    def server(sock):
+        try:
+            certs.server_context().wrap_socket(sock, server_side=True)
+        except OSError:
+            pass
+
+    addr, t = _server_thread(server)
+    refs = []
+
+    async def client():
+        tr, proto = await gloop.create_connection(asyncio.Protocol, *addr)
+        refs.append(weakref.ref(tr))
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await gloop.start_tls(tr, proto, certs.client_context(ca=certs.other_ca_cert),
+                                  server_hostname="localhost")
+
+    gc.collect()
+    gc.disable()
+    try:
+        gloop.run_until_complete(asyncio.wait_for(client(), WAIT))
+        assert [r() for r in refs] == [None]
+    finally:
+        gc.enable()
+    t.join(WAIT)
+
+
+@pytest.mark.parametrize("close_first", [True, False], ids=["close-then-eof", "eof-then-close"])
+def test_shutdown_timeout_applies_after_eof_from_a_peer_that_does_not_read(gloop, certs,  # noqa: F811
+                                                                          close_first):
+    # asyncio 3.14: ssl_shutdown_timeout also bounds the flush of the socket's write buffer
+    # once the TLS shutdown is done (the peer sent EOF, before or after close()), when the
+    # peer does not read: connection_lost(TimeoutError) instead of a connection kept forever.
+    filled, done = threading.Event(), threading.Event()
+
+    def server(sock):
+        ssock = certs.server_context().wrap_socket(sock, server_side=True)
+        filled.wait(WAIT)
+        ssock.shutdown(socket.SHUT_WR)  # EOF, and never a read
+        done.wait(WAIT)
+        ssock.close()
+
+    class Proto(_Recorder):
+        paused = False
+
+        def pause_writing(self):
+            self.paused = True
+
+    addr, t = _server_thread(server)
+
+    async def client():
+        tr, pr = await gloop.create_connection(
+            lambda: Proto(gloop), *addr, ssl=certs.client_context(),
+            server_hostname="localhost", ssl_shutdown_timeout=0.2)
+        try:
+            for _ in range(64):
+                if pr.paused:
+                    break
+                tr.write(bytes(1 << 20))
+                await asyncio.sleep(0)
+            else:
+                pytest.fail("the transport never paused writing")
+            if close_first:
+                tr.close()
+            filled.set()
+            return await asyncio.wait_for(pr.lost, WAIT)
+        finally:
+            filled.set()
+            done.set()
+            tr.abort()
+
+    exc = gloop.run_until_complete(client())
+    assert isinstance(exc, TimeoutError)
+    t.join(WAIT)
+
+
+# -- where uvloop is the reference ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [1000, 2_000_000], ids=["small", "over-the-read-high-water"])
+def test_close_while_reading_is_paused_completes_the_shutdown(ref_loop, certs, size):  # noqa: F811
+    # The app paused reading, the peer's data waits unread, the app closes: the shutdown
+    # completes with the peer's close_notify (eof_received, connection_lost(None)). asyncio's
+    # unwrap() met the unread data: SSLError APPLICATION_DATA_AFTER_CLOSE_NOTIFY; and with
+    # more than the read high-water mark unread, the socket was never read again.
+    result = {}
+
+    def server(sock):
+        ssock = certs.server_context().wrap_socket(sock, server_side=True)
+        ssock.sendall(b"y" * size)
+        try:
+            while ssock.recv(65536):
+                pass
+        except ssl.SSLZeroReturnError:
+            pass
+        ssock.unwrap()
+        result["clean"] = True
+
+    addr, t = _server_thread(server)
+
+    async def client():
+        tr, pr = await ref_loop.create_connection(
+            lambda: _Recorder(ref_loop, pause=True), *addr, ssl=certs.client_context(),
+            server_hostname="localhost", ssl_shutdown_timeout=WAIT)
+        await asyncio.sleep(0.2)  # the data arrives while reading is paused
+        tr.close()
+        return pr, await asyncio.wait_for(pr.lost, WAIT)
+
+    pr, exc = ref_loop.run_until_complete(client())
+    t.join(WAIT)
+    assert exc is None
+    assert pr.eof  # the peer's close_notify
+    assert pr.received == 0  # what came while paused is dropped with the close
+    assert result == {"clean": True}
+
+
+def test_application_data_after_our_close_notify_is_discarded(ref_loop, certs):  # noqa: F811
+    # bpo-39951: the peer still sends when our close_notify reaches it, then answers with its
+    # own: that data is discarded and the shutdown is clean (asyncio: SSLError
+    # APPLICATION_DATA_AFTER_CLOSE_NOTIFY into connection_lost).
+    result = {}
+    first = threading.Event()
+
+    def server(sock):
+        ssock = certs.server_context().wrap_socket(sock, server_side=True)
+        ssock.sendall(b"y" * 1000)
+        first.wait(WAIT)  # the client has closed: its close_notify is on its way
+        for _ in range(20):
+            ssock.sendall(b"z" * 1000)
+        try:
+            while ssock.recv(65536):
+                pass
+        except ssl.SSLZeroReturnError:
+            pass
+        ssock.unwrap()
+        result["clean"] = True
+
+    class Proto(_Recorder):
+        def data_received(self, data):
+            super().data_received(data)
+            if not self.transport.is_closing():
+                self.transport.close()
+                first.set()
+
+    addr, t = _server_thread(server)
+
+    async def client():
+        tr, pr = await ref_loop.create_connection(
+            lambda: Proto(ref_loop), *addr, ssl=certs.client_context(),
+            server_hostname="localhost", ssl_shutdown_timeout=WAIT)
+        try:
+            return pr, await asyncio.wait_for(pr.lost, WAIT)
+        finally:
+            first.set()
+
+    pr, exc = ref_loop.run_until_complete(client())
+    t.join(WAIT)
+    assert exc is None
+    assert 0 < pr.received <= 1000  # nothing of what came after the close
+    assert result == {"clean": True}
