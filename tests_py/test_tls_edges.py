@@ -166,14 +166,18 @@ def test_shutdown_timeout_applies_after_eof_from_a_peer_that_does_not_read(gloop
 
 @pytest.mark.parametrize("size", [1000, 2_000_000], ids=["small", "over-the-read-high-water"])
 def test_close_while_reading_is_paused_completes_the_shutdown(ref_loop, certs, size):  # noqa: F811
-    # The app paused reading, the peer's data waits unread, the app closes: the shutdown
-    # completes with the peer's close_notify (eof_received, connection_lost(None)). asyncio's
-    # unwrap() met the unread data: SSLError APPLICATION_DATA_AFTER_CLOSE_NOTIFY; and with
-    # more than the read high-water mark unread, the socket was never read again.
+    # The app paused reading after the first data, the peer's trailing data waits unread,
+    # the app closes: the shutdown completes with the peer's close_notify (eof_received,
+    # connection_lost(None)); the unread data is dropped. asyncio's unwrap() met the unread
+    # data (SSLError APPLICATION_DATA_AFTER_CLOSE_NOTIFY), and with more than the read
+    # high-water mark unread the socket was never read again (the shutdown timed out).
     result = {}
+    paused = threading.Event()
 
     def server(sock):
         ssock = certs.server_context().wrap_socket(sock, server_side=True)
+        ssock.sendall(b"x" * 100)
+        paused.wait(WAIT)
         ssock.sendall(b"y" * size)
         try:
             while ssock.recv(65536):
@@ -183,21 +187,31 @@ def test_close_while_reading_is_paused_completes_the_shutdown(ref_loop, certs, s
         ssock.unwrap()
         result["clean"] = True
 
+    class Proto(_Recorder):
+        def data_received(self, data):
+            if not self.received:
+                self.transport.pause_reading()
+                paused.set()
+                # the peer's trailing data arrives while reading is paused
+                asyncio.get_running_loop().call_later(0.2, self.transport.close)
+            super().data_received(data)
+
     addr, t = _server_thread(server)
 
     async def client():
         tr, pr = await ref_loop.create_connection(
-            lambda: _Recorder(ref_loop, pause=True), *addr, ssl=certs.client_context(),
+            lambda: Proto(ref_loop), *addr, ssl=certs.client_context(),
             server_hostname="localhost", ssl_shutdown_timeout=WAIT)
-        await asyncio.sleep(0.2)  # the data arrives while reading is paused
-        tr.close()
-        return pr, await asyncio.wait_for(pr.lost, WAIT)
+        try:
+            return pr, await asyncio.wait_for(pr.lost, WAIT)
+        finally:
+            paused.set()
 
     pr, exc = ref_loop.run_until_complete(client())
     t.join(WAIT)
     assert exc is None
     assert pr.eof  # the peer's close_notify
-    assert pr.received == 0  # what came while paused is dropped with the close
+    assert pr.received == 100  # what came while paused is dropped with the close
     assert result == {"clean": True}
 
 
