@@ -259,3 +259,72 @@ def test_application_data_after_our_close_notify_is_discarded(ref_loop, certs): 
     assert exc is None
     assert 0 < pr.received <= 1000  # nothing of what came after the close
     assert result == {"clean": True}
+
+
+@pytest.mark.parametrize("buffer", ["sized-by-hint", "bytearray-64k"])
+@pytest.mark.parametrize("how", ["start_tls", "create_connection"])
+def test_buffered_protocol_gets_the_data(ref_loop, certs, how, buffer):  # noqa: F811
+    # sized-by-hint: get_buffer() returns a bytearray of the size it is hinted (the hint is
+    # "the recommended minimum size"). asyncio hinted the encrypted bytes waiting, 0 right
+    # after the handshake: the empty buffer's read of 0 bytes was taken for a close_notify
+    # (eof_received, then the shutdown), and the upgraded connection never got the peer's
+    # data. uvloop (and goloop) hint what is waiting, decrypted or not, plus 256.
+    # bytearray-64k: one bytearray larger than a TLS record: asyncio read each record after
+    # the first of a read into a copy of the buffer's tail (data lost, zeros delivered).
+    payload = b"p" * 20_000
+    done = threading.Event()
+
+    def server(sock):
+        if how == "start_tls":
+            assert sock.recv(5) == b"hello"
+        ssock = certs.server_context().wrap_socket(sock, server_side=True)
+        ssock.sendall(payload)
+        done.wait(WAIT)
+
+    class Proto(asyncio.BufferedProtocol):
+        def __init__(self):
+            self.hints, self.got, self.eof = [], bytearray(), False
+            self.all = ref_loop.create_future()
+
+        def connection_made(self, transport):
+            self.transport = transport
+
+        def get_buffer(self, sizehint):
+            self.hints.append(sizehint)
+            self.buf = bytearray(sizehint if buffer == "sized-by-hint" else 65536)
+            return self.buf
+
+        def buffer_updated(self, nbytes):
+            self.got += self.buf[:nbytes]
+            if len(self.got) >= len(payload) and not self.all.done():
+                self.all.set_result(bytes(self.got))
+
+        def eof_received(self):
+            self.eof = not self.all.done()  # an EOF before all the data
+
+        def connection_lost(self, exc):
+            if not self.all.done():
+                self.all.set_exception(ConnectionError(f"lost before the data: {exc!r}"))
+
+    addr, t = _server_thread(server)
+
+    async def client():
+        if how == "start_tls":
+            tr, pr = await ref_loop.create_connection(Proto, *addr)
+            tr.write(b"hello")
+            tls = await ref_loop.start_tls(tr, pr, certs.client_context(),
+                                           server_hostname="localhost")
+        else:
+            tls, pr = await ref_loop.create_connection(
+                Proto, *addr, ssl=certs.client_context(), server_hostname="localhost")
+        try:
+            return pr, await asyncio.wait_for(pr.all, WAIT)
+        finally:
+            done.set()
+            tls.close()
+
+    pr, got = ref_loop.run_until_complete(client())
+    t.join(WAIT)
+    assert got == payload
+    assert not pr.eof
+    assert min(pr.hints) > 0

@@ -808,7 +808,13 @@ class PySSLProtocol(protocols.BufferedProtocol):
         offset = 0
         count = 1
 
-        buf = self._app_protocol_get_buffer(self._get_read_buffer_size())
+        # goloop: uvloop's size hint: the bytes still encrypted, those OpenSSL has decrypted,
+        # and a little more. asyncio's hint was the encrypted bytes alone, 0 when OpenSSL
+        # already held the record (right after the handshake, or after a read that filled
+        # the buffer): a protocol that sized its buffer by the hint got an empty one, whose
+        # read of 0 bytes was taken for the peer's close_notify.
+        buf = self._app_protocol_get_buffer(
+            self._get_read_buffer_size() + self._sslobj.pending() + 256)
         wants = len(buf)
 
         try:
@@ -816,14 +822,18 @@ class PySSLProtocol(protocols.BufferedProtocol):
 
             if count > 0:
                 offset = count
-                while offset < wants:
-                    count = self._sslobj.read(wants - offset, buf[offset:])
-                    if count > 0:
-                        offset += count
+                # goloop: into a view of the buffer (uvloop's way). asyncio read into
+                # buf[offset:], a copy when get_buffer() returned a bytearray: every
+                # record after the first of a read was lost, the bytes left as they were.
+                with memoryview(buf) as view:
+                    while offset < wants:
+                        count = self._sslobj.read(wants - offset, view[offset:])
+                        if count > 0:
+                            offset += count
+                        else:
+                            break
                     else:
-                        break
-                else:
-                    self._loop.call_soon(self._do_read)
+                        self._loop.call_soon(self._do_read)
         except SSLAgainErrors:
             pass
         if offset > 0:
