@@ -161,6 +161,33 @@ def test_shutdown_timeout_applies_after_eof_from_a_peer_that_does_not_read(gloop
     t.join(WAIT)
 
 
+def test_handshake_completes_for_the_peer_while_the_app_pauses_reading(gloop, certs):  # noqa: F811
+    # The client's last handshake message (TLS 1.3: its Finished) leaves when the handshake
+    # completes, also when the app pauses reading in connection_made(): asyncio (and uvloop)
+    # sent it from the first read, which a paused app skips, so the server's handshake
+    # waited for the client to resume reading (or to write).
+    handshaken = threading.Event()
+
+    def server(sock):
+        ssock = certs.server_context().wrap_socket(sock, server_side=True)
+        handshaken.set()
+        ssock.recv(1)  # until the client closes
+
+    addr, t = _server_thread(server)
+
+    async def client():
+        tr, pr = await gloop.create_connection(
+            lambda: _Recorder(gloop, pause=True), *addr, ssl=certs.client_context(),
+            server_hostname="localhost")
+        try:
+            return await gloop.run_in_executor(None, handshaken.wait, WAIT)
+        finally:
+            tr.abort()
+
+    assert gloop.run_until_complete(client()) is True
+    t.join(WAIT)
+
+
 # -- where uvloop is the reference ------------------------------------------------------------
 
 
@@ -328,3 +355,76 @@ def test_buffered_protocol_gets_the_data(ref_loop, certs, how, buffer):  # noqa:
     assert got == payload
     assert not pr.eof
     assert min(pr.hints) > 0
+
+
+def _handshake_then_data_in_one_send(port, ctx, first, out):
+    """A client over a raw socket (ssl.MemoryBIO) that asks for STARTTLS, then sends its last
+    handshake message and its first record in one send (as TLS 1.3 clients often do); puts
+    what comes back (or the error) in out."""
+    inc, outg = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, outg, server_hostname="localhost")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
+            s.sendall(b"STARTTLS\n")
+            assert s.recv(3) == b"OK\n"
+            while True:
+                try:
+                    obj.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    if outg.pending:
+                        s.sendall(outg.read())
+                    data = s.recv(65536)
+                    if not data:
+                        raise ConnectionError("EOF during the handshake")
+                    inc.write(data)
+            obj.write(first)
+            s.sendall(outg.read())  # Finished and the first record: one segment
+            got = b""
+            while len(got) < len(first):
+                try:
+                    got += obj.read(65536)
+                except ssl.SSLWantReadError:
+                    data = s.recv(65536)
+                    if not data:
+                        break
+                    inc.write(data)
+            out.append(got)
+    except Exception as exc:  # noqa: BLE001  (reported to the test)
+        out.append(exc)
+
+
+def test_server_start_tls_answers_data_that_came_with_the_handshake(ref_loop, certs):  # noqa: F811
+    # A STARTTLS echo server: its protocol swaps in the TLS transport when start_tls()
+    # returns. asyncio handed it the data that came with the client's Finished before
+    # start_tls() returned, so the echo went out through the plain transport: the client
+    # read clear text as a TLS record (SSLError WRONG_VERSION_NUMBER). uvloop reads that
+    # data one callback later, after start_tls()'s caller has resumed.
+    class Echo(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.transport, self.plain = transport, True
+
+        def data_received(self, data):
+            if self.plain and data == b"STARTTLS\n":
+                self.plain = False
+                self.transport.write(b"OK\n")
+                self.upgrade = asyncio.ensure_future(self.start_tls())
+            else:
+                self.transport.write(data)
+
+        async def start_tls(self):
+            self.transport = await ref_loop.start_tls(
+                self.transport, self, certs.server_context(), server_side=True)
+
+    async def main():
+        server = await ref_loop.create_server(Echo, "127.0.0.1", 0)
+        try:
+            out = []
+            await ref_loop.run_in_executor(
+                None, _handshake_then_data_in_one_send, server.sockets[0].getsockname()[1],
+                certs.client_context(), b"first record", out)
+            return out
+        finally:
+            server.close()
+
+    assert ref_loop.run_until_complete(asyncio.wait_for(main(), WAIT)) == [b"first record"]

@@ -632,7 +632,15 @@ class PySSLProtocol(protocols.BufferedProtocol):
             self._app_state = AppProtocolState.STATE_CON_MADE
             self._app_protocol.connection_made(self._get_app_transport())
         self._wakeup_waiter()
-        self._do_read()
+        # goloop: uvloop's order: the first data is read after the waiter's callbacks, so
+        # that start_tls()'s caller has the TLS transport before its protocol is handed the
+        # data that came with the handshake's end (asyncio read it at once: a protocol that
+        # answered it wrote through the plain transport it still held, in clear text).
+        # The handshake's last message (a client's Finished) leaves now, even if the app
+        # paused reading in connection_made() (asyncio and uvloop sent it from _do_read
+        # only while reading: the peer's handshake waited for the app to resume).
+        self._process_outgoing()
+        self._loop.call_soon(self._do_read)
 
     # Shutdown flow
 
