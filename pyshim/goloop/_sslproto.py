@@ -1,4 +1,4 @@
-# goloop's TLS protocol: a copy of CPython 3.13's Lib/asyncio/sslproto.py.
+# goloop's TLS protocol: a copy of CPython 3.13's Lib/asyncio/sslproto.py, with 3.14's fixes.
 #
 # Copyright (c) 2001-2024 Python Software Foundation; All Rights Reserved.
 # Licensed under the Python Software Foundation License Version 2 (PSF-2.0); see
@@ -14,10 +14,13 @@
 
 goloop owns its copy of asyncio's ``sslproto`` (as uvloop owns its own), taken from
 CPython 3.13 (the newest code and its fixes: 3.12+ ``is_closing()`` follows the socket
-transport, ``abort()`` passes its exception on, the handshake error is not kept alive).
-It uses nothing that differs between 3.11 and 3.14 (so it needs no version branch; run on
-3.11 and 3.13): ``PySSLProtocol`` and ``_PySSLProtocolTransport`` hold asyncio's code, line
-for line but for the marked changes.
+transport, ``abort()`` passes its exception on, the handshake error is not kept alive),
+with 3.14's (the shutdown timeout stays armed until connection_lost; 3.15's file is 3.14's)
+and, marked "goloop: uvloop's", uvloop's handling of the cases asyncio gets wrong (the first
+data after the handshake, BufferedProtocol reads, data after our close_notify).
+It uses nothing that differs between 3.11 and 3.15 (so it needs no version branch):
+``PySSLProtocol`` and ``_PySSLProtocolTransport`` hold asyncio's code, line for line but for
+the marked changes.
 
 The classes the loop uses, ``SSLProtocol`` and ``_SSLProtocolTransport``, put the C mixins
 ``SSLProtocolFast`` and ``SSLTransportFast`` (goloop/binding/sslfast.c) first in the MRO:
