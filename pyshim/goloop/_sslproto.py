@@ -641,9 +641,14 @@ class PySSLProtocol(protocols.BufferedProtocol):
         # answered it wrote through the plain transport it still held, in clear text).
         # The handshake's last message (a client's Finished) leaves now, even if the app
         # paused reading in connection_made() (asyncio and uvloop sent it from _do_read
-        # only while reading: the peer's handshake waited for the app to resume).
+        # only while reading: the peer's handshake waited for the app to resume). With
+        # nothing received past the handshake, the read is asyncio's, at once (a deferred
+        # one would run in a copy of the connection's context).
         self._process_outgoing()
-        self._loop.call_soon(self._do_read)
+        if self._incoming.pending or self._sslobj.pending():
+            self._loop.call_soon(self._do_read)
+        else:
+            self._do_read()
 
     # Shutdown flow
 
