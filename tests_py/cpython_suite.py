@@ -31,8 +31,15 @@ listed in cpython_known_failures.txt with a reason, else the exit status is 1.  
 has a timeout (faulthandler kills the process and dumps the stacks; the module is then
 resumed after the hanging test), and every subprocess has one too.
 
+Every module must load, on every version: the ``Goloop*`` variants are built from the bases
+of the classes they replace (whatever the mixins are called in that version) and must hold as
+many tests as those. A module that fails to load, or whose goloop run does not run every test
+it holds (each child first reports the ids it collected), fails the run whatever the
+known-failures file says, under "THE SUITE DID NOT RUN IN FULL".
+
 The last line is ``cpython-asyncio: N passed, M failed``: N tests passed on goloop, M
-regressions are not in the known-failures file.
+regressions are not in the known-failures file (", K MODULES NOT RUN IN FULL" follows when
+some module did not run in full).
 """
 from __future__ import annotations
 
@@ -98,46 +105,72 @@ BAD = {"fail", "error", "timeout", "crash", "missing", "xpass"}
 # Child side: run one module's tests in this process, one JSON line per event.
 # ---------------------------------------------------------------------------------------
 
+class LoadError(Exception):
+    """A module of the suite cannot be adapted to the loop under test: the run must fail."""
+
+
+def _test_count(cls):
+    import unittest
+
+    return unittest.TestLoader().loadTestsFromTestCase(cls).countTestCases()
+
+
+def _variant(mod, name, replaced):
+    """The bases of the first of `replaced` (class names of mod) that mod has: the Goloop
+    variant of a test class that hard-codes a stdlib loop is those bases plus its own loop
+    factory, so it holds whatever tests that class holds on this version (the mixins' names
+    change between versions: 3.14 dropped test_events.UnixEventLoopTestsMixin)."""
+    for cname in replaced:
+        cls = getattr(mod, cname, None)
+        if isinstance(cls, type):
+            return cls
+    raise LoadError(f"{name}: none of the classes {', '.join(replaced)} that "
+                    f"cpython_suite.py replaces by a goloop variant exists in {mod.__name__}")
+
+
 def _adapt(name, mod, factory, policy_factory):
     """Return (classes to drop, classes to add) for module `name`.
 
-    Replaces the classes that hard-code stdlib loops by one variant on `factory`.
+    Replaces the classes that hard-code stdlib loops by one variant on `factory`. Raises
+    LoadError if the module does not have the shape this adapts (a new CPython version):
+    a variant that would hold fewer tests than the class it replaces is such a case.
     """
-    import asyncio
     import unittest
     from test.test_asyncio import utils as test_utils
 
     selector_variants = {"EPollEventLoopTests", "PollEventLoopTests", "SelectEventLoopTests",
                          "KqueueEventLoopTests", "ProactorEventLoopTests"}
+    epoll_first = ("EPollEventLoopTests", "PollEventLoopTests", "SelectEventLoopTests")
     drop, add = set(), {}
+    replaces = {}   # added class name -> the class whose tests it must hold
+
+    def loop_variant(cname, replaced, method):
+        cls = _variant(mod, name, replaced)
+        add[cname] = (cls.__bases__, {method: lambda self: factory()})
+        replaces[cname] = cls
 
     if name == "test_events":
         drop |= selector_variants
-        add["GoloopEventLoopTests"] = (
-            (mod.UnixEventLoopTestsMixin, mod.SubprocessTestsMixin, test_utils.TestCase),
-            {"create_event_loop": lambda self: factory()})
+        loop_variant("GoloopEventLoopTests", epoll_first, "create_event_loop")
     elif name == "test_sock_lowlevel":
         drop |= selector_variants
-        add["GoloopSockTests"] = ((mod.BaseSockTestsMixin, test_utils.TestCase),
-                                  {"create_event_loop": lambda self: factory()})
+        loop_variant("GoloopSockTests", epoll_first, "create_event_loop")
     elif name == "test_sendfile":
         drop |= selector_variants
-        add["GoloopSendfileTests"] = ((mod.SendfileTestsBase, test_utils.TestCase),
-                                      {"create_event_loop": lambda self: factory()})
+        loop_variant("GoloopSendfileTests", epoll_first, "create_event_loop")
     elif name == "test_server":
         drop |= {"SelectorStartServerTests", "ProactorStartServerTests"}
-        add["GoloopStartServerTests"] = ((mod.SelectorStartServerTests,),
-                                         {"new_loop": lambda self: factory()})
+        cls = _variant(mod, name, ("SelectorStartServerTests",))
+        add["GoloopStartServerTests"] = ((cls,), {"new_loop": lambda self: factory()})
+        replaces["GoloopStartServerTests"] = cls
     elif name == "test_buffered_proto":
         drop |= {"BufferedProtocolSelectorTests", "BufferedProtocolProactorTests"}
-        add["GoloopBufferedProtocolTests"] = (
-            (mod.BaseTestBufferedProtocol, unittest.TestCase),
-            {"new_loop": lambda self: factory()})
+        loop_variant("GoloopBufferedProtocolTests", ("BufferedProtocolSelectorTests",), "new_loop")
     elif name == "test_sslproto":
         # SslProtoHandshakeTests drive asyncio's SSLProtocol with mocks (no loop under test
         # is involved beyond its clock); the start_tls tests hard-code the loop class.
         drop |= {"SelectorStartTLSTests", "ProactorStartTLSTests"}
-        ns = {"new_loop": lambda self: factory()}
+        loop_variant("GoloopStartTLSTests", ("SelectorStartTLSTests",), "new_loop")
         if factory.__module__.startswith("goloop"):
             # test_create_connection_ssl_failed_certificate_no_cycles (3.14+) patches
             # `sslproto.SSLProtocol.connection_made` to see the transports the loop's TLS
@@ -153,10 +186,9 @@ def _adapt(name, mod, factory, policy_factory):
                 proxy.SSLProtocol = _sslproto.SSLProtocol
                 mod.sslproto = proxy
                 self.addCleanup(setattr, mod, "sslproto", _orig)
-                mod.BaseStartTLS.setUp(self)
+                super(type(self), self).setUp()
 
-            ns["setUp"] = setUp
-        add["GoloopStartTLSTests"] = ((mod.BaseStartTLS, unittest.TestCase), ns)
+            add["GoloopStartTLSTests"][1]["setUp"] = setUp
     elif name == "test_unix_events":
         # Only the parts about the public loop API.  Dropped: SelectorEventLoopSignalTests
         # (mocks unix_events.signal and calls _check_signal/_handle_signal), the pipe
@@ -171,15 +203,23 @@ def _adapt(name, mod, factory, policy_factory):
             self.loop = factory()
             self.set_event_loop(self.loop)
 
-        add["GoloopUnixSocketTests"] = ((mod.SelectorEventLoopUnixSocketTests,),
-                                        {"setUp": setUp})
-        add["GoloopPolicyTests"] = ((mod.PolicyTests,),
-                                    {"create_policy": lambda self: policy_factory()})
+        cls = _variant(mod, name, ("SelectorEventLoopUnixSocketTests",))
+        add["GoloopUnixSocketTests"] = ((cls,), {"setUp": setUp})
+        replaces["GoloopUnixSocketTests"] = cls
+        # the policy tests went with the child watchers (3.14)
+        if hasattr(mod, "PolicyTests"):
+            add["GoloopPolicyTests"] = ((mod.PolicyTests,),
+                                        {"create_policy": lambda self: policy_factory()})
+            replaces["GoloopPolicyTests"] = mod.PolicyTests
 
     classes = {}
     for cname, (bases, ns) in add.items():
         ns = dict(ns, __module__=mod.__name__, __qualname__=cname)
         classes[cname] = type(cname, bases, ns)
+        want, got = _test_count(replaces[cname]), _test_count(classes[cname])
+        if got < want:
+            raise LoadError(f"{name}: {cname} holds {got} tests, the {replaces[cname].__name__} "
+                            f"it replaces {want}")
     return drop, classes
 
 
@@ -225,8 +265,17 @@ def child_main(args) -> int:
     unix_events._UnixSelectorEventLoop.__init__ = counting_init
 
     name = args.module
-    mod = importlib.import_module(f"{PKG}.{name}")
-    drop, extra = _adapt(name, mod, factory, policy_factory)
+    out = open(args.results, "a", buffering=1)
+    try:
+        mod = importlib.import_module(f"{PKG}.{name}")
+        drop, extra = _adapt(name, mod, factory, policy_factory)
+    except Exception:
+        import traceback
+
+        # Not one error among the tests: the parent fails the run for this (see load_problems).
+        out.write(json.dumps({"ev": "load_error", "detail": traceback.format_exc()[-4000:]}) + "\n")
+        out.close()
+        return 3
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
     for cname in sorted(n for n, v in vars(mod).items()
@@ -245,12 +294,15 @@ def child_main(args) -> int:
 
     only = set(_read_lines(args.only)) if args.only else None
     exclude = set(_read_lines(args.exclude)) if args.exclude else set()
-    tests = [t for t in flatten(suite)
+    every = list(flatten(suite))
+    tests = [t for t in every
              if t.id() not in exclude and (only is None or t.id() in only)]
     if args.collect:
         for t in tests:
             print(t.id())
         return 0
+    # What the module holds (after the adaptation): the parent checks every one of them ran.
+    out.write(json.dumps({"ev": "collected", "ids": [t.id() for t in every]}) + "\n")
 
     # Known failures get a short timeout: a known hang should not cost the full one.
     known = load_known_failures(args.known) if args.known and args.mode == "goloop" else {}
@@ -260,7 +312,6 @@ def child_main(args) -> int:
         timeouts[t.id()] = SLOW_TESTS.get(name, args.test_timeout)
         if known_reason(known, t.id())[0] is not None:
             timeouts[t.id()] = min(timeouts[t.id()], args.known_timeout)
-    out = open(args.results, "a", buffering=1)
     result = _JsonResult(out, timeouts, created)
     # One flat suite: unittest then handles class and module fixtures itself.
     unittest.TestSuite(tests).run(result)
@@ -367,6 +418,8 @@ class Job:
         self.results = {}      # test id -> record
         self.log = []          # notes about crashes / timeouts
         self.secs = 0.0
+        self.collected = None  # the ids the module holds (its child's first report)
+        self.load_error = None # why the module could not be loaded and adapted
 
 
 def run_job(job: Job, args) -> Job:
@@ -427,7 +480,14 @@ def run_job(job: Job, args) -> Job:
                         started = None
                 elif rec["ev"] == "done":
                     done = True
+                elif rec["ev"] == "collected" and job.collected is None:
+                    job.collected = rec["ids"]
+                elif rec["ev"] == "load_error":
+                    job.load_error = rec["detail"]
         if done and rc == 0:
+            break
+        if job.load_error is not None:
+            job.log.append(f"{job.module}[{job.mode}]: the module failed to load")
             break
         with open(log_path, "rb") as f:
             out = f.read().decode("utf-8", "replace")
@@ -581,6 +641,26 @@ def _run_all(jobs, args):
                 print(f"  {j.module:<20} {j.mode:<8} {what:>16} {j.secs:6.1f}s", flush=True)
 
 
+def load_problems(jobs):
+    """What fails the run whatever the known-failures file says: a module that could not be
+    loaded and adapted (in either mode), and a module whose goloop run did not run every
+    test it holds (ids its child collected that never reported: a crash the restarts could
+    not get past, an exhausted time budget). One line each."""
+    out = []
+    for j in jobs:
+        if j.load_error is not None:
+            out.append(f"{j.module} [{j.mode}]: failed to load: {short(j.load_error)}")
+        elif j.mode == "goloop" and j.only is None:
+            if not j.collected:
+                out.append(f"{j.module} [goloop]: reported no tests")
+                continue
+            missing = [t for t in j.collected if t not in j.results]
+            if missing:
+                out.append(f"{j.module} [goloop]: ran {len(j.collected) - len(missing)} of the "
+                           f"{len(j.collected)} tests it holds (first not run: {missing[0]})")
+    return out
+
+
 def baseline_jobs(goloop_jobs, workdir):
     """The asyncio runs that --baseline failures needs after goloop's: a module's failed
     tests, or the whole module if its goloop process hung or crashed (a log entry)."""
@@ -628,6 +708,13 @@ def parent_main(args) -> int:
             rec["module"] = j.module
         res[j.mode].update(j.results)
         notes += j.log
+        if j.collected and j.only is None:  # what the module holds but never reported
+            for tid in j.collected:
+                res[j.mode].setdefault(tid, {
+                    "id": tid, "module": j.module, "outcome": "missing", "mode": j.mode,
+                    "detail": "not run: its process died earlier", "secs": 0.0,
+                    "exercised": False})
+    problems = load_problems(jobs)
 
     # Ids present in one mode only are "missing" in the other (their process died first).
     for a, b in ((MODES[0], MODES[1]), (MODES[1], MODES[0])):
@@ -747,18 +834,24 @@ def parent_main(args) -> int:
                 a = res["asyncio"].get(tid, {}).get("outcome")
                 print(f"  {g['outcome']:<7} (asyncio: {a}) {tid}\n          {short(g['detail'])}")
 
+    if problems:
+        print("\nTHE SUITE DID NOT RUN IN FULL (this fails the run, known failures or not):")
+        for line in problems:
+            print(f"  {line}")
+
     report = os.path.join(workdir, "report.json")
     with open(report, "w") as f:
         json.dump({"results": res, "regressions": [t for t, _, _ in regressions],
                    "new": new, "flaky": [list(k) for k in flaky]}, f, indent=1)
-    keep = args.keep or new or notes
+    keep = args.keep or new or notes or problems
     if not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     passed = sum(1 for r in res["goloop"].values() if r["outcome"] in GOOD)
     print(f"\nruntime {time.monotonic() - t_start:.1f}s"
           + (f"; logs and report.json in {workdir}" if keep else ""))
-    print(f"cpython-asyncio: {passed} passed, {len(new)} failed")
-    return 1 if new else 0
+    print(f"cpython-asyncio: {passed} passed, {len(new)} failed"
+          + (f", {len(problems)} MODULES NOT RUN IN FULL" if problems else ""))
+    return 1 if new or problems else 0
 
 
 def main(argv=None) -> int:

@@ -132,14 +132,20 @@ def test_sendfile_mode_and_transport_socket():
 
 
 def test_policy_base_is_asyncios_default_policy():
+    import warnings
+
     import goloop
 
-    assert issubclass(goloop.EventLoopPolicy, asyncio.AbstractEventLoopPolicy)
-    if not _compat.PY314:
-        assert issubclass(goloop.EventLoopPolicy, asyncio.DefaultEventLoopPolicy)
+    with warnings.catch_warnings():  # 3.14 deprecates the public names (removal in 3.16)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert issubclass(goloop.EventLoopPolicy, asyncio.AbstractEventLoopPolicy)
+        if not _compat.PY314:
+            assert issubclass(goloop.EventLoopPolicy, asyncio.DefaultEventLoopPolicy)
 
 
 def test_policy_install_without_deprecation_warning(restore_policy):
+    """goloop.install() warns of nothing on any version (3.14 deprecates the policy API),
+    and the policy it set is goloop's; read back without asyncio's own warning."""
     import warnings
 
     import goloop
@@ -147,13 +153,40 @@ def test_policy_install_without_deprecation_warning(restore_policy):
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         goloop.install()
-        pol = asyncio.get_event_loop_policy()
+    pol = _compat.get_event_loop_policy()
     assert isinstance(pol, goloop.EventLoopPolicy)
     loop = pol.new_event_loop()
     try:
         assert isinstance(loop, goloop.Loop)
     finally:
         loop.close()
+
+
+def test_asyncio_set_event_loop_policy_warns_only_of_itself(restore_policy):
+    """asyncio.set_event_loop_policy(goloop.EventLoopPolicy()) keeps working on 3.14+, where
+    the only warning is asyncio's own deprecation of that call (at the caller's line):
+    none comes from goloop's code, nor from the loops the policy makes."""
+    import warnings
+
+    import goloop
+
+    async def main():
+        return type(asyncio.get_running_loop())
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.set_event_loop_policy(goloop.EventLoopPolicy())
+        assert asyncio.run(main()) is goloop.Loop
+        loop = asyncio.new_event_loop()
+        loop.close()
+    from_goloop = [w for w in caught if os.path.dirname(os.path.abspath(w.filename)) == os.path.abspath(PKG_DIR)]
+    assert from_goloop == []
+    deprecations = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    if _compat.PY314:
+        assert len(deprecations) == 1 and "set_event_loop_policy" in deprecations[0]
+        assert caught[0].filename == __file__
+    else:
+        assert deprecations == []
 
 
 # Modules of asyncio whose private names count; "asyncio._x" counts too.
@@ -193,3 +226,21 @@ def test_scan_catches_a_private_name():
                                "self._transports.get(fd)  # events._x in a comment\n"
                                "msg = 'asyncio._SSLProtocolTransport'\n"))
     assert found == [(1, "base_events._set_nodelay"), (2, "asyncio._get_running_loop")]
+
+
+def test_readme_first_example_runs_on_goloop_without_warnings():
+    """The README's first lines: asyncio.run(loop_factory=) (3.12+) and goloop.run(), on
+    every version without a deprecation warning."""
+    import sys
+    import warnings
+
+    import goloop
+
+    async def main():
+        return type(asyncio.get_running_loop())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        if sys.version_info >= (3, 12):
+            assert asyncio.run(main(), loop_factory=goloop.new_event_loop) is goloop.Loop
+        assert goloop.run(main()) is goloop.Loop

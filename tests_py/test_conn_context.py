@@ -1,12 +1,18 @@
 """Per-connection contextvars contexts, with asyncio's own loop as the oracle.
 
-asyncio runs a transport's protocol callbacks in the contexts of the handles that call them:
+Up to 3.14, asyncio runs a transport's protocol callbacks in the contexts of the handles that call them:
 a stream socket's reads (data_received, get_buffer/buffer_updated, eof_received) run in one
 context per connection, copied when the transport starts reading (its reader handle), so a
 ContextVar set there is seen by that connection's later reads and by the connection_lost they
 schedule, never by another connection nor by the code that called run_until_complete.
 The writer side runs in the context copied by the write() that left data queued
 (resume_writing, and connection_lost after a close() that waited for the queue to drain).
+3.15 changed the rule for stream connections (TCP, Unix, and TLS over them): every callback
+of a connection runs in one context, fixed when the connection is made: a copy of the
+context the server was created in for an accepted connection, a copy of the caller's for
+create_connection(). What connection_made sets, the reads see, and what the reads set,
+the write side and connection_lost see. Datagram endpoints, pipes and subprocesses keep
+the old rule. The tests below expect each version's rule (CONN_CONTEXT).
 Each test runs the loop in a fresh copy of the test's context, with the variable set to
 "caller" there, and checks afterwards that it still reads "caller".
 """
@@ -25,6 +31,8 @@ from nethelpers import unix_dir  # noqa: F401  (a fixture)
 pytestmark = pytest.mark.timeout(60)
 
 UNSET = "-"
+# 3.15+: one context per stream connection (see the module's docstring)
+CONN_CONTEXT = sys.version_info >= (3, 15)
 
 
 def run_isolated(loop, var, factory, timeout=10):
@@ -91,11 +99,12 @@ class BufferedEchoRecorder(Recorder, asyncio.BufferedProtocol):
         self.transport.write(data)
 
 
-def expected_reads(events, name):
+def expected_reads(events, name, conn_context=CONN_CONTEXT):
     """What a connection's read-side callbacks see, asyncio's way: "caller" until the first
-    data callback names the connection, then the name. connection_made runs in a context
-    of its own (a copy), so its "made" is never seen."""
-    out, cur = [], "caller"
+    data callback names the connection, then the name. Up to 3.14 connection_made runs in a
+    context of its own (a copy), so its "made" is never seen; 3.15 runs it in the
+    connection's one context, so the reads see "made" until the first one names it."""
+    out, cur = [], "made" if conn_context else "caller"
     for ev in events:
         out.append((ev, cur))
         if ev in ("data_received", "buffer_updated"):
@@ -266,8 +275,10 @@ def test_write_side_callbacks_run_in_the_writers_context(loop):
     log = server_proto[0].log
     assert log[0] == ("data_received", "caller", UNSET)
     assert log[1] == ("pause_writing", "A", UNSET)  # synchronous, in data_received
-    assert ("resume_writing", "A", UNSET) in log
-    assert log[-1] == ("connection_lost", "A", "resumed")
+    # 3.15: the writer's callbacks run in the connection's context, which saw "after-write"
+    writer_sees = "after-write" if CONN_CONTEXT else "A"
+    assert ("resume_writing", writer_sees, UNSET) in log
+    assert log[-1] == ("connection_lost", writer_sees, "resumed")
 
 
 def test_datagram_endpoints_have_their_own_context(loop):
@@ -338,7 +349,7 @@ def test_read_pipes_have_their_own_context(loop):
     for p in protos:
         events = [ev for ev, _ in p.log]
         assert p.log[0] == ("connection_made", "caller")
-        assert p.log[1:] == expected_reads(events[1:], p.name), p.log
+        assert p.log[1:] == expected_reads(events[1:], p.name, conn_context=False), p.log  # pipes: the old rule
         assert events[-2:] == ["eof_received", "connection_lost"]
 
 
@@ -509,14 +520,17 @@ def test_failing_read_callback_is_reported_in_the_connections_context(loop, buff
     inside, after = run_isolated(loop, var, main)
     assert (inside, after) == ("caller", "caller")
     assert seen == [("ZeroDivisionError", "A"), ("ZeroDivisionError", "B")]
+    first_read = "made" if CONN_CONTEXT else "caller"
     for p in protos:
         assert [e for e in p.log if e[0] != "get_buffer"] == [
-            ("connection_made", "caller"), (p.log[-2][0], "caller"), ("connection_lost", p.name)]
+            ("connection_made", "caller"), (p.log[-2][0], first_read), ("connection_lost", p.name)]
 
 
 def test_resume_reading_reads_in_a_copy_of_the_resumers_context(loop):
-    """asyncio's resume_reading registers a new reader handle: the reads that follow run in a
-    copy of the context that called resume_reading, not in the one from before the pause."""
+    """Up to 3.14 asyncio's resume_reading registers a new reader handle: the reads that
+    follow run in a copy of the context that called resume_reading, not in the one from
+    before the pause. 3.15's reader handle is made in the connection's context: the reads
+    stay there."""
     var = contextvars.ContextVar("conn")
 
     class Pausing(EchoRecorder):
@@ -555,8 +569,12 @@ def test_resume_reading_reads_in_a_copy_of_the_resumers_context(loop):
 
     (log, inside), after = run_isolated(loop, var, main)
     assert (inside, after) == ("resumer", "caller")
-    assert log == [("connection_made", "caller"), ("data_received", "caller"),
-                   ("data_received", "resumer"), ("connection_lost", "resumer")]
+    if CONN_CONTEXT:  # 3.15: the reads stay in the connection's context
+        assert log == [("connection_made", "caller"), ("data_received", "made"),
+                       ("data_received", "A"), ("connection_lost", "A")]
+    else:
+        assert log == [("connection_made", "caller"), ("data_received", "caller"),
+                       ("data_received", "resumer"), ("connection_lost", "resumer")]
 
 
 def test_close_after_write_loses_the_connection_in_closes_context(loop):
@@ -593,7 +611,8 @@ def test_close_after_write_loses_the_connection_in_closes_context(loop):
 
     inside, after = run_isolated(loop, var, main)
     assert (inside, after) == ("caller", "caller")
-    assert protos[0].log == [("connection_made", "caller"), ("data_received", "caller"),
+    assert protos[0].log == [("connection_made", "caller"),
+                             ("data_received", "made" if CONN_CONTEXT else "caller"),
                              ("connection_lost", "closing")]
 
 
@@ -651,3 +670,64 @@ def test_resume_writing_that_writes_while_closing(loop):
     (n, inside), after = run_isolated(loop, var, main)
     assert (n, inside, after) == (len(big) + 4, "caller", "caller")
     assert protos[0].log == [("resume_writing", "A"), ("connection_lost", "resumed")]
+
+
+def test_server_connections_start_from_the_context_the_server_was_made_in(loop):
+    """3.15: a Server keeps a copy of the context create_server() ran in, and each connection
+    starts from a copy of that, whatever context started serving it. Up to 3.14 the
+    listening socket's reader handle, made by start_serving(), copies that one's context."""
+    var = contextvars.ContextVar("conn")
+    protos = []
+
+    def factory():
+        protos.append(EchoRecorder(var))
+        return protos[-1]
+
+    async def main():
+        var.set("at-create")
+        server = await loop.create_server(factory, "127.0.0.1", 0, start_serving=False)
+        var.set("at-start")
+        await server.start_serving()
+        var.set("at-connect")
+        port = server.sockets[0].getsockname()[1]
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"A1")
+        assert await r.readexactly(2) == b"A1"
+        w.close()
+        await protos[0].lost
+        server.close()
+        await server.wait_closed()
+        return var.get()
+
+    inside, after = run_isolated(loop, var, main)
+    assert (inside, after) == ("at-connect", "caller")
+    start = "at-create" if CONN_CONTEXT else "at-start"
+    log = protos[0].log
+    assert log[0] == ("connection_made", start)
+    assert log[1] == ("data_received", "made" if CONN_CONTEXT else start)
+    assert log[-1] == ("connection_lost", "A")
+
+
+def test_connect_accepted_socket_runs_in_the_callers_context(loop):
+    """connect_accepted_socket() (asyncio's _create_connection_transport): 3.15 runs the
+    connection in one copy of the caller's context; before, each callback in its own copy."""
+    var = contextvars.ContextVar("conn")
+
+    async def main():
+        a, b = socket.socketpair()
+        with b:
+            var.set("connector")
+            _, p = await loop.connect_accepted_socket(lambda: EchoRecorder(var), a)
+            var.set("later")
+            b.sendall(b"A1")
+            b.setblocking(False)
+            assert await loop.sock_recv(b, 10) == b"A1"
+            b.shutdown(socket.SHUT_WR)
+            await p.lost
+        return p.log, var.get()
+
+    (log, inside), after = run_isolated(loop, var, main)
+    assert (inside, after) == ("later", "caller")
+    first = "made" if CONN_CONTEXT else "connector"
+    assert log == [("connection_made", "connector"), ("data_received", first),
+                   ("eof_received", "A"), ("connection_lost", "A")]

@@ -379,8 +379,9 @@ def test_timer_and_socket_keep_their_turn_under_threadsafe_flood(kind):
     # With the GIL, 8 producers that never let it go keep the loop's thread from running a
     # good part of the time, however the loop orders its work (goloop: 0.05-0.3 s measured,
     # 0.57 s once under a full test run; FIFO order: 1.1-1.8 s at this backlog). Without it,
-    # the loop's order is all that counts (0.05 s measured).
-    bound = 0.5 if FREE_THREADED else 1.0
+    # the loop's order is all that counts (0.05 s measured; 0.508 s once with six other test
+    # runs on the machine's 2 cores): 0.9 s still fails the FIFO order's 1.1 s.
+    bound = 0.9 if FREE_THREADED else 1.0
     if kind == "asyncio" and not FREE_THREADED:
         # asyncio's loop is the reference here, not the subject: on a loaded machine (CI with
         # other work, load average 10 on 2 cores) its timer was seen at 1.1 s, and at 2.04 s

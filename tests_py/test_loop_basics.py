@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 import unittest.mock
+import warnings
 
 import pytest
 
@@ -1634,7 +1635,9 @@ async def _running_loop_type():
 
 
 def test_asyncio_run_with_goloop_policy(restore_policy):
-    asyncio.set_event_loop_policy(goloop.EventLoopPolicy())
+    with warnings.catch_warnings():  # asyncio 3.14's deprecation of the call (test_compat)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        asyncio.set_event_loop_policy(goloop.EventLoopPolicy())
     assert issubclass(asyncio.run(_running_loop_type()), goloop.Loop)
     loop = asyncio.new_event_loop()
     try:
@@ -1718,7 +1721,7 @@ def test_goloop_run_cancels_leftover_tasks():
 
 def test_goloop_install(restore_policy):
     goloop.install()
-    assert isinstance(asyncio.get_event_loop_policy(), goloop.EventLoopPolicy)
+    assert isinstance(goloop._compat.get_event_loop_policy(), goloop.EventLoopPolicy)
     assert issubclass(asyncio.run(_running_loop_type()), goloop.Loop)
 
 

@@ -74,6 +74,70 @@ def test_call_soon_threadsafe_returns_handle(loop):
     assert calls == []
 
 
+needs_314 = pytest.mark.skipif(sys.version_info < (3, 14),
+                               reason="3.14's threadsafe handle (events._ThreadSafeHandle)")
+
+
+@needs_314
+@pytest.mark.parametrize("op", ["cancel", "cancelled"])
+def test_threadsafe_handle_waits_for_its_running_callback(loop, op):
+    """3.14: cancel() and cancelled() of call_soon_threadsafe's handle, from another thread,
+    return only after the running callback returned (asyncio's _ThreadSafeHandle lock)."""
+    from asyncio import events
+
+    started, finished = threading.Event(), threading.Event()
+    seen = []
+
+    def callback():
+        started.set()
+        time.sleep(0.2)  # a window in which an unlocked cancel() would return first
+        finished.set()
+
+    def other():
+        h = loop.call_soon_threadsafe(callback)
+        seen.append(isinstance(h, events._ThreadSafeHandle))
+        started.wait(10)
+        seen.append(getattr(h, op)())
+        seen.append(finished.is_set())
+        loop.call_soon_threadsafe(loop.stop)
+
+    t = threading.Thread(target=other)
+    t.start()
+    loop.call_later(30, loop.stop)
+    loop.run_forever()
+    t.join()
+    assert seen == [True, None if op == "cancel" else False, True]
+
+
+@needs_314
+def test_threadsafe_handle_cancelled_by_its_own_callback(loop):
+    """The callback may cancel its own handle (the lock is reentrant): it runs to its end."""
+    box = []
+
+    def callback():
+        box[0].cancel()
+        box.append("ran")
+        loop.stop()
+
+    box.append(loop.call_soon_threadsafe(callback))
+    loop.call_later(30, loop.stop)
+    loop.run_forever()
+    assert box[1:] == ["ran"] and box[0].cancelled()
+
+
+@needs_314
+def test_threadsafe_handle_cancelled_before_it_runs(loop):
+    calls = []
+    h = loop.call_soon_threadsafe(calls.append, 1)
+    t = threading.Thread(target=h.cancel)
+    t.start()
+    t.join()
+    assert h.cancelled()
+    loop.call_soon_threadsafe(loop.stop)
+    loop.run_forever()
+    assert calls == []
+
+
 @pytest.mark.parametrize("pending_timer", [True, False], ids=["long-timer", "no-timer"])
 def test_call_soon_threadsafe_wakes_blocked_loop(loop, pending_timer):
     if pending_timer:

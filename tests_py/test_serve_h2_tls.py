@@ -921,13 +921,15 @@ def test_tls_extension_released_with_its_connection(certs):
         tls = kept[0]
         same = kept[1] is tls
         del kept[1:]
-        refs_open = sys.getrefcount(tls)  # kept, tls, the argument, and the connection's dict
+        # kept, tls and the connection's dict (plus the call's argument where the interpreter
+        # counts it: 3.14 may not, so the test counts what the close releases)
+        refs_open = sys.getrefcount(tls)
         conn.close()
         deadline = time.monotonic() + 10
-        while sys.getrefcount(tls) > 3 and time.monotonic() < deadline:
+        while sys.getrefcount(tls) >= refs_open and time.monotonic() < deadline:
             time.sleep(0.02)
         refs_closed = sys.getrefcount(tls)
-    assert same and refs_open >= 4 and refs_closed == 3
+    assert same and refs_closed == refs_open - 1  # the connection's one reference, no more
 
 
 @pytest.mark.parametrize("trust,want", [("127.0.0.1", {"scheme": "https", "client": ["203.0.113.7", 0]}),

@@ -547,3 +547,53 @@ def test_waitpid_thread_child_reaped_by_close_first(gloop, monkeypatch, caplog):
     assert rc == 3
     assert_reaped(pid)
     assert "Unknown child process" not in caplog.text
+
+
+def _waiting_thread(pid):
+    names = (f"goloop-waitpid-{pid}",)
+    for t in threading.enumerate():
+        if t.name in names:
+            return t
+    return None
+
+
+def test_threaded_wait_keeps_the_pid_reserved_until_the_exit_is_reported(gloop, monkeypatch):
+    """Without a pidfd a thread waits for the child; it must not reap it (gh-127049): until
+    the loop's thread reaps the child and reports the exit in one step, the pid stays a
+    zombie, so a send_signal() in between cannot reach a process that reused the pid."""
+    monkeypatch.setattr(_unix, "_pidfd_available", lambda: False)
+
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "import time; time.sleep(60)")
+        thread = _waiting_thread(proc.pid)
+        assert thread is not None
+        proc.kill()
+        thread.join(30)  # the thread saw the exit; the loop has not run since
+        assert not thread.is_alive()
+        assert proc.returncode is None
+        # still unreaped: waitid() raises ChildProcessError for a reaped (or recycled) pid
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+        proc.send_signal(signal.SIGKILL)  # safe: the pid is still the child's
+        assert await proc.wait() == -signal.SIGKILL
+
+    gloop.run_until_complete(main())
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="3.14's loop-owned child watcher")
+def test_goloop_uses_asyncios_threaded_watcher_where_asyncio_would(monkeypatch):
+    """3.14+: where asyncio's loop finds no pidfd (unix_events.can_use_pidfd()) it makes a
+    threaded child watcher of its own (loop._watcher); goloop's loop then waits with it."""
+    from asyncio import unix_events
+
+    monkeypatch.setattr(unix_events, "can_use_pidfd", lambda: False)
+    loop = goloop.new_event_loop()
+    try:
+        async def main():
+            proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+            assert loop._watcher._threads.get(proc.pid) is not None
+            assert await proc.wait() == 0
+
+        loop.run_until_complete(main())
+    finally:
+        loop.close()

@@ -103,6 +103,8 @@ typedef struct {
     char protocol_paused;
     char sendfile_busy;
     char write_blocked;          /* the last send left data queued (EAGAIN) */
+    char fixed_ctx;              /* asyncio 3.15's connection context: rctx and wctx are that
+                                  * one context (_core_set_context), never replaced */
     /* contextvars contexts of the connection's callbacks, as asyncio's reader and writer
      * handles hold them; set only while attached (conn != 0), cleared by Go's detach:
      * rctx, copied when reading starts or resumes: data_received, get_buffer/buffer_updated,
@@ -110,7 +112,9 @@ typedef struct {
      * wctx, copied by the write() that found the queue empty: what the queue's later
      *   sending calls (resume_writing, the drain after close()/write_eof(), write errors)
      *   runs in; a close() while the queue only waits for the end of the iteration
-     *   (asyncio would have sent it already) replaces it with a copy of its own context. */
+     *   (asyncio would have sent it already) replaces it with a copy of its own context.
+     * With fixed_ctx (3.15+: asyncio's transports run every callback of a connection in the
+     * context given when the connection is made) both are that context, as given. */
     PyObject *rctx;
     PyObject *wctx;
 } GLTransport;

@@ -243,9 +243,69 @@ static PyObject *loop_call_soon(GLLoop *self, PyObject *const *args, Py_ssize_t 
     return schedule(self, "call_soon", GL_HandleType, 0, GL_MODE_SOON, args, nargs, kwnames, 0);
 }
 
+#if PY_VERSION_HEX >= 0x030E0000
+static PyObject *threadsafe_handle_type;  /* asyncio's events._ThreadSafeHandle (goloop._compat) */
+static PyObject *str_source_traceback;
+
+/* 3.14+: call_soon_threadsafe returns asyncio's own events._ThreadSafeHandle, a Handle with a
+ * lock around _run, cancel and cancelled (a cancel() from another thread waits for the callback
+ * while it runs). Go's ready queue runs it as any foreign handle (gl_handle_run: its _run()). */
+static PyObject *call_soon_threadsafe_314(GLLoop *self, PyObject *const *args, Py_ssize_t nargs,
+                                          PyObject *kwnames) {
+    GL_FORK_GUARD(NULL);
+    PyObject *ctx;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_soon_threadsafe() missing required argument 'callback'");
+        return NULL;
+    }
+    if (parse_context("call_soon_threadsafe", args, nargs, kwnames, &ctx) < 0) return NULL;
+    if (gl_check_callback(args[0], "call_soon_threadsafe") < 0) return NULL;
+    if (self->id < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "goloop: the loop was not initialized");
+        return NULL;
+    }
+    if (check_open(self) < 0) return NULL;
+    PyObject *cbargs = PyTuple_New(nargs - 1);
+    if (cbargs == NULL) return NULL;
+    for (Py_ssize_t i = 1; i < nargs; i++) PyTuple_SET_ITEM(cbargs, i - 1, Py_NewRef(args[i]));
+    PyObject *hargs[4] = {args[0], cbargs, (PyObject *)self, ctx ? ctx : Py_None};
+    PyObject *h = PyObject_Vectorcall(threadsafe_handle_type, hargs, 4, NULL);
+    Py_DECREF(cbargs);
+    if (h == NULL) return NULL;
+    if (GL_LOAD(self->debug)) {
+        /* asyncio drops the frames of its call_soon_threadsafe and of the handle's __init__;
+         * called from C, only the latter is there */
+        PyObject *tb = PyObject_GetAttr(h, str_source_traceback);
+        if (tb == NULL || (PyList_Check(tb) && PyList_GET_SIZE(tb) > 0 &&
+                           PyList_SetSlice(tb, PyList_GET_SIZE(tb) - 1, PyList_GET_SIZE(tb), NULL) < 0)) {
+            Py_XDECREF(tb);
+            Py_DECREF(h);
+            return NULL;
+        }
+        Py_DECREF(tb);
+    }
+    Py_INCREF(h); /* the ready queue's reference */
+    int rc = queue_soon(self, h);
+    if (rc == -1) {
+        Py_DECREF(h);
+        Py_DECREF(h);
+        return NULL;
+    }
+    if (rc == -2) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    return h;
+}
+#endif
+
 static PyObject *loop_call_soon_threadsafe(GLLoop *self, PyObject *const *args, Py_ssize_t nargs,
                                            PyObject *kwnames) {
+#if PY_VERSION_HEX >= 0x030E0000
+    return call_soon_threadsafe_314(self, args, nargs, kwnames);
+#else
     return schedule(self, "call_soon_threadsafe", GL_HandleType, 0, GL_MODE_THREADSAFE, args, nargs, kwnames, 0);
+#endif
 }
 
 static int to_seconds(PyObject *o, const char *what, double *out) {
@@ -414,8 +474,13 @@ static int fileobj_lookup(GLLoop *self, PyObject *fileobj) {
     return -1;
 }
 
-static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *const *args, Py_ssize_t nargs) {
+/* _add_reader/_add_writer(fd, callback, *args, context=None): the callback runs in context
+ * (asyncio 3.15's transports pass their connection's), else in a copy of the current one. */
+static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames) {
     GL_FORK_GUARD(NULL);
+    PyObject *ctx;
+    if (parse_context(fname, args, nargs, kwnames, &ctx) < 0) return NULL;
     if (nargs < 2) {
         PyErr_Format(PyExc_TypeError, "%s() takes at least 2 arguments (fd, callback)", fname);
         return NULL;
@@ -423,7 +488,7 @@ static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *c
     int fd = fileobj_lookup(self, args[0]);
     if (fd < 0) return NULL;
     if (gl_check_callback(args[1], fname) < 0) return NULL;
-    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, NULL, 0);
+    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, ctx, 0);
     if (h == NULL) return NULL;
     Py_INCREF(h);
     /* the object is remembered (not a number: asyncio finds registrations by identity) */
@@ -435,12 +500,12 @@ static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *c
     return h;
 }
 
-static PyObject *loop_add_reader(GLLoop *self, PyObject *const *args, Py_ssize_t nargs) {
-    return add_io(self, "add_reader", 0, args, nargs);
+static PyObject *loop_add_reader(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return add_io(self, "add_reader", 0, args, nargs, kwnames);
 }
 
-static PyObject *loop_add_writer(GLLoop *self, PyObject *const *args, Py_ssize_t nargs) {
-    return add_io(self, "add_writer", 1, args, nargs);
+static PyObject *loop_add_writer(GLLoop *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return add_io(self, "add_writer", 1, args, nargs, kwnames);
 }
 
 static PyObject *remove_io(GLLoop *self, PyObject *fdobj, int writer) {
@@ -652,8 +717,8 @@ static PyMethodDef loop_methods[] = {
     {"stop", (PyCFunction)loop_stop, METH_NOARGS, "Stop the loop after the current iteration."},
     {"_run_core", (PyCFunction)loop_run_core, METH_NOARGS, NULL},
     {"_close_core", (PyCFunction)loop_close_core, METH_NOARGS, NULL},
-    {"_add_reader", (PyCFunction)(void (*)(void))loop_add_reader, METH_FASTCALL, NULL},
-    {"_add_writer", (PyCFunction)(void (*)(void))loop_add_writer, METH_FASTCALL, NULL},
+    {"_add_reader", (PyCFunction)(void (*)(void))loop_add_reader, METH_FASTCALL | METH_KEYWORDS, NULL},
+    {"_add_writer", (PyCFunction)(void (*)(void))loop_add_writer, METH_FASTCALL | METH_KEYWORDS, NULL},
     {"_remove_reader", (PyCFunction)loop_remove_reader, METH_O, NULL},
     {"_remove_writer", (PyCFunction)loop_remove_writer, METH_O, NULL},
     {"_fd_key", (PyCFunction)loop_fd_key, METH_O, NULL},
@@ -700,6 +765,14 @@ int gl_init_loopcore(PyObject *m) {
     PyObject *compat = PyImport_ImportModule("goloop._compat");
     if (compat == NULL) return -1;
     set_result_unless_cancelled = PyObject_GetAttrString(compat, "set_result_unless_cancelled");
+#if PY_VERSION_HEX >= 0x030E0000
+    threadsafe_handle_type = PyObject_GetAttrString(compat, "ThreadSafeHandle");
+    str_source_traceback = PyUnicode_InternFromString("_source_traceback");
+    if (threadsafe_handle_type == NULL || str_source_traceback == NULL) {
+        Py_DECREF(compat);
+        return -1;
+    }
+#endif
     Py_DECREF(compat);
     if (set_result_unless_cancelled == NULL) return -1;
     futures_module = PyImport_ImportModule("asyncio.futures");

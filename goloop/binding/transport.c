@@ -43,7 +43,7 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
         PyBuffer_Release(&view);
         return PyObject_CallMethod((PyObject *)self, "_write_after_conn_lost", NULL);
     }
-    if (self->write_size == 0) {
+    if (self->write_size == 0 && !self->fixed_ctx) {
         /* The context later sends of this data call back in (resume_writing, the drain after
          * close()): asyncio's writer handle, made by the write() that leaves data queued. */
         PyObject *ctx = PyContext_CopyCurrent();
@@ -96,7 +96,7 @@ int gl_transport_write_seq(PyObject *tr, PyObject *items) {
         Py_DECREF(r);
         return 0;
     }
-    if (self->write_size == 0) {  /* see tr_write */
+    if (self->write_size == 0 && !self->fixed_ctx) {  /* see tr_write */
         PyObject *ctx = PyContext_CopyCurrent();
         if (ctx == NULL) return -1;
         Py_XSETREF(self->wctx, ctx);
@@ -146,7 +146,7 @@ static PyObject *tr_core_read(GLTransport *self, PyObject *flag) {
     GL_FORK_GUARD(NULL);
     int on = PyObject_IsTrue(flag);
     if (on < 0) return NULL;
-    if (on && self->conn != 0) {
+    if (on && self->conn != 0 && !self->fixed_ctx) {
         /* Reading (re)starts: the reads run in a copy of this context from now on, as
          * asyncio's reader handle, made by _add_reader() here, would run them. */
         PyObject *ctx = PyContext_CopyCurrent();
@@ -179,11 +179,32 @@ static PyObject *tr_core_detach(GLTransport *self, PyObject *Py_UNUSED(ignored))
  * (nothing has blocked), asyncio's write() would have sent it already and its close() would
  * schedule connection_lost in a copy of the current context; the drain calls it in that. */
 static PyObject *tr_core_close_ctx(GLTransport *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->conn != 0 && self->write_size > 0 && !self->write_blocked) {
+    if (self->conn != 0 && self->write_size > 0 && !self->write_blocked && !self->fixed_ctx) {
         PyObject *ctx = PyContext_CopyCurrent();
         if (ctx == NULL) return NULL;
         Py_XSETREF(self->wctx, ctx);
     }
+    Py_RETURN_NONE;
+}
+
+/* _core_set_context(ctx): every callback of this (attached) connection runs in the
+ * contextvars.Context ctx itself from now on (asyncio 3.15's transports, made with
+ * context=ctx): reads, and what the write queue calls back. */
+static PyObject *tr_core_set_context(GLTransport *self, PyObject *ctx) {
+    if (!PyContext_CheckExact(ctx)) {
+        PyErr_Format(PyExc_TypeError, "a contextvars.Context was expected, got %.100s",
+                     Py_TYPE(ctx)->tp_name);
+        return NULL;
+    }
+    if (self->conn == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "_core_set_context: the transport is not attached");
+        return NULL;
+    }
+    Py_INCREF(ctx);
+    Py_XSETREF(self->rctx, ctx);
+    Py_INCREF(ctx);
+    Py_XSETREF(self->wctx, ctx);
+    self->fixed_ctx = 1;
     Py_RETURN_NONE;
 }
 
@@ -205,6 +226,7 @@ static PyMethodDef tr_methods[] = {
     {"_core_detach", (PyCFunction)tr_core_detach, METH_NOARGS, NULL},
     {"_core_events", (PyCFunction)tr_core_events, METH_NOARGS, NULL},
     {"_core_close_ctx", (PyCFunction)tr_core_close_ctx, METH_NOARGS, NULL},
+    {"_core_set_context", (PyCFunction)tr_core_set_context, METH_O, NULL},
     {NULL}
 };
 

@@ -1,9 +1,11 @@
 """goloop: a drop-in asyncio event loop whose engine is written in Go.
 
     import asyncio, goloop
-    goloop.run(main())                                   # like asyncio.run
-    asyncio.set_event_loop_policy(goloop.EventLoopPolicy())
+    asyncio.run(main(), loop_factory=goloop.new_event_loop)   # 3.12+
+    goloop.run(main())                                        # like asyncio.run
     with asyncio.Runner(loop_factory=goloop.new_event_loop) as r: r.run(main())
+    asyncio.set_event_loop_policy(goloop.EventLoopPolicy())   # the older form (policies:
+                                                              # deprecated in 3.14)
 
 Importing goloop does not load the Go runtime (fork safety): the extension module is
 loaded when the first loop is created (or when goloop.Loop is first used).

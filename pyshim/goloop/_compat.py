@@ -20,6 +20,7 @@ PY = sys.version_info[:2]
 PY312 = PY >= (3, 12)
 PY313 = PY >= (3, 13)
 PY314 = PY >= (3, 14)
+PY315 = PY >= (3, 15)
 
 # -- the loop's base ------------------------------------------------------------------------
 # goloop.Loop composes its Go core with asyncio's unix selector loop for argument handling and
@@ -30,6 +31,27 @@ UnixSelectorEventLoop = unix_events._UnixSelectorEventLoop
 # The per-child transport asyncio's subprocess API is built on (3.11-3.14: same signature).
 UnixSubprocessTransport = unix_events._UnixSubprocessTransport
 
+
+
+# 3.14 removed the child-watcher API: its unix loop makes its own watcher (loop._watcher),
+# a pidfd one if unix_events.can_use_pidfd(), else a threaded one. goloop watches with a pidfd
+# on its poller; where asyncio's loop made the threaded watcher, goloop's uses that watcher.
+if PY314:
+    def threaded_child_watcher(loop):
+        """asyncio's threaded child watcher of loop (3.14+), or None if it uses a pidfd."""
+        watcher = getattr(loop, "_watcher", None)
+        return watcher if isinstance(watcher, unix_events._ThreadedChildWatcher) else None
+
+    def asyncio_uses_pidfd(loop) -> bool:
+        """Whether asyncio's loop would watch children with a pidfd here (3.14+)."""
+        return threaded_child_watcher(loop) is None
+else:
+    def threaded_child_watcher(loop):
+        """None: before 3.14 goloop's own thread waits where no pidfd can be had."""
+        return None
+
+    def asyncio_uses_pidfd(loop) -> bool:
+        return True
 
 
 def subprocess_popen(transp):
@@ -82,6 +104,21 @@ def set_event_loop_policy(policy) -> None:
         events.set_event_loop_policy(policy)
 
 
+def get_event_loop_policy():
+    """asyncio.get_event_loop_policy without 3.14's deprecation warning."""
+    if PY314:
+        return events._get_event_loop_policy()
+    return events.get_event_loop_policy()
+
+
+# -- call_soon_threadsafe's handle ----------------------------------------------------------
+# 3.14: call_soon_threadsafe returns an events._ThreadSafeHandle, a Handle with a lock around
+# _run, cancel and cancelled: a cancel() or cancelled() from another thread waits for the
+# callback that is running, and a callback cancelled meanwhile does not start. goloop's loop
+# returns (and runs) that class on 3.14+ (made in C: goloop/binding/loopcore.c); before 3.14,
+# its own C Handle, as asyncio's Handle.
+ThreadSafeHandle = events._ThreadSafeHandle if PY314 else None
+
 # -- running ------------------------------------------------------------------------------
 get_running_loop = events._get_running_loop
 set_running_loop = events._set_running_loop
@@ -119,6 +156,15 @@ IS_COROUTINE_MARK = getattr(coroutines, "_is_coroutine", None)
 # the server was already closed; 3.11's returns at once once the server is closed.
 WAIT_CLOSED_WAITS_FOR_CLIENTS = PY312
 
+# 3.15: each connection's protocol callbacks run in one contextvars context, fixed when the
+# connection is made (not in per-callback copies): a server copies the context it was created
+# in (Server._context), each accepted connection runs in a copy of that, and
+# create_connection()'s in a copy of its caller's. asyncio passes it around as context= to
+# the loop's _start_serving, _accept_connection(2), _make_socket_transport and
+# _make_ssl_transport (goloop's own, which take it on every version); before 3.15 those get
+# none and every callback runs in a copy made when it was scheduled, as before.
+CONNECTION_CONTEXT = PY315
+
 # 3.13 added create_unix_server(cleanup_socket=), True by default (goloop's create_server
 # takes 3.13's keep_alive= on every version).
 UNIX_SERVER_CLEANUP = PY313
@@ -150,5 +196,8 @@ PRIVATE_NAMES = [
     ("asyncio.coroutines", "iscoroutine"),
     ("asyncio.trsock", "TransportSocket"),
 ] + ([("asyncio.events", "_BaseDefaultEventLoopPolicy"),
-      ("asyncio.events", "_set_event_loop_policy")] if PY314 else
+      ("asyncio.events", "_set_event_loop_policy"),
+      ("asyncio.events", "_get_event_loop_policy"),
+      ("asyncio.events", "_ThreadSafeHandle"),
+      ("asyncio.unix_events", "_ThreadedChildWatcher")] if PY314 else
      [("asyncio.unix_events", "_UnixDefaultEventLoopPolicy")])

@@ -323,14 +323,16 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
     def _make_ssl_transport(self, rawsock, protocol, sslcontext, waiter=None, *,
                             server_side=False, server_hostname=None, extra=None, server=None,
                             ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
-                            ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+                            ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
+                            context=None):
         from ._sslproto import SSLProtocol
 
         ssl_protocol = SSLProtocol(
             self, protocol, sslcontext, waiter, server_side, server_hostname,
             ssl_handshake_timeout=ssl_handshake_timeout,
             ssl_shutdown_timeout=ssl_shutdown_timeout)
-        SocketTransport(self, rawsock, ssl_protocol, extra=extra, server=server)
+        SocketTransport(self, rawsock, ssl_protocol, extra=extra, server=server,
+                        context=context)
         return ssl_protocol._app_transport
 
     # -- closing ---------------------------------------------------------------------

@@ -53,6 +53,8 @@ class Server(base_events.Server):
         self._ssl_shutdown_timeout = ssl_shutdown_timeout
         self._serving = False
         self._serving_forever_fut = None
+        # 3.15: the context the server's connections start from (each gets a copy)
+        self._context = contextvars.copy_context() if _compat.CONNECTION_CONTEXT else None
 
     def __repr__(self):
         return f'<{self.__class__.__name__} sockets={self.sockets!r}>'
@@ -83,7 +85,7 @@ class Server(base_events.Server):
             self._loop._start_serving(
                 self._protocol_factory, sock, self._ssl_context,
                 self, self._backlog, self._ssl_handshake_timeout,
-                self._ssl_shutdown_timeout)
+                self._ssl_shutdown_timeout, context=self._context)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -365,10 +367,10 @@ class ServerMixin:
 
     def _start_serving(self, protocol_factory, sock, sslcontext=None, server=None,
                        backlog=100, ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
-                       ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+                       ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT, context=None):
         self._add_reader(sock.fileno(), self._accept_connection,
                          protocol_factory, sock, sslcontext, server, backlog,
-                         ssl_handshake_timeout, ssl_shutdown_timeout)
+                         ssl_handshake_timeout, ssl_shutdown_timeout, context)
 
     def _stop_serving(self, sock):
         paths = self._unix_server_paths
@@ -390,13 +392,15 @@ class ServerMixin:
 
     def _accept_connection(self, protocol_factory, sock, sslcontext=None, server=None,
                            backlog=100, ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
-                           ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+                           ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT, context=None):
         """Accept up to backlog connections on listening socket sock.
 
         Plain TCP/Unix connections of a socket.socket (no TLS, not in debug mode) get their
         transport at once, in a copy of the context, as asyncio's per-connection task would
         (its _accept_connection2 there only awaits the transport's waiter); TLS, debug mode
         and socket subclasses go through a task per connection, as in asyncio.
+        The copy is of context (3.15: the server's) when given, and then the connection's
+        callbacks run in that copy itself; else of the current context (before 3.15).
         """
         fast = not (sslcontext or self._debug or type(sock) is not socket.socket
                     or type(self)._make_socket_transport is not ServerMixin._make_socket_transport)
@@ -435,26 +439,37 @@ class ServerMixin:
                     self._remove_reader(sock.fileno())
                     self.call_later(constants.ACCEPT_RETRY_DELAY, self._start_serving,
                                     protocol_factory, sock, sslcontext, server, backlog,
-                                    ssl_handshake_timeout, ssl_shutdown_timeout)
+                                    ssl_handshake_timeout, ssl_shutdown_timeout, context)
                     return None
                 raise  # The event loop will catch, log and ignore it.
             extra = {'peername': addr}
+            if context is None:
+                if fast:
+                    contextvars.copy_context().run(
+                        self._accept_plain, protocol_factory, conn, extra, server)
+                else:
+                    accept = self._accept_connection2(
+                        protocol_factory, conn, extra, sslcontext, server,
+                        ssl_handshake_timeout, ssl_shutdown_timeout)
+                    self.create_task(accept)
+                continue
+            conn_context = context.copy()
             if fast:
-                contextvars.copy_context().run(
-                    self._accept_plain, protocol_factory, conn, extra, server)
+                conn_context.run(self._accept_plain, protocol_factory, conn, extra, server,
+                                 conn_context)
             else:
                 accept = self._accept_connection2(
                     protocol_factory, conn, extra, sslcontext, server,
-                    ssl_handshake_timeout, ssl_shutdown_timeout)
-                self.create_task(accept)
+                    ssl_handshake_timeout, ssl_shutdown_timeout, context=conn_context)
+                self.create_task(accept, context=conn_context)
         return None
 
-    def _accept_plain(self, protocol_factory, conn, extra, server):
+    def _accept_plain(self, protocol_factory, conn, extra, server, context=None):
         # _accept_connection2 without TLS, minus the waiter it awaits: errors are dropped
         # as there (reported in debug mode, which takes _accept_connection2).
         try:
             protocol = protocol_factory()
-            SocketTransport(self, conn, protocol, None, extra, server)
+            SocketTransport(self, conn, protocol, None, extra, server, context)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException:
@@ -463,7 +478,8 @@ class ServerMixin:
     async def _accept_connection2(self, protocol_factory, conn, extra, sslcontext=None,
                                   server=None,
                                   ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
-                                  ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+                                  ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
+                                  context=None):
         protocol = None
         transport = None
         try:
@@ -474,10 +490,11 @@ class ServerMixin:
                     conn, protocol, sslcontext, waiter=waiter,
                     server_side=True, extra=extra, server=server,
                     ssl_handshake_timeout=ssl_handshake_timeout,
-                    ssl_shutdown_timeout=ssl_shutdown_timeout)
+                    ssl_shutdown_timeout=ssl_shutdown_timeout, context=context)
             else:
                 transport = self._make_socket_transport(
-                    conn, protocol, waiter=waiter, extra=extra, server=server)
+                    conn, protocol, waiter=waiter, extra=extra, server=server,
+                    context=context)
             try:
                 await waiter
             except BaseException:
@@ -499,5 +516,7 @@ class ServerMixin:
                     context['transport'] = transport
                 self.call_exception_handler(context)
 
-    def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
-        return SocketTransport(self, sock, protocol, waiter, extra, server)
+    def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None,
+                               context=None):
+        # context: 3.15's asyncio passes the connection's (see _compat.CONNECTION_CONTEXT)
+        return SocketTransport(self, sock, protocol, waiter, extra, server, context)

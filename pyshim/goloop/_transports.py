@@ -76,8 +76,12 @@ class SocketTransport(_goloop.SocketTransportCore):
     max_size = 256 * 1024
     _sock = None
     _empty_waiter = None
+    # 3.15: the contextvars context every callback of the connection runs in (asyncio's
+    # _SelectorTransport._context); None: each runs in a copy made when it is scheduled
+    _context = None
 
-    def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
+    def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None,
+                 context=None):
         self._extra = {} if extra is None else extra
         self._loop = loop
         self._extra_sock = sock  # get_extra_info('socket') wraps it when first asked
@@ -103,11 +107,14 @@ class SocketTransport(_goloop.SocketTransportCore):
             server._attach(self)
         _register(loop._transports, self._sock_fd, weakref.ref(self))  # see TransportMap
         _set_nodelay(sock)
-        loop.call_soon(self._protocol.connection_made, self)
+        if context is not None:
+            self._context = context
+            self._core_set_context(context)  # reads and the write queue's callbacks
+        loop.call_soon(self._protocol.connection_made, self, context=context)
         # only start reading when connection_made() has been called
-        loop.call_soon(self._start_reading)
+        loop.call_soon(self._start_reading, context=context)
         if waiter is not None:
-            loop.call_soon(_compat.set_result_unless_cancelled, waiter, None)
+            loop.call_soon(_compat.set_result_unless_cancelled, waiter, None, context=context)
 
     def __repr__(self):
         info = [self.__class__.__name__]
@@ -267,7 +274,7 @@ class SocketTransport(_goloop.SocketTransportCore):
         self._core_read(False)
         if not self.get_write_buffer_size():
             self._conn_lost += 1
-            self._loop.call_soon(self._call_connection_lost, None)
+            self._loop.call_soon(self._call_connection_lost, None, context=self._context)
         else:
             # the drain calls connection_lost: in this context's copy, as asyncio's would be,
             # unless sending had blocked (then in the writer's, see gl.h's wctx)
@@ -309,7 +316,7 @@ class SocketTransport(_goloop.SocketTransportCore):
             self._closing = True
             self._core_read(False)
         self._conn_lost += 1
-        self._loop.call_soon(self._call_connection_lost, exc)
+        self._loop.call_soon(self._call_connection_lost, exc, context=self._context)
 
     def _call_connection_lost(self, exc):
         try:

@@ -74,6 +74,15 @@ def _reap(pid: int, pidfd: int, warn: bool = True) -> int | None:
     return os.waitstatus_to_exitcode(status)
 
 
+def _waitpid_exitcode(pid: int) -> int | None:
+    """Reap the exited child pid: its return code, or None if somebody else reaped it."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status)
+
+
 class _OrphanReaper:
     """One daemon thread reaping the children of loops closed while those ran.
 
@@ -173,7 +182,7 @@ class UnixMixin:
 
     def _watch_child(self, pid: int, transp) -> None:
         pidfd = -1
-        if _pidfd_available():
+        if _pidfd_available() and _compat.asyncio_uses_pidfd(self):
             try:
                 pidfd = os.pidfd_open(pid)
             except OSError as exc:
@@ -181,6 +190,12 @@ class UnixMixin:
                 logger.warning("pidfd_open(%d) failed (%s): a thread waits for the child",
                                pid, exc)
         if pidfd < 0:
+            watcher = _compat.threaded_child_watcher(self)
+            if watcher is not None:
+                # 3.14+, where asyncio's loop found no pidfd (unix_events.can_use_pidfd())
+                # and made its threaded watcher: the same watcher, as asyncio's loop uses it
+                watcher.add_child_handler(pid, self._child_exited, transp)
+                return
             threading.Thread(target=self._wait_child_thread, args=(pid, transp),
                              name=f"goloop-waitpid-{pid}", daemon=True).start()
             return
@@ -194,20 +209,31 @@ class UnixMixin:
         self._pidfd_children[pid] = (pidfd, transp)
 
     def _wait_child_thread(self, pid: int, transp) -> None:
-        # No pidfd: block in waitpid(pid) in this thread (asyncio's ThreadedChildWatcher);
-        # the loop's thread then reports the exit.
+        # No pidfd: wait in this thread for the child to exit without reaping it (waitid
+        # with WNOWAIT, as asyncio's threaded watcher does since gh-127049): its pid stays
+        # reserved until the loop's thread reaps it and reports the exit in one step, so a
+        # send_signal() made before the report can never reach a recycled pid.
         try:
-            _, status = os.waitpid(pid, 0)
+            while True:
+                res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+                if res is not None and res.si_code == os.CLD_STOPPED:
+                    # macOS reports stopped children to WEXITED: consume the stop, wait on
+                    os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG)
+                    continue
+                break
         except ChildProcessError:
-            returncode = None  # reaped by somebody else (Popen.poll() from close())
-        else:
-            returncode = os.waitstatus_to_exitcode(status)
-        if self.is_closed():
-            return
+            pass  # reaped by somebody else (Popen.poll() from close()): the reap says so
         try:
-            self.call_soon_threadsafe(self._child_exited, pid, returncode, transp)
+            if not self.is_closed():
+                self.call_soon_threadsafe(self._reap_child_exited, pid, transp)
+                return
         except RuntimeError:  # closed meanwhile
             pass
+        _waitpid_exitcode(pid)  # no loop to tell: reap it here, leave no zombie
+
+    def _reap_child_exited(self, pid: int, transp) -> None:
+        # (the loop's thread) the reap and the report, with nothing in between
+        self._child_exited(pid, _waitpid_exitcode(pid), transp)
 
     def _pidfd_ready(self, pid: int, pidfd: int, transp) -> None:
         proc = _compat.subprocess_popen(transp)
