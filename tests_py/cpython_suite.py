@@ -171,6 +171,24 @@ def _adapt(name, mod, factory, policy_factory):
         # is involved beyond its clock); the start_tls tests hard-code the loop class.
         drop |= {"SelectorStartTLSTests", "ProactorStartTLSTests"}
         loop_variant("GoloopStartTLSTests", ("SelectorStartTLSTests",), "new_loop")
+        if factory.__module__.startswith("goloop"):
+            # test_create_connection_ssl_failed_certificate_no_cycles (3.14+) patches
+            # `sslproto.SSLProtocol.connection_made` to see the transports the loop's TLS
+            # protocol gets: goloop's loop makes goloop's SSLProtocol, so the module's
+            # `sslproto` names goloop's class for these tests (asyncio's module otherwise).
+            import types
+
+            from goloop import _sslproto
+
+            def setUp(self, _orig=mod.sslproto):
+                proxy = types.ModuleType(_orig.__name__)
+                proxy.__dict__.update(vars(_orig))
+                proxy.SSLProtocol = _sslproto.SSLProtocol
+                mod.sslproto = proxy
+                self.addCleanup(setattr, mod, "sslproto", _orig)
+                super(type(self), self).setUp()
+
+            add["GoloopStartTLSTests"][1]["setUp"] = setUp
     elif name == "test_unix_events":
         # Only the parts about the public loop API.  Dropped: SelectorEventLoopSignalTests
         # (mocks unix_events.signal and calls _check_signal/_handle_signal), the pipe

@@ -279,7 +279,7 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
                         server_hostname=None, ssl_handshake_timeout=None,
                         ssl_shutdown_timeout=None):
         """Upgrade transport to TLS: asyncio's start_tls with goloop's SSLProtocol."""
-        # asyncio's (3.13) BaseEventLoop.start_tls, line for line, but for the protocol class.
+        # asyncio's (3.14) BaseEventLoop.start_tls, line for line, but for the protocol class.
         import ssl
 
         from ._sslproto import SSLProtocol
@@ -314,6 +314,9 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
             transport.close()
             conmade_cb.cancel()
             resume_cb.cancel()
+            # gh-159049 (asyncio 3.14): the waiter holds the exception, whose traceback holds
+            # this frame, which holds the waiter: a cycle that kept the transport alive.
+            waiter = None
             raise
         return ssl_protocol._app_transport
 

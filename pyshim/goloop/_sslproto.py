@@ -1,4 +1,4 @@
-# goloop's TLS protocol: a copy of CPython 3.13's Lib/asyncio/sslproto.py.
+# goloop's TLS protocol: a copy of CPython 3.13's Lib/asyncio/sslproto.py, with 3.14's fixes.
 #
 # Copyright (c) 2001-2024 Python Software Foundation; All Rights Reserved.
 # Licensed under the Python Software Foundation License Version 2 (PSF-2.0); see
@@ -14,10 +14,13 @@
 
 goloop owns its copy of asyncio's ``sslproto`` (as uvloop owns its own), taken from
 CPython 3.13 (the newest code and its fixes: 3.12+ ``is_closing()`` follows the socket
-transport, ``abort()`` passes its exception on, the handshake error is not kept alive).
-It uses nothing that differs between 3.11 and 3.14 (so it needs no version branch; run on
-3.11 and 3.13): ``PySSLProtocol`` and ``_PySSLProtocolTransport`` hold asyncio's code, line
-for line but for the marked changes.
+transport, ``abort()`` passes its exception on, the handshake error is not kept alive),
+with 3.14's (the shutdown timeout stays armed until connection_lost; 3.15's file is 3.14's)
+and, marked "goloop: uvloop's", uvloop's handling of the cases asyncio gets wrong (the first
+data after the handshake, BufferedProtocol reads, data after our close_notify).
+It uses nothing that differs between 3.11 and 3.15 (so it needs no version branch):
+``PySSLProtocol`` and ``_PySSLProtocolTransport`` hold asyncio's code, line for line but for
+the marked changes.
 
 The classes the loop uses, ``SSLProtocol`` and ``_SSLProtocolTransport``, put the C mixins
 ``SSLProtocolFast`` and ``SSLTransportFast`` (goloop/binding/sslfast.c) first in the MRO:
@@ -632,7 +635,20 @@ class PySSLProtocol(protocols.BufferedProtocol):
             self._app_state = AppProtocolState.STATE_CON_MADE
             self._app_protocol.connection_made(self._get_app_transport())
         self._wakeup_waiter()
-        self._do_read()
+        # goloop: uvloop's order: the first data is read after the waiter's callbacks, so
+        # that start_tls()'s caller has the TLS transport before its protocol is handed the
+        # data that came with the handshake's end (asyncio read it at once: a protocol that
+        # answered it wrote through the plain transport it still held, in clear text).
+        # The handshake's last message (a client's Finished) leaves now, even if the app
+        # paused reading in connection_made() (asyncio and uvloop sent it from _do_read
+        # only while reading: the peer's handshake waited for the app to resume). With
+        # nothing received past the handshake, the read is asyncio's, at once (a deferred
+        # one would run in a copy of the connection's context).
+        self._process_outgoing()
+        if self._incoming.pending or self._sslobj.pending():
+            self._loop.call_soon(self._do_read)
+        else:
+            self._do_read()
 
     # Shutdown flow
 
@@ -675,6 +691,13 @@ class PySSLProtocol(protocols.BufferedProtocol):
     def _do_shutdown(self):
         try:
             if not self._eof_received:
+                # goloop: uvloop's: the application data still unread when the shutdown
+                # starts (the app had paused reading) and what the peer sends after our
+                # close_notify are discarded, not handed to unwrap(), which fails on them
+                # with APPLICATION_DATA_AFTER_CLOSE_NOTIFY (bpo-39951); and reading the
+                # socket resumes if that data had paused it, or the peer's close_notify
+                # would never be read and the shutdown would time out.
+                self._do_read_into_void()
                 self._sslobj.unwrap()
         except SSLAgainErrors:
             self._process_outgoing()
@@ -685,14 +708,32 @@ class PySSLProtocol(protocols.BufferedProtocol):
             self._call_eof_received()
             self._on_shutdown_complete(None)
 
-    def _on_shutdown_complete(self, shutdown_exc):
-        if self._shutdown_timeout_handle is not None:
-            self._shutdown_timeout_handle.cancel()
-            self._shutdown_timeout_handle = None
+    def _do_read_into_void(self):
+        # goloop: uvloop's SSLProtocol._do_read_into_void (see _do_shutdown)
+        try:
+            while self._sslobj.read(self.max_size):
+                pass
+        except (*SSLAgainErrors, ssl.SSLZeroReturnError):
+            pass
+        if self._ssl_reading_paused:
+            self._control_ssl_reading()
 
+    def _on_shutdown_complete(self, shutdown_exc):
         if shutdown_exc:
+            if self._shutdown_timeout_handle is not None:
+                self._shutdown_timeout_handle.cancel()
+                self._shutdown_timeout_handle = None
             self._fatal_error(shutdown_exc)
         else:
+            # transport.close() flushes its write buffer first, which a peer
+            # that does not read can delay forever.  Keep the timeout (or
+            # start it, if the peer initiated the shutdown) until
+            # connection_lost().
+            if self._shutdown_timeout_handle is None:
+                self._shutdown_timeout_handle = self._loop.call_later(
+                    self._ssl_shutdown_timeout,
+                    self._check_shutdown_timeout
+                )
             self._loop.call_soon(self._transport.close)
 
     def _abort(self, exc):
@@ -783,7 +824,13 @@ class PySSLProtocol(protocols.BufferedProtocol):
         offset = 0
         count = 1
 
-        buf = self._app_protocol_get_buffer(self._get_read_buffer_size())
+        # goloop: uvloop's size hint: the bytes still encrypted, those OpenSSL has decrypted,
+        # and a little more. asyncio's hint was the encrypted bytes alone, 0 when OpenSSL
+        # already held the record (right after the handshake, or after a read that filled
+        # the buffer): a protocol that sized its buffer by the hint got an empty one, whose
+        # read of 0 bytes was taken for the peer's close_notify.
+        buf = self._app_protocol_get_buffer(
+            self._get_read_buffer_size() + self._sslobj.pending() + 256)
         wants = len(buf)
 
         try:
@@ -791,14 +838,18 @@ class PySSLProtocol(protocols.BufferedProtocol):
 
             if count > 0:
                 offset = count
-                while offset < wants:
-                    count = self._sslobj.read(wants - offset, buf[offset:])
-                    if count > 0:
-                        offset += count
+                # goloop: into a view of the buffer (uvloop's way). asyncio read into
+                # buf[offset:], a copy when get_buffer() returned a bytearray: every
+                # record after the first of a read was lost, the bytes left as they were.
+                with memoryview(buf) as view:
+                    while offset < wants:
+                        count = self._sslobj.read(wants - offset, view[offset:])
+                        if count > 0:
+                            offset += count
+                        else:
+                            break
                     else:
-                        break
-                else:
-                    self._loop.call_soon(self._do_read)
+                        self._loop.call_soon(self._do_read)
         except SSLAgainErrors:
             pass
         if offset > 0:
