@@ -27,7 +27,7 @@ try:
 except ImportError:  # setuptools < 70.1: the wheel package's
     from wheel.bdist_wheel import bdist_wheel
 
-GO_MIN = (1, 24)
+GO_MIN = (1, 26)  # go.mod's `go 1.26.0`, which its dependencies (x/net, x/sys, x/text) declare too
 GO_PACKAGE = "./goloop/binding"
 HERE = os.path.dirname(os.path.abspath(__file__))
 

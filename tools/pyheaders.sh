@@ -29,9 +29,13 @@ if [ ! -f "$inc/Python.h" ] || [ ! -f "$out/arch/$arch-linux-gnu/python$ver/pyco
   : >"$apt/status"
   keyring=/usr/share/keyrings/debian-archive-keyring.gpg
   [ -f "$keyring" ] || { echo "pyheaders.sh: $keyring missing (apt-get install debian-archive-keyring)" >&2; exit 1; }
+  # the Debian mirror this machine's apt uses (its sources, deb822 or one-line style)
+  mirror=${DEBIAN_MIRROR:-$(sed -n 's/^URIs: *\([^ ]*\/debian\)\/*$/\1/p; s/^deb  *\(\[[^]]*\] *\)\?\([^ ]*\/debian\)\/* .*/\2/p' \
+    /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -1 || true)}
+  [ -n "$mirror" ] || { echo "pyheaders.sh: no Debian mirror found in /etc/apt (set DEBIAN_MIRROR)" >&2; exit 1; }
   : >"$apt/sources.list"
   for suite in bookworm trixie sid; do
-    echo "deb [arch=$deb_arch signed-by=$keyring] http://deb.debian.org/debian $suite main" >>"$apt/sources.list"
+    echo "deb [arch=$deb_arch signed-by=$keyring] $mirror $suite main" >>"$apt/sources.list"
   done
   opts=(-o "Dir::State=$apt/state" -o "Dir::State::status=$apt/status" -o "Dir::Cache=$apt/cache"
         -o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/empty"
