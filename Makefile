@@ -26,7 +26,7 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # only (--only-binary): a source build fails anyway, after ~15 s each.
 OPTIONAL_DEPS := httptools cryptography granian fastapi
 
-.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools zig test test-go test-py test-cpython test-race bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench demo fuzz vet clean
 
 all: build
 
@@ -84,6 +84,34 @@ wheel-one: wheel-tools zig
 	$(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(ARCH) --python $(PY)
 
 # vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails here)
+# The aarch64 wheel of CPython 3.11 tested on aarch64 Linux: shared/pythons/arm64.sh (beside the
+# clone) runs a Debian bookworm arm64 root under qemu-user, where tools/wheel_tests.sh installs it
+# into a venv and runs ARM64_TESTS (emulation is 5-20x slower: these are chosen to fit CI's time;
+# see README, "Building the wheels", for what they cover and what is left out).
+ARM64_SH    ?= $(CURDIR)/../shared/pythons/arm64.sh
+ARM64_TESTS ?= tests_py/test_tcp_echo.py tests_py/test_loop_basics.py tests_py/test_udp.py tests_py/test_tls.py \
+  tests_py/test_subprocess.py tests_py/test_http_parser.py tests_py/test_serve_http.py tests_py/test_serve_h2_tls.py \
+  tests_py/test_serve_ws.py tests_py/test_free_threading.py tests_py/test_loop_threads_signals.py
+# left out there: the 50 MiB file streams (bounded memory; 30-45 s each emulated) and one test of
+# 10 ms timer gaps, which emulation's pauses reorder
+ARM64_DESELECT ?= --deselect "tests_py/test_serve_h2_tls.py::test_h2_file_streams_bounded" \
+  --deselect "tests_py/test_loop_basics.py::test_call_later_order"
+ARM64_DEPS  := pytest pytest-timeout pytest-xdist httptools cryptography uvicorn starlette websockets httpx[http2] h2 anyio
+test-arm64:
+	@w=$$(ls $(WHEEL_DIR)/goloop-*-cp311-cp311-*_aarch64.whl 2>/dev/null | head -1); \
+	  [ -n "$$w" ] || { echo "goloop: no cp311 aarch64 wheel in $(WHEEL_DIR)/ (make wheel-one ARCH=aarch64)"; exit 1; }; \
+	  GOLOOP_TEST_DEPS="$(ARM64_DEPS)" GOLOOP_TEST_LOOPS=goloop $(ARM64_SH) bash tools/wheel_tests.sh "$$w" \
+	    -q -n 2 $(ARM64_TESTS) $(ARM64_DESELECT)
+
+# The x86-64 manylinux_2_17 wheel of CPython 3.13 on an older glibc than this machine's: a Debian
+# bullseye root (glibc 2.31) with CPython 3.13 built in it (tools/oldglibc.sh makes it once), where
+# it installs into a venv and runs the echo tests and the wheel's own checks (GOLOOP_WHEEL).
+OLDGLIBC_TESTS ?= tests_py/test_tcp_echo.py tests_py/test_wheel.py -k "not sdist and not build_with"
+test-oldglibc:
+	@w=$$(ls $(WHEEL_DIR)/goloop-*-cp313-cp313-*_x86_64.whl 2>/dev/null | head -1); \
+	  [ -n "$$w" ] || { echo "goloop: no cp313 x86-64 wheel in $(WHEEL_DIR)/ (make wheel-one PY=.../3.13)"; exit 1; }; \
+	  tools/oldglibc.sh env GOLOOP_WHEEL="$(CURDIR)/$$w" bash tools/wheel_tests.sh "$$w" -q -n 0 $(OLDGLIBC_TESTS)
+
 vet:
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/asgi
