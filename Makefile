@@ -110,7 +110,7 @@ OLDGLIBC_TESTS ?= tests_py/test_tcp_echo.py tests_py/test_wheel.py -k "not sdist
 test-oldglibc:
 	@w=$$(ls $(WHEEL_DIR)/goloop-*-cp313-cp313-*_x86_64.whl 2>/dev/null | head -1); \
 	  [ -n "$$w" ] || { echo "goloop: no cp313 x86-64 wheel in $(WHEEL_DIR)/ (make wheel-one PY=.../3.13)"; exit 1; }; \
-	  tools/oldglibc.sh env GOLOOP_WHEEL="$(CURDIR)/$$w" bash tools/wheel_tests.sh "$$w" -q -n 0 $(OLDGLIBC_TESTS)
+	  tools/oldglibc.sh env GOLOOP_WHEEL="$(CURDIR)/$$w" bash tools/wheel_tests.sh "$$w" -q $(OLDGLIBC_TESTS)
 
 vet:
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
