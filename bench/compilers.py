@@ -27,7 +27,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MICRO = {"call_soon": 100_000, "call_later": 20_000, "task": 20_000, "sleep0": 50_000, "sock_pingpong": 20_000}
+MICRO = {"call_soon": 25_000, "call_later": 5_000, "task": 5_000, "sleep0": 10_000, "sock_pingpong": 5_000}
 VALGRIND = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
 
 
