@@ -13,7 +13,8 @@ machine's VM has no hardware counters for perf), with Go's async preemption off
   operations less that of n/5, over 4n/5 (start-up cancels out);
 - echo 1 KiB / HTTP 13 B: bench/echo_server.py (Protocol) and bench/http_server.py (goloop's
   parser) under perf, driven by one client connection doing round trips (1 KiB echoed; a GET
-  answered with 13 bytes), per request: (count after N round trips - count after N/5) / (4N/5).
+  answered with 13 bytes), per request: the count of N round trips after a warm-up, over N
+  (callgrind_control zeroes and dumps the counters).
 `goloop serve` hello: bench/serve_instr.py (callgrind) per checkout, run separately.
 """
 import argparse
@@ -58,24 +59,31 @@ def free_port():
 
 
 def served(repo, argv, exchange, n):
-    """Instructions of a server process that answered n round trips (and started, and stopped)."""
+    """Instructions of a server process per round trip: after a warm-up the counters are zeroed
+    (callgrind_control -z), n round trips are made on one connection, and they are dumped."""
     port = free_port()
-    with tempfile.NamedTemporaryFile(suffix=".perf") as out:
-        p = subprocess.Popen([*VALGRIND, f"--log-file={out.name}", sys.executable,
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "cg.out")
+        p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
                               os.path.join(repo, "bench", argv[0]), *argv[1:], "--loop", "goloop",
                               "--addr", f"127.0.0.1:{port}"],
-                             env=env_for(repo), stdout=subprocess.PIPE, text=True)
+                             env=env_for(repo), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             assert p.stdout.readline().strip() == "ready"
             with socket.create_connection(("127.0.0.1", port)) as s:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                for _ in range(200):
+                    exchange(s)
+                subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
                 for _ in range(n):
                     exchange(s)
+                subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
         finally:
-            time.sleep(0.2)
-            p.send_signal(signal.SIGINT)  # the server stops; valgrind then writes its count
-            p.wait(120)
-        return perf_count(out.name)
+            p.kill()  # (a signal while Go waits in epoll_wait trips an assertion in callgrind)
+            p.wait()
+        dump = sorted(f for f in os.listdir(d) if f.startswith("cg.out."))[-1]
+        m = re.search(r"^(?:summary|totals): (\d+)", open(os.path.join(d, dump)).read(), re.M)
+        return int(m.group(1)) / n
 
 
 def echo_1k(s):
@@ -104,7 +112,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", action="append", required=True, metavar="LABEL=REPO")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=5000)
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--skip-micro", action="store_true")
     args = ap.parse_args()
     configs = [(c.partition("=")[0], os.path.abspath(c.partition("=")[2])) for c in args.config]
     best = {}
@@ -116,13 +125,13 @@ def main():
     n = args.requests
     for rnd in range(args.rounds):
         for label, repo in configs:
-            for bench, ops in MICRO.items():
+            for bench, ops in ([] if args.skip_micro else MICRO.items()):
                 v = (micro(repo, bench, ops) - micro(repo, bench, ops // 5)) / (ops - ops // 5)
                 keep(f"micro {bench}", label, v)
                 print(f"# round {rnd + 1} {label} micro {bench}: {v:.0f} instructions/op", flush=True)
             for row, argv, ex in (("echo 1 KiB (Protocol)", ["echo_server.py", "--mode", "protocol"], echo_1k),
                                   ("HTTP 13 B (goloop parser)", ["http_server.py", "--parser", "goloop"], http_13)):
-                v = (served(repo, argv, ex, n) - served(repo, argv, ex, n // 5)) / (n - n // 5)
+                v = served(repo, argv, ex, n)
                 keep(row, label, v)
                 print(f"# round {rnd + 1} {label} {row}: {v:.0f} instructions/request", flush=True)
     labels = [lab for lab, _ in configs]
