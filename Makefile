@@ -100,7 +100,7 @@ ARM64_DEPS  := pytest pytest-timeout pytest-xdist httptools cryptography uvicorn
 test-arm64:
 	@w=$$(ls $(WHEEL_DIR)/goloop-*-cp311-cp311-*_aarch64.whl 2>/dev/null | head -1); \
 	  [ -n "$$w" ] || { echo "goloop: no cp311 aarch64 wheel in $(WHEEL_DIR)/ (make wheel-one ARCH=aarch64)"; exit 1; }; \
-	  GOLOOP_TEST_DEPS="$(ARM64_DEPS)" GOLOOP_TEST_LOOPS=goloop $(ARM64_SH) bash tools/wheel_tests.sh "$$w" \
+	  GOLOOP_TEST_DEPS="$(ARM64_DEPS)" GOLOOP_TEST_LOOPS=goloop bash $(ARM64_SH) bash tools/wheel_tests.sh "$$w" \
 	    -q -n 2 $(ARM64_TESTS) $(ARM64_DESELECT)
 
 # The x86-64 manylinux_2_17 wheel of CPython 3.13 on an older glibc than this machine's: a Debian
