@@ -1,15 +1,33 @@
 """Build goloop: the Go engine is compiled with `go build -buildmode=c-shared` into the
-extension module goloop._goloop (named with this interpreter's EXT_SUFFIX)."""
+extension module goloop._goloop (named with this interpreter's EXT_SUFFIX).
+
+A plain build (`pip install .`) uses the machine's C compiler for cgo and this interpreter's
+headers. `make wheel` sets these for the manylinux wheels (tools/build_wheel.sh):
+  GOLOOP_ZIG=/path/to/zig  cgo's compiler is `zig cc -target ARCH-linux-gnu.GLIBC`, which links
+                           against the symbol versions of that glibc, not the machine's
+  GOLOOP_GLIBC=2.17        that glibc version (default 2.17: manylinux2014)
+  GOLOOP_ARCH=aarch64      the target machine (x86_64 or aarch64; default: this one's); Go
+                           cross-compiles (GOARCH), the extension's name and the wheel's
+                           platform tag follow it
+  GOLOOP_PYINCLUDE=A:B     the Python headers to compile against (default this interpreter's)
+  GOLOOP_EXT_SUFFIX=...    the extension's suffix (default EXT_SUFFIX, with the target's arch)
+"""
 import os
 import re
 import shutil
 import subprocess
+import platform
 import sysconfig
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-GO_MIN = (1, 24)
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1: the wheel package's
+    from wheel.bdist_wheel import bdist_wheel
+
+GO_MIN = (1, 26)  # go.mod's `go 1.26.0`, which its dependencies (x/net, x/sys, x/text) declare too
 GO_PACKAGE = "./goloop/binding"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -31,17 +49,59 @@ def find_go():
     return go
 
 
+# The target machine: Go's name for it, and Debian's multiarch triplet in EXT_SUFFIX.
+GOARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+HOST_ARCH = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine(), platform.machine())
+
+
+def target_arch():
+    arch = os.environ.get("GOLOOP_ARCH") or HOST_ARCH
+    if arch not in GOARCH:
+        raise SystemExit(f"goloop: GOLOOP_ARCH={arch!r}: want one of {', '.join(GOARCH)}")
+    return arch
+
+
+def ext_suffix():
+    suffix = os.environ.get("GOLOOP_EXT_SUFFIX") or sysconfig.get_config_var("EXT_SUFFIX")
+    arch = target_arch()
+    if arch != HOST_ARCH:  # .cpython-313-x86_64-linux-gnu.so -> .cpython-313-aarch64-linux-gnu.so
+        suffix = suffix.replace(f"-{HOST_ARCH}-", f"-{arch}-")
+    return suffix
+
+
 class GoBuildExt(build_ext):
+    def get_ext_filename(self, fullname):
+        return os.path.join(*fullname.split(".")) + ext_suffix()
+
     def build_extension(self, ext):
         go = find_go()
         out = os.path.abspath(self.get_ext_fullpath(ext.name))
         os.makedirs(os.path.dirname(out), exist_ok=True)
         env = dict(os.environ)
-        include = sysconfig.get_paths()["include"]
+        arch = target_arch()
+        includes = [d for d in os.environ.get("GOLOOP_PYINCLUDE", "").split(os.pathsep) if d]
+        includes = includes or [sysconfig.get_paths()["include"]]
         env["CGO_ENABLED"] = "1"
-        env["CGO_CFLAGS"] = f"-I{include} -O2 " + env.get("CGO_CFLAGS", "")
-        # Python's symbols come from the interpreter at load time: no -lpython on Linux.
-        env["CGO_LDFLAGS"] = "-Wl,--unresolved-symbols=ignore-all " + env.get("CGO_LDFLAGS", "")
+        env["GOARCH"] = GOARCH[arch]
+        env["CGO_CFLAGS"] = " ".join(f"-I{d}" for d in includes) + " -O2 " + env.get("CGO_CFLAGS", "")
+        zig = os.environ.get("GOLOOP_ZIG")
+        if zig:
+            # zig's clang with its own glibc stubs of that version: the engine needs no newer
+            # symbol than GLIBC_<version>. Its linker (lld) leaves a shared library's undefined
+            # symbols (Python's) to load time by default, and rejects GNU ld's
+            # --unresolved-symbols option.
+            glibc = os.environ.get("GOLOOP_GLIBC", "2.17")
+            env["CC"] = f"{zig} cc -target {arch}-linux-gnu.{glibc}"
+            env["CXX"] = f"{zig} c++ -target {arch}-linux-gnu.{glibc}"
+            if not os.environ.get("GOLOOP_DEBUG_SYMBOLS"):
+                # Go's -s strips Go's symbols; lld keeps the C parts' unless told
+                env["CGO_LDFLAGS"] = "-Wl,--strip-all " + env.get("CGO_LDFLAGS", "")
+        else:
+            if arch != HOST_ARCH and not os.environ.get("CC"):
+                raise SystemExit(f"goloop: building for {arch} on {HOST_ARCH} needs GOLOOP_ZIG or CC "
+                                 "(a C cross compiler for cgo)")
+            # Python's symbols come from the interpreter at load time: no -lpython on Linux.
+            env["CGO_LDFLAGS"] = "-Wl,--unresolved-symbols=ignore-all " + env.get("CGO_LDFLAGS", "")
         ldflags = "" if os.environ.get("GOLOOP_DEBUG_SYMBOLS") else "-s -w"
         race = []
         if os.environ.get("GOLOOP_RACE"):
@@ -56,11 +116,22 @@ class GoBuildExt(build_ext):
             ldflags += " -extldflags=-Wl,-Ttext-segment=0x8000000"
         cmd = [go, "build", "-buildmode=c-shared", "-trimpath", *race, f"-ldflags={ldflags}", "-o", out,
                GO_PACKAGE]
-        print("goloop:", " ".join(cmd))
+        print("goloop:", f"CC={env['CC']!r}" if zig else "", f"GOARCH={env['GOARCH']}", " ".join(cmd))
         subprocess.run(cmd, cwd=HERE, env=env, check=True)
         header = os.path.splitext(out)[0] + ".h"
         if os.path.exists(header):
             os.remove(header)
+
+
+class BdistWheel(bdist_wheel):
+    """A wheel for GOLOOP_ARCH's platform when it is not this machine's (auditwheel repair then
+    gives it its manylinux tag)."""
+
+    def finalize_options(self):
+        arch = target_arch()
+        if arch != HOST_ARCH and not self.plat_name:
+            self.plat_name = f"linux_{arch}"
+        super().finalize_options()
 
 
 setup(
@@ -71,5 +142,5 @@ setup(
     # interpreter in pyshim/goloop/: a wheel takes only the one build_ext makes for its own.
     exclude_package_data={"goloop": ["_goloop*.so", "_goloop*.h"]},
     ext_modules=[Extension("goloop._goloop", sources=[])],
-    cmdclass={"build_ext": GoBuildExt},
+    cmdclass={"build_ext": GoBuildExt, "bdist_wheel": BdistWheel},
 )

@@ -22,7 +22,9 @@ from goloop import _serve
 from nethelpers import OutputLines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYSHIM = os.path.join(os.path.dirname(HERE), "pyshim")
+# the folder goloop is imported from (the clone's pyshim in an editable install, site-packages for
+# an installed wheel): the servers these tests start in a subprocess run that same goloop
+PYSHIM = os.path.dirname(os.path.dirname(os.path.abspath(goloop.__file__)))
 
 # every test with both connection drivers (conftest.py)
 pytestmark = pytest.mark.usefixtures("serve_readers")

@@ -13,10 +13,13 @@ import time
 
 import pytest
 
+import goloop
 from test_serve_http import connect, read_response, serving
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYSHIM = os.path.join(os.path.dirname(HERE), "pyshim")
+# the folder goloop is imported from (the clone's pyshim in an editable install, site-packages for
+# an installed wheel): the servers these tests start in a subprocess run that same goloop
+PYSHIM = os.path.dirname(os.path.dirname(os.path.abspath(goloop.__file__)))
 
 
 async def sized_app(scope, receive, send):

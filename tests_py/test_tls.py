@@ -471,9 +471,9 @@ def _handshake_timeout_case(loop, certs):
 
 
 def test_handshake_timeout_exception_type_matches_asyncio(certs):
-    from loophelpers import LOOP_KINDS, make_loop
+    from loophelpers import make_loop
     types = []
-    for kind in LOOP_KINDS:
+    for kind in ("asyncio", "goloop"):  # the comparison needs both, whatever GOLOOP_TEST_LOOPS says
         lp = make_loop(kind)
         try:
             types.append(_handshake_timeout_case(lp, certs))

@@ -34,7 +34,9 @@ _V = "%d%d" % sys.version_info[:2]
 # this interpreter's wheel tags, as pip and auditwheel name the file: cp311-cp311, cp313-cp313t
 PYTAG = f"cp{_V}-cp{_V}" + ("t" if FREE_THREADED else "")
 # the shared libraries the engine may link: the C library (Go's runtime needs no other)
-ALLOWED_NEEDED = {"libc.so.6", "libpthread.so.0", "libdl.so.2", "libm.so.6", "librt.so.1",
+# (libresolv: Go's cgo DNS resolver's res_search, in libc itself from glibc 2.34; all are glibc's
+# and on manylinux2014's list of libraries a wheel may link)
+ALLOWED_NEEDED = {"libc.so.6", "libpthread.so.0", "libdl.so.2", "libm.so.6", "librt.so.1", "libresolv.so.2",
                   "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
 
 
@@ -136,6 +138,47 @@ def test_engine_links_only_libc(wheel, tmp_path):
     needed = {ln.split("[", 1)[1].rstrip("]") for ln in out.splitlines() if "(NEEDED)" in ln}
     assert needed, out
     assert needed <= ALLOWED_NEEDED, f"unexpected shared libraries: {needed - ALLOWED_NEEDED}"
+
+
+def _glibc_of_tag(wheel: str):
+    """(2, 17) for a manylinux_2_17 (or manylinux2014) wheel, None for a plain linux_* one."""
+    import re
+    plats = os.path.basename(wheel)[:-len(".whl")].split("-")[4].split(".")
+    versions = [(int(m.group(1)), int(m.group(2))) for p in plats if (m := re.match(r"manylinux_(\d+)_(\d+)_", p))]
+    versions += [(2, 17) for p in plats if p.startswith("manylinux2014_")]
+    return min(versions) if versions else None
+
+
+def test_engine_needs_no_glibc_newer_than_its_tag(wheel, tmp_path):
+    # The engine's C parts are compiled against glibc 2.17's symbol versions (zig): a symbol of a
+    # newer glibc (the machine's gcc links pthread_* at GLIBC_2.34) would fail to load on the
+    # systems the tag names. zig's linker (lld) also leaves any undefined symbol to load time:
+    # one that is not versioned must be Python's C API (Py*, _Py*), never a libc function it
+    # did not find in 2.17 (that would bind to whatever the loading glibc has, or fail).
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("readelf (binutils) not installed")
+    tag = _glibc_of_tag(wheel)
+    if tag is None:
+        pytest.skip(f"{os.path.basename(wheel)} is not a manylinux wheel")
+    with zipfile.ZipFile(wheel) as z:
+        so = z.extract("goloop/_goloop" + EXT_SUFFIX, tmp_path)
+    out = _run([readelf, "--dyn-syms", "-W", so]).stdout
+    undefined = [ln.split()[7] for ln in out.splitlines() if len(ln.split()) >= 8 and ln.split()[6] == "UND"]
+    assert undefined, out
+    too_new, unversioned = [], []
+    for sym in undefined:
+        name, _, version = sym.partition("@")
+        version = version.lstrip("@").split(" ")[0]
+        if not version:
+            if not name.startswith(("Py", "_Py")):
+                unversioned.append(name)
+        elif version.startswith("GLIBC_"):
+            v = tuple(int(x) for x in version[len("GLIBC_"):].split(".")[:2])
+            if v > tag:
+                too_new.append(sym)
+    assert not too_new, f"symbols newer than glibc {tag}: {too_new}"
+    assert not unversioned, f"undefined symbols with no version that are not Python's: {unversioned}"
 
 
 ECHO_SCRIPT = r'''

@@ -151,7 +151,17 @@ static int inbox_push(GLLoop *self, PyObject *h) {
         }
     }
     self->inbox[self->inbox_head + self->inbox_len++] = h;
-    GL_STORE(self->inbox_n, self->inbox_len);
+    /* Sequentially consistent, not relaxed: this store and gl_wake's compare-and-swap of
+     * wake_pending pair with the loop thread's reset of wake_pending (poller.drain, Go's
+     * atomic Store) and its later read of inbox_n (inboxLen, Go's atomic Load), as in
+     * Dekker's algorithm: either the CAS sees the reset and writes the eventfd, or the loop's
+     * read sees this count and polls without blocking. With a relaxed store (and the mutex,
+     * which the reader does not take) C11 allows both to miss. The hardware happened to
+     * order it: x86-64's locked CAS drains the store buffer, and on arm64 the unlock's
+     * release orders the store before the CAS's load-acquire; only SC is the language's
+     * guarantee, and it keeps a compiler from sinking the store past the CAS. Costs a
+     * store-release on arm64 (an xchg on x86-64), inside a lock already taken. */
+    __atomic_store_n(&self->inbox_n, self->inbox_len, __ATOMIC_SEQ_CST);
     int was_empty = self->inbox_len == 1;
     pthread_mutex_unlock(&self->inbox_mu);
     return was_empty;

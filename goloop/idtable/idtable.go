@@ -13,8 +13,13 @@ import (
 // HTTP parsers). On a free-threaded Python several loop threads create, look up and drop
 // entries at once, so a plain slice (append reallocating under a reader) would not do:
 // lookups take no lock (two atomic loads: the chunk directory and the entry; plain loads on
-// x86-64 and arm64), add and del take a mutex. Chunks never move once made, so a reader
-// holding an old directory still finds every entry it may look up.
+// x86-64, load-acquire (LDAR) on arm64), add and del take a mutex. Chunks never move once
+// made, so a reader holding an old directory still finds every entry it may look up.
+// Memory order (what weakly ordered arm64 needs, Go's sync/atomic being sequentially
+// consistent): Add fills a new chunk before it publishes the directory with an atomic Store
+// and stores the entry atomically after the value was built, so a reader whose Load sees a
+// pointer also sees everything written before it was stored; a reader that misses a
+// concurrent Add gets nil, as if it had looked just before.
 type Table[T any] struct {
 	mu   sync.Mutex
 	dir  atomic.Pointer[[]*tableChunk[T]] // grows copy-on-write under mu
