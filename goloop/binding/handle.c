@@ -471,6 +471,24 @@ static int report_exception(PyObject *loop, PyObject *h) {
 
 static int run_gl_handle(GLHandle *h);
 
+/* cb(*args) with ctx entered (args: a tuple, or NULL for none): the result, or NULL with the
+ * callback's exception set (entering or leaving ctx can fail too). Both ways of running a
+ * handle (in its own Context, or lazily in the loop's scratch) call it. */
+static inline PyObject *call_in_context(PyObject *ctx, PyObject *cb, PyObject *args) {
+    if (PyContext_Enter(ctx) < 0) return NULL;
+    PyObject *res = args == NULL ? PyObject_CallNoArgs(cb)
+        : PyObject_Vectorcall(cb, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
+    if (res == NULL) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyContext_Exit(ctx);
+        PyErr_Restore(t, v, tb);
+    } else if (PyContext_Exit(ctx) < 0) {
+        Py_CLEAR(res);
+    }
+    return res;
+}
+
 #ifdef GL_LAZY_CONTEXT
 /* Runs h, which has no Context yet, in its loop's scratch Context holding h's variables
  * (see "lazy contexts"). Returns 1 when the scratch is in use (a callback running a handle
@@ -493,20 +511,7 @@ static int run_lazy(GLHandle *h) {
     Py_INCREF(cb);
     Py_XINCREF(args);
     Py_INCREF(h);
-    if (PyContext_Enter(s) == 0) {
-        if (args == NULL)
-            res = PyObject_CallNoArgs(cb);
-        else
-            res = PyObject_Vectorcall(cb, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
-        if (res == NULL) {
-            PyObject *t, *v, *tb;
-            PyErr_Fetch(&t, &v, &tb);
-            PyContext_Exit(s);
-            PyErr_Restore(t, v, tb);
-        } else if (PyContext_Exit(s) < 0) {
-            Py_CLEAR(res);
-        }
-    }
+    res = call_in_context(s, cb, args);
     loop->scratch_busy = 0;
     h->in_scratch = 0;
     /* the variables, with what the callback set, go back to h */
@@ -544,20 +549,7 @@ static int run_gl_handle(GLHandle *h) {
     Py_INCREF(cb);
     Py_XINCREF(args);
     Py_INCREF(ctx);
-    if (PyContext_Enter(ctx) == 0) {
-        if (args == NULL)
-            res = PyObject_CallNoArgs(cb);
-        else
-            res = PyObject_Vectorcall(cb, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
-        if (res == NULL) {
-            PyObject *t, *v, *tb;
-            PyErr_Fetch(&t, &v, &tb);
-            PyContext_Exit(ctx);
-            PyErr_Restore(t, v, tb);
-        } else if (PyContext_Exit(ctx) < 0) {
-            Py_CLEAR(res);
-        }
-    }
+    res = call_in_context(ctx, cb, args);
     Py_DECREF(cb);
     Py_XDECREF(args);
     Py_DECREF(ctx);

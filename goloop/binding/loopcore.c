@@ -282,6 +282,27 @@ static int check_open(GLLoop *self) {
     return 0;
 }
 
+/* The scheduling calls' check: the loop was initialized and is not closed. */
+static int check_usable(GLLoop *self) {
+    if (self->id < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "goloop: the loop was not initialized");
+        return -1;
+    }
+    return check_open(self);
+}
+
+/* What a scheduling call returns once h went to the queue with rc (queue_soon's or
+ * stage_timer's; the caller added the queue's reference before): h, or NULL with the error
+ * (-1: not queued, the queue's reference is dropped too; -2: queued, the error is news). */
+static PyObject *queued(PyObject *h, int rc) {
+    if (rc == -1) Py_DECREF(h);
+    if (rc < 0) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    return h;
+}
+
 static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, double when, int mode,
                           PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, Py_ssize_t skip) {
     GL_FORK_GUARD(NULL);
@@ -293,11 +314,7 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
     if (parse_context(fname, args, nargs, kwnames, &ctx) < 0) return NULL;
     PyObject *cb = args[skip];
     if (gl_check_callback(cb, fname) < 0) return NULL;
-    if (self->id < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "goloop: the loop was not initialized");
-        return NULL;
-    }
-    if (check_open(self) < 0) return NULL;
+    if (check_usable(self) < 0) return NULL;
     int debug = GL_LOAD(self->debug);
     /* Debug mode: asyncio's _check_thread for call_soon, call_later and call_at. */
     if (debug && mode != GL_MODE_THREADSAFE && glCheckThread(self) < 0) return NULL;
@@ -308,18 +325,8 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
         (GL_LOAD(self->owner) == 0 || GL_LOAD(self->owner) == gl_thread_ident());
     PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
     if (h == NULL) return NULL;
-    Py_INCREF(h); /* the reference the ready queue (or the heap) keeps on success */
-    int rc = direct_timer ? stage_timer(self, h) : queue_soon(self, h);
-    if (rc == -1) {
-        Py_DECREF(h);
-        Py_DECREF(h);
-        return NULL;
-    }
-    if (rc == -2) {
-        Py_DECREF(h);
-        return NULL;
-    }
-    return h;
+    Py_INCREF(h); /* the reference the ready queue (or the heap) keeps: before it can run */
+    return queued(h, direct_timer ? stage_timer(self, h) : queue_soon(self, h));
 }
 
 static double mono_now(void) {
@@ -349,11 +356,7 @@ static PyObject *call_soon_threadsafe_314(GLLoop *self, PyObject *const *args, P
     }
     if (parse_context("call_soon_threadsafe", args, nargs, kwnames, &ctx) < 0) return NULL;
     if (gl_check_callback(args[0], "call_soon_threadsafe") < 0) return NULL;
-    if (self->id < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "goloop: the loop was not initialized");
-        return NULL;
-    }
-    if (check_open(self) < 0) return NULL;
+    if (check_usable(self) < 0) return NULL;
     PyObject *cbargs = PyTuple_New(nargs - 1);
     if (cbargs == NULL) return NULL;
     for (Py_ssize_t i = 1; i < nargs; i++) PyTuple_SET_ITEM(cbargs, i - 1, Py_NewRef(args[i]));
@@ -373,18 +376,8 @@ static PyObject *call_soon_threadsafe_314(GLLoop *self, PyObject *const *args, P
         }
         Py_DECREF(tb);
     }
-    Py_INCREF(h); /* the ready queue's reference */
-    int rc = queue_soon(self, h);
-    if (rc == -1) {
-        Py_DECREF(h);
-        Py_DECREF(h);
-        return NULL;
-    }
-    if (rc == -2) {
-        Py_DECREF(h);
-        return NULL;
-    }
-    return h;
+    Py_INCREF(h); /* the ready queue's reference: before it can run */
+    return queued(h, queue_soon(self, h));
 }
 #endif
 
