@@ -4,7 +4,7 @@ twice, with N1 and N2 operations, under `valgrind --tool=callgrind`;
 (instructions(N2) - instructions(N1)) / (N2 - N1) is the cost of one operation, free of the
 start-up and of other processes' load (a shared machine's timings are not).
 
-    python3 -P bench/sched_cost.py [--loops goloop,uvloop,rloop] [--benches call_soon,...]
+    python3 -P bench/analysis/sched_cost.py [--loops goloop,uvloop,rloop] [--benches call_soon,...]
                                    [--n 20000,60000] [--annotate DIR]
 
 A loop written goloop=DIR imports goloop from DIR (e.g. a copy of the build before a change).
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # bench/, where micro.py is
 BENCHES = "call_soon,call_soon_fanout,call_later,task,sleep0"
 
 
@@ -32,7 +32,7 @@ def instructions(loop, bench, n, out):
         env["PYTHONPATH"] = path
     proc = subprocess.run(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-P",
-         os.path.join(HERE, "micro.py"), "--loop", loop, "--bench", bench, "--n", str(n)],
+         os.path.join(BENCH, "micro.py"), "--loop", loop, "--bench", bench, "--n", str(n)],
         capture_output=True, text=True, env=env, timeout=1800)
     m = re.search(r"Collected : (\d+)", proc.stderr)
     if proc.returncode != 0 or not m:
