@@ -2,7 +2,7 @@
 """Two builds of the engine side by side (e.g. gcc's and zig's), in user-space instructions per
 operation, which other load on a shared machine does not change (time does).
 
-    python3 bench/compilers.py --config gcc=/path/to/checkout --config zig=/path/to/other [--rounds 3]
+    python3 bench/analysis/compilers.py --config gcc=/path/to/checkout --config zig=/path/to/other [--rounds 3]
 
 Each config is a checkout whose pyshim/goloop holds the engine to measure (its own build); the
 same interpreter runs both. Rounds alternate the configs; each figure is the least of the rounds.
@@ -11,11 +11,11 @@ machine's VM has no hardware counters for perf), with Go's async preemption off
 (GODEBUG=asyncpreemptoff=1: callgrind asserts on its SIGURG):
 - micro: bench/micro.py's loop benchmarks (goloop), per operation: the count of a run of n
   operations less that of n/5, over 4n/5 (start-up cancels out);
-- echo 1 KiB / HTTP 13 B: bench/echo_server.py (Protocol) and bench/http_server.py (goloop's
+- echo 1 KiB / HTTP 13 B: bench/servers/echo_server.py (Protocol) and bench/servers/http_server.py (goloop's
   parser) under perf, driven by one client connection doing round trips (1 KiB echoed; a GET
   answered with 13 bytes), per request: the count of N round trips after a warm-up, over N
   (callgrind_control zeroes and dumps the counters).
-`goloop serve` hello: bench/serve_instr.py (callgrind) per checkout, run separately.
+`goloop serve` hello: bench/analysis/serve_instr.py (callgrind) per checkout, run separately.
 """
 import argparse
 import os
@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 MICRO = {"call_soon": 25_000, "call_later": 5_000, "task": 5_000, "sleep0": 10_000, "sock_pingpong": 5_000}
 VALGRIND = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
 
@@ -129,8 +128,8 @@ def main():
                 v = (micro(repo, bench, ops) - micro(repo, bench, ops // 5)) / (ops - ops // 5)
                 keep(f"micro {bench}", label, v)
                 print(f"# round {rnd + 1} {label} micro {bench}: {v:.0f} instructions/op", flush=True)
-            for row, argv, ex in (("echo 1 KiB (Protocol)", ["echo_server.py", "--mode", "protocol"], echo_1k),
-                                  ("HTTP 13 B (goloop parser)", ["http_server.py", "--parser", "goloop"], http_13)):
+            for row, argv, ex in (("echo 1 KiB (Protocol)", ["servers/echo_server.py", "--mode", "protocol"], echo_1k),
+                                  ("HTTP 13 B (goloop parser)", ["servers/http_server.py", "--parser", "goloop"], http_13)):
                 v = served(repo, argv, ex, n)
                 keep(row, label, v)
                 print(f"# round {rnd + 1} {label} {row}: {v:.0f} instructions/request", flush=True)
