@@ -431,3 +431,47 @@ def test_server_start_tls_answers_data_that_came_with_the_handshake(ref_loop, ce
             server.close()
 
     assert ref_loop.run_until_complete(asyncio.wait_for(main(), WAIT)) == [b"first record"]
+
+
+def test_tcp_eof_without_close_notify_while_paused_delivers_all_then_eof(certs):  # noqa: F811
+    # With reading paused, the peer sends data, then a TCP EOF with no close_notify. goloop
+    # keeps asyncio's behaviour here, on purpose (README, Compatibility): when the app resumes
+    # reading it gets every byte, then eof_received, and the connection ends. uvloop (not a
+    # reference for this case) closes at once and drops what the app had not read; asyncio's
+    # own loop does not get this far (paused in connection_made, its client never sends the
+    # handshake's last message: the server's handshake times out, the case above).
+    size = 2_000_000
+    sent, done = threading.Event(), threading.Event()
+
+    def server(sock):
+        ssock = certs.server_context().wrap_socket(sock, server_side=True)
+        ssock.sendall(b"z" * size)
+        ssock.shutdown(socket.SHUT_WR)  # SSLSocket.shutdown: a TCP FIN, no close_notify
+        sent.set()
+        done.wait(WAIT)
+
+    lp = goloop.new_event_loop()
+    addr, t = _server_thread(server)
+
+    async def client():
+        tr, pr = await lp.create_connection(
+            lambda: _Recorder(lp, pause=True), *addr, ssl=certs.client_context(),
+            server_hostname="localhost")
+        try:
+            await lp.run_in_executor(None, sent.wait, WAIT)
+            await asyncio.sleep(0.2)  # the EOF reaches the paused connection
+            assert not pr.lost.done()
+            tr.resume_reading()
+            await asyncio.wait_for(pr.lost, WAIT)
+            return pr
+        finally:
+            done.set()
+            tr.abort()
+
+    try:
+        pr = lp.run_until_complete(client())
+    finally:
+        close_loop(lp)
+    t.join(WAIT)
+    assert pr.received == size
+    assert pr.eof
