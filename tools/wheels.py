@@ -53,6 +53,25 @@ def interpreter(py: str) -> dict:
     return {"ver": ver, "t": t, "suffix": suffix, "include": include}
 
 
+def multiarch_include(include: str, arch: str, ver: str, tag: str) -> list[str]:
+    """Debian's python3.X/pyconfig.h (an interpreter Debian packaged: sid's 3.14 and 3.15) only
+    includes <ARCH-linux-gnu/python3.X/pyconfig.h> from /usr/include, which zig does not search;
+    adding /usr/include itself would put this machine's libc headers over zig's. So: a folder
+    under build/ holding only that one file, or nothing for a pyconfig.h that is whole."""
+    want = f"{arch}-linux-gnu/python{ver}/pyconfig.h"
+    try:
+        with open(os.path.join(include, "pyconfig.h")) as f:
+            if want not in f.read():
+                return []
+    except OSError:
+        return []
+    src = os.path.join(os.path.dirname(include), want)
+    root = os.path.join(REPO, "build", f"pyinc-{tag}-{arch}")
+    os.makedirs(os.path.dirname(os.path.join(root, want)), exist_ok=True)
+    shutil.copyfile(src, os.path.join(root, want))
+    return [root]
+
+
 def debian_headers(arch: str, ver: str) -> list[str]:
     out = subprocess.run([os.path.join(HERE, "pyheaders.sh"), arch, ver], check=True,
                          stdout=subprocess.PIPE, text=True).stdout
@@ -117,7 +136,7 @@ def main() -> int:
         tag = f"cp{v}-cp{v}{info['t']}"
         for arch in arches:
             if arch == "x86_64":
-                includes = [info["include"]]
+                includes = [info["include"]] + multiarch_include(info["include"], arch, info["ver"], tag)
             elif info["t"]:
                 skipped.append(f"{tag} {arch}: Debian ships no free-threaded CPython, so no {arch} headers for it")
                 continue
