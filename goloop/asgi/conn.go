@@ -333,6 +333,9 @@ func (c *Conn) OnMessageBegin() error {
 }
 
 func (c *Conn) OnURL(url []byte) error {
+	if f := c.p.FragmentAt(); f > 0 {
+		url = url[:f] // a fragment is not part of a request-target: stripped (README)
+	}
 	c.cur.target = append(c.cur.target, url...)
 	return nil
 }
@@ -365,6 +368,13 @@ func (c *Conn) OnHeadersComplete() error {
 	r.Major, r.Minor = p.Major(), p.Minor()
 	r.keepAlive = p.ShouldKeepAlive() && !p.ShouldUpgrade()
 	r.head = p.Method()[0] == 'H' && string(p.Method()) == "HEAD"
+	if p.IsConnect() {
+		// CONNECT asks for a tunnel (RFC 9110 9.3.6), with an authority-form target
+		// (RFC 9112 3.2.3) that has no path: not an ASGI request. 400, as uvicorn.
+		c.answer(400, "Invalid HTTP request received.")
+		c.stopRead = true
+		return nil
+	}
 	r.finishHead(p.Method())
 	if c.s.proxy != nil {
 		c.applyProxy(r) // before an upgrade takes r (h2c: it becomes stream 1)
@@ -375,9 +385,9 @@ func (c *Conn) OnHeadersComplete() error {
 		// drops whatever a client sends after it (LenientDataAfterClose).
 		if p.ShouldUpgrade() {
 			c.stopRead = true
-			c.wsCheck(r, p.Method()) // a WebSocket handshake? (ws.go)
-			if r.ownStatus != 0 {    // a WebSocket version we do not speak: 426
-				c.answer(r.ownStatus, "Unsupported WebSocket version")
+			// a WebSocket handshake? (ws.go) One we do not accept is answered: 400, 426.
+			if why := c.wsCheck(r, p.Method()); why != "" {
+				c.answer(r.ownStatus, why)
 				return nil
 			}
 			if r.ws == nil && c.upgradeBody(r) { // Upgrade: h2c, or its body is read (h2c.go)

@@ -460,6 +460,9 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 		r.Blob = append(r.Blob, cookie...)
 		r.Ends = append(r.Ends, int32(len(r.Blob)))
 	}
+	if i := strings.IndexByte(path, '#'); i >= 0 {
+		path = path[:i] // a fragment is not part of :path (RFC 9113 8.3.1): stripped, as HTTP/1.1
+	}
 	r.target = append(r.target, path...)
 	r.finishHead([]byte(method))
 	r.head = method == "HEAD"

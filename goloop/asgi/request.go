@@ -121,22 +121,27 @@ func (r *Request) KeepAlive() bool { return r.keepAlive }
 
 // finishHead completes Blob and Ends with the method, the raw path, the query and the path.
 func (r *Request) finishHead(method []byte) {
-	r.Blob = append(r.Blob, method...)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
 	t := r.target
 	if len(t) > 0 && t[0] != '/' && t[0] != '*' { // absolute-form: scheme://authority/path
 		if i := bytes.Index(t, []byte("://")); i >= 0 {
 			rest := t[i+3:]
+			auth := rest
 			if j := bytes.IndexAny(rest, "/?"); j >= 0 {
-				t = rest[j:]
+				t, auth = rest[j:], rest[:j]
 			} else {
 				t = nil
 			}
 			if len(t) == 0 || t[0] == '?' {
 				t = append([]byte("/"), t...)
 			}
+			if k := bytes.LastIndexByte(auth, '@'); k >= 0 {
+				auth = auth[k+1:] // userinfo is not part of Host (RFC 9110 7.2)
+			}
+			r.setHost(auth)
 		}
 	}
+	r.Blob = append(r.Blob, method...)
+	r.Ends = append(r.Ends, int32(len(r.Blob)))
 	path, query := t, []byte(nil)
 	if i := bytes.IndexByte(t, '?'); i >= 0 {
 		path, query = t[:i], t[i+1:]
@@ -151,6 +156,30 @@ func (r *Request) finishHead(method []byte) {
 	if r.hdr == nil {
 		r.hdr = r.inl[inlBlob:inlBlob] // the target's room is the response's header lines'
 	}
+}
+
+// setHost makes the request's Host header host: a server that receives an absolute-form
+// target MUST ignore Host and use the target's authority (RFC 9112 3.2.2). It replaces the
+// first Host header's value (or adds one), before the method and the path are appended;
+// only absolute-form targets, which are rare, come here.
+func (r *Request) setHost(host []byte) {
+	n := len(r.Ends) / 2
+	for i := 0; i < n; i++ {
+		if name, _ := r.Header(i); string(name) == "host" {
+			start, end := r.Ends[2*i], r.Ends[2*i+1]
+			tail := append(append([]byte(nil), host...), r.Blob[end:]...)
+			r.Blob = append(r.Blob[:start], tail...)
+			d := int32(len(host)) - (end - start)
+			for j := 2*i + 1; j < len(r.Ends); j++ {
+				r.Ends[j] += d
+			}
+			return
+		}
+	}
+	r.Blob = append(r.Blob, "host"...)
+	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	r.Blob = append(r.Blob, host...)
+	r.Ends = append(r.Ends, int32(len(r.Blob)))
 }
 
 func unhex(c byte) (byte, bool) {

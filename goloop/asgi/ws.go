@@ -165,11 +165,14 @@ func (r *Request) WS() *WS { return r.ws }
 func (w *WS) Request() *Request { return w.r }
 
 // wsCheck is called for a request that asks for a protocol upgrade: if it is a WebSocket
-// handshake the request gets its WS.
-func (c *Conn) wsCheck(r *Request, method []byte) {
+// handshake the request gets its WS. A GET that asks for `Upgrade: websocket` but is not
+// a valid handshake (RFC 6455 4.2.1) is refused: wsCheck returns the text of the answer
+// and sets r.ownStatus, 400 (uvicorn's texts, naming the header) or 426 (a version we do
+// not speak, RFC 6455 4.4); "" otherwise.
+func (c *Conn) wsCheck(r *Request, method []byte) string {
 	cfg := c.s.wsConfig()
 	if cfg.Disabled || string(method) != "GET" || r.Major != 1 || r.Minor < 1 {
-		return
+		return ""
 	}
 	var upgrade, version, otherVersion bool
 	var key []byte
@@ -195,15 +198,25 @@ func (c *Conn) wsCheck(r *Request, method []byte) {
 			exts = append(exts, string(value))
 		}
 	}
-	if upgrade && otherVersion && len(key) > 0 {
-		r.ownStatus = 426 // RFC 6455 4.4: the versions we speak, in sec-websocket-version
-		return
+	if !upgrade {
+		return ""
 	}
-	if !upgrade || !version || len(key) == 0 {
-		return
+	const failed = "Failed to open a WebSocket connection: "
+	if len(key) == 0 {
+		r.ownStatus = 400
+		return failed + "missing Sec-WebSocket-Key header.\n"
 	}
 	if k, err := base64.StdEncoding.DecodeString(string(key)); err != nil || len(k) != 16 {
-		return
+		r.ownStatus = 400
+		return failed + "invalid Sec-WebSocket-Key header: " + string(key) + ".\n"
+	}
+	if otherVersion {
+		r.ownStatus = 426 // RFC 6455 4.4: the versions we speak, in sec-websocket-version
+		return "Unsupported WebSocket version"
+	}
+	if !version {
+		r.ownStatus = 400
+		return failed + "missing Sec-WebSocket-Version header.\n"
 	}
 	w := &WS{r: r, c: c, key: append([]byte(nil), key...), Subprotocols: protos}
 	if cfg.Deflate {
@@ -214,6 +227,7 @@ func (c *Conn) wsCheck(r *Request, method []byte) {
 	c.mu.Lock()
 	c.next = w
 	c.mu.Unlock()
+	return ""
 }
 
 // negotiateDeflate picks the first permessage-deflate offer it can honour and returns the

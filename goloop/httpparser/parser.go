@@ -162,6 +162,7 @@ type Parser struct {
 	state    uint8
 	body     uint8
 	mclass   uint8
+	urlFrag  int32 // index of '#' in the request-target (OnURL's), 0: no fragment
 	skipLF   bool // LenientOptionalLFAfterCR: a line ended with CR, skip a following LF
 	partial  bool // buf holds an incomplete line
 	hint     scanHint
@@ -233,6 +234,14 @@ func (p *Parser) Leniencies() Lenient { return p.lenient }
 // Method returns the request method of the current (or last) request.
 // The slice is owned by the parser and valid until the next request line.
 func (p *Parser) Method() []byte { return p.method }
+
+// FragmentAt is the index of the '#' that begins a fragment in the request-target given
+// to OnURL (valid from OnURL on), 0 when the target has none. The request line's scan
+// finds it; nothing is scanned again.
+func (p *Parser) FragmentAt() int { return int(p.urlFrag) }
+
+// IsConnect tells whether the request's method is CONNECT.
+func (p *Parser) IsConnect() bool { return p.mclass == mConnect }
 
 // StatusCode returns the status code of the current (or last) response.
 func (p *Parser) StatusCode() int { return p.status }
@@ -838,6 +847,7 @@ func (p *Parser) requestLine(line []byte, off int) error {
 	}
 	p.major, p.minor = r.major, r.minor
 	p.after09 = r.http09
+	p.urlFrag = int32(r.frag)
 	if p.Want&WantURL != 0 {
 		if err := p.h.OnURL(r.url); err != nil {
 			return p.cbErr(err, off)
@@ -1363,6 +1373,7 @@ func (p *Parser) fastRequestLine(data []byte, i int) int {
 		}
 	}
 	p.major, p.minor = 1, v[7]-'0'
+	p.urlFrag = 0 // the fast path's target has no '#'
 	if p.Want&WantURL != 0 {
 		if err := p.h.OnURL(data[j+1 : k]); err != nil {
 			p.cbErr(err, next)

@@ -78,6 +78,7 @@ type reqLine struct {
 	major, minor uint8
 	http09       bool // no version: HTTP/0.9
 	end          int  // index after the line ending
+	frag         int  // index of the fragment's '#' in url, 0: none
 }
 
 // scanRequestLine scans b, a request line with its line ending (complete) or the beginning
@@ -116,6 +117,7 @@ func (p *Parser) scanRequestLine(b []byte, complete bool, r *reqLine) (kind Kind
 		return KindOK, ""
 	}
 	us := i
+	frag := 0
 	connect := string(m) == "CONNECT"
 	// the URL states
 	const (
@@ -199,6 +201,7 @@ urlLoop:
 				continue
 			case '#':
 				st = uFragment
+				frag = i - us
 				continue
 			case ' ', '\r', '\n':
 				break urlLoop
@@ -211,6 +214,7 @@ urlLoop:
 			switch c {
 			case '#':
 				st = uFragment
+				frag = i - us
 				continue
 			case ' ', '\r', '\n':
 				break urlLoop
@@ -233,6 +237,7 @@ urlLoop:
 		return KindOK, ""
 	}
 	r.url = b[us:i]
+	r.frag = frag
 	switch b[i] {
 	case '\r':
 		if i+1 == n {
