@@ -85,7 +85,9 @@ func TestH2DataOnClosedStream(t *testing.T) {
 	_, addr := startServer(t, Config{}, quiet)
 	c := dialH2(t, addr)
 	c.headers(1, true, "GET", "/")
-	c.until(t, func(f http2.Frame) bool { return f.Header().StreamID == 1 && f.Header().Flags.Has(http2.FlagHeadersEndStream) })
+	c.until(t, func(f http2.Frame) bool {
+		return f.Header().StreamID == 1 && f.Header().Flags.Has(http2.FlagHeadersEndStream)
+	})
 	c.fr.WriteData(1, true, []byte("late"))
 	f := c.next(t)
 	if g, ok := f.(*http2.GoAwayFrame); !ok || g.ErrCode != http2.ErrCodeStreamClosed || g.LastStreamID != 1 {
@@ -118,7 +120,9 @@ func TestH2SelfDependency(t *testing.T) {
 	c.fr.WritePriority(3, http2.PriorityParam{StreamDep: 3, Weight: 15}) // an idle stream
 	c.wantReset(t, 3, http2.ErrCodeProtocol)
 	c.headers(5, true, "GET", "/")
-	c.until(t, func(f http2.Frame) bool { return f.Header().StreamID == 5 && f.Header().Flags.Has(http2.FlagHeadersEndStream) })
+	c.until(t, func(f http2.Frame) bool {
+		return f.Header().StreamID == 5 && f.Header().Flags.Has(http2.FlagHeadersEndStream)
+	})
 	c.wantAlive(t)
 	if n := a.seenCount(); n != 1 {
 		t.Fatalf("%d requests reached the application, want 1 (stream 5)", n)
