@@ -30,6 +30,17 @@ const (
 	h2MaxFrame      = 16384     // SETTINGS_MAX_FRAME_SIZE we accept (the default)
 	h2DefaultResets = 100       // streams a client may reset per second (rapid reset)
 	h2MaxControlOut = 1 << 20   // unsent output beyond which a peer that sends PINGs/SETTINGS without reading is dropped
+	h2ClosedKept    = 256       // closed streams whose way of closing is remembered (h2Conn.ended)
+)
+
+// How a stream closed (h2Conn.ended), which decides what a frame on it afterwards is
+// (RFC 9113 5.1): after the client's END_STREAM and our response's (both sides closed),
+// DATA is a connection error STREAM_CLOSED; after the client's RST_STREAM, a stream error
+// STREAM_CLOSED; after our RST_STREAM, frames still in flight are ignored.
+const (
+	closedNormal uint8 = iota + 1
+	closedByPeer       // the client's RST_STREAM
+	closedByUs         // our RST_STREAM
 )
 
 // h2Server is the server's HTTP/2 state shared by its connections.
@@ -59,15 +70,18 @@ type h2Conn struct {
 
 	// c.mu
 	streams     map[uint32]*h2Stream
-	maxID       uint32 // the highest stream id the client opened
-	goaway      bool   // GOAWAY sent or received: no new streams
-	prefaceSent bool   // our SETTINGS are written
-	sendWin     int64  // connection send window
-	peerInit    int64  // the peer's SETTINGS_INITIAL_WINDOW_SIZE
-	peerFrame   int    // the peer's SETTINGS_MAX_FRAME_SIZE
-	recvWin     int64  // our connection receive window, as the peer sees it
-	connUnacked int64  // consumed, not yet returned with a WINDOW_UPDATE
-	files       int    // streams sending a file (pathsend)
+	maxID       uint32           // the highest stream id the client opened
+	goaway      bool             // GOAWAY sent or received: no new streams
+	prefaceSent bool             // our SETTINGS are written
+	sendWin     int64            // connection send window
+	peerInit    int64            // the peer's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame   int              // the peer's SETTINGS_MAX_FRAME_SIZE
+	recvWin     int64            // our connection receive window, as the peer sees it
+	connUnacked int64            // consumed, not yet returned with a WINDOW_UPDATE
+	files       int              // streams sending a file (pathsend)
+	ended       map[uint32]uint8 // how the last h2ClosedKept closed streams closed (closedNormal...)
+	endedIDs    []uint32         // their ids, in order of closing (a ring)
+	endedNext   int
 
 	// reader goroutine
 	resets     int
@@ -91,9 +105,10 @@ type h2Stream struct {
 	unacked    int64
 	declared   int64 // the request's content-length, -1 if none
 	received   int64
-	remoteDone bool // END_STREAM received (or the stream was reset)
-	gone       bool // removed from streams
-	trReady    bool // the trailers end the stream after pending (spec.go)
+	remoteDone bool  // END_STREAM received (or the stream was reset)
+	gone       bool  // removed from streams
+	trReady    bool  // the trailers end the stream after pending (spec.go)
+	how        uint8 // how it closed, when it did (closedNormal...; 0: normally)
 }
 
 // newStream makes stream id of r, r's protocol.
@@ -326,6 +341,11 @@ func (h *h2Conn) frame(f http2.Frame) (http2.ErrCode, bool) {
 			h.fr.WritePing(true, f.Data)
 			return h.controlOut()
 		}
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID { // its own dependency: a stream error (RFC 7540 5.3.1)
+			h.maxID = max(h.maxID, f.StreamID) // an idle stream is closed by it
+			h.resetLocked(f.StreamID, http2.ErrCodeProtocol)
+		}
 	case *http2.RSTStreamFrame:
 		return h.onReset(f.StreamID)
 	case *http2.GoAwayFrame:
@@ -386,6 +406,11 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 	if id%2 == 0 {
 		return http2.ErrCodeProtocol, false
 	}
+	if f.HasPriority() && f.Priority.StreamDep == id { // its own dependency: a stream error (RFC 7540 5.3.1)
+		h.maxID = max(h.maxID, id)
+		h.resetLocked(id, http2.ErrCodeProtocol)
+		return 0, true
+	}
 	if st := h.streams[id]; st != nil { // trailers: they end the request (not in ASGI)
 		if !f.StreamEnded() || st.remoteDone {
 			return http2.ErrCodeProtocol, false
@@ -405,7 +430,9 @@ func (h *h2Conn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 		return 0, true
 	}
 	method, path, authority := f.PseudoValue("method"), f.PseudoValue("path"), f.PseudoValue("authority")
-	if method == "" || path == "" || method == "CONNECT" || (path[0] != '/' && !(path == "*" && method == "OPTIONS")) {
+	// malformed (RFC 9113 8.3.1): a request other than CONNECT (not served) has :method,
+	// :scheme and :path
+	if method == "" || path == "" || f.PseudoValue("scheme") == "" || method == "CONNECT" || (path[0] != '/' && !(path == "*" && method == "OPTIONS")) {
 		h.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 		c.dirtyLocked()
 		return 0, true
@@ -526,9 +553,18 @@ func (h *h2Conn) onData(f *http2.DataFrame) (http2.ErrCode, bool) {
 			return http2.ErrCodeProtocol, false
 		}
 		h.giveBackLocked(n) // a closed stream: the connection's window is ours again
-		if st != nil {
+		if st != nil {      // half-closed (remote): a stream error
 			h.resetLocked(st.id, http2.ErrCodeStreamClosed)
+			return 0, true
 		}
+		switch h.ended[f.StreamID] {
+		case closedNormal: // after both sides' END_STREAM: a connection error
+			return http2.ErrCodeStreamClosed, false
+		case closedByPeer: // after the client's RST_STREAM: a stream error
+			h.fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
+			h.c.dirtyLocked()
+			return h.controlOut() // (a client that does not read its answers is dropped)
+		} // after our RST_STREAM (or closed long ago): ignored, it may have been in flight
 		return 0, true
 	}
 	if n > st.recvWin {
@@ -595,6 +631,7 @@ func (h *h2Conn) onReset(id uint32) (http2.ErrCode, bool) {
 	}
 	r := st.r
 	early := !r.done
+	st.how = closedByPeer
 	h.dropLocked(st)
 	if early { // rapid reset (CVE-2023-44487): a client that cancels too fast goes away
 		now := time.Now()
@@ -640,8 +677,25 @@ func (h *h2Conn) resetLocked(id uint32, code http2.ErrCode) {
 	h.fr.WriteRSTStream(id, code)
 	h.c.dirtyLocked()
 	if st := h.streams[id]; st != nil {
+		st.how = closedByUs
 		h.dropLocked(st)
+	} else {
+		h.endedLocked(id, closedByUs)
 	}
+}
+
+// endedLocked remembers how stream id closed (the last h2ClosedKept of them).
+func (h *h2Conn) endedLocked(id uint32, how uint8) {
+	if h.ended == nil {
+		h.ended = make(map[uint32]uint8, h2ClosedKept)
+		h.endedIDs = make([]uint32, h2ClosedKept)
+	}
+	if old := h.endedIDs[h.endedNext]; old != 0 {
+		delete(h.ended, old)
+	}
+	h.endedIDs[h.endedNext] = id
+	h.endedNext = (h.endedNext + 1) % h2ClosedKept
+	h.ended[id] = how
 }
 
 func (h *h2Conn) removeLocked(st *h2Stream) {
@@ -650,6 +704,10 @@ func (h *h2Conn) removeLocked(st *h2Stream) {
 	}
 	st.gone = true
 	delete(h.streams, st.id)
+	if st.how == 0 {
+		st.how = closedNormal
+	}
+	h.endedLocked(st.id, st.how)
 	if len(h.streams) == 0 {
 		if !h.c.closing {
 			h.c.nc.SetReadDeadline(time.Now().Add(h.c.s.cfg.KeepAliveTimeout))
@@ -939,6 +997,7 @@ func (h *h2Conn) writeDataLocked(st *h2Stream) {
 		if !st.remoteDone { // answered before the request's end: no more of it is wanted
 			h.fr.WriteRSTStream(st.id, http2.ErrCodeNo)
 			st.remoteDone = true
+			st.how = closedByUs
 			r := st.r
 			if len(r.body) > 0 {
 				h.giveBackLocked(int64(len(r.body)))
