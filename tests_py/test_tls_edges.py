@@ -80,6 +80,32 @@ class _Recorder(asyncio.Protocol):
             self.lost.set_result(exc)
 
 
+def _read_to_close_notify(ssock):
+    """The server side's end of a clean TLS shutdown: read until the client's close_notify,
+    then answer with ours."""
+    try:
+        while ssock.recv(65536):
+            pass
+    except ssl.SSLZeroReturnError:
+        pass
+    ssock.unwrap()
+
+
+def _until_lost(lp, proto_cls, addr, certs, release):  # noqa: F811
+    """Connects a proto_cls(lp) over TLS to addr and runs lp until connection_lost; sets
+    release (the server thread's event) whatever happens. Returns (protocol, exception)."""
+    async def client():
+        tr, pr = await lp.create_connection(
+            lambda: proto_cls(lp), *addr, ssl=certs.client_context(),
+            server_hostname="localhost", ssl_shutdown_timeout=WAIT)
+        try:
+            return pr, await asyncio.wait_for(pr.lost, WAIT)
+        finally:
+            release.set()
+
+    return lp.run_until_complete(client())
+
+
 # -- asyncio 3.14's fixes ---------------------------------------------------------------------
 
 
@@ -209,12 +235,7 @@ def test_close_while_reading_is_paused_completes_the_shutdown(ref_loop, certs, s
         ssock.sendall(b"x" * 100)
         paused.wait(WAIT)
         ssock.sendall(b"y" * size)
-        try:
-            while ssock.recv(65536):
-                pass
-        except ssl.SSLZeroReturnError:
-            pass
-        ssock.unwrap()
+        _read_to_close_notify(ssock)
         result["clean"] = True
 
     class Proto(_Recorder):
@@ -228,16 +249,7 @@ def test_close_while_reading_is_paused_completes_the_shutdown(ref_loop, certs, s
 
     addr, t = _server_thread(server)
 
-    async def client():
-        tr, pr = await ref_loop.create_connection(
-            lambda: Proto(ref_loop), *addr, ssl=certs.client_context(),
-            server_hostname="localhost", ssl_shutdown_timeout=WAIT)
-        try:
-            return pr, await asyncio.wait_for(pr.lost, WAIT)
-        finally:
-            paused.set()
-
-    pr, exc = ref_loop.run_until_complete(client())
+    pr, exc = _until_lost(ref_loop, Proto, addr, certs, paused)
     t.join(WAIT)
     assert exc is None
     assert pr.eof  # the peer's close_notify
@@ -258,12 +270,7 @@ def test_application_data_after_our_close_notify_is_discarded(ref_loop, certs): 
         first.wait(WAIT)  # the client has closed: its close_notify is on its way
         for _ in range(20):
             ssock.sendall(b"z" * 1000)
-        try:
-            while ssock.recv(65536):
-                pass
-        except ssl.SSLZeroReturnError:
-            pass
-        ssock.unwrap()
+        _read_to_close_notify(ssock)
         result["clean"] = True
 
     class Proto(_Recorder):
@@ -275,16 +282,7 @@ def test_application_data_after_our_close_notify_is_discarded(ref_loop, certs): 
 
     addr, t = _server_thread(server)
 
-    async def client():
-        tr, pr = await ref_loop.create_connection(
-            lambda: Proto(ref_loop), *addr, ssl=certs.client_context(),
-            server_hostname="localhost", ssl_shutdown_timeout=WAIT)
-        try:
-            return pr, await asyncio.wait_for(pr.lost, WAIT)
-        finally:
-            first.set()
-
-    pr, exc = ref_loop.run_until_complete(client())
+    pr, exc = _until_lost(ref_loop, Proto, addr, certs, first)
     t.join(WAIT)
     assert exc is None
     assert 0 < pr.received <= 1000  # nothing of what came after the close
