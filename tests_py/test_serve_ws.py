@@ -275,6 +275,138 @@ def test_invalid_utf8_closes_1007():
         assert last_disconnect()["code"] == 1007
 
 
+def masked_parts(first, payload, cuts):
+    """One masked frame, cut into pieces at the payload offsets in cuts (TCP chops)."""
+    whole = frame(first, payload)
+    head = len(whole) - len(payload)
+    bounds = [0] + [head + c for c in cuts] + [len(whole)]
+    return [whole[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+# RFC 6455 8.1 (Autobahn 6.4.*): invalid UTF-8 fails the connection in the frame, or the
+# part of a frame, where it occurs: the server's 1007 arrives while the message's rest
+# is still unsent (read before sending it)
+_VALID = "κόσμε".encode()
+_INVALID = b"\xf4\x90\x80\x80"  # 0x110000: out of Unicode's range
+
+
+@pytest.mark.parametrize("parts", [
+    # fragments: a valid one, then one holding the invalid sequence (6.4.1)
+    [frame(0x01, _VALID), frame(0x00, _INVALID)],
+    # ... then only up to the byte that makes it invalid (6.4.2: F4 90 cannot start UTF-8)
+    [frame(0x01, _VALID), frame(0x00, _INVALID[:2])],
+    # one frame whose payload arrives in chops: the chop with the invalid bytes (6.4.3/4)
+    masked_parts(0x81, _VALID + _INVALID + b"edited", [len(_VALID), len(_VALID) + 4]),
+    masked_parts(0x81, _VALID + _INVALID + b"edited", [len(_VALID), len(_VALID) + 2]),
+    # a sequence split across fragments that turns out invalid in the next one
+    [frame(0x01, b"ok\xe0"), frame(0x00, b"\x80\x80")],
+    # a surrogate
+    [frame(0x01, b"ok"), frame(0x00, b"\xed\xa0\x80")],
+], ids=["fragment", "fragment-up-to-the-byte", "chop", "chop-up-to-the-byte",
+        "split-sequence", "surrogate"])
+def test_invalid_utf8_fails_fast(parts):
+    with serving(echo_app) as server:
+        s, f, _ = raw_upgrade(server)
+        for part in parts[:-1]:
+            s.sendall(part)
+        if parts[-1][:1] in (b"\x00", b"\x01"):  # a whole frame
+            s.sendall(parts[-1])
+        first, p = read_frame(f)  # before the message's end: the fin frame is never sent
+        assert first == 0x88 and struct.unpack("!H", p[:2])[0] == 1007
+        f.close()
+        s.close()
+        assert last_disconnect()["code"] == 1007
+
+
+def _long_range(n):
+    """A message that deflate compresses with back-references about n bytes long: random
+    blocks (of 16 letters: Huffman codes shrink them too), each repeated after n bytes."""
+    import random
+    rnd = random.Random(n)
+    blocks = [bytes(rnd.choice(b"abcdefghijklmnop") for _ in range(64)) for _ in range(max(n // 64, 1) + 1)]
+    return b"".join(blocks) * 4
+
+
+def inflate_within(p, bits):
+    """Inflates p (a message's deflate data) as a peer whose window is 2^bits bytes: in
+    steps of 32 output bytes, so that every back-reference is read from zlib's window of
+    that size ("invalid distance too far back" otherwise; within one call's output zlib
+    does not check the window)."""
+    d = zlib.decompressobj(wbits=-bits)
+    out = []
+    buf = p + b"\x00\x00\xff\xff"
+    while buf:
+        out.append(d.decompress(buf, 32))
+        buf = d.unconsumed_tail
+    return b"".join(out)
+
+
+def test_permessage_deflate_window_bits():
+    """server_max_window_bits=N and client_max_window_bits=N (RFC 7692 7.1.2), N = 8..15:
+    accepted and answered, the client's messages compressed with an N-bit window are read,
+    and the server's compressed echo never refers farther back than 2^N bytes."""
+    with serving(echo_app) as server:
+        for bits in range(8, 16):
+            cbits = max(bits, 9)  # zlib's deflate has no 8-bit window (it uses 9)
+            ext = f"permessage-deflate; server_max_window_bits={bits}; client_max_window_bits={cbits}"
+            s, f, head = raw_upgrade(server, b"Sec-WebSocket-Extensions: " + ext.encode() + b"\r\n")
+            ext_line = [ln for ln in head.lower().split(b"\r\n") if ln.startswith(b"sec-websocket-extensions:")]
+            assert ext_line == [b"sec-websocket-extensions: permessage-deflate; server_no_context_takeover; "
+                                b"server_max_window_bits=%d; client_max_window_bits=%d" % (bits, cbits)], head
+            comp = zlib.compressobj(wbits=-cbits)
+            for msg in (_long_range(1 << bits), _long_range(1 << (bits - 2)), b"short " * 30):
+                z = comp.compress(msg) + comp.flush(zlib.Z_SYNC_FLUSH)
+                s.sendall(frame(0xc2, z[:-4]))
+                first, p = read_frame(f)
+                assert first == 0xc2, (bits, hex(first), p)  # compressed
+                assert len(p) < len(msg)
+                assert inflate_within(p, bits) == msg, bits
+            s.sendall(frame(0x88, struct.pack("!H", 1000)))
+            assert read_frame(f)[0] == 0x88
+            f.close()
+            s.close()
+
+
+def test_permessage_deflate_negotiation():
+    """RFC 7692 7.1: the first valid offer is taken; the response answers its parameters."""
+    cases = [
+        ("permessage-deflate; server_max_window_bits=10; client_no_context_takeover",
+         "permessage-deflate; server_no_context_takeover; server_max_window_bits=10; client_no_context_takeover"),
+        ("permessage-deflate; client_max_window_bits",  # no value: nothing to answer
+         "permessage-deflate; server_no_context_takeover"),
+        ('permessage-deflate; client_max_window_bits="12"',
+         "permessage-deflate; server_no_context_takeover; client_max_window_bits=12"),
+        # invalid offers are skipped: a window out of range, a missing value, a leading zero
+        ("permessage-deflate; server_max_window_bits=7, permessage-deflate; server_max_window_bits, "
+         "permessage-deflate; server_max_window_bits=09, permessage-deflate; server_max_window_bits=11",
+         "permessage-deflate; server_no_context_takeover; server_max_window_bits=11"),
+        ("permessage-deflate; client_max_window_bits=16", None),
+    ]
+    with serving(echo_app) as server:
+        for offer, want in cases:
+            s, f, head = raw_upgrade(server, b"Sec-WebSocket-Extensions: " + offer.encode() + b"\r\n")
+            got = [ln.split(b": ", 1)[1].decode() for ln in head.lower().split(b"\r\n")
+                   if ln.startswith(b"sec-websocket-extensions:")]
+            assert got == ([want] if want else []), offer
+            f.close()
+            s.close()
+
+
+def test_permessage_deflate_window_bits_with_websockets_client():
+    """The websockets library asks for small windows both ways: messages go through."""
+    from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
+    with serving(echo_app) as server:
+        for bits in (9, 12):
+            factory = ClientPerMessageDeflateFactory(server_max_window_bits=bits, client_max_window_bits=bits)
+            with client(server, extensions=[factory], compression=None, max_size=None) as ws:
+                ext = ws.protocol.extensions[0]
+                assert ext.name == "permessage-deflate" and ext.remote_max_window_bits == bits
+                for msg in (json.dumps({"items": [{"id": i, "name": f"n{i}"} for i in range(500)]}),
+                            _long_range(1 << bits)):
+                    ws.send(msg)
+                    assert ws.recv() == msg
+
+
 @pytest.mark.parametrize("data,code", [
     (frame(0x81, b"x", mask=False), 1002),           # client frames must be masked
     (frame(0x83, b"x"), 1002),                       # reserved opcode

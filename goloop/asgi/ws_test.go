@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"compress/flate"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -310,20 +312,180 @@ func TestWSDeflate(t *testing.T) {
 }
 
 func TestWSNegotiateDeflate(t *testing.T) {
-	for offer, want := range map[string]bool{
-		"permessage-deflate":                                                         true,
-		"permessage-deflate; client_max_window_bits":                                 true,
-		"permessage-deflate; server_max_window_bits=10":                              false,
-		"permessage-deflate; server_max_window_bits=10, permessage-deflate":          true,
-		"permessage-deflate; client_max_window_bits=7":                               false,
-		"permessage-deflate; foo":                                                    false,
-		"permessage-deflate; server_no_context_takeover; server_no_context_takeover": false,
-		"x-webkit-deflate-frame":                                                     false,
+	const base = "permessage-deflate; server_no_context_takeover"
+	for offer, want := range map[string]string{
+		"permessage-deflate":                                                                          base,
+		"permessage-deflate; client_max_window_bits":                                                  base,
+		"permessage-deflate; client_max_window_bits=9":                                                base + "; client_max_window_bits=9",
+		`permessage-deflate; client_max_window_bits="12"`:                                             base + "; client_max_window_bits=12",
+		"permessage-deflate; server_max_window_bits=10":                                               base + "; server_max_window_bits=10",
+		"permessage-deflate; server_max_window_bits=8; client_no_context_takeover":                    base + "; server_max_window_bits=8; client_no_context_takeover",
+		"permessage-deflate; server_no_context_takeover; server_max_window_bits=15":                   base + "; server_max_window_bits=15",
+		"permessage-deflate; server_max_window_bits=7, permessage-deflate":                            base,
+		"permessage-deflate; server_max_window_bits=16, permessage-deflate; server_max_window_bits=9": base + "; server_max_window_bits=9",
+		"permessage-deflate; server_max_window_bits":                                                  "",
+		"permessage-deflate; server_max_window_bits=010":                                              "",
+		"permessage-deflate; server_max_window_bits=+9":                                               "",
+		"permessage-deflate; client_max_window_bits=7":                                                "",
+		"permessage-deflate; client_no_context_takeover=1":                                            "",
+		"permessage-deflate; foo":                                                                     "",
+		"permessage-deflate; server_no_context_takeover; server_no_context_takeover":                  "",
+		"x-webkit-deflate-frame":                                                                      "",
 	} {
-		if got := negotiateDeflate(offer) != ""; got != want {
-			t.Errorf("%q: %v", offer, got)
+		p, ok := negotiateDeflate(offer)
+		if p.resp != want || ok != (want != "") {
+			t.Errorf("%q: %q %v, want %q", offer, p.resp, ok, want)
 		}
 	}
+	p, _ := negotiateDeflate("permessage-deflate; server_max_window_bits=9; client_max_window_bits=10")
+	if p.serverBits != 9 || p.clientWindow != 1024 {
+		t.Errorf("params: %+v", p)
+	}
+	if p, _ = negotiateDeflate("permessage-deflate; client_no_context_takeover"); p.serverBits != 15 || p.clientWindow != 0 {
+		t.Errorf("params: %+v", p)
+	}
+}
+
+// maxDistance inflates a raw deflate stream and returns its data and the longest
+// back-reference in it: the window its reader needs.
+func maxDistance(t *testing.T, z []byte) ([]byte, int) {
+	t.Helper()
+	var pos uint
+	bit := func() uint {
+		if pos/8 >= uint(len(z)) {
+			t.Fatal("deflate: truncated")
+		}
+		b := uint(z[pos/8]>>(pos%8)) & 1
+		pos++
+		return b
+	}
+	bits := func(n int) int {
+		v := 0
+		for i := 0; i < n; i++ {
+			v |= int(bit()) << i
+		}
+		return v
+	}
+	type huff struct{ codes map[[2]int]int } // (length, code): symbol
+	build := func(lens []int) huff {
+		h := huff{map[[2]int]int{}}
+		var count [16]int
+		for _, l := range lens {
+			count[l]++
+		}
+		count[0] = 0
+		var next [16]int
+		code := 0
+		for l := 1; l < 16; l++ {
+			code = (code + count[l-1]) << 1
+			next[l] = code
+		}
+		for sym, l := range lens {
+			if l > 0 {
+				h.codes[[2]int{l, next[l]}] = sym
+				next[l]++
+			}
+		}
+		return h
+	}
+	decode := func(h huff) int {
+		code := 0
+		for l := 1; l < 16; l++ {
+			code = code<<1 | int(bit())
+			if s, ok := h.codes[[2]int{l, code}]; ok {
+				return s
+			}
+		}
+		t.Fatalf("deflate: bad code %b at bit %d (%d codes)", code, pos, len(h.codes))
+		return 0
+	}
+	lbase := []int{3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258}
+	lext := []int{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0}
+	dbase := []int{1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577}
+	dext := []int{0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13}
+	var out []byte
+	maxd := 0
+	for {
+		final := bit()
+		btype := bits(2)
+		if btype == 0 {
+			pos = (pos + 7) &^ 7
+			n := int(z[pos/8]) | int(z[pos/8+1])<<8
+			pos += 32
+			out = append(out, z[pos/8:pos/8+uint(n)]...)
+			pos += uint(n) * 8
+		} else {
+			var lit, dist huff
+			if btype == 1 {
+				l := make([]int, 288)
+				for i := range l {
+					l[i] = map[bool]int{true: 8, false: 9}[i < 144 || i >= 280]
+					if i >= 256 && i < 280 {
+						l[i] = 7
+					}
+				}
+				d := make([]int, 30)
+				for i := range d {
+					d[i] = 5
+				}
+				lit, dist = build(l), build(d)
+			} else {
+				hlit, hdist, hclen := bits(5)+257, bits(5)+1, bits(4)+4
+				order := []int{16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15}
+				cl := make([]int, 19)
+				for i := 0; i < hclen; i++ {
+					cl[order[i]] = bits(3)
+				}
+				ch := build(cl)
+				var lens []int
+				for len(lens) < hlit+hdist {
+					switch sym := decode(ch); {
+					case sym < 16:
+						lens = append(lens, sym)
+					case sym == 16:
+						for n := 3 + bits(2); n > 0; n-- {
+							lens = append(lens, lens[len(lens)-1])
+						}
+					default:
+						var n int
+						if sym == 17 {
+							n = 3 + bits(3)
+						} else {
+							n = 11 + bits(7)
+						}
+						for ; n > 0; n-- {
+							lens = append(lens, 0)
+						}
+					}
+				}
+				lit, dist = build(lens[:hlit]), build(lens[hlit:])
+			}
+			for {
+				sym := decode(lit)
+				if sym < 256 {
+					out = append(out, byte(sym))
+					continue
+				}
+				if sym == 256 {
+					break
+				}
+				n := lbase[sym-257] + bits(lext[sym-257])
+				ds := decode(dist)
+				d := dbase[ds] + bits(dext[ds])
+				if d > len(out) {
+					t.Fatalf("deflate: distance %d before the start", d)
+				}
+				maxd = max(maxd, d)
+				for ; n > 0; n-- {
+					out = append(out, out[len(out)-d])
+				}
+			}
+		}
+		if final == 1 || pos/8 >= uint(len(z)) {
+			break
+		}
+	}
+	return out, maxd
 }
 
 func TestWSDenyAndNotAccepted(t *testing.T) {
@@ -464,4 +626,134 @@ func TestWSMessageAndCloseInOneRead(t *testing.T) {
 	if f, _ := readFrame(t, br); f != 0x88 {
 		t.Fatalf("close not echoed: %x", f)
 	}
+}
+
+// wsJSON is a typical JSON message of n records.
+func wsJSON(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"type":"update","items":[`)
+	names := []string{"alice", "bob", "carol", "dave", "erin", "frank", "grace"}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		nm := names[i%len(names)]
+		fmt.Fprintf(&b, `{"id":%d,"name":"%s %d","email":"%s.%d@example.com","active":%v,"score":%.1f,"tags":["tag%d","group%d"],"created_at":"2026-11-%02dT%02d:%02d:00Z"}`,
+			i, nm, i*7919%1000, nm, i*31%97, i%3 != 0, float64(i*37%1000)/10, i%5, i%3, 1+i%28, i%24, i*7%60)
+	}
+	b.WriteString("]}")
+	return []byte(b.String())
+}
+
+// TestWSDeflateWindow: with server_max_window_bits=N, no back-reference of the server's
+// output reaches farther than 2^N bytes (RFC 7692 7.1.2.1), and it still compresses.
+func TestWSDeflateWindow(t *testing.T) {
+	msgs := [][]byte{wsJSON(200), []byte(strings.Repeat("goloop websocket deflate ", 3000))}
+	for bits := 8; bits <= 15; bits++ {
+		for _, m := range msgs {
+			z := deflateMessage(m, bits)
+			out, d := maxDistance(t, append(z, 0, 0, 0xff, 0xff))
+			if !bytes.Equal(out, m) {
+				t.Fatalf("bits %d: the data differs", bits)
+			}
+			if d > 1<<bits || len(z) >= len(m)*2/3 {
+				t.Errorf("bits %d: distance %d, %d of %d bytes", bits, d, len(z), len(m))
+			}
+			if bits == 15 && d <= 1<<10 {
+				t.Errorf("the check sees no long distance: %d", d) // the message has them
+			}
+		}
+	}
+}
+
+// BenchmarkWSDeflateWindow: the cost of a small window on a typical JSON message (29 KB):
+// compressed size / message size as "ratio".
+func BenchmarkWSDeflateWindow(b *testing.B) {
+	m := wsJSON(200)
+	for _, bits := range []int{15, 12, 10, 9, 8} {
+		b.Run(strconv.Itoa(bits), func(b *testing.B) {
+			b.SetBytes(int64(len(m)))
+			var n int
+			for i := 0; i < b.N; i++ {
+				n = len(deflateMessage(m, bits))
+			}
+			b.ReportMetric(float64(n)/float64(len(m)), "ratio")
+		})
+	}
+}
+
+func TestUTF8Stream(t *testing.T) {
+	valid := "aé✓😀κόσμε"
+	// a valid text cut anywhere, in two or three pieces, is valid
+	for i := 0; i <= len(valid); i++ {
+		for j := i; j <= len(valid); j++ {
+			var u utf8Stream
+			if !u.feed([]byte(valid[:i]), false) || !u.feed([]byte(valid[i:j]), false) || !u.feed([]byte(valid[j:]), true) {
+				t.Fatalf("valid cut at %d, %d", i, j)
+			}
+		}
+	}
+	// the piece that fails is the one with the first byte that no valid text can follow
+	for _, tc := range []struct {
+		pieces []string
+		fail   int // index of the piece that must fail
+	}{
+		{[]string{"κόσμε", "\xf4\x90\x80\x80", "edited"}, 1},
+		{[]string{"κόσμε\xf4", "\x90", "\x80\x80"}, 1},
+		{[]string{"ok\xe0", "\x80", "\x80"}, 1},
+		{[]string{"ok\xed", "\xa0\x80"}, 1},
+		{[]string{"ok", "\xc0\xaf"}, 1},
+		{[]string{"ok\xf5"}, 0},
+		{[]string{"ok\xf0\x90", "A"}, 1},
+		{[]string{"ok\xf0\x90\x80", "\x80\x80"}, 1},
+		{[]string{"ok\xe2\x9c", ""}, 1}, // the message ends inside a sequence
+		{[]string{"\x80"}, 0},
+	} {
+		var u utf8Stream
+		for i, p := range tc.pieces {
+			ok := u.feed([]byte(p), i == len(tc.pieces)-1)
+			if ok != (i < tc.fail) {
+				t.Errorf("%q: piece %d: %v", tc.pieces, i, ok)
+				break
+			}
+			if !ok {
+				break
+			}
+		}
+	}
+}
+
+// TestWSUTF8FailFast: invalid UTF-8 closes with 1007 in the fragment, or the part of a
+// frame, where it occurs, before the message's end is sent (RFC 6455 8.1, Autobahn 6.4).
+func TestWSUTF8FailFast(t *testing.T) {
+	codes := make(chan int, 4)
+	_, addr := startServer(t, Config{}, wsEchoApp(codes))
+	expect1007 := func(c net.Conn, br *bufio.Reader) {
+		t.Helper()
+		f, p := readFrame(t, br)
+		if f != 0x88 || closeCode(p) != 1007 {
+			t.Fatalf("got %x %q", f, p)
+		}
+		if code := <-codes; code != 1007 {
+			t.Fatalf("disconnect code %d", code)
+		}
+	}
+	// fragments: the second one is invalid, the last is never sent
+	c, br, _ := wsDial(t, addr, "")
+	writeFrame(c, 0x01, []byte("κόσμε"), true)
+	writeFrame(c, 0x00, []byte("\xf4\x90"), true)
+	expect1007(c, br)
+	// one frame, of which only the part up to the invalid bytes is sent
+	c, br, _ = wsDial(t, addr, "")
+	payload := []byte("κόσμε\xf4\x90\x80\x80edited")
+	var hb [10]byte
+	head := append(frameHead(hb[:0], 1, len(payload)), 1, 2, 3, 4)
+	head[1] |= 0x80
+	p := append([]byte(nil), payload...)
+	unmask(p, head[len(head)-4:])
+	c.Write(head)
+	c.Write(p[:3]) // a part that ends inside "κ": carried
+	time.Sleep(10 * time.Millisecond)
+	c.Write(p[3 : len("κόσμε")+2])
+	expect1007(c, br)
 }
