@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // wsReceive is the application's receive() of a WebSocket session.
@@ -755,4 +756,35 @@ func TestWSUTF8FailFast(t *testing.T) {
 	c.Write(p[:3]) // a part that ends inside "ό" (when read on its own: carried)
 	c.Write(p[3 : len("κόσμε")+2])
 	expect1007(c, br)
+}
+
+// BenchmarkUTF8Stream: the frame-by-frame check against one utf8.Valid of the message
+// (a 1 KiB text with multi-byte characters, as one frame and as 64-byte fragments).
+func BenchmarkUTF8Stream(b *testing.B) {
+	m := []byte(strings.Repeat("goloop κόσμε ✓ ", 64)[:1024])
+	for len(m) > 0 && !utf8.Valid(m) {
+		m = m[:len(m)-1]
+	}
+	b.Run("utf8.Valid", func(b *testing.B) {
+		b.SetBytes(int64(len(m)))
+		for i := 0; i < b.N; i++ {
+			utf8.Valid(m)
+		}
+	})
+	b.Run("frame", func(b *testing.B) {
+		b.SetBytes(int64(len(m)))
+		for i := 0; i < b.N; i++ {
+			var u utf8Stream
+			u.feed(m, true)
+		}
+	})
+	b.Run("64-byte-fragments", func(b *testing.B) {
+		b.SetBytes(int64(len(m)))
+		for i := 0; i < b.N; i++ {
+			var u utf8Stream
+			for j := 0; j < len(m); j += 64 {
+				u.feed(m[j:min(j+64, len(m))], j+64 >= len(m))
+			}
+		}
+	})
 }
