@@ -75,5 +75,6 @@ def test_autobahn_fuzzingclient():
     ids = {r.case_id for r in results}
     # the selection ran: 13.3 and 13.5 offer server_max_window_bits=9, 6.4.* are fail-fast
     assert len(results) > 300 and {"6.4.1", "6.4.4", "13.3.1", "13.5.5", "13.7.5"} <= ids, len(results)
-    behaviors = {r.case_id: r.behavior.value for r in results}
-    assert all(behaviors[c] == "OK" for c in ("6.4.1", "6.4.2", "6.4.3", "6.4.4")), behaviors
+    # 6.4.* are OK (fail fast) rather than NON-STRICT only when the server answers within the
+    # case's 1 s pauses: not asserted here (a loaded machine); test_serve_ws's fail-fast tests
+    # wait for the close without a deadline
