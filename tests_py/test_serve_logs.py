@@ -247,14 +247,16 @@ def test_port_in_use_and_bad_tls_files_are_one_line(tmp_path):
     held.bind(("127.0.0.1", 0))
     held.listen()
     port = held.getsockname()[1]
-    try:
-        r = _cli("streamapp:app", "--port", str(port), "--app-dir", str(tmp_path))
+    try:  # one process, and a master of workers
+        runs = [_cli("streamapp:app", "--port", str(port), "--app-dir", str(tmp_path), *workers)
+                for workers in ([], ["--workers", "2"])]
     finally:
         held.close()
-    assert r.returncode == 1, r.stderr
-    errors = [line for line in r.stderr.splitlines() if not line.startswith("INFO:")]
-    assert errors == [f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): "
-                      "address already in use"], r.stderr
+    for r in runs:
+        assert r.returncode == 1, r.stderr
+        errors = [line for line in r.stderr.splitlines() if not line.startswith("INFO:")]
+        assert errors == [f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): "
+                          "address already in use"], r.stderr
     (tmp_path / "bad.pem").write_text("not a certificate\n")
     for cert in ("bad.pem", "missing.pem"):
         r = _cli("streamapp:app", "--port", str(free_port()), "--app-dir", str(tmp_path),

@@ -496,7 +496,11 @@ class Supervisor:
     # -- the loop
     def run(self) -> int:
         cfg = self.cfg
-        self.sockets = bind_sockets(cfg)
+        try:
+            self.sockets = bind_sockets(cfg)
+        except OSError as exc:  # one line naming the address, as uvicorn
+            logger.error("%s", exc)
+            return 1
         sig_r, sig_w = os.pipe()
         os.set_blocking(sig_r, False)
         os.set_blocking(sig_w, False)
