@@ -18,6 +18,7 @@ import goloop
 from goloop import _serve_config
 from nethelpers import free_port, interrupt, wait_listening
 from test_serve_http import PYSHIM, read_response, serving
+from test_serve_runner import _Records
 
 STREAM_APP = textwrap.dedent("""
     import asyncio
@@ -139,15 +140,6 @@ def test_client_disconnected_is_goloops_exported_oserror():
 
     assert _goloop.ClientDisconnected is goloop.ClientDisconnected
     assert "ClientDisconnected" in goloop.__all__
-
-
-class _Records(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
 
 
 async def _wrong_app(scope, receive, send):

@@ -229,7 +229,9 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
 
 class Server:
     """goloop serve's server: Server(app, **options); `await server.serve()` on a goloop
-    loop runs it until request_exit() (or SIGINT/SIGTERM with install_signal_handlers)."""
+    loop runs it until request_exit() (or SIGINT/SIGTERM with install_signal_handlers).
+    A failure to start (the application not found, the address in use, TLS files) is
+    logged as one ERROR line and serve() returns with exit_code 1 (uvicorn's exits 1)."""
 
     def __init__(self, app: Any, **options: Any):
         self.config = _check_options(options)
