@@ -267,3 +267,23 @@ def test_help_gives_every_option_a_text_and_its_default():
         assert a.help and "default" in a.help and "\n" not in a.help, a.option_strings
     text = p.format_help()  # every %(default)s formats
     assert "bind the socket to this host (default: 127.0.0.1)" in " ".join(text.split())
+
+
+def test_an_application_call_that_fails_at_once_is_logged_as_such():
+    """An application whose call itself raises (a plain function, not a coroutine function)
+    is logged as any application exception, not as an "Exception ignored" unraisable, and
+    answered 500 with connection: close."""
+    def app(scope, receive, send):
+        raise ValueError("sync boom")
+
+    h = _Records()
+    log = logging.getLogger("goloop.error")
+    log.addHandler(h)
+    try:
+        with serving(app, lifespan="off") as server:
+            st, hdrs, rest = _exchange(server.port, "/")
+    finally:
+        log.removeHandler(h)
+    assert (st, hdrs.get("connection"), rest) == (500, "close", b"Internal Server Error")
+    errs = [r for r in h.records if r.getMessage().startswith("Exception in ASGI application")]
+    assert len(errs) == 1 and str(errs[0].exc_info[1]) == "sync boom", [r.getMessage() for r in h.records]

@@ -942,7 +942,21 @@ static PyObject *reraise_fn;
  * of run_forever. */
 static void report_error(GLAsgiServer *srv) {
     if (!gl_exc_is_fatal()) {
-        PyErr_WriteUnraisable(srv->runner);
+        /* the application's call raised at once (direct calls: on_error logs it as any
+         * application exception, "Exception in ASGI application") */
+        PyObject *exc = srv->on_error != NULL ? gl_asgi_take_exception() : NULL;
+        PyObject *x = NULL;
+        if (exc != NULL) {
+            PyObject *zero = PyLong_FromLong(0);
+            if (zero != NULL) {
+                PyObject *args[2] = {exc, zero};
+                x = PyObject_Vectorcall(srv->on_error, args, 2, NULL);
+                Py_DECREF(zero);
+            }
+            Py_DECREF(exc);
+        }
+        if (x == NULL) PyErr_WriteUnraisable(srv->runner);
+        Py_XDECREF(x);
         return;
     }
     PyObject *exc = gl_asgi_take_exception(), *h = NULL;
