@@ -404,7 +404,7 @@ def test_env_file_and_access_log_format(master_factory, tmp_path):
     m = master_factory("--env-file", str(tmp_path / "vars.env"))
     assert m.get("/env") == (200, "from file")
     assert m.get("/a%20b?x=1")[0] == 200
-    lines = m.wait_for(r'INFO: +127\.0\.0\.1:\d+ - "GET /a%20b\?x=1 HTTP/1\.1" 200$')
+    lines = m.wait_for(r'INFO: +127\.0\.0\.1:\d+ - "GET /a%20b\?x=1 HTTP/1\.1" 200 OK$')
     assert lines
     assert m.workers() == []  # a single process: no master
 

@@ -83,6 +83,7 @@ var (
 	ErrNotStarted = errors.New("Expected ASGI message 'http.response.start', but got 'http.response.body'.")
 	ErrCompleted  = errors.New("Unexpected ASGI message 'http.response.body' sent, after response already completed.")
 	ErrTooLong    = errors.New("Response content longer than Content-Length")
+	ErrTooShort   = errors.New("Response content shorter than Content-Length")
 	ErrStatus     = errors.New("ASGI 'http.response.start' status must be an integer from 100 to 999")
 )
 
@@ -328,33 +329,55 @@ func (r *Request) Status() int {
 // AppDone is Done(false).
 func (r *Request) AppDone() { r.Done(false) }
 
+// What Finish found when the application's call returned: what the server logs of it.
+const (
+	FinishOK         = iota // nothing to report (or done already)
+	FinishLost              // the client went away: an error the application raised is its disconnect
+	FinishNotStarted        // returned without starting a response: answered 500
+	FinishIncomplete        // returned with its response started and incomplete: cut
+)
+
 // Done: the application's call for this exchange returned (failed: it raised). Once per
 // exchange, whatever its protocol: the request leaves the in-flight count; a response not
-// started is answered 500; one started but incomplete is cut (HTTP/1.1: the connection
-// ends after it; HTTP/2: the stream is reset; an accepted WebSocket session sends its
-// close frame, 1011 when failed).
-func (r *Request) Done(failed bool) {
+// started is answered 500 and on HTTP/1.1 the connection closes after it, as uvicorn's (the
+// application's state for that connection is unknown); one started but incomplete is cut
+// (HTTP/1.1: the connection ends after it; HTTP/2: the stream is reset; an accepted
+// WebSocket session sends its close frame, 1011 when failed).
+func (r *Request) Done(failed bool) { r.Finish(failed) }
+
+// Finish is Done, telling what it found (Finish*; a WebSocket session's are FinishOK or
+// FinishLost).
+func (r *Request) Finish(failed bool) int {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.appDone {
-		return
+		return FinishOK
 	}
 	r.appDone = true
 	c.s.inflight.Add(-1)
 	if r.lost {
 		c.dropLocked(r) // (HTTP/2 streams are not in c.inflight: nothing to drop)
-		return
+		return FinishLost
 	}
 	if r.done {
-		return
+		return FinishOK
 	}
+	_, ws := r.x.(*WS)
 	if !r.started {
 		r.status = 500
 		r.hdr = append(r.hdr[:0], "content-type: text/plain; charset=utf-8\r\n"...)
 		r.started = true
+		r.keepAlive = false // HTTP/1.1: connection: close (uvicorn's 500 closes too)
 		r.x.completeWithLocked([]byte("Internal Server Error"))
-		return
+		if ws || failed {
+			return FinishOK
+		}
+		return FinishNotStarted
 	}
 	r.x.cutLocked(failed)
+	if ws || failed {
+		return FinishOK
+	}
+	return FinishIncomplete
 }

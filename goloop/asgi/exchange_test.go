@@ -2,6 +2,7 @@ package asgi
 
 import (
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -65,5 +66,40 @@ func TestExchangeDoneFailedClosesWebSocket1011(t *testing.T) {
 	}
 	if s := <-statuses; s != [2]int{101, 101} {
 		t.Fatal("statuses", s)
+	}
+}
+
+// A body shorter than its content-length: the last part's Send returns ErrTooShort (the
+// application sees uvicorn's RuntimeError) and its return cuts the response (Finish says
+// FinishIncomplete): HTTP/1.1 closes the connection after "abc", HTTP/2 resets the stream
+// instead of ending it.
+func TestExchangeShortBodyIsCut(t *testing.T) {
+	got := make(chan [2]any, 2)
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		r.Start(200, []byte("content-length: 10\r\n"))
+		_, err := r.Send([]byte("abc"), false)
+		got <- [2]any{err, r.Finish(false)}
+		a.s.Flush()
+	})
+	c, br := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	all, _ := io.ReadAll(br) // to the end of the connection
+	if !strings.HasSuffix(string(all), "content-length: 10\r\n\r\nabc") {
+		t.Fatalf("HTTP/1.1: %q", all)
+	}
+	if g := <-got; g != [2]any{ErrTooShort, FinishIncomplete} {
+		t.Fatal("HTTP/1.1", g)
+	}
+	resp, err := h2cClient().Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil { // a stream reset, not a 10-byte body ended early
+		t.Fatalf("HTTP/2: %q %v", b, err)
+	}
+	if g := <-got; g != [2]any{ErrTooShort, FinishIncomplete} {
+		t.Fatal("HTTP/2", g)
 	}
 }

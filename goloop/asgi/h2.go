@@ -902,7 +902,8 @@ func (h *h2Conn) sendLocked(st *h2Stream, body []byte, more bool) error {
 			}
 			h.enc.WriteField(hpack.HeaderField{Name: n, Value: string(value)})
 		})
-		end := !more && (len(body) == 0 || r.noBody) && !r.trailers
+		short := !more && !r.noBody && r.clen >= 0 && int64(len(body)) < r.clen
+		end := !more && (len(body) == 0 || r.noBody) && !r.trailers && !short
 		h.writeBlockLocked(st.id, end)
 		r.headSent = true
 		if end {
@@ -918,6 +919,13 @@ func (h *h2Conn) sendLocked(st *h2Stream, body []byte, more bool) error {
 		}
 		st.pending = append(st.pending, body...)
 		r.sent += int64(len(body))
+	}
+	if !more && !r.noBody && r.clen >= 0 && r.sent < r.clen {
+		// no END_STREAM: the stream is reset when the application returns (cutLocked)
+		r.bodyEnd = true
+		h.writeDataLocked(st)
+		c.dirtyLocked()
+		return ErrTooShort
 	}
 	if !more {
 		h.endBodyLocked(st)

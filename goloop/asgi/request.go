@@ -254,11 +254,12 @@ func (x h1Exchange) send(part bodyPart, more bool, notStarted error) (flags int,
 	if part.f != nil { // not queued
 		part.f.Close()
 	}
-	if err != nil {
+	short := err == ErrTooShort // queued, and not complete: Done cuts it
+	if err != nil && !short {
 		return 0, false, err
 	}
 	held = rel != nil && part.rel == nil
-	if !more && !r.keepTr {
+	if !more && !r.keepTr && !short {
 		r.completeLocked()
 	} else {
 		c.dirtyLocked()
@@ -279,6 +280,9 @@ func (x h1Exchange) send(part bodyPart, more bool, notStarted error) (flags int,
 			r.waitSend = true
 			flags |= SendPaused
 		}
+	}
+	if short {
+		return flags, held, ErrTooShort
 	}
 	return flags, held, nil
 }
@@ -346,11 +350,14 @@ func (x h1Exchange) appendPartLocked(part *bodyPart, more bool) (borrowed bool, 
 			w = append(w, "0\r\n\r\n"...)
 		}
 		if r.clen >= 0 && r.sent < r.clen && !r.noBody {
-			r.keepAlive = false // the framing is broken: close after what was sent
+			// the framing is broken: close after what was sent; the sender gets
+			// ErrTooShort (uvicorn's RuntimeError), the response is cut when it returns
+			r.keepAlive = false
+			err = ErrTooShort
 		}
 	}
 	r.restore(w, head)
-	return borrowed, nil
+	return borrowed, err
 }
 
 // completeWithLocked answers with body as the whole of it.

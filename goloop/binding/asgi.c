@@ -576,11 +576,14 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
     return r;
 }
 
+/* _done(), _fail(): what Go found (GL_ASGI_FINISH_*: the runner logs it). */
 static PyObject *app_done(GLAsgiSend *self, int failed) {
     GL_FORK_GUARD(NULL);
     release_own_start(self);
-    if (self->rid >= 0 && self->srv->sid >= 0) glAsgiDone(self->srv->sid, self->rid, failed);
-    Py_RETURN_NONE;
+    int found = GL_ASGI_FINISH_OK;
+    if (self->rid >= 0 && self->srv->sid >= 0) found = glAsgiDone(self->srv->sid, self->rid, failed);
+    if (found < 0) return NULL;
+    return PyLong_FromLong(found);
 }
 
 static PyObject *send_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { return app_done(self, 0); }
@@ -595,9 +598,12 @@ static PyObject *send_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
 
 /* The methods of HTTP's and the WebSocket's send (GL_ASGI_SEND_TYPE). */
 PyMethodDef gl_asgi_send_methods[] = {
-    {"_done", (PyCFunction)send_done, METH_NOARGS, "The application's call returned."},
+    {"_done", (PyCFunction)send_done, METH_NOARGS,
+     "The application's call returned: 0, or 1 the client went away, 2 no response was started (a 500), "
+     "3 the response was incomplete."},
     {"_fail", (PyCFunction)send_fail, METH_NOARGS,
-     "The application's call raised (an open WebSocket session closes with 1011)."},
+     "The application's call raised (a 500 closes the connection; an open WebSocket session closes with "
+     "1011): 0, or 1 the client went away."},
     {"_status", (PyCFunction)send_status, METH_NOARGS,
      "The response's status (101: a WebSocket session accepted; 0: not started)."},
     {NULL}};
@@ -936,7 +942,21 @@ static PyObject *reraise_fn;
  * of run_forever. */
 static void report_error(GLAsgiServer *srv) {
     if (!gl_exc_is_fatal()) {
-        PyErr_WriteUnraisable(srv->runner);
+        /* the application's call raised at once (direct calls: on_error logs it as any
+         * application exception, "Exception in ASGI application") */
+        PyObject *exc = srv->on_error != NULL ? gl_asgi_take_exception() : NULL;
+        PyObject *x = NULL;
+        if (exc != NULL) {
+            PyObject *zero = PyLong_FromLong(0);
+            if (zero != NULL) {
+                PyObject *args[2] = {exc, zero};
+                x = PyObject_Vectorcall(srv->on_error, args, 2, NULL);
+                Py_DECREF(zero);
+            }
+            Py_DECREF(exc);
+        }
+        if (x == NULL) PyErr_WriteUnraisable(srv->runner);
+        Py_XDECREF(x);
         return;
     }
     PyObject *exc = gl_asgi_take_exception(), *h = NULL;
@@ -1044,9 +1064,21 @@ int gl_init_asgi(PyObject *m) {
     done_none = PyObject_New(GLDone, &DoneType);
     if (done_none == NULL) return -1;
     done_none->value = Py_NewRef(Py_None);
-    ClientDisconnected = PyErr_NewExceptionWithDoc(
-        "goloop.ClientDisconnected", "send() on a request whose client went away (ASGI 2.4: an OSError).",
-        PyExc_OSError, NULL);
+    /* goloop.ClientDisconnected is the package's (defined in Python: importing goloop does not
+     * load this library); a copy of its own only if this module was loaded without it */
+    PyObject *pkg = PyImport_ImportModule("goloop");
+    if (pkg != NULL) {
+        ClientDisconnected = PyObject_GetAttrString(pkg, "ClientDisconnected");
+        Py_DECREF(pkg);
+    }
+    if (ClientDisconnected == NULL || !PyExceptionClass_Check(ClientDisconnected) ||
+        !PyObject_IsSubclass(ClientDisconnected, PyExc_OSError)) {
+        PyErr_Clear();
+        Py_XDECREF(ClientDisconnected);
+        ClientDisconnected = PyErr_NewExceptionWithDoc(
+            "goloop.ClientDisconnected", "send() on a request whose client went away (ASGI 2.4: an OSError).",
+            PyExc_OSError, NULL);
+    }
     if (ClientDisconnected == NULL) return -1;
     if (PyModule_AddObjectRef(m, "ClientDisconnected", ClientDisconnected) < 0 ||
         PyModule_AddObjectRef(m, "AsgiServer", (PyObject *)&ServerType) < 0)
@@ -1060,12 +1092,17 @@ PyObject *gl_asgi_done(PyObject *value) { return done_new(value); }
 
 /* The application's call returned (asgi_run.c): Go answers a response not started with a
  * 500 and forgets the request now, in the one call the send object's dealloc would make
- * (glAsgiReqFree); send() then raises as Go would, receive() gives http.disconnect. */
-void gl_asgi_finish(GLAsgiSend *s) {
+ * (glAsgiFinish); send() then raises as Go would, receive() gives http.disconnect. */
+int gl_asgi_finish(GLAsgiSend *s, int failed) {
     release_own_start(s);
-    if (gl_forked || s->rid < 0) return;
-    if (s->srv->sid < 0) return;  /* released: the dealloc frees the id */
-    glAsgiReqFree(s->rid);
+    if (gl_forked || s->rid < 0) return GL_ASGI_FINISH_OK;
+    if (s->srv->sid < 0) return GL_ASGI_FINISH_OK;  /* released: the dealloc frees the id */
+    int found = glAsgiFinish(s->rid, failed);
     s->rid = -1;
     s->finished = 1;
+    if (found < 0) {  /* a Go panic, reported as a SystemError */
+        PyErr_WriteUnraisable((PyObject *)s);
+        found = GL_ASGI_FINISH_OK;
+    }
+    return found;
 }

@@ -469,15 +469,29 @@ func glAsgiWait(sid, rid C.long, o *C.GLAsgiSend) (rc C.int) {
 
 // glAsgiDone: the application's call for a request or a WebSocket session returned
 // (failed: it raised): a response not started is answered 500, an accepted session closes
-// (1011 when failed).
+// (1011 when failed). Returns what was found (asgi.Finish*: what the server logs).
 //
 //export glAsgiDone
 func glAsgiDone(sid, rid C.long, failed C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	if r := getReq(rid); r != nil {
-		r.Done(failed != 0)
+		return C.int(r.Finish(failed != 0))
 	}
-	return 0
+	return asgi.FinishOK
+}
+
+// glAsgiFinish is glAsgiDone that also forgets the request (asgi.c gl_asgi_finish: the
+// application's call returned in an AsgiRun).
+//
+//export glAsgiFinish
+func glAsgiFinish(rid C.long, failed C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	rc = asgi.FinishOK
+	if r := getReq(rid); r != nil {
+		rc = C.int(r.Finish(failed != 0))
+		asgiReqs.Del(int(rid))
+	}
+	return rc
 }
 
 // glAsgiStatus is the response's status (101: a WebSocket session accepted; 0: not started).

@@ -282,7 +282,7 @@ int gl_asgi_header_lines(PyObject *headers);
 const char *gl_asgi_hdrbuf(Py_ssize_t *n);
 /* asgi.c's helpers for asgi_ws.c and asgi_spec.c */
 PyObject *gl_asgi_done(PyObject *value);
-void gl_asgi_finish(GLAsgiSend *s);       /* the application returned (asgi_run.c) */
+int gl_asgi_finish(GLAsgiSend *s, int failed);  /* the application returned (asgi_run.c): GL_ASGI_FINISH_* */
 void gl_asgi_release_start(void);         /* a held http.response.start to Go now */
 PyObject *gl_asgi_answer(GLAsgiSend *self, int rc);
 PyObject *gl_asgi_receive(GLAsgiRecv *self, size_t nargsf, PyObject *kwnames, gl_asgi_message_fn message);
@@ -305,6 +305,11 @@ PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg);
 #define GL_ASGI_ERR_DISCONNECTED (-2)
 #define GL_ASGI_ERR_RUNTIME (-3)     /* message in a RuntimeError */
 #define GL_ASGI_ERR_GONE (-4)        /* the request was released */
+/* what the end of an application's call found (asgi.Finish*) */
+#define GL_ASGI_FINISH_OK 0
+#define GL_ASGI_FINISH_LOST 1           /* the client went away */
+#define GL_ASGI_FINISH_NOT_STARTED 2    /* no response started: answered 500 */
+#define GL_ASGI_FINISH_INCOMPLETE 3     /* the response started and was cut */
 /* receive states (asgi.RecvState) */
 #define GL_RECV_WAIT 0
 #define GL_RECV_BODY 1

@@ -32,6 +32,16 @@ PyObject *gl_asgi_take_exception(void) {
 #endif
 }
 
+/* Raise exc again (steals the reference; 3.12's PyErr_SetRaisedException). */
+static void PyErr_SetRaisedException_compat(PyObject *exc) {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyObject *tb = PyException_GetTraceback(exc);
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, tb);
+#endif
+}
+
 /* o.name, or *res = NULL without an error when it has none (3.13's PyObject_GetOptionalAttr). */
 static int get_optional_attr(PyObject *o, const char *name, PyObject **res) {
     *res = PyObject_GetAttrString(o, name);
@@ -68,27 +78,44 @@ PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_er
     return (PyObject *)r;
 }
 
-static void run_app_done(GLAsgiRun *r) {
+/* The application's call ended (failed: it raised): what Go found (GL_ASGI_FINISH_*). */
+static int run_app_done(GLAsgiRun *r, int failed) {
     Py_CLEAR(r->it);
-    if (r->finished) return;
+    if (r->finished) return GL_ASGI_FINISH_OK;
     r->finished = 1;
-    gl_asgi_finish(r->send);
+    return gl_asgi_finish(r->send, failed);
+}
+
+/* on_error(exc or None, what Go found): the server logs it (_serve.py _on_app_end). */
+static void run_report(GLAsgiRun *r, PyObject *exc, int found) {
+    PyObject *f = PyLong_FromLong(found), *x = NULL;
+    if (f != NULL) {
+        PyObject *args[2] = {exc, f};
+        x = PyObject_Vectorcall(r->on_error, args, 2, NULL);
+        Py_DECREF(f);
+    }
+    if (x == NULL) PyErr_WriteUnraisable(r->on_error);
+    Py_XDECREF(x);
 }
 
 /* The step's outcome after the application's iterator gave status (and *result). */
 static PySendResult run_outcome(GLAsgiRun *r, PySendResult status, PyObject **result) {
     if (status == PYGEN_NEXT) return status;
-    run_app_done(r);
     if (status == PYGEN_RETURN) {
+        int found = run_app_done(r, 0);
         Py_SETREF(*result, Py_NewRef(Py_None));
+        if (found == GL_ASGI_FINISH_NOT_STARTED || found == GL_ASGI_FINISH_INCOMPLETE)
+            run_report(r, Py_None, found);
         return PYGEN_RETURN;
     }
-    if (!PyErr_ExceptionMatches(PyExc_Exception)) return PYGEN_ERROR;  /* CancelledError, exit */
-    PyObject *exc = gl_asgi_take_exception();
+    PyObject *exc = gl_asgi_take_exception();  /* kept aside while Go finishes the request */
+    int found = run_app_done(r, 1);
     if (exc == NULL) return PYGEN_ERROR;
-    PyObject *x = PyObject_CallOneArg(r->on_error, exc);
-    if (x == NULL) PyErr_WriteUnraisable(r->on_error);
-    Py_XDECREF(x);
+    if (!PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_Exception)) {  /* CancelledError, exit */
+        PyErr_SetRaisedException_compat(exc);
+        return PYGEN_ERROR;
+    }
+    run_report(r, exc, found);
     Py_DECREF(exc);
     *result = Py_NewRef(Py_None);
     return PYGEN_RETURN;
@@ -164,7 +191,7 @@ static PyObject *run_close(GLAsgiRun *r, PyObject *Py_UNUSED(ignored)) {
         if (x == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
         Py_XDECREF(x);
         Py_DECREF(it);
-        run_app_done(r);
+        run_app_done(r, 0);
         if (PyErr_Occurred()) return NULL;
     }
     Py_RETURN_NONE;

@@ -17,10 +17,17 @@ from typing import Any, Coroutine, TypeVar
 
 from . import _compat
 
-__all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run", "serve", "serve_metrics"]
+__all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run", "serve", "serve_metrics",
+           "ClientDisconnected"]
 __version__ = "0.1.0"
 
 _T = TypeVar("_T")
+
+
+class ClientDisconnected(OSError):
+    """send() on a request whose client went away (ASGI 2.4: an OSError). goloop serve's
+    send() raises it (the binding raises this class; defined here so that importing goloop
+    does not load the Go engine)."""
 
 
 def new_event_loop() -> "asyncio.AbstractEventLoop":

@@ -21,10 +21,11 @@ import signal
 import socket
 import sys
 import weakref
+from http import HTTPStatus
 from typing import Any, Callable
 from urllib.parse import quote
 
-from . import _workers
+from . import ClientDisconnected, _workers
 from ._serve_config import (NOT_YET, SUPPORTED_OPTIONS, ConfigError, batch_scheduling, configure_logging,
                             forwarded_allow_ips, prepare, tls_pairs, wants_supervisor)
 from ._serve_config import check_options as _check_options
@@ -36,25 +37,43 @@ logger = logging.getLogger("goloop.error")
 access_logger = logging.getLogger("goloop.access")
 
 
+class AppLoadError(ConfigError):
+    """The application named cannot be loaded (uvicorn's texts): the server logs "Error
+    loading ASGI app. <this>" and exits 1."""
+
+
 def import_app(target: Any, factory: bool = False, app_dir: str | None = None) -> Any:
-    """The ASGI application named by 'module:attribute' (or target itself if not a string)."""
+    """The ASGI application named by 'module:attribute' (or target itself if not a string).
+    AppLoadError if it cannot be found (a module that fails inside its own imports raises
+    its own error, as uvicorn lets it)."""
     if isinstance(target, str):
         if app_dir is not None:
             sys.path.insert(0, app_dir)
         module_name, _, attrs = target.partition(":")
         if not module_name or not attrs:
-            raise ConfigError(f"Import string {target!r} must be in format '<module>:<attribute>'.")
-        module = importlib.import_module(module_name)
+            raise AppLoadError(f'Import string "{target}" must be in format "<module>:<attribute>".')
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            raise AppLoadError(f'Could not import module "{module_name}".') from None
         app = module
         for attr in attrs.split("."):
             try:
                 app = getattr(app, attr)
             except AttributeError:
-                raise ConfigError(f"Attribute {attrs!r} not found in module {module_name!r}.") from None
+                raise AppLoadError(f'Attribute "{attrs}" not found in module "{module_name}".') from None
     else:
         app = target
     if factory:
-        app = app()
+        try:
+            app = app()
+        except TypeError as exc:
+            raise AppLoadError(f"The factory failed: {exc}") from None
+    if not callable(app):
+        raise AppLoadError(f"{target if isinstance(target, str) else type(app).__name__!r} is not callable "
+                           "(an ASGI application is called as app(scope, receive, send)).")
     return app
 
 
@@ -133,8 +152,27 @@ class _Lifespan:
         return await self.receive_queue.get()
 
 
-def _log_app_error(exc: BaseException) -> None:
-    logger.error("Exception in ASGI application\n", exc_info=exc)
+# What the end of an application's call found (goloop/asgi Finish*: send._done(), _fail()).
+_FINISH_LOST, _FINISH_NOT_STARTED, _FINISH_INCOMPLETE = 1, 2, 3
+
+
+def _on_app_end(exc: BaseException | None, found: int) -> None:
+    """What the server logs when an application's call ended badly: exc, what it raised
+    (None: it returned), and what Go found. A client that went away is no application
+    error: what the application raised because of it (goloop.ClientDisconnected from send(),
+    Starlette's ClientDisconnect after receive()'s http.disconnect ...) is logged at debug."""
+    if found == _FINISH_LOST or isinstance(exc, ClientDisconnected):
+        if exc is not None:
+            logger.debug("ASGI application ended by the client's disconnect: %r", exc)
+    elif exc is not None:
+        logger.error("Exception in ASGI application\n", exc_info=exc)
+    elif found == _FINISH_NOT_STARTED:
+        logger.error("ASGI callable returned without starting response.")
+    elif found == _FINISH_INCOMPLETE:
+        logger.error("ASGI callable returned without completing response.")
+
+
+_PHRASES = {s.value: s.phrase for s in HTTPStatus}
 
 
 def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "Server") -> Callable:
@@ -147,15 +185,14 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
         try:
             await app(scope, receive, send)
         except BaseException as exc:
-            if scope["type"] == "websocket":
-                send._fail()  # an accepted session closes with 1011
-            else:
-                send._done()
+            found = send._fail()  # a 500 closes its connection; a session closes with 1011
             if not isinstance(exc, Exception):
                 raise
-            logger.error("Exception in ASGI application\n", exc_info=exc)
+            _on_app_end(exc, found)
         else:
-            send._done()
+            found = send._done()
+            if found > _FINISH_LOST:
+                _on_app_end(None, found)
 
     if not access_log and not max_requests:
         return run
@@ -169,7 +206,7 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
         finally:
             if access_log:
                 client = scope.get("client")
-                addr = "%s:%d" % client if client else "-"
+                addr = "%s:%d" % client if client else ""  # uvicorn's
                 path = quote(scope["root_path"] + scope["path"])
                 if scope["query_string"]:
                     path += "?" + scope["query_string"].decode("ascii", "replace")
@@ -177,9 +214,10 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
                     status = send._status()
                     access_logger.info('%s - "WebSocket %s" %s', addr, path,
                                        "[accepted]" if status == 101 else (status or 500))
-                else:
-                    access_logger.info('%s - "%s %s HTTP/%s" %d', addr, scope["method"], path,
-                                       scope["http_version"], send._status() or 500)
+                else:  # uvicorn's line: 127.0.0.1:50000 - "GET / HTTP/1.1" 200 OK
+                    status = send._status() or 500
+                    access_logger.info('%s - "%s %s HTTP/%s" %d %s', addr, scope["method"], path,
+                                       scope["http_version"], status, _PHRASES.get(status, ""))
             if max_requests:
                 count += 1
                 if count >= max_requests:
@@ -191,7 +229,9 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
 
 class Server:
     """goloop serve's server: Server(app, **options); `await server.serve()` on a goloop
-    loop runs it until request_exit() (or SIGINT/SIGTERM with install_signal_handlers)."""
+    loop runs it until request_exit() (or SIGINT/SIGTERM with install_signal_handlers).
+    A failure to start (the application not found, the address in use, TLS files) is
+    logged as one ERROR line and serve() returns with exit_code 1 (uvicorn's exits 1)."""
 
     def __init__(self, app: Any, **options: Any):
         self.config = _check_options(options)
@@ -248,7 +288,13 @@ class Server:
         self._exit_event = asyncio.Event()
         if self.should_exit:
             self._exit_event.set()
-        app = import_app(self.app_target, cfg["factory"], cfg["app_dir"])
+        try:
+            app = import_app(self.app_target, cfg["factory"], cfg["app_dir"])
+        except AppLoadError as exc:  # one line, as uvicorn: no traceback through goloop
+            logger.error("Error loading ASGI app. %s", exc)
+            self.exit_code = 1
+            return
+        logger.info("Started server process [%d]", os.getpid())
         hup = install_signal_handlers and bool(cfg["ssl_certfile"]) and hasattr(signal, "SIGHUP")
         if install_signal_handlers:
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -265,7 +311,14 @@ class Server:
                     self.exit_code = 3
                     return
             own_sockets = sockets is None
-            self.sockets = _workers.bind_sockets(cfg, reuse_port=False) if own_sockets else list(sockets)
+            try:
+                self.sockets = _workers.bind_sockets(cfg, reuse_port=False) if own_sockets else list(sockets)
+            except OSError as exc:  # one line naming the address, as uvicorn
+                logger.error("%s", exc)
+                if lifespan is not None:
+                    await lifespan.shutdown()
+                self.exit_code = 1
+                return
             try:
                 await self._run(app, state, loop, _goloop)
             finally:
@@ -276,6 +329,8 @@ class Server:
                         os.remove(cfg["uds"])
             if lifespan is not None:
                 await lifespan.shutdown()
+            if self.started:
+                logger.info("Finished server process [%d]", os.getpid())
         finally:
             if install_signal_handlers:
                 for sig in (signal.SIGINT, signal.SIGTERM):
@@ -313,13 +368,18 @@ class Server:
                                  int(float(cfg["timeout_keep_alive"]) * 1000), int(cfg["limit_concurrency"] or 0),
                                  bool(cfg["server_header"]), bool(cfg["date_header"]),
                                  "\n".join(headers).encode("latin-1"),
-                                 _log_app_error if direct else None, app if direct else None)
+                                 _on_app_end if direct else None, app if direct else None)
         try:
             if tls:
                 pw = cfg["ssl_keyfile_password"]
                 pairs = b"\0".join(os.fsencode(p) for cert, key in tls_pairs(cfg) for p in (cert, key or cert))
                 srv.set_tls(pairs, str(pw) if pw else None,
                             os.fspath(cfg["ssl_ca_certs"]) if cfg["ssl_ca_certs"] else None, cfg["ssl_cert_reqs"])
+        except OSError as exc:  # a TLS file missing or invalid: one line
+            srv.release()
+            logger.error("Error loading TLS files. %s", exc)
+            self.exit_code = 1
+            return
         except BaseException:
             srv.release()
             raise

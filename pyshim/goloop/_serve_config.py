@@ -167,13 +167,25 @@ def wants_supervisor(options: dict[str, Any]) -> bool:
     return bool(options.get("reload")) or (options.get("workers") or 1) > 1
 
 
+class _Formatter(logging.Formatter):
+    """uvicorn's line without colours: the level name and its colon padded to 9 columns
+    ("INFO:     ...", "ERROR:    ...")."""
+
+    def __init__(self) -> None:
+        super().__init__("%(levelprefix)s %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.levelprefix = (record.levelname + ":").ljust(9)
+        return super().formatMessage(record)
+
+
 def configure_logging(level: Any) -> None:
     """goloop's loggers at level, to stderr unless they have handlers already."""
     lvl = LOG_LEVELS.get(str(level).lower(), logging.INFO) if not isinstance(level, int) else level
     root = logging.getLogger("goloop")
     if not root.handlers:
         h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        h.setFormatter(_Formatter())
         root.addHandler(h)
         root.propagate = False
     root.setLevel(lvl)
@@ -273,70 +285,112 @@ def _boolean(value: str) -> bool:
 
 
 def parser() -> argparse.ArgumentParser:
+    """`goloop serve`'s arguments: uvicorn's names; each option's help says its default."""
     p = argparse.ArgumentParser(prog="goloop serve", description="Serve an ASGI application with goloop "
                                 "(uvicorn's options; the HTTP engine is Go).")
     p.add_argument("app", help="the application, as module:attribute")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--uds")
-    p.add_argument("--fd", type=int)
-    p.add_argument("--root-path", default="")
-    p.add_argument("--timeout-keep-alive", type=float, default=5)
-    p.add_argument("--timeout-graceful-shutdown", type=float)
-    p.add_argument("--limit-concurrency", type=int)
-    p.add_argument("--limit-max-requests", type=int)
-    p.add_argument("--backlog", type=int, default=2048)
-    p.add_argument("--lifespan", choices=["auto", "on", "off"], default="auto")
-    p.add_argument("--log-level", choices=list(LOG_LEVELS), default=None)
-    p.add_argument("--access-log", dest="access_log", action="store_true", default=True)
-    p.add_argument("--no-access-log", dest="access_log", action="store_false")
-    p.add_argument("--server-header", dest="server_header", action="store_true", default=True)
-    p.add_argument("--no-server-header", dest="server_header", action="store_false")
-    p.add_argument("--date-header", dest="date_header", action="store_true", default=True)
-    p.add_argument("--no-date-header", dest="date_header", action="store_false")
-    p.add_argument("--header", dest="headers", action="append", default=[], help="name:value")
-    p.add_argument("--h11-max-incomplete-event-size", type=int)
-    p.add_argument("--ws", choices=list(WS_CHOICES), default="auto")
-    p.add_argument("--ws-max-size", type=int, default=16 * 1024 * 1024)
-    p.add_argument("--ws-max-queue", type=int, default=32)
-    p.add_argument("--ws-ping-interval", type=float, default=20.0)
-    p.add_argument("--ws-ping-timeout", type=float, default=20.0)
-    p.add_argument("--ws-per-message-deflate", type=_boolean, default=True)
-    p.add_argument("--factory", action="store_true")
-    p.add_argument("--app-dir", default=None)
+    p.add_argument("--host", default="127.0.0.1", help="bind the socket to this host (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8000, help="bind the socket to this port (default: %(default)s)")
+    p.add_argument("--uds", help="bind to this Unix domain socket instead (default: none)")
+    p.add_argument("--fd", type=int, help="serve on this already open socket descriptor instead (default: none)")
+    p.add_argument("--root-path", default="", help="the ASGI root_path of an application mounted below a "
+                   "path (default: none)")
+    p.add_argument("--timeout-keep-alive", type=float, default=5,
+                   help="close a keep-alive connection idle this many seconds (default: %(default)s)")
+    p.add_argument("--timeout-graceful-shutdown", type=float,
+                   help="on shutdown, wait this many seconds for requests in flight (default: no limit)")
+    p.add_argument("--limit-concurrency", type=int,
+                   help="answer 503 past this many connections and requests at once (default: no limit)")
+    p.add_argument("--limit-max-requests", type=int,
+                   help="exit after this many requests (default: no limit)")
+    p.add_argument("--backlog", type=int, default=2048,
+                   help="the listening socket's queue of connections (default: %(default)s)")
+    p.add_argument("--lifespan", choices=["auto", "on", "off"], default="auto",
+                   help="the ASGI lifespan protocol (default: %(default)s)")
+    p.add_argument("--log-level", choices=list(LOG_LEVELS), default=None, help="log level (default: info)")
+    p.add_argument("--access-log", dest="access_log", action="store_true", default=True,
+                   help="log each request (default)")
+    p.add_argument("--no-access-log", dest="access_log", action="store_false",
+                   help="do not log requests (default: they are logged)")
+    p.add_argument("--server-header", dest="server_header", action="store_true", default=True,
+                   help="send a server header (default)")
+    p.add_argument("--no-server-header", dest="server_header", action="store_false",
+                   help="send no server header (default: one is sent)")
+    p.add_argument("--date-header", dest="date_header", action="store_true", default=True,
+                   help="send a date header (default)")
+    p.add_argument("--no-date-header", dest="date_header", action="store_false",
+                   help="send no date header (default: one is sent)")
+    p.add_argument("--header", dest="headers", action="append", default=[],
+                   help="a name:value header added to every response; repeatable (default: none)")
+    p.add_argument("--h11-max-incomplete-event-size", type=int,
+                   help="the largest request head in bytes; larger ones get 431 (default: 16384)")
+    p.add_argument("--ws", choices=list(WS_CHOICES), default="auto",
+                   help="WebSocket: any name but 'none' means goloop's own; none: upgrades are plain "
+                        "HTTP requests (default: %(default)s)")
+    p.add_argument("--ws-max-size", type=int, default=16 * 1024 * 1024,
+                   help="the largest WebSocket message in bytes (default: %(default)s)")
+    p.add_argument("--ws-max-queue", type=int, default=32,
+                   help="WebSocket messages queued before reading pauses (default: %(default)s)")
+    p.add_argument("--ws-ping-interval", type=float, default=20.0,
+                   help="WebSocket ping every this many seconds (default: %(default)s)")
+    p.add_argument("--ws-ping-timeout", type=float, default=20.0,
+                   help="close a WebSocket whose pong is this many seconds late (default: %(default)s)")
+    p.add_argument("--ws-per-message-deflate", type=_boolean, default=True,
+                   help="offer WebSocket permessage-deflate compression (default: %(default)s)")
+    p.add_argument("--factory", action="store_true",
+                   help="APP is a factory: call it with no arguments for the application (default: off)")
+    p.add_argument("--app-dir", default=None,
+                   help="import the application from this folder (default: the current directory)")
     # several --ssl-certfile (with as many --ssl-keyfile, in order): certificates picked by SNI
-    p.add_argument("--ssl-keyfile", action="append")
-    p.add_argument("--ssl-certfile", action="append")
-    p.add_argument("--ssl-keyfile-password")
-    p.add_argument("--ssl-version", type=int)
-    p.add_argument("--ssl-cert-reqs", type=int, default=0)
-    p.add_argument("--ssl-ca-certs")
-    p.add_argument("--ssl-ciphers", default="TLSv1")
+    p.add_argument("--ssl-keyfile", action="append",
+                   help="TLS key file; one per --ssl-certfile (default: the key in the certificate's file)")
+    p.add_argument("--ssl-certfile", action="append",
+                   help="TLS certificate file (serves HTTPS); repeatable, picked by SNI (default: none)")
+    p.add_argument("--ssl-keyfile-password", help="the password of the TLS key (default: none)")
+    p.add_argument("--ssl-version", type=int,
+                   help="accepted for uvicorn's sake: only 17 or 2, TLS 1.2+ (default: TLS 1.2 and 1.3)")
+    p.add_argument("--ssl-cert-reqs", type=int, default=0,
+                   help="client certificates: 0 none, 1 optional, 2 required (default: %(default)s)")
+    p.add_argument("--ssl-ca-certs", help="CA certificates to verify clients' with (default: none)")
+    p.add_argument("--ssl-ciphers", default="TLSv1",
+                   help="accepted for uvicorn's sake: Go's cipher suites are used (default: %(default)s)")
     # processes and operations
     p.add_argument("--workers", type=int, default=None,
-                   help="number of worker processes (a master without Go supervises them)")
+                   help="number of worker processes, supervised by a master without Go (default: 1)")
     p.add_argument("--reload", action="store_true", default=False,
-                   help="restart the workers when a watched file changes (polling)")
-    p.add_argument("--reload-dir", dest="reload_dirs", action="append", default=None)
-    p.add_argument("--reload-include", dest="reload_includes", action="append", default=None)
-    p.add_argument("--reload-exclude", dest="reload_excludes", action="append", default=None)
-    p.add_argument("--reload-delay", type=float, default=0.25)
-    p.add_argument("--proxy-headers", dest="proxy_headers", action="store_true", default=True)
-    p.add_argument("--no-proxy-headers", dest="proxy_headers", action="store_false")
-    p.add_argument("--forwarded-allow-ips", default=None)
-    p.add_argument("--env-file", default=None)
-    p.add_argument("--log-config", default=None)
-    p.add_argument("--use-colors", dest="use_colors", action="store_true", default=None)
-    p.add_argument("--no-use-colors", dest="use_colors", action="store_false")
+                   help="restart the workers when a watched file changes (polling) (default: off)")
+    p.add_argument("--reload-dir", dest="reload_dirs", action="append", default=None,
+                   help="watch this folder for --reload; repeatable (default: --app-dir's)")
+    p.add_argument("--reload-include", dest="reload_includes", action="append", default=None,
+                   help="a file name pattern --reload watches; repeatable (default: *.py)")
+    p.add_argument("--reload-exclude", dest="reload_excludes", action="append", default=None,
+                   help="a file name pattern --reload ignores; repeatable (default: .*, .py[cod], .sw.*, ~*)")
+    p.add_argument("--reload-delay", type=float, default=0.25,
+                   help="seconds between --reload's checks (default: %(default)s)")
+    p.add_argument("--proxy-headers", dest="proxy_headers", action="store_true", default=True,
+                   help="take the client's address and scheme from X-Forwarded-* of trusted proxies (default)")
+    p.add_argument("--no-proxy-headers", dest="proxy_headers", action="store_false",
+                   help="ignore X-Forwarded-* headers (default: trusted proxies' are used)")
+    p.add_argument("--forwarded-allow-ips", default=None,
+                   help="the proxies trusted, comma-separated, * for all (default: $FORWARDED_ALLOW_IPS or "
+                        "127.0.0.1)")
+    p.add_argument("--env-file", default=None, help="load environment variables from this file (default: none)")
+    p.add_argument("--log-config", default=None,
+                   help="logging configuration file: .json, .yaml or .ini (default: none)")
+    p.add_argument("--use-colors", dest="use_colors", action="store_true", default=None,
+                   help="accepted for uvicorn's sake: the log has no colours (default: none)")
+    p.add_argument("--no-use-colors", dest="use_colors", action="store_false",
+                   help="accepted for uvicorn's sake (default: no colours)")
     p.add_argument("--metrics", action="store_true", default=False,
-                   help="count requests and their latency (goloop.serve_metrics())")
+                   help="count requests and their latency, goloop.serve_metrics() (default: off)")
     p.add_argument("--metrics-path", default=None,
-                   help="serve the metrics in Prometheus' text format at this path (answered by Go)")
+                   help="serve the metrics in Prometheus' text format at this path (default: none)")
     p.add_argument("--timeout-worker-healthcheck", type=float, default=5,
-                   help="a worker whose loop does not answer the master's ping within this many seconds "
-                        "is killed and restarted (0: off)")
+                   help="restart a worker whose loop does not answer the master's ping within this many "
+                        "seconds, 0: off (default: %(default)s)")
     p.add_argument("--sched-batch", dest="sched_batch", action="store_true", default=True,
-                   help="run the serving process's threads under SCHED_BATCH (default): the loop "
-                        "thread and Go's threads do not preempt each other on every wake-up")
-    p.add_argument("--no-sched-batch", dest="sched_batch", action="store_false")
+                   help="run the serving process's threads under SCHED_BATCH: the loop thread and Go's "
+                        "do not preempt each other on every wake-up (default)")
+    p.add_argument("--no-sched-batch", dest="sched_batch", action="store_false",
+                   help="leave the threads' scheduling policy alone (default: SCHED_BATCH)")
     return p

@@ -116,7 +116,6 @@ def worker_main(server_class: Any, argv: list[str] | None = None) -> None:
         load_log_config(server.config["log_config"])
     batch_scheduling(server.config)
     configure_logging(server.config["log_level"] or "info")
-    logger.info("Started server process [%d]", os.getpid())
 
     def ready() -> None:  # serving: from now on the master's health check applies
         import asyncio
@@ -133,8 +132,7 @@ def worker_main(server_class: Any, argv: list[str] | None = None) -> None:
         run(server.serve(install_signal_handlers=True))
     except KeyboardInterrupt:
         pass
-    logger.info("Finished server process [%d]", os.getpid())
-    sys.exit(server.exit_code)
+    sys.exit(server.exit_code)  # (Server.serve logs Started/Finished server process [PID])
 
 
 # ---------------------------------------------------------------- the master
@@ -164,9 +162,14 @@ def bind_sockets(cfg: dict[str, Any], reuse_port: bool = True) -> list[socket.so
             pass
     try:
         sock.bind((host, int(cfg["port"])))
-    except OSError:
+    except OSError as exc:
         sock.close()
-        raise
+        if exc.errno is None:
+            raise
+        # asyncio's (and so uvicorn's) one line: "[Errno 98] error while attempting to bind
+        # on address ('127.0.0.1', 8000): address already in use"
+        raise OSError(exc.errno, "error while attempting to bind on address %r: %s"
+                      % ((host, int(cfg["port"])), (exc.strerror or "").lower())) from None
     sock.listen(cfg["backlog"])
     return [sock]
 
@@ -493,7 +496,11 @@ class Supervisor:
     # -- the loop
     def run(self) -> int:
         cfg = self.cfg
-        self.sockets = bind_sockets(cfg)
+        try:
+            self.sockets = bind_sockets(cfg)
+        except OSError as exc:  # one line naming the address, as uvicorn
+            logger.error("%s", exc)
+            return 1
         sig_r, sig_w = os.pipe()
         os.set_blocking(sig_r, False)
         os.set_blocking(sig_w, False)
