@@ -1,0 +1,97 @@
+package asgi
+
+import (
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// trickle writes s a few bytes at a time, every gap, until done or the write fails.
+func trickle(c net.Conn, s string, n int, gap time.Duration) error {
+	for len(s) > 0 {
+		k := min(n, len(s))
+		if _, err := io.WriteString(c, s[:k]); err != nil {
+			return err
+		}
+		s = s[k:]
+		time.Sleep(gap)
+	}
+	return nil
+}
+
+// A head trickled a byte at a time (each byte well within the keep-alive timeout) is
+// answered 408 and its connection closed once HeadTimeout has passed; counted.
+func TestHeadTimeout(t *testing.T) {
+	a, addr := startServer(t, Config{KeepAliveTimeout: 2 * time.Second, HeadTimeout: 300 * time.Millisecond}, hello)
+	c, br := dial(t, addr)
+	go trickle(c, "GET /slow HTTP/1.1\r\nHost: x\r\nX-Long: "+strings.Repeat("a", 200)+"\r\n\r\n", 1, 20*time.Millisecond)
+	resp, _ := readResp(t, br, "GET")
+	if resp.StatusCode != 408 || !resp.Close {
+		t.Fatalf("status %d close %v, want 408 and close", resp.StatusCode, resp.Close)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("connection not closed: %v", err)
+	}
+	if a.seenCount() != 0 || a.s.Metrics().HeadTimeouts != 1 {
+		t.Fatalf("seen %d, head timeouts %d", a.seenCount(), a.s.Metrics().HeadTimeouts)
+	}
+	// a head that comes in time, in pieces, after a wait longer than the head timeout
+	// (the idle time before a head is the keep-alive timeout's)
+	c, br = dial(t, addr)
+	time.Sleep(400 * time.Millisecond)
+	go trickle(c, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n", 8, 10*time.Millisecond)
+	if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 || body != "hello /ok" {
+		t.Fatal(resp.Status, body)
+	}
+}
+
+// A body slower than BodyMinRate (after the grace) is cut: 408, the application sees a
+// disconnect, counted; a slow body above the rate completes, however long it takes.
+func TestBodyMinRate(t *testing.T) {
+	var lost atomic.Int32
+	a, addr := startServer(t, Config{KeepAliveTimeout: 2 * time.Second, HeadTimeout: 300 * time.Millisecond,
+		BodyMinRate: 100}, func(a *fakeApp, r *Request) {
+		var body []byte
+		for {
+			b, st := a.receiveOpt(r, true)
+			body = append(body, b...)
+			if st == RecvDisconnect {
+				lost.Add(1)
+				return
+			}
+			if st == RecvLast {
+				break
+			}
+		}
+		a.respond(r, 200, "", "got "+string(rune('0'+len(body)/100)))
+	})
+	c, br := dial(t, addr)
+	go trickle(c, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"+strings.Repeat("b", 100), 60, 0)
+	if resp, body := readResp(t, br, "POST"); resp.StatusCode != 200 || body != "got 1" {
+		t.Fatal(resp.Status, body)
+	}
+	// 2 bytes every 30 ms: ~67 bytes/s, under the 100 the server wants
+	io.WriteString(c, "POST /trickle HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+	go trickle(c, strings.Repeat("b", 1000), 2, 30*time.Millisecond)
+	resp, _ := readResp(t, br, "POST")
+	if resp.StatusCode != 408 || !resp.Close {
+		t.Fatalf("status %d close %v, want 408 and close", resp.StatusCode, resp.Close)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for lost.Load() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if lost.Load() != 1 || a.s.Metrics().BodyTimeouts != 1 {
+		t.Fatalf("disconnects seen %d, body timeouts %d", lost.Load(), a.s.Metrics().BodyTimeouts)
+	}
+	// an upload at ~330 bytes/s (10 bytes every 30 ms) taking several grace periods completes
+	c, br = dial(t, addr)
+	io.WriteString(c, "POST /honest HTTP/1.1\r\nHost: x\r\nContent-Length: 400\r\n\r\n")
+	go trickle(c, strings.Repeat("b", 400), 10, 30*time.Millisecond)
+	if resp, body := readResp(t, br, "POST"); resp.StatusCode != 200 || body != "got 4" {
+		t.Fatal(resp.Status, body)
+	}
+}
