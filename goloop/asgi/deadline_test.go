@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // trickle writes s a few bytes at a time, every gap, until done or the write fails.
@@ -93,5 +96,82 @@ func TestBodyMinRate(t *testing.T) {
 	go trickle(c, strings.Repeat("b", 400), 10, 30*time.Millisecond)
 	if resp, body := readResp(t, br, "POST"); resp.StatusCode != 200 || body != "got 4" {
 		t.Fatal(resp.Status, body)
+	}
+}
+
+// An HTTP/2 header block left incomplete (HEADERS without END_HEADERS, then CONTINUATIONs
+// trickled) ends the connection with GOAWAY once HeadTimeout has passed, even with a
+// stream open (which turns the idle deadline off); counted as a head timeout.
+func TestH2HeaderBlockTimeout(t *testing.T) {
+	started := make(chan struct{}, 1)
+	a, addr := startServer(t, Config{KeepAliveTimeout: 5 * time.Second, HeadTimeout: 300 * time.Millisecond},
+		waitDisconnect(started))
+	c := dialH2(t, addr)
+	c.headers(1, false, "POST", "/open") // a stream whose app waits for its body
+	<-started
+	c.hb.Reset()
+	c.enc.WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: c.hb.Bytes(), EndHeaders: false})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // a byte-sized CONTINUATION every 50 ms: the block never ends
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if c.fr.WriteContinuation(3, false, []byte{0x82}) != nil {
+				return
+			}
+		}
+	}()
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Fatal(g.ErrCode)
+			}
+			break
+		}
+	}
+	if n := a.s.Metrics().HeadTimeouts; n != 1 {
+		t.Fatal(n)
+	}
+}
+
+// An HTTP/2 connection with no stream closes after the keep-alive timeout even if the
+// client keeps sending PINGs (they used to push the deadline, holding it open forever).
+func TestH2IdlePingsDoNotKeepAlive(t *testing.T) {
+	_, addr := startServer(t, Config{KeepAliveTimeout: 400 * time.Millisecond}, hello)
+	c := dialH2(t, addr)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if c.fr.WritePing(false, [8]byte{}) != nil {
+				return
+			}
+		}
+	}()
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeNo {
+				t.Fatal(g.ErrCode)
+			}
+			return
+		}
 	}
 }

@@ -156,6 +156,7 @@ func TestLoopDriver(t *testing.T) {
 		{"HandOffWritePending", testHandOffWritePending}, {"AcceptBackoff", testAcceptBackoff},
 		{"HangUpNotReading", testLoopHangUpNotReading},
 		{"HeadTimeout", TestHeadTimeout}, {"BodyMinRate", TestBodyMinRate},
+		{"H2HeaderBlockTimeout", TestH2HeaderBlockTimeout}, {"H2IdlePingsDoNotKeepAlive", TestH2IdlePingsDoNotKeepAlive},
 		{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
 		{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
 		{"HeldLost", testHeld(testHeldLost)}, {"HeldManyParts", testHeld(testHeldManyParts)},
