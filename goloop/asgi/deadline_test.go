@@ -41,6 +41,9 @@ func TestHeadTimeout(t *testing.T) {
 	if a.seenCount() != 0 || a.s.Metrics().HeadTimeouts != 1 {
 		t.Fatalf("seen %d, head timeouts %d", a.seenCount(), a.s.Metrics().HeadTimeouts)
 	}
+	if p := a.s.Metrics().Prometheus(); !strings.Contains(p, "goloop_request_timeouts_total{phase=\"head\"} 1\n") {
+		t.Fatal(p)
+	}
 	// a head that comes in time, in pieces, after a wait longer than the head timeout
 	// (the idle time before a head is the keep-alive timeout's)
 	c, br = dial(t, addr)

@@ -16,6 +16,7 @@ import asyncio
 import importlib
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -316,7 +317,7 @@ class Server:
                                  _log_app_error if direct else None, app if direct else None)
         try:
             srv.configure(timeout_request_head=float(cfg["timeout_request_head"] or 0),
-                          min_request_body_rate=int(cfg["min_request_body_rate"] or 0),
+                          min_request_body_rate=int(math.ceil(cfg["min_request_body_rate"] or 0)),
                           h2_only=cfg["http"] == "h2")
             if tls:
                 pw = cfg["ssl_keyfile_password"]
