@@ -115,32 +115,9 @@ func TestH2HeaderBlockTimeout(t *testing.T) {
 	c.hb.Reset()
 	c.enc.WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
 	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: c.hb.Bytes(), EndHeaders: false})
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() { // a byte-sized CONTINUATION every 50 ms: the block never ends
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			if c.fr.WriteContinuation(3, false, []byte{0x82}) != nil {
-				return
-			}
-		}
-	}()
-	for {
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("no GOAWAY: %v", err)
-		}
-		if g, ok := f.(*http2.GoAwayFrame); ok {
-			if g.ErrCode != http2.ErrCodeEnhanceYourCalm {
-				t.Fatal(g.ErrCode)
-			}
-			break
-		}
-	}
+	// a byte-sized CONTINUATION every 50 ms: the block never ends
+	defer every(50*time.Millisecond, func() error { return c.fr.WriteContinuation(3, false, []byte{0x82}) })()
+	c.wantGoAway(t, http2.ErrCodeEnhanceYourCalm)
 	if n := a.s.Metrics().HeadTimeouts; n != 1 {
 		t.Fatal(n)
 	}
@@ -151,30 +128,41 @@ func TestH2HeaderBlockTimeout(t *testing.T) {
 func TestH2IdlePingsDoNotKeepAlive(t *testing.T) {
 	_, addr := startServer(t, Config{KeepAliveTimeout: 400 * time.Millisecond}, hello)
 	c := dialH2(t, addr)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			if c.fr.WritePing(false, [8]byte{}) != nil {
-				return
-			}
-		}
-	}()
+	defer every(50*time.Millisecond, func() error { return c.fr.WritePing(false, [8]byte{}) })()
+	c.wantGoAway(t, http2.ErrCodeNo)
+}
+
+// wantGoAway reads frames until a GOAWAY, which must have code.
+func (c *rawH2) wantGoAway(t *testing.T, code http2.ErrCode) {
+	t.Helper()
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
 			t.Fatalf("no GOAWAY: %v", err)
 		}
 		if g, ok := f.(*http2.GoAwayFrame); ok {
-			if g.ErrCode != http2.ErrCodeNo {
-				t.Fatal(g.ErrCode)
+			if g.ErrCode != code {
+				t.Fatalf("GOAWAY %v, want %v", g.ErrCode, code)
 			}
 			return
 		}
 	}
+}
+
+// every calls f every gap in a goroutine until f fails or the returned stop is called.
+func every(gap time.Duration, f func() error) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(gap):
+			}
+			if f() != nil {
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
 }
