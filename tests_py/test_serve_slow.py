@@ -84,6 +84,27 @@ def test_trickled_head_is_408_after_the_head_timeout():
     assert EVENTS == []  # the application never saw it
 
 
+@pytest.mark.serve_one_driver  # TLS connections have the goroutine driver under both
+def test_trickled_head_over_tls_is_408(tmp_path):
+    import ssl
+    from test_tls import make_certs
+    try:
+        certs = make_certs(str(tmp_path))
+    except RuntimeError as exc:  # no cryptography and no openssl
+        pytest.skip(str(exc))
+    with serving(app, timeout_request_head=1.5, ssl_certfile=certs.server_cert,
+                 ssl_keyfile=certs.server_key) as server:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        s = ctx.wrap_socket(connect(server))
+        trickle(s, b"GET /slow HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 200 + b"\r\n\r\n", 1, 0.3)
+        f = s.makefile("rb")
+        status, headers, body = read_response(f)
+        assert (status, headers.get("connection"), body) == (408, "close", b"Request Timeout")
+        f.close()
+        s.close()
+
+
 def test_trickled_body_is_408_and_a_disconnect_for_the_app():
     EVENTS.clear()
     with serving(app, timeout_request_head=1, min_request_body_rate=100) as server:
