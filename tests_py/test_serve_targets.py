@@ -24,7 +24,7 @@ async def scope_app(scope, receive, send):
     CALLS.append(scope["path"])
     host = dict(scope["headers"]).get(b"host", b"").decode()
     hosts = [v.decode() for k, v in scope["headers"] if k == b"host"]
-    body = json.dumps({"method": scope["method"], "path": scope["path"],
+    body = json.dumps({"method": scope["method"], "path": scope["path"], "scheme": scope["scheme"],
                        "raw_path": scope["raw_path"].decode(), "query": scope["query_string"].decode(),
                        "host": host, "hosts": hosts}).encode()
     await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -92,6 +92,42 @@ def test_websocket_upgrade_without_a_valid_handshake_is_400(extra, text):
     assert status == 400 and text in body
     assert body.startswith(b"Failed to open a WebSocket connection: ")
     assert CALLS == []
+
+
+@pytest.mark.parametrize("method,body", [(b"POST", b""), (b"PUT", b"Content-Length: 3\r\n\r\nabc")])
+def test_websocket_upgrade_that_is_not_a_get_is_400(method, body):
+    # RFC 6455 4.1/4.2.1: the handshake is a GET; uvicorn (httptools, websockets) answers 400
+    status, headers, got = exchange(method + b" /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                                    b"Connection: Upgrade\r\n" + KEY + VERSION + (body or b"\r\n"))
+    assert status == 400 and headers.get("connection") == "close"
+    assert got == (b"Failed to open a WebSocket connection: did not receive a valid HTTP request; "
+                   b"unsupported HTTP method: " + method + b".\n")
+    assert CALLS == []
+
+
+@pytest.mark.parametrize("connection", [b"", b"Connection: keep-alive\r\n"])
+def test_upgrade_websocket_without_connection_upgrade_is_plain_http(connection):
+    # without `Connection: upgrade` there is no upgrade (RFC 9110 7.8, RFC 6455 4.2.1): an
+    # ordinary request, and the connection stays open for the next (as uvicorn)
+    CALLS.clear()
+    with serving(scope_app) as server:
+        s = connect(server)
+        f = s.makefile("rb")
+        s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n" + connection + KEY + VERSION + b"\r\n")
+        status, headers, body = read_response(f)
+        assert status == 200 and json.loads(body)["path"] == "/ws" and "connection" not in headers
+        s.sendall(b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, _, body = read_response(f)
+        assert status == 200 and json.loads(body)["path"] == "/next"
+        s.close()
+    assert CALLS == ["/ws", "/next"]
+
+
+def test_https_absolute_form_on_plain_tcp_keeps_scheme_http():
+    # the connection is plain: the target's scheme does not make it https (uvicorn: http)
+    status, _, body = exchange(b"GET https://other.example/p HTTP/1.1\r\nHost: me\r\n\r\n")
+    got = json.loads(body)
+    assert status == 200 and got["scheme"] == "http" and got["path"] == "/p"
 
 
 def h2_request(headers):

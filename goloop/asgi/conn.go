@@ -93,6 +93,15 @@ type connRead struct {
 	deadline time.Time
 	sniff    bool // the first read may turn the connection into HTTP/2 (h2.go)
 	trust    int8 // proxy headers: 0 not known yet, 1 trusted peer, 2 not (proxy.go)
+
+	// slow clients (deadline.go): the request whose head is being received and the read
+	// that brought its first byte; the request whose body's rate is measured, since when,
+	// and the bytes received since then
+	headOf *Request
+	headAt time.Time
+	bodyOf *Request
+	bodyAt time.Time
+	bodyN  int64
 }
 
 // connLoop is a loop-mode connection's (loopdriver.go): the loop thread reads and writes
@@ -167,13 +176,23 @@ func (c *Conn) serve() {
 		if !c.waitRoom() {
 			return
 		}
-		if now := time.Now(); c.deadline.Sub(now) < ka*3/4 {
-			c.deadline = now.Add(ka)
-			c.nc.SetReadDeadline(c.deadline)
+		now := time.Now()
+		c.mu.Lock()
+		want, kind := c.readDeadlineLocked(now)
+		c.mu.Unlock()
+		// the keep-alive deadline is pushed only when 3/4 of it are left (a read deadline
+		// costs a timer update); a head's or a body's may only bring it forward
+		if want.Before(c.deadline) || kind == dlIdle && c.deadline.Sub(now) < ka*3/4 {
+			c.deadline = want
+			c.nc.SetReadDeadline(want)
 		}
 		n, err := c.nc.Read(buf)
 		if c.sniff {
 			if c.sniff = false; n > 0 && c.startH2(buf[:n]) {
+				return
+			}
+			if c.s.cfg.H2Only { // not HTTP/2: closed without an answer (RFC 9113 3.4)
+				c.lost()
 				return
 			}
 		}
@@ -191,10 +210,15 @@ func (c *Conn) serve() {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				c.mu.Lock()
-				busy := c.busyLocked()
+				kind, next := c.overdueLocked(time.Now())
 				c.mu.Unlock()
-				if busy {
-					c.deadline = time.Time{}
+				if kind != dlIdle {
+					c.timedOut(kind) // 408; the answer's lingering close ends the connection
+					return
+				}
+				if !next.IsZero() { // busy, or a head's or body's bound is later
+					c.deadline = next
+					c.nc.SetReadDeadline(next)
 					continue
 				}
 			}
@@ -365,6 +389,7 @@ func (c *Conn) OnHeader(name, value []byte) error {
 func (c *Conn) OnHeadersComplete() error {
 	r := c.cur
 	p := c.p
+	r.headDone = true
 	r.Major, r.Minor = p.Major(), p.Minor()
 	r.keepAlive = p.ShouldKeepAlive() && !p.ShouldUpgrade()
 	r.head = p.Method()[0] == 'H' && string(p.Method()) == "HEAD"
@@ -434,6 +459,7 @@ func (c *Conn) OnBody(chunk []byte) error {
 	}
 	c.mu.Lock()
 	c.bodyLocked(r, chunk)
+	c.bodyN += int64(len(chunk))
 	c.mu.Unlock()
 	return nil
 }

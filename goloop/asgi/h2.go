@@ -72,6 +72,7 @@ type h2Conn struct {
 	streams     map[uint32]*h2Stream
 	maxID       uint32           // the highest stream id the client opened
 	goaway      bool             // GOAWAY sent or received: no new streams
+	idle        bool             // no stream: the keep-alive deadline is set (deadlineLocked)
 	prefaceSent bool             // our SETTINGS are written
 	sendWin     int64            // connection send window
 	peerInit    int64            // the peer's SETTINGS_INITIAL_WINDOW_SIZE
@@ -202,10 +203,16 @@ func (h *h2Conn) serve() {
 				c.mu.Unlock()
 				return
 			}
-			h.deadlineLocked()
+			h.deadlineLocked(false)
 			c.mu.Unlock()
 		}
+		blk := h.headerBlockDeadline()
 		f, err := h.fr.ReadFrame()
+		if blk { // the header block's bound is over: the connection's again
+			c.mu.Lock()
+			h.deadlineLocked(true)
+			c.mu.Unlock()
+		}
 		if err != nil {
 			var se http2.StreamError
 			var ce http2.ConnectionError
@@ -225,7 +232,12 @@ func (h *h2Conn) serve() {
 			default:
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
-					h.fail(http2.ErrCodeNo) // idle
+					if blk { // a header block not complete in time (deadline.go)
+						c.s.ctr.headTimeouts.Add(1)
+						h.fail(http2.ErrCodeEnhanceYourCalm)
+					} else {
+						h.fail(http2.ErrCodeNo) // idle
+					}
 				} else {
 					h.pushBatch()
 					c.lost()
@@ -240,9 +252,41 @@ func (h *h2Conn) serve() {
 	}
 }
 
-// deadlineLocked: an idle connection (no stream) closes after the keep-alive timeout.
-func (h *h2Conn) deadlineLocked() {
-	if len(h.streams) == 0 {
+// headerBlockDeadline bounds a header block as HTTP/1.1's heads are bounded (deadline.go):
+// when the next frame is a HEADERS frame not all in the buffer, or one that CONTINUATION
+// frames follow, the block must be complete HeadTimeout after its frame header came (a
+// client trickling a block would hold the connection: no other frame may come between,
+// and with streams open it has no read deadline). True: the read deadline was set for it.
+// A whole block in the buffer costs a Peek.
+func (h *h2Conn) headerBlockDeadline() bool {
+	t := h.c.s.cfg.HeadTimeout
+	if t < 0 {
+		return false
+	}
+	hdr, err := h.br.Peek(9) // (an error: ReadFrame meets it)
+	if err != nil || http2.FrameType(hdr[3]) != http2.FrameHeaders {
+		return false
+	}
+	n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+	if http2.Flags(hdr[4]).Has(http2.FlagHeadersEndHeaders) && h.br.Buffered() >= 9+n {
+		return false
+	}
+	h.c.nc.SetReadDeadline(time.Now().Add(t))
+	return true
+}
+
+// deadlineLocked: an idle connection (no stream) closes after the keep-alive timeout from
+// when it became idle: frames that open no stream (PING, SETTINGS, WINDOW_UPDATE) do not
+// push it, or a client pinging every few seconds would hold an idle connection forever
+// (as Go's net/http, whose idle timer only streams reset). force: set it again (after a
+// header block's bound).
+func (h *h2Conn) deadlineLocked(force bool) {
+	idle := len(h.streams) == 0
+	if idle == h.idle && !force {
+		return
+	}
+	h.idle = idle
+	if idle {
 		h.c.nc.SetReadDeadline(time.Now().Add(h.c.s.cfg.KeepAliveTimeout))
 	} else {
 		h.c.nc.SetReadDeadline(time.Time{})
@@ -710,6 +754,7 @@ func (h *h2Conn) removeLocked(st *h2Stream) {
 	h.endedLocked(st.id, st.how)
 	if len(h.streams) == 0 {
 		if !h.c.closing {
+			h.idle = true
 			h.c.nc.SetReadDeadline(time.Now().Add(h.c.s.cfg.KeepAliveTimeout))
 		}
 		h.maybeCloseLocked()

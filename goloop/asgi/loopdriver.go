@@ -248,7 +248,7 @@ func (c *Conn) loopRead() {
 			c.mu.Unlock()
 			return
 		}
-		c.deadline = time.Now().Add(s.cfg.KeepAliveTimeout)
+		now := time.Now()
 		c.mu.Unlock()
 		data := buf[:n]
 		if c.sniff {
@@ -261,10 +261,21 @@ func (c *Conn) loopRead() {
 				})
 				return
 			}
+			if s.cfg.H2Only { // not HTTP/2: closed without an answer (RFC 9113 3.4)
+				c.lost()
+				return
+			}
 		}
 		c.feed(data)
 		c.pushBatch(false)
 		c.mu.Lock()
+		if !c.closed { // (closed: a lingering close's deadline)
+			d, _ := c.readDeadlineLocked(now)
+			if d.Before(c.deadline) {
+				s.deadlineSoon(d) // sooner than the timer may be armed for (a head's bound)
+			}
+			c.deadline = d
+		}
 		if c.stopRead {
 			c.lread = false
 			serve := c.upgraded()
@@ -637,16 +648,7 @@ func (s *Server) onTimer(uint32) {
 	}
 	for i, c := range list {
 		list[i] = nil
-		c.mu.Lock()
-		if c.lp != nil && c.fd >= 0 && !c.deadline.IsZero() {
-			if !now.Before(c.deadline) {
-				c.expireLocked(now)
-			}
-			if c.fd >= 0 {
-				soonest(c.deadline)
-			}
-		}
-		c.mu.Unlock()
+		soonest(c.expire(now))
 	}
 	s.sweep = list[:0]
 	for _, ll := range lls {
@@ -657,15 +659,41 @@ func (s *Server) onTimer(uint32) {
 	}
 }
 
-// expireLocked: c's deadline passed (c.mu held).
-func (c *Conn) expireLocked(now time.Time) {
+// expire handles a loop-mode connection whose deadline passed (deadline.go's rules; a
+// lingering close ends) and returns its next deadline (zero: none).
+func (c *Conn) expire(now time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lp == nil || c.fd < 0 {
+		return time.Time{}
+	}
+	if c.deadline.IsZero() || now.Before(c.deadline) {
+		return c.deadline
+	}
 	if c.closed { // a lingering close
 		c.closeFdLocked()
-		return
+		return time.Time{}
 	}
-	if c.busyLocked() {
-		c.deadline = now.Add(c.s.cfg.KeepAliveTimeout) // busy: not idle
-		return
+	kind, next := c.overdueLocked(now)
+	if kind != dlIdle {
+		c.deadline = time.Time{}
+		c.mu.Unlock()
+		c.timedOut(kind) // the 408's lingering close sets the next deadline
+		c.mu.Lock()
+		if c.lp == nil || c.fd < 0 {
+			return time.Time{}
+		}
+		c.lread = false
+		c.setInterestLocked()
+		if c.deadline.IsZero() && !c.closed { // the 408 waits for the socket: keep-alive's rules
+			c.deadline = now.Add(c.s.cfg.KeepAliveTimeout)
+		}
+		return c.deadline
 	}
-	c.lostLocked()
+	if next.IsZero() { // idle
+		c.lostLocked()
+		return time.Time{}
+	}
+	c.deadline = next
+	return next
 }

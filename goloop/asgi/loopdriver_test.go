@@ -155,6 +155,8 @@ func TestLoopDriver(t *testing.T) {
 		{"ResetsAndFds", testLoopResetsAndFds}, {"BothDrivers", testBothDrivers},
 		{"HandOffWritePending", testHandOffWritePending}, {"AcceptBackoff", testAcceptBackoff},
 		{"HangUpNotReading", testLoopHangUpNotReading},
+		{"HeadTimeout", TestHeadTimeout}, {"BodyMinRate", TestBodyMinRate},
+		{"H2HeaderBlockTimeout", TestH2HeaderBlockTimeout}, {"H2IdlePingsDoNotKeepAlive", TestH2IdlePingsDoNotKeepAlive},
 		{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
 		{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
 		{"HeldLost", testHeld(testHeldLost)}, {"HeldManyParts", testHeld(testHeldManyParts)},

@@ -48,6 +48,9 @@ type counters struct {
 	sumNs    atomic.Int64
 	status   [6]atomic.Int64                       // by status class: 1xx .. 5xx, [0] others
 	buckets  [len(LatencyBuckets) + 1]atomic.Int64 // non-cumulative; the last is +Inf
+	// requests ended by a deadline (deadline.go), counted whether metrics are on or not
+	headTimeouts atomic.Int64 // heads not complete within HeadTimeout (HTTP/2: header blocks)
+	bodyTimeouts atomic.Int64 // bodies slower than BodyMinRate
 }
 
 var _ [SharedSlotSize - unsafe.Sizeof(counters{})]byte // a slot holds the counters
@@ -130,6 +133,10 @@ type MetricsSnapshot struct {
 	Requests    int64    // requests dispatched to the application, ever
 	InFlight    int
 	Connections int
+	// requests ended because their head (HeadTimeouts) or body (BodyTimeouts) came too
+	// slowly (deadline.go)
+	HeadTimeouts int64
+	BodyTimeouts int64
 }
 
 // slots are the counters a snapshot sums: the shared file's slots in use, else this
@@ -154,7 +161,8 @@ func slotAt(mem []byte, i int) *counters {
 // Metrics returns the counters now: the whole server's with shared metrics (every
 // worker's slot summed), this process' otherwise.
 func (s *Server) Metrics() MetricsSnapshot {
-	ms := MetricsSnapshot{Requests: s.Requests(), InFlight: s.InFlight(), Connections: s.Connections()}
+	ms := MetricsSnapshot{Requests: s.Requests(), InFlight: s.InFlight(), Connections: s.Connections(),
+		HeadTimeouts: s.ctr.headTimeouts.Load(), BodyTimeouts: s.ctr.bodyTimeouts.Load()}
 	m := s.metrics
 	if m == nil {
 		return ms
@@ -166,6 +174,8 @@ func (s *Server) Metrics() MetricsSnapshot {
 		ms.InFlight += int(c.inflight.Load())
 		ms.Connections += int(c.conns.Load())
 		ms.Count += c.count.Load()
+		ms.HeadTimeouts += c.headTimeouts.Load()
+		ms.BodyTimeouts += c.bodyTimeouts.Load()
 		sumNs += c.sumNs.Load()
 		for i := range c.buckets {
 			ms.Buckets[i] += c.buckets[i].Load()
@@ -195,6 +205,10 @@ func (ms MetricsSnapshot) Prometheus() string {
 	b.WriteString("# HELP goloop_connections Open HTTP connections.\n")
 	b.WriteString("# TYPE goloop_connections gauge\n")
 	fmt.Fprintf(&b, "goloop_connections %d\n", ms.Connections)
+	b.WriteString("# HELP goloop_request_timeouts_total Requests ended because their head or body came too slowly.\n")
+	b.WriteString("# TYPE goloop_request_timeouts_total counter\n")
+	fmt.Fprintf(&b, "goloop_request_timeouts_total{phase=\"head\"} %d\n", ms.HeadTimeouts)
+	fmt.Fprintf(&b, "goloop_request_timeouts_total{phase=\"body\"} %d\n", ms.BodyTimeouts)
 	if !ms.Enabled {
 		return b.String()
 	}

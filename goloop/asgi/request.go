@@ -38,6 +38,7 @@ type Request struct {
 	target     []byte
 	head       bool // a HEAD request: the response has no body
 	keepAlive  bool // HTTP/1.1
+	headDone   bool // the head is complete (OnHeadersComplete)
 	dispatched bool // queued for the application
 	own        bool // answered by the server itself (limit reached, shutting down)
 	ws         *WS  // a WebSocket handshake (ws.go; also its Request.x)

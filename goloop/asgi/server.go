@@ -27,6 +27,19 @@ type Config struct {
 	// KeepAliveTimeout closes a connection idle (no request in flight, none being
 	// received) that long (default 5 s, uvicorn's --timeout-keep-alive).
 	KeepAliveTimeout time.Duration
+	// HeadTimeout bounds a request head's reception, from its first byte to its end: a
+	// head still incomplete then is answered 408 and the connection closed (default 10 s;
+	// negative: no bound). HTTP/2: a header block (HEADERS and its CONTINUATIONs) not
+	// complete that long after its first frame began ends the connection (deadline.go).
+	HeadTimeout time.Duration
+	// BodyMinRate is the average rate (bytes per second) at which a request body must
+	// arrive once BodyGrace has passed since its head (not counting the time reading is
+	// paused, nor waiting for a 100 Continue); slower: the request is answered 408 (its
+	// application sees a disconnect) and the connection closed. Default 240 (Kestrel's
+	// MinRequestBodyDataRate); negative: no minimum. BodyGrace defaults to HeadTimeout
+	// (10 s if that is off).
+	BodyMinRate int
+	BodyGrace   time.Duration
 	// MaxPipeline is how many requests of one connection may be in flight (dispatched,
 	// response incomplete) before the connection stops reading (default 32).
 	MaxPipeline int
@@ -52,6 +65,10 @@ type Config struct {
 	// (default 100; see h2.go).
 	NoH2        bool
 	H2MaxResets int
+	// H2Only: HTTP/2 only (`--http h2`): a plain connection must begin with the client
+	// preface (prior knowledge; anything else is closed without an answer, RFC 9113 3.4)
+	// and TLS offers only h2 in ALPN.
+	H2Only bool
 }
 
 // EventKind says what an Event reports.
@@ -124,6 +141,7 @@ func New(cfg Config) *Server {
 	if cfg.KeepAliveTimeout <= 0 {
 		cfg.KeepAliveTimeout = 5 * time.Second
 	}
+	cfg.setDeadlineDefaults()
 	if cfg.MaxPipeline <= 0 {
 		cfg.MaxPipeline = 32
 	}

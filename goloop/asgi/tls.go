@@ -145,6 +145,8 @@ func (s *Server) loadTLS(o TLSOptions) (*tlsLoaded, error) {
 	}
 	if s.cfg.NoH2 {
 		cfg.NextProtos = []string{"http/1.1"}
+	} else if s.cfg.H2Only {
+		cfg.NextProtos = []string{"h2"}
 	} else {
 		cfg.NextProtos = []string{"h2", "http/1.1"}
 	}

@@ -167,13 +167,13 @@ func (r *Request) WS() *WS { return r.ws }
 func (w *WS) Request() *Request { return w.r }
 
 // wsCheck is called for a request that asks for a protocol upgrade: if it is a WebSocket
-// handshake the request gets its WS. A GET that asks for `Upgrade: websocket` but is not
-// a valid handshake (RFC 6455 4.2.1) is refused: wsCheck returns the text of the answer
+// handshake the request gets its WS. A request that asks for `Upgrade: websocket` but is
+// not a valid handshake (RFC 6455 4.2.1: a GET with a key and version 13) is refused: wsCheck returns the text of the answer
 // and sets r.ownStatus, 400 (uvicorn's texts, naming the header) or 426 (a version we do
 // not speak, RFC 6455 4.4); "" otherwise.
 func (c *Conn) wsCheck(r *Request, method []byte) string {
 	cfg := c.s.wsConfig()
-	if cfg.Disabled || string(method) != "GET" || r.Major != 1 || r.Minor < 1 {
+	if cfg.Disabled || r.Major != 1 || r.Minor < 1 {
 		return ""
 	}
 	var upgrade, version, otherVersion bool
@@ -204,6 +204,10 @@ func (c *Conn) wsCheck(r *Request, method []byte) string {
 		return ""
 	}
 	const failed = "Failed to open a WebSocket connection: "
+	if string(method) != "GET" { // RFC 6455 4.1: a GET; uvicorn's answer (400, websockets' text)
+		r.ownStatus = 400
+		return failed + "did not receive a valid HTTP request; unsupported HTTP method: " + string(method) + ".\n"
+	}
 	if len(key) == 0 {
 		r.ownStatus = 400
 		return failed + "missing Sec-WebSocket-Key header.\n"

@@ -263,7 +263,8 @@ static PyMethodDef srv_methods[] = {
     {"set_state", (PyCFunction)srv_set_state, METH_O, "The lifespan state copied into each scope."},
     {"_flush", (PyCFunction)srv_flush, METH_NOARGS, NULL},
     {"configure", (PyCFunction)(void (*)(void))gl_asgi_srv_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(proxy_headers=None, metrics=False, metrics_path=None), before listen (asgi_proxy_metrics.c)."},
+     "configure(proxy_headers=None, metrics=False, metrics_path=None, timeout_request_head=None, "
+     "min_request_body_rate=0, h2_only=False), before set_tls and listen (asgi_proxy_metrics.c)."},
     {"metrics", (PyCFunction)gl_asgi_srv_metrics, METH_O, "metrics(fmt): 'prometheus' (str) or 'json' (str)."},
     {NULL}};
 

@@ -26,17 +26,27 @@ int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n) {
 }
 
 PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"proxy_headers", "metrics", "metrics_path", "metrics_fd", "metrics_slot", NULL};
+    static char *kwlist[] = {"proxy_headers", "metrics", "metrics_path", "metrics_fd", "metrics_slot",
+                             "timeout_request_head", "min_request_body_rate", "h2_only", NULL};
     const char *proxy = NULL, *path = NULL;
     Py_ssize_t plen = 0, pathlen = 0;
-    int metrics = 0, mfd = -1, mslot = 0;
+    int metrics = 0, mfd = -1, mslot = 0, h2only = 0;
+    double head = -2; /* not given */
+    long rate = 0;
     GL_FORK_GUARD(NULL);
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|z#pz#ii:configure", kwlist, &proxy, &plen, &metrics, &path,
-                                     &pathlen, &mfd, &mslot))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|z#pz#iidlp:configure", kwlist, &proxy, &plen, &metrics, &path,
+                                     &pathlen, &mfd, &mslot, &head, &rate, &h2only))
         return NULL;
     if (self->sid < 0) {
         PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
         return NULL;
+    }
+    if (head != -2) { /* slow clients and --http: before set_tls and listen */
+        if (!(head >= 0 && head < 1e9) || rate < 0) {
+            PyErr_SetString(PyExc_ValueError, "timeout_request_head and min_request_body_rate must be >= 0 (0: none)");
+            return NULL;
+        }
+        if (glAsgiSlowClients(self->sid, (long long)(head * 1e9), rate, h2only) < 0) return NULL;
     }
     if (glAsgiConfigure(self->sid, (char *)proxy, proxy ? plen : -1, metrics || path != NULL || mfd >= 0,
                         (char *)path, pathlen, mfd, mslot) < 0)

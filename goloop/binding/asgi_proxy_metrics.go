@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"encoding/json"
+	"time"
 	"unsafe"
 )
 
@@ -37,6 +38,23 @@ func glAsgiConfigure(sid C.long, proxy *C.char, plen C.Py_ssize_t, metrics C.int
 			return -1
 		}
 	}
+	return 0
+}
+
+// glAsgiSlowClients sets the request head's deadline (headNs nanoseconds, 0: none) and the
+// request body's minimum rate (bytes per second, 0: none), and HTTP/2 only (h2only).
+//
+//export glAsgiSlowClients
+func glAsgiSlowClients(sid C.long, headNs C.longlong, rate C.long, h2only C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	head, minRate := time.Duration(headNs), int(rate)
+	if head == 0 {
+		head = -1 // none (the engine's zero is its default)
+	}
+	if minRate == 0 {
+		minRate = -1
+	}
+	getSrv(sid).s.SetSlowClients(head, minRate, h2only != 0)
 	return 0
 }
 

@@ -16,6 +16,7 @@ import asyncio
 import importlib
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -370,6 +371,9 @@ class Server:
                                  "\n".join(headers).encode("latin-1"),
                                  _on_app_end if direct else None, app if direct else None)
         try:
+            srv.configure(timeout_request_head=float(cfg["timeout_request_head"] or 0),
+                          min_request_body_rate=int(math.ceil(cfg["min_request_body_rate"] or 0)),
+                          h2_only=cfg["http"] == "h2")
             if tls:
                 pw = cfg["ssl_keyfile_password"]
                 pairs = b"\0".join(os.fsencode(p) for cert, key in tls_pairs(cfg) for p in (cert, key or cert))
@@ -464,7 +468,7 @@ def serve_metrics() -> dict | None:
             continue
         m = json.loads(srv.metrics("json"))
         out = {"requests": m["Requests"], "in_flight": m["InFlight"], "connections": m["Connections"],
-               "enabled": m["Enabled"]}
+               "enabled": m["Enabled"], "timeouts": {"head": m["HeadTimeouts"], "body": m["BodyTimeouts"]}}
         if m["Enabled"]:
             bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")]
             out["responses"] = {f"{i}xx": m["Status"][i] for i in range(1, 6)}

@@ -25,6 +25,15 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "fd": None,
     "root_path": "",
     "timeout_keep_alive": 5,
+    # slow clients (goloop's own; goloop/asgi/deadline.go): a request head must be complete
+    # this many seconds after its first byte (else 408); a request body must then arrive at
+    # this many bytes per second on average, after a grace of timeout_request_head (else 408
+    # and the app sees http.disconnect); 0: no bound
+    "timeout_request_head": 10,
+    "min_request_body_rate": 240,
+    # "auto": HTTP/1.1 and HTTP/2; uvicorn's h11 and httptools mean goloop's own HTTP/1.1 (and
+    # HTTP/2) as well; "h2": HTTP/2 only (plain ports: prior knowledge only, TLS: ALPN h2 only)
+    "http": "auto",
     "timeout_graceful_shutdown": None,
     "limit_concurrency": None,
     "limit_max_requests": None,
@@ -74,7 +83,9 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
 _SSL_PROTOCOL_TLS, _SSL_PROTOCOL_TLS_SERVER = 2, 17  # ssl.PROTOCOL_TLS, ssl.PROTOCOL_TLS_SERVER
 
 # uvicorn's options this version does not have yet: giving one is an error, not a no-op.
-NOT_YET = ("loop", "http", "interface")
+NOT_YET = ("loop", "interface")
+
+HTTP_CHOICES = ("auto", "h11", "httptools", "h2")
 
 # --ws: every implementation name of uvicorn's means goloop's own (Go) WebSocket; "none"
 # leaves upgrade requests to the application as plain HTTP requests.
@@ -101,6 +112,14 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     _check_ssl(cfg)
     if cfg["ws"] not in WS_CHOICES:
         raise ConfigError(f"ws must be one of {', '.join(WS_CHOICES)}")
+    if cfg["http"] not in HTTP_CHOICES:
+        raise ConfigError(f"http must be one of {', '.join(HTTP_CHOICES)}")
+    for name in ("timeout_request_head", "min_request_body_rate"):
+        v = cfg[name]
+        if v is None:
+            cfg[name] = 0
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e9:
+            raise ConfigError(f"{name} must be a number >= 0 (0: no bound)")
     if cfg["lifespan"] not in ("auto", "on", "off"):
         raise ConfigError("lifespan must be 'auto', 'on' or 'off'")
     if cfg["log_level"] is not None and str(cfg["log_level"]).lower() not in LOG_LEVELS \
@@ -297,6 +316,16 @@ def parser() -> argparse.ArgumentParser:
                    "path (default: none)")
     p.add_argument("--timeout-keep-alive", type=float, default=5,
                    help="close a keep-alive connection idle this many seconds (default: %(default)s)")
+    p.add_argument("--timeout-request-head", type=float, default=10,
+                   help="a request head not complete this many seconds after its first byte is answered "
+                        "408 and the connection closed; 0: no limit (default: %(default)s)")
+    p.add_argument("--min-request-body-rate", type=float, default=240,
+                   help="bytes per second a request body must average once --timeout-request-head has "
+                        "passed since its head, else 408 and the app sees http.disconnect; 0: no limit "
+                        "(default: %(default)s)")
+    p.add_argument("--http", choices=list(HTTP_CHOICES), default="auto",
+                   help="auto: HTTP/1.1 and HTTP/2 (h11, httptools: the same); h2: HTTP/2 only "
+                        "(default: %(default)s)")
     p.add_argument("--timeout-graceful-shutdown", type=float,
                    help="on shutdown, wait this many seconds for requests in flight (default: no limit)")
     p.add_argument("--limit-concurrency", type=int,
