@@ -3,6 +3,10 @@
 worker spread table.
 
     python3 bench/worker_spread.py [--workers 2,4] [--duration 10] [--loads slow,c2,c100,c100close]
+                                   [--rounds 1] [--pyshim DIR]
+
+(--pyshim: the goloop package to run, default this checkout's pyshim/: a copy with another
+_workers.py compares two versions.)
 
 For each worker count and load, a fresh `goloop serve --workers N` (its process tree pinned
 to core 0) serves an app that answers its worker's PID and counts its requests; each worker
@@ -75,6 +79,9 @@ def slow_client(port, duration):
     return n
 
 
+PYSHIM = os.path.join(REPO, "pyshim")
+
+
 def run_one(workers, load, duration):
     """({pid: requests}, requests/s) of one server run."""
     with tempfile.TemporaryDirectory() as d:
@@ -82,7 +89,7 @@ def run_one(workers, load, duration):
             f.write(APP)
         port = free_port()
         env = dict(os.environ, SPREAD_DIR=d,
-                   PYTHONPATH=os.pathsep.join([os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
+                   PYTHONPATH=os.pathsep.join([PYSHIM, os.environ.get("PYTHONPATH", "")]))
         errf = tempfile.TemporaryFile()
         argv = [*taskset(SERVER_CPU), sys.executable, "-P", "-m", "goloop", "serve", "spreadapp:app",
                 "--app-dir", d, "--port", str(port), "--workers", str(workers), "--no-access-log",
@@ -125,13 +132,16 @@ def main():
     ap.add_argument("--workers", default="2,4")
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--loads", default=",".join(LOADS))
+    ap.add_argument("--rounds", type=int, default=1, help="runs of each row (a row each)")
+    ap.add_argument("--pyshim", default=PYSHIM)
     args = ap.parse_args()
+    globals()["PYSHIM"] = os.path.abspath(args.pyshim)
     if shutil.which("wrk") is None and any(x != "slow" for x in args.loads.split(",")):
         sys.exit("wrk is needed (apt-get install wrk) for the loads other than slow")
     print("| workers | load | requests per worker (share, largest first) | requests/s |")
     print("| --- | --- | --- | --- |")
     for w in (int(x) for x in args.workers.split(",")):
-        for load in args.loads.split(","):
+        for load in [x for x in args.loads.split(",") for _ in range(args.rounds)]:
             if os.name == "posix" and hasattr(os, "sched_setaffinity"):
                 os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
             counts, rate = run_one(w, load, args.duration)
