@@ -344,6 +344,22 @@ def test_sighup_rolling_reload_drops_nothing(master_factory):
     assert m.count(r"Worker \[\d+\] exited") == 0
 
 
+def test_reload_whose_old_worker_dies_keeps_the_worker_count(master_factory):
+    """SIGHUP, then an old worker is killed before its replacement serves: the master
+    restarts it on its slot, and the reload's new worker, once serving, takes that slot
+    over (the restarted one is stopped): two workers, not three."""
+    m = master_factory("--workers", "2", "--log-level", "debug")
+    m.wait_for(r"Worker \[\d+\] is serving", count=2)
+    old = m.wait_workers(2)
+    m.proc.send_signal(signal.SIGHUP)
+    m.wait_for("SIGHUP: reloading the workers")
+    os.kill(old[0], signal.SIGKILL)
+    m.wait_for("Reload complete")
+    now = m.wait_workers(2)
+    assert not set(now) & set(old)
+    assert pids_seen(m) == set(now)
+
+
 def test_healthcheck_restarts_a_worker_whose_loop_blocks(master_factory, tmp_path):
     """--timeout-worker-healthcheck: a worker whose loop is blocked (time.sleep in a handler)
     does not answer the master's ping; it is killed and restarted, the other one serves on."""

@@ -436,6 +436,9 @@ class Supervisor:
             old = wk.replaces
             self.candidates.remove(wk)
             wk.replaces = None
+            if old is not None and old not in self.active:
+                # old died meanwhile: the worker restarted on its slot gives way to wk
+                old = next((a for a in self.active if a.listen == wk.listen), None)
             if old is not None and old in self.active:
                 self.active[self.active.index(old)] = wk
                 self._retire(old)
