@@ -226,6 +226,57 @@ def test_workers_have_listening_sockets_of_their_own(master_factory):
     assert pids_seen(m, tries=60) == set(workers)
 
 
+@pytest.mark.parametrize("kind", ["uds", "fd"])
+def test_workers_share_a_unix_or_inherited_socket(tmp_path, kind):
+    """--uds and --fd (a socket the caller made, its options its own): no SO_REUSEPORT
+    sockets of the workers' own; both workers accept on the one socket, and serve."""
+    (tmp_path / "wapp.py").write_text(APP)
+    env = dict(os.environ, PYTHONPATH=PYSHIM)
+    args = [sys.executable, "-P", "-m", "goloop", "serve", "wapp:app", "--workers", "2", "--app-dir", str(tmp_path),
+            "--timeout-worker-healthcheck", "60"]
+    path = str(tmp_path / "w.sock")
+    listener = socket.socket(socket.AF_UNIX if kind == "uds" else socket.AF_INET)
+    if kind == "uds":
+        args += ["--uds", path]
+    else:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        args += ["--fd", str(listener.fileno())]
+    p = subprocess.Popen(args, cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, pass_fds=[listener.fileno()] if kind == "fd" else [])
+    out = OutputLines(p.stderr)
+    try:
+        out.wait_for("Application startup complete", count=2, timeout=WAIT)
+        workers = children(p.pid)
+        assert len(workers) == 2
+        for _ in range(5):
+            if kind == "uds":
+                c = socket.socket(socket.AF_UNIX)
+                c.connect(path)
+            else:
+                c = socket.create_connection(listener.getsockname())
+            c.settimeout(WAIT)
+            c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = b""
+            while chunk := c.recv(65536):
+                data += chunk
+            c.close()
+            assert data.startswith(b"HTTP/1.1 200") and int(data.split()[-1]) in workers, data
+        if kind == "fd":
+            shared = os.fstat(listener.fileno()).st_ino
+        else:  # /proc/net/unix: the inode of the socket listening (flags __SO_ACCEPTCON) on path
+            with open("/proc/net/unix") as f:
+                rows = [r.split() for r in f.read().splitlines()[1:]]
+            [shared] = [int(r[6]) for r in rows if r[-1] == path and r[3] == "00010000"]
+        for pid in workers:  # every worker holds the one listening socket
+            links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+            assert f"socket:[{shared}]" in links, (kind, links)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(WAIT) == 0, out.log()
+        listener.close()
+
+
 def test_killed_worker_is_replaced(master_factory):
     """A killed worker's socket stays open in the master: the connections the kernel queues
     on it meanwhile wait for the replacement, which serves them (30 connections miss that
