@@ -17,7 +17,7 @@ import time
 import pytest
 
 from nethelpers import OutputLines
-from test_serve_http import PYSHIM, get, serving
+from test_serve_http import PYSHIM, get, read_response, serving
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 
@@ -256,12 +256,10 @@ def test_workers_share_a_unix_or_inherited_socket(tmp_path, kind):
             else:
                 c = socket.create_connection(listener.getsockname())
             c.settimeout(WAIT)
-            c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            data = b""
-            while chunk := c.recv(65536):
-                data += chunk
+            c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            st, _, body = read_response(c.makefile("rb"))
             c.close()
-            assert data.startswith(b"HTTP/1.1 200") and int(data.split()[-1]) in workers, data
+            assert st == 200 and int(body.split()[1]) in workers, body
         if kind == "fd":
             shared = os.fstat(listener.fileno()).st_ino
         else:  # /proc/net/unix: the inode of the socket listening (flags __SO_ACCEPTCON) on path
