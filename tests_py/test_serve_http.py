@@ -612,7 +612,8 @@ def test_import_goloop_loads_no_go_runtime():
 
 
 SLOW_APP = textwrap.dedent("""
-    import asyncio
+    import asyncio, os
+    RELEASE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "release")
     async def app(scope, receive, send):
         if scope["type"] == "lifespan":
             while True:
@@ -623,9 +624,12 @@ SLOW_APP = textwrap.dedent("""
                     print("lifespan shutdown", flush=True)
                     await send({"type": "lifespan.shutdown.complete"})
                     return
-        if scope["path"] == "/slow":
+        if scope["path"] == "/slow":  # in flight until the test releases it (a minute at most)
             print("slow started", flush=True)
-            await asyncio.sleep(1.0)
+            for _ in range(6000):
+                if os.path.exists(RELEASE):
+                    break
+                await asyncio.sleep(0.01)
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"done " + scope["path"].encode()})
 """)
@@ -646,18 +650,23 @@ def test_cli_graceful_shutdown(tmp_path, sig):
     try:
         # Not the socket file's existence: the kernel makes it at bind(), before listen(),
         # and a connect() in between is refused.
-        out.wait_for("running on unix socket")
+        out.wait_for("running on unix socket", timeout=120)  # (generous: a loaded machine)
         s = socket.socket(socket.AF_UNIX)
         s.connect(path)
         s.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        out.wait_for("slow started")  # the request is in the application: the signal comes now
+        out.wait_for("slow started", timeout=120)  # the request is in the application: the signal comes now
         p.send_signal(sig)
+        # The request finishes only once the server stopped accepting: a fixed sleep in the
+        # app raced with the signal (on a loaded machine the signal came after it, and the
+        # answer was a keep-alive one).
+        out.wait_for("Shutting down", timeout=120)
+        (tmp_path / "release").touch()
         st, hdrs, body = read_response(s.makefile("rb"))
         assert (st, body) == (200, b"done /slow")
         assert hdrs.get("connection") == "close"
         s.close()
-        p.wait(20)
-        out.reader.join(20)
+        p.wait(120)
+        out.reader.join(120)
     finally:
         if p.poll() is None:
             p.kill()

@@ -1,11 +1,17 @@
 """goloop serve's master and workers: --workers and --reload.
 
 The master (`--workers N` or `--reload`) holds no Go runtime: it never imports
-goloop._goloop (nor the application). It binds the listening sockets (TCP with
-SO_REUSEPORT, a Unix socket, or --fd) and starts the workers with spawn semantics (a new
-interpreter, `subprocess`, so goloop's fork guard stays), each inheriting the sockets.
-Every worker accepts on the same sockets; the master keeps them open, so restarting or
-reloading workers never refuses a connection.
+goloop._goloop (nor the application). It binds the listening sockets and starts the
+workers with spawn semantics (a new interpreter, `subprocess`, so goloop's fork guard
+stays), each inheriting its socket. TCP: a socket per worker slot, all bound to the same
+address with SO_REUSEPORT, so the kernel spreads new connections over the workers by a hash
+of each connection's addresses and ports, whichever worker is busy or awake (one shared
+socket lets the worker that is already awake take nearly every accept under light load). A
+Unix socket (--uds) or an inherited one (--fd), or a system without SO_REUSEPORT: one
+socket that every worker accepts on. The master keeps every socket open, so a worker that
+dies leaves the connections queued on its socket to its replacement (started on the same
+socket) and a reload's new worker accepts on its predecessor's socket: restarting or
+reloading workers never refuses nor resets a connection.
 
 Signals to the master: SIGINT/SIGTERM graceful shutdown of every worker (each finishes
 its requests in flight, up to --timeout-graceful-shutdown; a second one forces), SIGHUP
@@ -139,7 +145,8 @@ def worker_main(server_class: Any, argv: list[str] | None = None) -> None:
 
 def bind_sockets(cfg: dict[str, Any], reuse_port: bool = True) -> list[socket.socket]:
     """The listening sockets of cfg's --fd, --uds or --host/--port: the master's (TCP with
-    SO_REUSEPORT, which its workers share) and a single process's (reuse_port=False)."""
+    SO_REUSEPORT: the first worker's, and Supervisor binds one more per worker with
+    bind_like) and a single process's (reuse_port=False)."""
     if cfg.get("fd") is not None:
         return [socket.socket(fileno=os.dup(int(cfg["fd"])))]
     if cfg.get("uds"):
@@ -172,6 +179,33 @@ def bind_sockets(cfg: dict[str, Any], reuse_port: bool = True) -> list[socket.so
                       % ((host, int(cfg["port"])), (exc.strerror or "").lower())) from None
     sock.listen(cfg["backlog"])
     return [sock]
+
+
+def _reuses_port(sock: socket.socket) -> bool:
+    """sock is a TCP socket with SO_REUSEPORT: more can be bound to its address."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or not hasattr(socket, "SO_REUSEPORT"):
+        return False
+    try:
+        return bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT))
+    except OSError:
+        return False
+
+
+def bind_like(sock: socket.socket, backlog: int) -> socket.socket:
+    """Another listening socket with SO_REUSEPORT on sock's address (a worker's own)."""
+    new = socket.socket(sock.family, socket.SOCK_STREAM)
+    try:
+        new.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        new.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if sock.family == socket.AF_INET6:
+            new.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY,
+                           sock.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY))
+        new.bind(sock.getsockname())
+        new.listen(backlog)
+    except BaseException:
+        new.close()
+        raise
+    return new
 
 
 class _Watcher:
@@ -255,8 +289,9 @@ class _SharedMetrics:
 
 
 class _Worker:
-    def __init__(self, proc: subprocess.Popen, ctl: socket.socket):
+    def __init__(self, proc: subprocess.Popen, ctl: socket.socket, slot: int):
         self.proc = proc
+        self.listen = slot  # its listening socket's slot (Supervisor._listener)
         self.pid = proc.pid
         self.ctl = ctl  # the control socket: b"r" when serving, then b"p" for each ping
         self.slot: int | None = None  # in the shared metrics file
@@ -286,24 +321,57 @@ class Supervisor:
         self.stopping = 0  # signals of shutdown received
         self.fail_streak = 0
         self.next_spawn = 0.0
-        self.sockets: list[socket.socket] = []
+        self.sockets: list[socket.socket] = []  # the first bound: --fd, --uds or TCP
+        # TCP with SO_REUSEPORT: a listening socket per worker slot (slot 0 is sockets[0]),
+        # kept open here while its slot exists, so the connections queued on it when its
+        # worker dies or is replaced wait for the next worker of the slot instead of being
+        # reset; the kernel spreads new connections over them by flow hash. Otherwise
+        # (--uds, --fd, no SO_REUSEPORT) every worker accepts on sockets[0].
+        self.per_worker = False
+        self.slot_sockets: dict[int, socket.socket] = {}
         self.sel = selectors.DefaultSelector()
         self.watcher: _Watcher | None = None
         self.metrics: _SharedMetrics | None = None  # --metrics: the workers count in it
 
     # -- workers
-    def _spawn(self) -> _Worker:
+    def _listener(self, slot: int) -> socket.socket:
+        """The listening socket of the worker of slot: its own with SO_REUSEPORT (bound now
+        if the slot is new: SIGTTIN), else the shared one."""
+        if not self.per_worker:
+            return self.sockets[0]
+        sock = self.slot_sockets.get(slot)
+        if sock is None:
+            try:
+                sock = bind_like(self.sockets[0], self.cfg["backlog"])
+            except OSError as exc:  # the worker shares slot 0's socket
+                logger.warning("Could not bind a listening socket for worker slot %d (%s): it shares "
+                               "another worker's", slot, exc)
+                return self.sockets[0]
+            self.slot_sockets[slot] = sock
+        return sock
+
+    def _trim_listeners(self) -> None:
+        """SIGTTOU: close the sockets of the slots beyond the worker count. The kernel resets
+        the connections still queued on one as it closes, unless net.ipv4.tcp_migrate_req
+        is 1 (Linux 5.14+), which moves them to another worker's socket."""
+        for slot in [k for k in self.slot_sockets if k >= self.n]:
+            if slot == 0 or any(wk.listen == slot for wk in self.active + self.candidates):
+                continue
+            self.slot_sockets.pop(slot).close()
+
+    def _spawn(self, slot: int) -> _Worker:
         ctl, child = socket.socketpair()
         ctl.setblocking(False)
         w = child.fileno()
         spec = {k: v for k, v in self.cfg.items() if k not in _MASTER_ONLY}
-        spec.update(fd=self.sockets[0].fileno(), uds=None, _ctl_fd=w, _app=self.app, _master=os.getpid())
+        listener = self._listener(slot)
+        spec.update(fd=listener.fileno(), uds=None, _ctl_fd=w, _app=self.app, _master=os.getpid())
         if spec.get("forwarded_allow_ips") is None:
             spec["forwarded_allow_ips"] = forwarded_allow_ips(self.cfg)
-        fds = [s.fileno() for s in self.sockets] + [w]
-        slot = self.metrics.take() if self.metrics is not None else None
-        if slot is not None:
-            spec["_metrics"] = [self.metrics.fd, slot]
+        fds = [listener.fileno(), w]
+        mslot = self.metrics.take() if self.metrics is not None else None
+        if mslot is not None:
+            spec["_metrics"] = [self.metrics.fd, mslot]
             fds.append(self.metrics.fd)
         cmd = [sys.executable, "-c", "from goloop._serve import Server; from goloop._workers import worker_main; worker_main(Server)",
                json.dumps(spec)]
@@ -311,13 +379,13 @@ class Supervisor:
             proc = subprocess.Popen(cmd, pass_fds=fds)
         except BaseException:
             ctl.close()
-            if slot is not None:
-                self.metrics.release(slot)
+            if mslot is not None:
+                self.metrics.release(mslot)
             raise
         finally:
             child.close()
-        wk = _Worker(proc, ctl)
-        wk.slot = slot
+        wk = _Worker(proc, ctl, slot)
+        wk.slot = mslot
         self.sel.register(ctl, selectors.EVENT_READ, wk)
         return wk
 
@@ -371,6 +439,9 @@ class Supervisor:
             old = wk.replaces
             self.candidates.remove(wk)
             wk.replaces = None
+            if old is not None and old not in self.active:
+                # old died meanwhile: the worker restarted on its slot gives way to wk
+                old = next((a for a in self.active if a.listen == wk.listen), None)
             if old is not None and old in self.active:
                 self.active[self.active.index(old)] = wk
                 self._retire(old)
@@ -416,7 +487,7 @@ class Supervisor:
             if not old.ready:  # still starting with the old code: restart it now
                 self._retire(old)
                 continue
-            new = self._spawn()
+            new = self._spawn(old.listen)  # on its predecessor's socket: no gap in accepting
             new.replaces = old
             self.candidates.append(new)
 
@@ -444,16 +515,19 @@ class Supervisor:
             if self.n > 1:
                 self.n -= 1
                 logger.info("SIGTTOU: %d worker(s)", self.n)
-                if len(self.active) > self.n:
-                    self._retire(self.active[-1])
+                for wk in self.active + self.candidates:
+                    if wk.listen >= self.n:
+                        self._retire(wk)
+                self._trim_listeners()
 
     def _balance(self) -> None:
         if self.stopping:
             return
         now = time.monotonic()
         if len(self.active) < self.n and now >= self.next_spawn:
-            while len(self.active) < self.n:
-                self.active.append(self._spawn())
+            used = {wk.listen for wk in self.active}
+            for slot in [i for i in range(self.n) if i not in used][:self.n - len(self.active)]:
+                self.active.append(self._spawn(slot))
         for wk in list(self.candidates):
             if now - wk.started > self.READY_TIMEOUT:
                 logger.error("Reload failed: the new worker [%d] did not start serving", wk.pid)
@@ -501,6 +575,11 @@ class Supervisor:
         except OSError as exc:  # one line naming the address, as uvicorn
             logger.error("%s", exc)
             return 1
+        # not an inherited --fd socket (its owner chose it: binding more on its address may
+        # not even be allowed), nor --uds: those are shared
+        self.per_worker = cfg.get("fd") is None and _reuses_port(self.sockets[0])
+        if self.per_worker:
+            self.slot_sockets[0] = self.sockets[0]
         sig_r, sig_w = os.pipe()
         os.set_blocking(sig_r, False)
         os.set_blocking(sig_w, False)
@@ -563,7 +642,7 @@ class Supervisor:
             self.sel.close()
             os.close(sig_r)
             os.close(sig_w)
-            for s in self.sockets:
+            for s in self.sockets + list(self.slot_sockets.values()):
                 s.close()
             if self.metrics is not None:
                 self.metrics.close()
