@@ -34,7 +34,7 @@ type asgiSrv struct {
 	tagged map[*asgi.Request]struct{} // requests whose Tag holds a reference to their send object
 	// the extensions dict of each TLS connection's scopes, with "tls" (asgi_tls.go)
 	tlsConns map[*asgi.Conn]pyObj
-	headBuf // the C memory head passes a request's scope fields in
+	headBuf  // the C memory head passes a request's scope fields in
 	// onRelease, if set, runs when the server is released (a WSGI server's pool: wsgi.go)
 	onRelease func()
 }
