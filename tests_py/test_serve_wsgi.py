@@ -432,18 +432,18 @@ def test_cli_one_command(tmp_path):
     (tmp_path / "wsgiapp.py").write_text(textwrap.dedent("""
         def app(environ, start_response):
             start_response("200 OK", [("Content-Type", "text/plain")])
-            return [b"cli " + environ["SCRIPT_NAME"].encode()]
+            return [b"cli %s %s" % (environ["SCRIPT_NAME"].encode(), str(environ["wsgi.multiprocess"]).encode())]
     """))
     port = free_port()
     env = dict(os.environ, PYTHONPATH=PYSHIM)
     proc = subprocess.Popen([sys.executable, "-m", "goloop", "serve", "--interface", "wsgi", "wsgiapp:app",
-                             "--port", str(port), "--threads", "2", "--root-path", "/r"],
+                             "--port", str(port), "--threads", "2", "--root-path", "/r", "--workers", "2"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_listening(proc, port, "goloop serve --interface wsgi")
         server = type("S", (), {"port": port})
         st, _, body = get(server, "/r/x")
-        assert (st, body) == (200, b"cli /r")
+        assert (st, body) == (200, b"cli /r True")  # two worker processes: wsgi.multiprocess
     finally:
         out = interrupt(proc)
     assert "Shutting down" in out
