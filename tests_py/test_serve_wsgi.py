@@ -473,3 +473,18 @@ def test_readme_flask_example(tmp_path):
         server = type("S", (), {"port": port})
         st, hdrs, body = get(server, "/?name=goloop")
         assert (st, json.loads(body), hdrs["content-type"]) == (200, {"hello": "goloop"}, "application/json")
+
+
+def test_access_log_and_max_requests(caplog):
+    with caplog.at_level(logging.INFO, "goloop.access"):
+        with serving(hello, access_log=True, limit_max_requests=2, **WSGI) as server:
+            assert get(server, "/a?b=1")[0] == 200
+            assert get(server, "/c", method="POST", body=b"x")[0] == 200
+            for _ in range(200):  # the limit stops the server (its thread ends)
+                if not server.sockets or server.should_exit:
+                    break
+                threading.Event().wait(0.05)
+            assert server.should_exit
+    lines = [r.getMessage() for r in caplog.records if r.name == "goloop.access"]
+    assert any(line.endswith('"GET /a?b=1 HTTP/1.1" 200') for line in lines), lines
+    assert any(line.endswith('"POST /c HTTP/1.1" 200') for line in lines), lines
