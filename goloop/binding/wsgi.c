@@ -440,7 +440,7 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
     int status = st->sent ? 0 : st->status, rc;
     long wid = st->wid, gen = st->gen;
     Py_BEGIN_ALLOW_THREADS
-    rc = glWsgiSend(wid, gen, status, st->hdr.p, st->hdr.n, p, n, more, flush);
+    rc = glWsgiSend(wid, gen, status, st->hdr.p, st->hdr.n, (char *)p, n, more, flush);
     Py_END_ALLOW_THREADS
     if (rc != GL_ASGI_ERR_RUNTIME && rc != GL_ASGI_ERR_GONE) st->sent = 1;
     return rc;
