@@ -413,7 +413,11 @@ def test_auto_interface_detection():
         def __call__(self, environ, start_response):
             pass
 
+    def awaitable_fn(scope, receive, send):  # ASGI: a plain function returning an awaitable
+        return asgi_fn(scope, receive, send)
+
     assert _wsgi.is_asgi(asgi_fn) and _wsgi.is_asgi(AsgiObj()) and _wsgi.is_asgi(Asgi2)
+    assert _wsgi.is_asgi(awaitable_fn) and _wsgi.is_asgi(lambda *a: None)
     assert not _wsgi.is_asgi(hello) and not _wsgi.is_asgi(WsgiObj())
     assert _wsgi.wants_wsgi(hello, "auto") and not _wsgi.wants_wsgi(hello, "asgi")
     assert _wsgi.wants_wsgi(asgi_fn, "wsgi")
