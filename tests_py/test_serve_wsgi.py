@@ -382,13 +382,27 @@ def certs():
             pytest.skip(str(exc))
 
 
-def test_http2_over_tls_and_h2c(certs):
+def test_http2_over_tls_and_h2c(certs, tmp_path):
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("h2")
-    with serving(reader_app, ssl_certfile=certs.server_cert, ssl_keyfile=certs.server_key, **WSGI) as server:
+    data = os.urandom(200_000)
+    (tmp_path / "f").write_bytes(data)
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/file":  # a file wrapper over TLS and HTTP/2: read by Go
+            start_response("200 OK", [])
+            return environ["wsgi.file_wrapper"](open(tmp_path / "f", "rb"))
+        return reader_app(environ, start_response)
+
+    with serving(app, ssl_certfile=certs.server_cert, ssl_keyfile=certs.server_key, **WSGI) as server:
         with httpx.Client(http2=True, verify=ssl.create_default_context(cafile=certs.ca_cert)) as c:
             r = c.post(f"https://localhost:{server.port}/", content=BODY)
             assert (r.http_version, r.status_code, r.json()) == ("HTTP/2", 200, EXPECT)
+            r = c.get(f"https://localhost:{server.port}/file")
+            assert (r.http_version, r.status_code, r.content == data) == ("HTTP/2", 200, True)
+        with httpx.Client(http1=True, http2=False, verify=ssl.create_default_context(cafile=certs.ca_cert)) as c:
+            r = c.get(f"https://localhost:{server.port}/file")
+            assert (r.http_version, r.status_code, r.content == data) == ("HTTP/1.1", 200, True)
     with serving(env_app, **WSGI) as server:
         with httpx.Client(http1=False, http2=True) as c:
             r = c.get(f"http://127.0.0.1:{server.port}/h2?x", headers=[("cookie", "a=1"), ("cookie", "b=2")])
