@@ -506,3 +506,31 @@ def test_access_log_and_max_requests(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "goloop.access"]
     assert any(line.endswith('"GET /a?b=1 HTTP/1.1" 200') for line in lines), lines
     assert any(line.endswith('"POST /c HTTP/1.1" 200') for line in lines), lines
+
+
+def test_backpressure_reaches_the_iterator():
+    """A client that does not read stops the iterator: it yields what the socket and the
+    engine's bounded output hold (a few MiB at most), not the 1 GiB it could."""
+    yielded = [0]
+
+    def app(environ, start_response):
+        start_response("200 OK", [])
+
+        def parts():
+            for _ in range(16384):  # 1 GiB if nothing stopped it
+                yielded[0] += 1
+                yield b"x" * 65536
+        return parts()
+
+    with serving(app, **WSGI) as server, connect(server) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        last, still = -1, 0
+        for _ in range(600):  # until the count stays the same for a second (or 30 s)
+            threading.Event().wait(0.05)
+            still = still + 1 if yielded[0] == last else 0
+            last = yielded[0]
+            if still >= 20:
+                break
+        assert 0 < yielded[0] < 1024, yielded[0]  # under 64 MiB: the iterator waits for the client
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
