@@ -504,8 +504,8 @@ def test_access_log_and_max_requests(caplog):
                 threading.Event().wait(0.05)
             assert server.should_exit
     lines = [r.getMessage() for r in caplog.records if r.name == "goloop.access"]
-    assert any(line.endswith('"GET /a?b=1 HTTP/1.1" 200') for line in lines), lines
-    assert any(line.endswith('"POST /c HTTP/1.1" 200') for line in lines), lines
+    assert any(line.endswith('"GET /a?b=1 HTTP/1.1" 200 OK') for line in lines), lines
+    assert any(line.endswith('"POST /c HTTP/1.1" 200 OK') for line in lines), lines
 
 
 def test_backpressure_reaches_the_iterator():
