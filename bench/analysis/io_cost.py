@@ -26,18 +26,17 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, BENCH)
+import harness  # noqa: E402
 CONNS = 10
 HTTP_REQ = b"GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: io_cost\r\nAccept: */*\r\n\r\n"
 
 
 def serve(loop_name, row, n, ready_path):
     sys.path.insert(0, os.path.join(BENCH, "servers"))
-    sys.path.insert(0, BENCH)
     import asyncio
-    import harness
     loop = harness.new_loop(loop_name)
     asyncio.set_event_loop(loop)
     count = 0
@@ -132,25 +131,9 @@ def run_one(loop, row, n, tmp, out):
     loop, _, path = loop.partition("=")
     if path:
         env["PYTHONPATH"] = path
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-P",
-         os.path.abspath(__file__), "--serve", loop, row, str(n), ready],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + 600
-    while not os.path.exists(ready):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit(f"{loop}/{row}: the server did not start: {proc.stderr.read()[-800:]}")
-        time.sleep(0.05)
-    with open(ready) as f:
-        port = int(f.read())
-    os.unlink(ready)
-    client(row, port, n)
-    _, err = proc.communicate(timeout=900)
-    m = re.search(r"Collected : (\d+)", err)
-    if proc.returncode != 0 or not m:
-        raise SystemExit(f"{loop}/{row}: callgrind failed ({proc.returncode}): {err[-800:]}")
-    return int(m.group(1))
+    return harness.callgrind_serve(
+        [f"--callgrind-out-file={out}", os.path.abspath(__file__), "--serve", loop, row, str(n), ready],
+        ready, env, lambda port: client(row, port, n), f"{loop}/{row}", start_timeout=600, timeout=900)
 
 
 GROUPS = [  # (group, test on (object file, function name)), first match wins
