@@ -268,3 +268,26 @@ def stop(proc, timeout):
             except OSError:
                 pass
         proc.wait()
+
+
+def callgrind_serve(argv, ready, env, client, label, start_timeout=120, timeout=600):
+    """Runs `python3 -P argv...` under callgrind, a server that writes its port to the file
+    `ready` once listening and exits by itself when served; calls client(port) meanwhile.
+    Returns the instructions callgrind collected (bench/analysis/conn_cost.py, io_cost.py)."""
+    proc = subprocess.Popen(["valgrind", "--tool=callgrind", *argv[:1], sys.executable, "-P", *argv[1:]],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + start_timeout
+    while not os.path.exists(ready):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit(f"{label}: the server did not start: {proc.stderr.read()[-800:]}")
+        time.sleep(0.05)
+    with open(ready) as f:
+        port = int(f.read())
+    os.unlink(ready)
+    client(port)
+    _, err = proc.communicate(timeout=timeout)
+    m = re.search(r"Collected : (\d+)", err)
+    if proc.returncode != 0 or not m:
+        raise SystemExit(f"{label}: callgrind failed ({proc.returncode}): {err[-800:]}")
+    return int(m.group(1))

@@ -370,3 +370,49 @@ def test_values_set_by_callbacks_are_released_with_their_handles(loop):
     loop.run_forever()
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
+
+
+# Queued handles and the collector: goloop takes a Handle queued by call_soon out of the
+# collector's lists while it waits (a fan-out of a million handles is not walked by every
+# collection); the loop reports what such a handle refers to while the queue is its only
+# owner (loopcore.c, stage and loop_traverse).
+
+def test_dropped_loop_with_a_queued_handle_held_elsewhere(loop):
+    """A dropped, unclosed loop whose queued callback refers back to it: while the test
+    holds the handle, nothing it reaches may be collected (or cleared); once dropped, the
+    cycle is collected."""
+    import gc
+    import warnings
+    import weakref
+
+    class Obj:
+        pass
+
+    lp = type(loop)()
+    obj = Obj()
+    ref, lref = weakref.ref(obj), weakref.ref(lp)
+    h = lp.call_soon(lambda o, lp=lp: None, obj)
+    del obj, lp
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+        assert ref() is not None and lref() is not None
+        assert not lref().is_closed()
+        lref().call_soon(lambda: None)  # still a working loop, not one the collector cleared
+        del h
+        gc.collect()
+    assert ref() is None and lref() is None
+
+
+def test_queued_handles_leave_the_collectors_lists(gloop):
+    import gc
+    import sysconfig
+
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        pytest.skip("free-threaded builds keep queued handles tracked")
+
+    kept = gloop.call_soon(lambda: None)
+    assert not gc.is_tracked(kept)
+    gloop.call_soon(gloop.stop)
+    gloop.run_forever()
+    assert gc.is_tracked(kept)  # held here after it ran: the collector walks it again

@@ -17,12 +17,12 @@ Needs valgrind (Debian's valgrind package).
 
 import argparse
 import os
-import re
 import socket
-import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+import harness  # noqa: E402
 
 RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\nConnection: close\r\n\r\nHello, world!"
 REQUEST = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
@@ -95,23 +95,9 @@ def client(port, n):
 def instructions(loop_name, n, tmp):
     ready = os.path.join(tmp, f"ready-{loop_name}-{n}")
     env = dict(os.environ, GODEBUG="asyncpreemptoff=1")
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.path.join(tmp, 'cg.out')}",
-         sys.executable, "-P", os.path.abspath(__file__), "--serve", loop_name, str(n), ready],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + 120
-    while not os.path.exists(ready):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit(f"{loop_name}: the server did not start: {proc.stderr.read()[-500:]}")
-        time.sleep(0.05)
-    with open(ready) as f:
-        client(int(f.read()), n)
-    _, err = proc.communicate(timeout=600)
-    m = re.search(r"Collected : (\d+)", err)
-    if proc.returncode != 0 or not m:
-        raise SystemExit(f"{loop_name}: callgrind failed ({proc.returncode}): {err[-500:]}")
-    return int(m.group(1))
+    return harness.callgrind_serve(
+        [f"--callgrind-out-file={os.path.join(tmp, 'cg.out')}", os.path.abspath(__file__),
+         "--serve", loop_name, str(n), ready], ready, env, lambda port: client(port, n), loop_name)
 
 
 def main():

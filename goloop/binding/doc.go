@@ -8,7 +8,8 @@
 //     the hooks other parts register on the loop (loopHook)
 //   - loopcore.c: the LoopCore type, call_soon's staged handles and the inbox
 //   - handle.c: the Handle/TimerHandle types and running a handle in its context
-//   - transport.go, transport.c: stream transports and their write queues
+//   - transport.go, transport.c: stream transports and their write queues (small bytes
+//     writes wait in C, transport.c's wstage, and leave with one C call per iteration)
 //   - readpath.c: data_received / BufferedProtocol delivery
 //   - sockfast.c: the sock_* fast paths
 //   - sslfast.c: the C half of the TLS protocol (pyshim/goloop/_sslproto.py)

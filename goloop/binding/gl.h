@@ -78,6 +78,12 @@ typedef struct {
     int wake_fd;
     int32_t wake_pending;
     pthread_rwlock_t wake_mu;
+    /* Transports (GLTransport *, borrowed: a listed transport is attached, and detaching
+     * takes it off, gl_tr_clear_ctx) whose write() staged data in C this iteration
+     * (GLTransport.wstage): gl_flush_staged sends them at the iteration's end; a NULL entry
+     * was detached. Loop thread only. */
+    PyObject **wdirty;
+    Py_ssize_t nwdirty, wdirty_cap;
 } GLLoop;
 
 /* goloop's Handle and TimerHandle (one layout; the TimerHandle type adds when()). */
@@ -110,6 +116,8 @@ typedef struct {
  * member descriptors of the same names take precedence for the flow-control fields.
  * The flags are the attributes of asyncio's _SelectorSocketTransport, shared by the Python
  * lifecycle code and Go's hot paths. */
+#define GL_WSTAGE 8
+
 typedef struct {
     PyObject_HEAD
     PyObject *slots[5];          /* _extra; _loop, _protocol_paused, _high_water, _low_water */
@@ -139,6 +147,22 @@ typedef struct {
      * context given when the connection is made) both are that context, as given. */
     PyObject *rctx;
     PyObject *wctx;
+    /* write()'s fast path (transport.c, wstage_push): while Go's queue is empty, up to
+     * GL_WSTAGE bytes objects (strong references, with their data and length) wait here,
+     * counted in write_size, for the end of the loop iteration, when one C call
+     * (gl_flush_staged) sends them with one writev: no call into Go per write. Anything Go
+     * does to the queue first moves them into it (transport.go, absorb); a send that leaves
+     * data (EAGAIN, part sent: wstage_off bytes of the first gone) or fails (wstage_err) is
+     * handed to Go the same way. wlisted: on the loop's wdirty list. wloop: the GLLoop,
+     * while attached (borrowed: the loop detaches its transports before it is freed). */
+    int nwstage;
+    int wstage_err;
+    char wlisted;
+    Py_ssize_t wstage_off;
+    PyObject *wloop;
+    PyObject *wstage[GL_WSTAGE];
+    char *wstage_buf[GL_WSTAGE];
+    Py_ssize_t wstage_len[GL_WSTAGE];
 } GLTransport;
 
 extern PyTypeObject *GL_HandleType;
@@ -155,6 +179,7 @@ int gl_fork_error(void);
 /* C helpers Go calls: handles (handle.c), CPython macros and errors (pyapi.c), buffered reads
  * (readpath.c). */
 int gl_handle_run(PyObject *h);
+void gl_handle_release(PyObject *h);
 Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo);
 Py_ssize_t gl_run_ready_u(uintptr_t self, Py_ssize_t ntodo);  /* (no cgo pointer check) */
 int gl_ready_grow(GLLoop *self);
@@ -202,6 +227,12 @@ int gl_call_fatal(PyObject *tr, const char *msg);
 PyObject *gl_call_method0_in(PyObject *self, const char *name, PyObject *ctx);
 int gl_call_fatal_in(PyObject *tr, const char *msg, PyObject *ctx);
 void gl_tr_clear_ctx(GLTransport *tr);
+/* transport.c: sends the writes transports staged in C (GLTransport.wstage) this iteration.
+ * Returns how many transports Go must see to (left at the head of the loop's wdirty: data
+ * left unsent, a send error in wstage_err, or a state whose flush makes calls: closing, EOF,
+ * sendfile, paused protocol); never runs Python code. */
+Py_ssize_t gl_flush_staged(GLLoop *loop);
+Py_ssize_t gl_flush_staged_u(uintptr_t loop);  /* (no cgo pointer check) */
 /* transport.c: the socket transports' C type, and their write() of a list of bytes objects
  * without joining them (sslfast.c hands its TLS records over with it). */
 extern PyTypeObject *GL_TransportType;

@@ -580,8 +580,17 @@ int gl_handle_run(PyObject *o) {
             Py_XDECREF(r);
         }
     }
-    Py_DECREF(o);
+    gl_handle_release(o);
     return rc;
+}
+
+/* Drops the ready queue's reference to o, which left the queue: a Handle the queue held
+ * out of the collector's lists (loopcore.c, stage) is tracked again if it lives on. */
+void gl_handle_release(PyObject *o) {
+#ifndef Py_GIL_DISABLED
+    if (Py_REFCNT(o) > 1 && !PyObject_GC_IsTracked(o)) PyObject_GC_Track(o);
+#endif
+    Py_DECREF(o);
 }
 
 int gl_handle_run_u(uintptr_t h) { return gl_handle_run((PyObject *)h); }

@@ -584,7 +584,7 @@ func (l *loop) purgeTimers() {
 // exception set when one must propagate out of run_forever.
 func (l *loop) runOnce() bool {
 	self := l.self
-	if len(l.dirty) > 0 && !l.flushDirty() { // writes made while the loop was not running
+	if (len(l.dirty) > 0 || self.nwdirty > 0) && !l.flushDirty() { // writes made while the loop was not running
 		return false
 	}
 	// Other threads' handles: those queued when the iteration began, up to inboxBatch.
@@ -699,7 +699,7 @@ func (l *loop) runOnce() bool {
 		h := l.readyPop()
 		ntodo--
 		r := C.gl_call_method1((*C.PyObject)(unsafe.Pointer(self)), cRunHandleDebug, h)
-		C.gl_decref(h)
+		C.gl_handle_release(h)
 		if r == nil {
 			return false
 		}
@@ -981,7 +981,7 @@ func (l *loop) release() {
 	for l.inboxLen() > 0 && l.takeInbox(math.MaxInt32) {
 	}
 	for l.readyLen() > 0 {
-		C.gl_decref(l.readyPop())
+		C.gl_handle_release(l.readyPop())
 	}
 	l.drainTimers()
 	for l.timers.Len() > 0 {

@@ -66,6 +66,13 @@ int gl_ready_grow(GLLoop *self) {
 static int stage(GLLoop *self, PyObject *h) {
     if (self->ready_len == self->ready_cap && gl_ready_grow(self) < 0) return -1;
     self->ready[(self->ready_head + self->ready_len++) & (self->ready_cap - 1)] = h;
+#ifndef Py_GIL_DISABLED
+    /* Queued, a Handle leaves the collector's lists: a million queued handles (a fan-out)
+     * would be walked by every collection. While queued it is the ring's, and the loop's
+     * traverse reports what it refers to (loop_traverse); it is tracked again when it
+     * leaves the ring with another owner (gl_handle_run, gl_handle_release). */
+    if (Py_IS_TYPE(h, GL_HandleType) && PyObject_GC_IsTracked(h)) PyObject_GC_UnTrack(h);
+#endif
     return 0;
 }
 
@@ -121,6 +128,9 @@ Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo) {
             self->ready_len--;
             if (gl_handle_run(h) < 0) return -1;
         }
+        /* the end of an iteration: what write() staged in C leaves now (transport.c); what
+         * Go must see to sends Go (runOnce's flushDirty) */
+        if (self->nwdirty > 0 && gl_flush_staged(self) > 0) return 0;
         if (self->ready_len == 0 || self->run_until == 0 || self->stopping || self->debug ||
             GL_LOAD(self->inbox_n) != 0 || mono_ns() >= self->run_until)
             return 0;
@@ -686,6 +696,9 @@ static void loop_dealloc(GLLoop *self) {
     PyMem_Free(self->tstaged);
     self->tstaged = NULL;
     self->ntstaged = self->tstaged_cap = 0;
+    PyMem_Free(self->wdirty);  /* borrowed entries, all detached by now */
+    self->wdirty = NULL;
+    self->nwdirty = self->wdirty_cap = 0;
     /* what other threads queued after the loop's Go side let go (or never had it) */
     for (Py_ssize_t i = 0; i < self->inbox_len; i++) Py_DECREF(self->inbox[self->inbox_head + i]);
     free(self->inbox);
@@ -709,8 +722,24 @@ static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
     Py_VISIT(self->thread_id);
     Py_VISIT(self->task_factory);
     Py_VISIT(self->scratch_ctx);
-    for (Py_ssize_t i = 0; i < self->ready_len; i++)
-        Py_VISIT(self->ready[(self->ready_head + i) & (self->ready_cap - 1)]);
+    for (Py_ssize_t i = 0; i < self->ready_len; i++) {
+        PyObject *h = self->ready[(self->ready_head + i) & (self->ready_cap - 1)];
+#ifndef Py_GIL_DISABLED
+        if (!PyObject_GC_IsTracked(h)) {
+            /* a queued Handle out of the collector's lists (stage): if the ring is its only
+             * owner it is part of the loop, so what it refers to is the loop's to report (a
+             * dropped, unclosed loop with callbacks queued stays collectable). If anything
+             * else holds it too, nothing is reported: what it refers to counts as held from
+             * outside (kept alive), never as garbage another holder could still reach. */
+            if (Py_REFCNT(h) == 1) {
+                int r = Py_TYPE(h)->tp_traverse(h, visit, arg);
+                if (r) return r;
+            }
+            continue;
+        }
+#endif
+        Py_VISIT(h);
+    }
     for (Py_ssize_t i = 0; i < self->ntstaged; i++) Py_VISIT(self->tstaged[i]);
     /* No lock: the collector runs with the world stopped (free-threaded) or holding the GIL,
      * and no thread stops inside inbox_push's critical section. */

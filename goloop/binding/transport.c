@@ -3,8 +3,110 @@
  * transport.go; the transport's lifecycle is Python code in pyshim/goloop/_transports.py. */
 #include "gl.h"
 #include "_cgo_export.h"
+#include <errno.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 PyTypeObject *GL_TransportType;
+
+/* write()'s fast path (gl.h, GLTransport.wstage): whether this write of len bytes may wait
+ * in C for the end of the iteration. Only bytes objects (held by reference; a mutable
+ * buffer is sent at once or copied, Go's path), only while Go's queue is empty (all that
+ * is queued is staged here, so the order holds), below the high-water mark (past it Go sends
+ * at once and may pause the protocol) and while nothing makes the flush call Python
+ * (closing, a paused protocol). */
+static inline int wstage_ok(GLTransport *self, Py_ssize_t len) {
+    return self->wloop != NULL && self->nwstage < GL_WSTAGE &&
+           (self->nwstage > 0 || self->write_size == 0) && !self->closing &&
+           !self->protocol_paused && self->write_size + len <= self->high_water;
+}
+
+/* Stages data (a bytes object of len bytes at buf); 0, or -1 when the loop's list cannot
+ * grow (no exception: the caller takes Go's path). */
+static int wstage_push(GLTransport *self, PyObject *data, char *buf, Py_ssize_t len) {
+    if (!self->wlisted) {
+        GLLoop *loop = (GLLoop *)self->wloop;
+        if (loop->nwdirty == loop->wdirty_cap) {
+            Py_ssize_t cap = loop->wdirty_cap ? 2 * loop->wdirty_cap : 16;
+            PyObject **p = PyMem_Realloc(loop->wdirty, (size_t)cap * sizeof(PyObject *));
+            if (p == NULL) return -1;
+            loop->wdirty = p;
+            loop->wdirty_cap = cap;
+        }
+        loop->wdirty[loop->nwdirty++] = (PyObject *)self;
+        self->wlisted = 1;
+    }
+    int i = self->nwstage++;
+    Py_INCREF(data);
+    self->wstage[i] = data;
+    self->wstage_buf[i] = buf;
+    self->wstage_len[i] = len;
+    self->write_size += len;
+    return 0;
+}
+
+/* Sends tr's staged data with one write/writev: 0 when all went, 1 when Go must take the
+ * rest (EAGAIN, part sent) or the error (wstage_err). */
+static int wstage_send(GLTransport *tr) {
+    struct iovec iov[GL_WSTAGE];
+    int n = tr->nwstage;
+    for (int i = 0; i < n; i++) {
+        iov[i].iov_base = tr->wstage_buf[i];
+        iov[i].iov_len = (size_t)tr->wstage_len[i];
+    }
+    iov[0].iov_base = tr->wstage_buf[0] + tr->wstage_off;
+    iov[0].iov_len -= (size_t)tr->wstage_off;
+    ssize_t k;
+    do {
+        k = n == 1 ? write(tr->sock_fd, iov[0].iov_base, iov[0].iov_len) : writev(tr->sock_fd, iov, n);
+    } while (k < 0 && errno == EINTR);
+    if (k < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK) tr->wstage_err = errno;
+        return 1;
+    }
+    tr->write_size -= k;
+    int done = 0;
+    while (done < n && (size_t)k >= iov[done].iov_len) {
+        k -= (ssize_t)iov[done].iov_len;
+        Py_DECREF(tr->wstage[done]);  /* bytes: no Python code runs */
+        tr->wstage[done] = NULL;
+        done++;
+    }
+    if (done == n) {
+        tr->nwstage = 0;
+        tr->wstage_off = 0;
+        return 0;
+    }
+    tr->wstage_off = (done == 0 ? tr->wstage_off : 0) + k;
+    for (int i = done; i < n; i++) {
+        tr->wstage[i - done] = tr->wstage[i];
+        tr->wstage_buf[i - done] = tr->wstage_buf[i];
+        tr->wstage_len[i - done] = tr->wstage_len[i];
+    }
+    tr->nwstage = n - done;
+    return 1;
+}
+
+Py_ssize_t gl_flush_staged(GLLoop *loop) {
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < loop->nwdirty; i++) {
+        GLTransport *tr = (GLTransport *)loop->wdirty[i];
+        if (tr == NULL) continue;  /* detached */
+        if (tr->nwstage == 0) {    /* Go took them */
+            tr->wlisted = 0;
+            continue;
+        }
+        if (tr->conn == 0 || tr->conn_lost || tr->closing || tr->eof || tr->sendfile_busy ||
+            tr->protocol_paused || wstage_send(tr) != 0)
+            loop->wdirty[k++] = (PyObject *)tr;  /* Go's: still listed */
+        else
+            tr->wlisted = 0;
+    }
+    loop->nwdirty = k;
+    return k;
+}
+
+Py_ssize_t gl_flush_staged_u(uintptr_t loop) { return gl_flush_staged((GLLoop *)loop); }
 
 static PyObject *tr_write(GLTransport *self, PyObject *data) {
     if (!PyBytes_Check(data) && !PyByteArray_Check(data) && !PyMemoryView_Check(data)) {
@@ -52,6 +154,11 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
             return NULL;
         }
         Py_XSETREF(self->wctx, ctx);
+    }
+    if (PyBytes_CheckExact(data) && wstage_ok(self, view.len) &&
+        wstage_push(self, data, (char *)view.buf, view.len) == 0) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
     }
     int rc = glConnWrite(self, data, (char *)view.buf, view.len, PyBytes_CheckExact(data), 0);
     PyBuffer_Release(&view);
@@ -127,6 +234,11 @@ static PyObject *tr_core_attach(GLTransport *self, PyObject *const *args, Py_ssi
     int fd = PyObject_AsFileDescriptor(args[1]);
     if (fd < 0) return NULL;
     if (glConnAttach(self, args[0], fd) < 0) return NULL;
+    /* write()'s fast path stages on this loop's list (a GLLoop: glConnAttach checked it).
+     * Borrowed: a strong reference here would hide a cycle (loop -> Go's attached
+     * transports -> loop) from the collector; the loop detaches its transports (which
+     * clears this) before it is freed. */
+    self->wloop = args[0];
     Py_RETURN_NONE;
 }
 

@@ -237,6 +237,7 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 	if c == nil {
 		return 0
 	}
+	c.absorb() // what write() staged in C goes first
 	src := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
 	if isBytes == 0 && c.wsize == 0 {
 		// A mutable buffer (bytearray, memoryview) with nothing queued goes to the socket at
@@ -298,6 +299,7 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 // are then left to the end of the iteration (the dirty list); a write error is reported in
 // the caller's context, as asyncio's send would raise it there.
 func (c *conn) flush(deferred bool) bool {
+	c.absorb()
 	// the context is read at each call (sendCtx): a callback may replace it (a write() that
 	// finds the queue empty), which releases the one it had
 	for c.wsize > 0 && !c.detached {
@@ -326,10 +328,7 @@ func (c *conn) flush(deferred bool) bool {
 			break
 		}
 		if err != nil {
-			c.clearWrite()
-			c.update()
-			C.gl_set_oserror(C.int(err.(unix.Errno)))
-			return C.gl_call_fatal_in(trObj(c.tr), msgWriteErr, c.sendCtx(deferred)) == 0
+			return c.writeFailed(err.(unix.Errno), deferred)
 		}
 		c.consume(n)
 	}
@@ -407,7 +406,38 @@ func (c *conn) consume(n int) {
 	c.tr.write_size = C.Py_ssize_t(c.wsize)
 }
 
+// writeFailed drops the queue and reports a send's error err to the transport's
+// _fatal_error (see flush for deferred); false: an exception must propagate.
+func (c *conn) writeFailed(err unix.Errno, deferred bool) bool {
+	c.clearWrite()
+	c.update()
+	C.gl_set_oserror(C.int(err))
+	return C.gl_call_fatal_in(trObj(c.tr), msgWriteErr, c.sendCtx(deferred)) == 0
+}
+
+// absorb moves what write() staged in C (gl.h, GLTransport.wstage; only while this queue
+// is empty) into the queue, with the references it holds; write_size counts it already.
+func (c *conn) absorb() {
+	tr := c.tr
+	n := int(tr.nwstage)
+	if n == 0 {
+		return
+	}
+	for i := 0; i < n; i++ {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(tr.wstage_buf[i])), int(tr.wstage_len[i]))
+		if i == 0 {
+			b = b[int(tr.wstage_off):]
+		}
+		c.wq = append(c.wq, seg{b: b, obj: tr.wstage[i]})
+		c.wsize += len(b)
+		tr.wstage[i] = nil
+	}
+	tr.nwstage = 0
+	tr.wstage_off = 0
+}
+
 func (c *conn) clearWrite() {
+	c.absorb()
 	for i := c.whead; i < len(c.wq); i++ {
 		if c.wq[i].obj != nil {
 			C.gl_decref(c.wq[i].obj)
@@ -535,8 +565,42 @@ func glConnDetach(tr *C.GLTransport) (rc C.int) {
 	return 0
 }
 
-// flushDirty sends the writes queued during this iteration.
+// flushDirty sends the writes queued during this iteration: first, in one call into C,
+// what write() staged there (transport.c); the transports C hands back (data left, an
+// error, or calls due: see gl_flush_staged) join Go's list.
 func (l *loop) flushDirty() bool {
+	if self := l.self; self.nwdirty > 0 {
+		k := int(C.gl_flush_staged_u(C.uintptr_t(uintptr(unsafe.Pointer(self)))))
+		var failed []*conn
+		for _, p := range unsafe.Slice(self.wdirty, k) {
+			tr := (*C.GLTransport)(unsafe.Pointer(p))
+			tr.wlisted = 0
+			c := connOf(tr)
+			if c == nil {
+				continue
+			}
+			c.absorb()
+			if tr.wstage_err != 0 {
+				failed = append(failed, c)
+			} else if !c.dirty {
+				c.dirty = true
+				l.dirty = append(l.dirty, c)
+			}
+		}
+		self.nwdirty = 0
+		for i, c := range failed {
+			err := unix.Errno(c.tr.wstage_err)
+			c.tr.wstage_err = 0
+			if !c.detached && !c.writeFailed(err, true) {
+				for _, d := range failed[i+1:] { // sent again in the next iteration
+					d.tr.wstage_err = 0
+					d.dirty = true
+					l.dirty = append(l.dirty, d)
+				}
+				return false
+			}
+		}
+	}
 	for i := 0; i < len(l.dirty); i++ {
 		c := l.dirty[i]
 		l.dirty[i] = nil
