@@ -721,7 +721,10 @@ int gl_asgi_wake(GLAsgiSend *s, int ws) {
 
 /* ---------- the request: scope, receive, send, and the application's task ---------- */
 
-static PyObject *method_obj(const char *p, Py_ssize_t n) {
+PyTypeObject *gl_asgi_server_type(void) { return &ServerType; }
+PyTypeObject *gl_asgi_loop_type(void) { return loopcore_type; }
+
+PyObject *gl_asgi_method(const char *p, Py_ssize_t n) {
     for (int i = 0; i < NMETHODS; i++) {
         if ((Py_ssize_t)strlen(method_names[i]) == n && memcmp(method_names[i], p, n) == 0)
             return Py_NewRef(method_objs[i]);
@@ -872,7 +875,7 @@ static PyObject *http_scope(GLAsgiServer *srv, const GLAsgiHead *h) {
     int nends = h->nends, major = h->major, minor = h->minor;
 #define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
     if (PyDict_SetItem(scope, GLS(http_version), major == 2 ? GLS(v2) : (major == 1 && minor == 0) ? GLS(v10) : GLS(v11)) < 0 ||
-        gl_set_new(scope, GLS(method), method_obj(SEG(nends - 4))) < 0 || gl_asgi_fill_scope(srv, scope, h) < 0)
+        gl_set_new(scope, GLS(method), gl_asgi_method(SEG(nends - 4))) < 0 || gl_asgi_fill_scope(srv, scope, h) < 0)
         goto fail;
 #undef SEG
     if (h->ext != NULL && PyDict_SetItem(scope, GLS(extensions), h->ext) < 0) goto fail;  /* TLS: with "tls" */

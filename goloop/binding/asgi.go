@@ -34,10 +34,25 @@ type asgiSrv struct {
 	tagged map[*asgi.Request]struct{} // requests whose Tag holds a reference to their send object
 	// the extensions dict of each TLS connection's scopes, with "tls" (asgi_tls.go)
 	tlsConns map[*asgi.Conn]pyObj
-	// the C memory head passes a request's scope fields in (head), and its scratch
+	headBuf  // the C memory head passes a request's scope fields in
+	// onRelease, if set, runs when the server is released (a WSGI server's pool: wsgi.go)
+	onRelease func()
+}
+
+// headBuf is the C memory a request's head is passed to C in (head): the GLAsgiHead and
+// its scratch. The loop thread's (asgiSrv), or each WSGI pool thread's own (wsgi.go).
+type headBuf struct {
 	hd         *C.GLAsgiHead
 	scratch    unsafe.Pointer
 	scratchLen int
+}
+
+func newHeadBuf() headBuf { return headBuf{hd: (*C.GLAsgiHead)(C.calloc(1, C.sizeof_GLAsgiHead))} }
+
+func (b *headBuf) free() {
+	C.free(unsafe.Pointer(b.hd))
+	C.free(b.scratch)
+	b.hd, b.scratch, b.scratchLen = nil, nil, 0
 }
 
 var (
@@ -61,6 +76,18 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	if !l.checkClosed() {
 		return -1
 	}
+	sv := newAsgiSrv(py, l, serverConfig(maxHead, keepAliveMs, limitConc, serverHdr, dateHdr, headers, hlen))
+	if !goroutineReaders() {
+		sv.s.SetLoop(drvPoller{l})
+	}
+	l.addHook(sv)
+	l.endFastRun()
+	return 0
+}
+
+// serverConfig is the engine's configuration from the server's constructor arguments.
+func serverConfig(maxHead, keepAliveMs, limitConc C.long, serverHdr, dateHdr C.int, headers *C.char,
+	hlen C.Py_ssize_t) asgi.Config {
 	cfg := asgi.Config{
 		MaxHeadSize:      int(maxHead),
 		KeepAliveTimeout: time.Duration(keepAliveMs) * time.Millisecond,
@@ -75,19 +102,22 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 			}
 		}
 	}
-	poll := l.poll
-	cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
-	sv := &asgiSrv{l: l, py: py, s: asgi.New(cfg), tagged: map[*asgi.Request]struct{}{},
-		tlsConns: map[*asgi.Conn]pyObj{}, hd: (*C.GLAsgiHead)(C.calloc(1, C.sizeof_GLAsgiHead))}
-	if !goroutineReaders() {
-		sv.s.SetLoop(drvPoller{l})
+	return cfg
+}
+
+// newAsgiSrv makes the Go server of py (cfg.Notify: the loop's wake-up unless set) and
+// registers it (py.sid).
+func newAsgiSrv(py *C.GLAsgiServer, l *loop, cfg asgi.Config) *asgiSrv {
+	if cfg.Notify == nil {
+		poll := l.poll
+		cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
 	}
+	sv := &asgiSrv{l: l, py: py, s: asgi.New(cfg), tagged: map[*asgi.Request]struct{}{},
+		tlsConns: map[*asgi.Conn]pyObj{}, headBuf: newHeadBuf()}
 	id, _ := asgiServers.Add(sv)
 	sv.id = id
 	py.sid = C.long(id)
-	l.addHook(sv)
-	l.endFastRun()
-	return 0
+	return sv
 }
 
 //export glAsgiListen
@@ -157,9 +187,10 @@ func (sv *asgiSrv) release() {
 		sv.connClosed(c)
 	}
 	sv.l.removeHook(sv)
-	C.free(unsafe.Pointer(sv.hd))
-	C.free(sv.scratch)
-	sv.hd, sv.scratch, sv.scratchLen = nil, nil, 0
+	if sv.onRelease != nil {
+		sv.onRelease()
+	}
+	sv.headBuf.free()
 	asgiServers.Del(sv.id)
 	sv.py.sid = -1
 }
@@ -255,7 +286,9 @@ func (sv *asgiSrv) flush() {
 // connection's extensions (ext, or nil). Go copies them into the server's C scratch (a few
 // hundred bytes): C memory holds no Go pointer, and a call with one pointer argument checks
 // less than one with six Go pointers.
-func (sv *asgiSrv) head(r *asgi.Request, ext pyObj) *C.GLAsgiHead {
+func (sv *asgiSrv) head(r *asgi.Request, ext pyObj) *C.GLAsgiHead { return sv.headBuf.fill(r, ext) }
+
+func (sv *headBuf) fill(r *asgi.Request, ext pyObj) *C.GLAsgiHead {
 	c := r.Conn()
 	var protos string
 	if ws := r.WS(); ws != nil {

@@ -267,6 +267,9 @@ PyObject *gl_bytes(const char *p, Py_ssize_t n);
 PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh);  /* the scope's headers */
 PyObject *gl_asgi_addr(const char *host, Py_ssize_t hlen, int port, int is_unix);  /* (host, port|None) */
 int gl_init_asgi(PyObject *m);
+PyTypeObject *gl_asgi_server_type(void);
+PyTypeObject *gl_asgi_loop_type(void);                /* _goloop.LoopCore */             /* AsgiServer (WsgiServer's base: wsgi.c) */
+PyObject *gl_asgi_method(const char *p, Py_ssize_t n);  /* a method's str (interned when common) */
 /* asgi_run.c */
 PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error);
 int gl_init_asgi_run(PyObject *m);

@@ -24,7 +24,7 @@ import weakref
 from typing import Any, Callable
 from urllib.parse import quote
 
-from . import _workers
+from . import _workers, _wsgi
 from ._serve_config import (NOT_YET, SUPPORTED_OPTIONS, ConfigError, batch_scheduling, configure_logging,
                             forwarded_allow_ips, prepare, tls_pairs, wants_supervisor)
 from ._serve_config import check_options as _check_options
@@ -249,6 +249,9 @@ class Server:
         if self.should_exit:
             self._exit_event.set()
         app = import_app(self.app_target, cfg["factory"], cfg["app_dir"])
+        wsgi = _wsgi.wants_wsgi(app, cfg["interface"])
+        if wsgi and cfg["lifespan"] == "on":
+            raise ConfigError("--lifespan on: a WSGI application has no lifespan protocol")
         hup = install_signal_handlers and bool(cfg["ssl_certfile"]) and hasattr(signal, "SIGHUP")
         if install_signal_handlers:
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -258,7 +261,7 @@ class Server:
         state: dict = {}
         lifespan = None
         try:
-            if cfg["lifespan"] != "off":
+            if cfg["lifespan"] != "off" and not wsgi:
                 lifespan = _Lifespan(app, cfg["lifespan"], state)
                 await lifespan.startup()
                 if lifespan.should_exit:
@@ -267,7 +270,7 @@ class Server:
             own_sockets = sockets is None
             self.sockets = _workers.bind_sockets(cfg, reuse_port=False) if own_sockets else list(sockets)
             try:
-                await self._run(app, state, loop, _goloop)
+                await self._run(app, state, loop, _goloop, wsgi)
             finally:
                 if own_sockets:
                     for s in self.sockets:
@@ -283,7 +286,7 @@ class Server:
             if hup:
                 loop.remove_signal_handler(signal.SIGHUP)
 
-    async def _run(self, app, state, loop, _goloop) -> None:
+    async def _run(self, app, state, loop, _goloop, wsgi: bool = False) -> None:
         cfg = self.config
         headers = []
         for h in cfg["headers"] or ():
@@ -309,11 +312,15 @@ class Server:
                     "root_path": cfg["root_path"] or "",
                     "extensions": extensions}
         max_head = cfg["h11_max_incomplete_event_size"] or 16 * 1024
-        srv = _goloop.AsgiServer(loop, runner, template, state or None, int(max_head),
-                                 int(float(cfg["timeout_keep_alive"]) * 1000), int(cfg["limit_concurrency"] or 0),
-                                 bool(cfg["server_header"]), bool(cfg["date_header"]),
-                                 "\n".join(headers).encode("latin-1"),
-                                 _log_app_error if direct else None, app if direct else None)
+        pool = None
+        if wsgi:  # the same engine, requests answered by a pool of threads (goloop._wsgi)
+            srv = _wsgi.make_server(self, app, loop, _goloop, headers, max_head)
+        else:
+            srv = _goloop.AsgiServer(loop, runner, template, state or None, int(max_head),
+                                     int(float(cfg["timeout_keep_alive"]) * 1000), int(cfg["limit_concurrency"] or 0),
+                                     bool(cfg["server_header"]), bool(cfg["date_header"]),
+                                     "\n".join(headers).encode("latin-1"),
+                                     _log_app_error if direct else None, app if direct else None)
         try:
             if tls:
                 pw = cfg["ssl_keyfile_password"]
@@ -326,9 +333,12 @@ class Server:
         self._srv = srv
         try:
             configure_server(self, srv)  # proxy headers, metrics
-            _goloop._asgi_ws_config(srv, cfg["ws"] == "none", int(cfg["ws_max_size"]), int(cfg["ws_max_queue"]),
+            _goloop._asgi_ws_config(srv, cfg["ws"] == "none" or wsgi, int(cfg["ws_max_size"]),
+                                    int(cfg["ws_max_queue"]),
                                     float(cfg["ws_ping_interval"] or 0), float(cfg["ws_ping_timeout"] or 0),
                                     bool(cfg["ws_per_message_deflate"]))
+            if wsgi:
+                pool = _wsgi.start_pool(self, srv)
             for s in self.sockets:
                 srv.listen(s.fileno())
                 self._log_started(s)
@@ -358,6 +368,8 @@ class Server:
         finally:
             srv.release()
             self._srv = None
+            if pool:
+                await _wsgi.join_pool(pool)
 
     def _log_started(self, sock: socket.socket) -> None:
         if sock.family == socket.AF_UNIX:

@@ -44,6 +44,10 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "ws_per_message_deflate": True,
     "factory": False,
     "app_dir": None,
+    # the application's interface (uvicorn's --interface; auto: WSGI for a callable that is
+    # not an ASGI application) and the WSGI pool's threads (goloop._wsgi)
+    "interface": "auto",
+    "threads": None,
     # TLS (Go's crypto/tls; ALPN offers h2 and http/1.1)
     "ssl_keyfile": None,
     "ssl_certfile": None,
@@ -74,7 +78,7 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
 _SSL_PROTOCOL_TLS, _SSL_PROTOCOL_TLS_SERVER = 2, 17  # ssl.PROTOCOL_TLS, ssl.PROTOCOL_TLS_SERVER
 
 # uvicorn's options this version does not have yet: giving one is an error, not a no-op.
-NOT_YET = ("loop", "http", "interface")
+NOT_YET = ("loop", "http")
 
 # --ws: every implementation name of uvicorn's means goloop's own (Go) WebSocket; "none"
 # leaves upgrade requests to the application as plain HTTP requests.
@@ -103,6 +107,14 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"ws must be one of {', '.join(WS_CHOICES)}")
     if cfg["lifespan"] not in ("auto", "on", "off"):
         raise ConfigError("lifespan must be 'auto', 'on' or 'off'")
+    if cfg["interface"] not in ("auto", "asgi", "asgi3", "wsgi"):
+        raise ConfigError("interface must be 'auto', 'asgi' (or 'asgi3') or 'wsgi'"
+                          + (": ASGI 2 applications are not supported" if cfg["interface"] == "asgi2" else ""))
+    if cfg["interface"] == "wsgi" and cfg["lifespan"] == "on":
+        raise ConfigError("--lifespan on: a WSGI application has no lifespan protocol (--interface wsgi)")
+    t = cfg["threads"]
+    if t is not None and (not isinstance(t, int) or isinstance(t, bool) or t < 1):
+        raise ConfigError("threads must be a positive integer")
     if cfg["log_level"] is not None and str(cfg["log_level"]).lower() not in LOG_LEVELS \
             and not isinstance(cfg["log_level"], int):
         raise ConfigError(f"unknown log level {cfg['log_level']!r}")
@@ -303,6 +315,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ws-ping-timeout", type=float, default=20.0)
     p.add_argument("--ws-per-message-deflate", type=_boolean, default=True)
     p.add_argument("--factory", action="store_true")
+    p.add_argument("--interface", choices=["auto", "asgi", "asgi3", "wsgi"], default="auto",
+                   help="the application's interface (auto: WSGI for a callable that is not ASGI)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="WSGI: the threads that run the application (default: min(32, cores + 4))")
     p.add_argument("--app-dir", default=None)
     # several --ssl-certfile (with as many --ssl-keyfile, in order): certificates picked by SNI
     p.add_argument("--ssl-keyfile", action="append")

@@ -1,0 +1,930 @@
+/* goloop serve --interface wsgi (C side): the WsgiServer type, its pool threads' loop
+ * (serve_thread), the environ of each request (built here from the head Go passes, keys
+ * interned), wsgi.input, start_response and write. Each pool thread blocks in Go with the
+ * GIL released (wsgi.go's glWsgiNext) until a request is ready, runs the application with
+ * the GIL, and sends through Go with the GIL released (the socket is written by this
+ * thread, in Go). Per-thread state is _Thread_local: on a free-threaded build the threads
+ * run the application at once and share nothing here but immutable objects. */
+#include "wsgi.h"
+#include "_cgo_export.h"
+
+static PyTypeObject WsgiServerType, StartType, WriteType, InputType;
+
+/* interned strings */
+#define WSGI_STRINGS(X)                        \
+    X(REQUEST_METHOD, "REQUEST_METHOD")        \
+    X(SCRIPT_NAME, "SCRIPT_NAME")              \
+    X(PATH_INFO, "PATH_INFO")                  \
+    X(QUERY_STRING, "QUERY_STRING")            \
+    X(CONTENT_TYPE, "CONTENT_TYPE")            \
+    X(CONTENT_LENGTH, "CONTENT_LENGTH")        \
+    X(SERVER_NAME, "SERVER_NAME")              \
+    X(SERVER_PORT, "SERVER_PORT")              \
+    X(SERVER_PROTOCOL, "SERVER_PROTOCOL")      \
+    X(REMOTE_ADDR, "REMOTE_ADDR")              \
+    X(REMOTE_PORT, "REMOTE_PORT")              \
+    X(HTTP_COOKIE, "HTTP_COOKIE")              \
+    X(url_scheme, "wsgi.url_scheme")           \
+    X(input, "wsgi.input")                     \
+    X(p10, "HTTP/1.0")                         \
+    X(p11, "HTTP/1.1")                         \
+    X(p2, "HTTP/2")                            \
+    X(close, "close")                          \
+    X(fileno, "fileno")                        \
+    X(tell, "tell")                            \
+    X(filelike, "filelike")                    \
+    X(empty, "")                               \
+    X(zero, "0")
+static struct {
+#define WSGI_FIELD(name, text) PyObject *name;
+    WSGI_STRINGS(WSGI_FIELD)
+#undef WSGI_FIELD
+} ws;
+#define WS(name) (ws.name)
+static PyObject *empty_bytes;
+
+/* ---------- per-thread caches ---------- */
+
+/* The environ keys of header names ("HTTP_USER_AGENT" for user-agent), per thread. */
+#define HKEY_SLOTS 128
+#define HKEY_MAX 40
+typedef struct {
+    unsigned char len;
+    char name[HKEY_MAX];
+    PyObject *key;
+} hkey_entry;
+static _Thread_local hkey_entry *hkeys;  /* HKEY_SLOTS entries (PyMem), made at first use */
+
+/* The key of header name (lower-case bytes): a new reference, or NULL with an error. */
+static PyObject *header_key(const char *name, Py_ssize_t n) {
+    if (hkeys == NULL && (hkeys = PyMem_Calloc(HKEY_SLOTS, sizeof(hkey_entry))) == NULL) return PyErr_NoMemory();
+    unsigned h = 2166136261u;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)name[i]) * 16777619u;
+    hkey_entry *e = &hkeys[h % HKEY_SLOTS];
+    if (e->key != NULL && e->len == n && memcmp(e->name, name, n) == 0) return Py_NewRef(e->key);
+    PyObject *k = PyUnicode_New(5 + n, 127);
+    if (k == NULL) return NULL;
+    Py_UCS1 *d = PyUnicode_1BYTE_DATA(k);
+    memcpy(d, "HTTP_", 5);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        d[5 + i] = c == '-' ? '_' : (c >= 'a' && c <= 'z') ? c - 32 : c >= 0x80 ? '?' : c;
+    }
+    PyUnicode_InternInPlace(&k);
+    if (n <= HKEY_MAX) {
+        Py_XSETREF(e->key, Py_NewRef(k));
+        e->len = (unsigned char)n;
+        memcpy(e->name, name, n);
+    }
+    return k;
+}
+
+/* A str of host (latin-1/ASCII), the last one of this slot when host is the same. */
+typedef struct {
+    PyObject *s;
+    char key[64];
+    Py_ssize_t len;
+} str_cache;
+static _Thread_local str_cache c_remote, c_server, c_sport;
+
+static PyObject *cached_str(str_cache *c, const char *p, Py_ssize_t n) {
+    if (c->s != NULL && c->len == n && (n == 0 || memcmp(c->key, p, n) == 0)) return Py_NewRef(c->s);
+    PyObject *s = PyUnicode_DecodeLatin1(p ? p : "", n, NULL);
+    if (s != NULL && n <= 64) {
+        Py_XSETREF(c->s, Py_NewRef(s));
+        if (n) memcpy(c->key, p, n);
+        c->len = n;
+    }
+    return s;
+}
+
+static PyObject *port_str(str_cache *c, int port) {
+    char buf[16];
+    int n = snprintf(buf, sizeof buf, "%d", port);
+    return cached_str(c, buf, n);
+}
+
+/* ---------- wsgi.input ---------- */
+
+typedef struct {
+    PyObject_HEAD
+    long wid, gen;
+    PyObject *buf;     /* the body part being read (bytes) or NULL */
+    Py_ssize_t pos;    /* read up to here in buf */
+    char eof;          /* the last part was taken */
+} GLWsgiInput;
+
+static void input_dealloc(GLWsgiInput *self) {
+    Py_CLEAR(self->buf);
+    PyObject_Free(self);
+}
+
+/* Takes the next body part into self->buf: 1, 0 at the end of the body, -1 with an error. */
+static int input_fill(GLWsgiInput *self) {
+    if (self->eof) return 0;
+    char *p = NULL;
+    Py_ssize_t n = 0;
+    int st = glWsgiRecv(self->wid, self->gen, 0, &p, &n);
+    if (st == GL_RECV_WAIT) {
+        Py_BEGIN_ALLOW_THREADS
+        st = glWsgiRecv(self->wid, self->gen, 1, &p, &n);
+        Py_END_ALLOW_THREADS
+    }
+    if (st == GL_ASGI_ERR_GONE) {
+        PyErr_SetString(PyExc_ValueError, "wsgi.input read after its request ended");
+        return -1;
+    }
+    if (st == GL_RECV_DISCONNECT) {
+        gl_asgi_raise_disconnected();
+        return -1;
+    }
+    if (st == GL_RECV_LAST) self->eof = 1;
+    PyObject *b = gl_bytes(p, n);
+    if (b == NULL) return -1;
+    Py_XSETREF(self->buf, b);
+    self->pos = 0;
+    return n > 0 || !self->eof ? 1 : 0;
+}
+
+static Py_ssize_t input_avail(GLWsgiInput *self) {
+    return self->buf ? PyBytes_GET_SIZE(self->buf) - self->pos : 0;
+}
+
+/* Reads up to size bytes (size < 0: to the end); line: stop after a newline. */
+static PyObject *input_read_impl(GLWsgiInput *self, Py_ssize_t size, int line) {
+    PyObject *out = NULL;  /* a bytearray once more than one part is needed */
+    for (;;) {
+        Py_ssize_t avail = input_avail(self);
+        if (avail > 0) {
+            const char *p = PyBytes_AS_STRING(self->buf) + self->pos;
+            Py_ssize_t want = avail, have = out ? PyByteArray_GET_SIZE(out) : 0;
+            if (size >= 0 && want > size - have) want = size - have;
+            int stop = size >= 0 && have + want >= size;
+            if (line) {
+                const char *nl = memchr(p, '\n', want);
+                if (nl != NULL) {
+                    want = nl - p + 1;
+                    stop = 1;
+                }
+            }
+            if (out == NULL && stop) {  /* one part: a slice of it */
+                PyObject *r = (self->pos == 0 && want == PyBytes_GET_SIZE(self->buf)) ? Py_NewRef(self->buf)
+                                                                                      : PyBytes_FromStringAndSize(p, want);
+                self->pos += want;
+                return r;
+            }
+            if (out == NULL && (out = PyByteArray_FromStringAndSize(NULL, 0)) == NULL) return NULL;
+            if (PyByteArray_Resize(out, have + want) < 0) goto fail;
+            memcpy(PyByteArray_AS_STRING(out) + have, p, want);
+            self->pos += want;
+            if (stop) break;
+        } else if (size == 0) {
+            break;
+        }
+        int rc = input_fill(self);
+        if (rc < 0) goto fail;
+        if (rc == 0) break;
+    }
+    if (out == NULL) return Py_NewRef(empty_bytes);
+    PyObject *r = PyBytes_FromStringAndSize(PyByteArray_AS_STRING(out), PyByteArray_GET_SIZE(out));
+    Py_DECREF(out);
+    return r;
+fail:
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static int size_arg(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t *size) {
+    *size = -1;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "expected at most 1 argument");
+        return -1;
+    }
+    if (nargs == 1 && args[0] != Py_None) {
+        *size = PyNumber_AsSsize_t(args[0], PyExc_OverflowError);
+        if (*size == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+static PyObject *input_read(GLWsgiInput *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_ssize_t size;
+    if (size_arg(args, nargs, &size) < 0) return NULL;
+    return input_read_impl(self, size, 0);
+}
+
+static PyObject *input_readline(GLWsgiInput *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_ssize_t size;
+    if (size_arg(args, nargs, &size) < 0) return NULL;
+    return input_read_impl(self, size, 1);
+}
+
+static PyObject *input_readlines(GLWsgiInput *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_ssize_t hint, total = 0;
+    if (size_arg(args, nargs, &hint) < 0) return NULL;
+    PyObject *lines = PyList_New(0);
+    if (lines == NULL) return NULL;
+    for (;;) {
+        PyObject *l = input_read_impl(self, -1, 1);
+        if (l == NULL) {
+            Py_DECREF(lines);
+            return NULL;
+        }
+        if (PyBytes_GET_SIZE(l) == 0) {
+            Py_DECREF(l);
+            break;
+        }
+        total += PyBytes_GET_SIZE(l);
+        int rc = PyList_Append(lines, l);
+        Py_DECREF(l);
+        if (rc < 0) {
+            Py_DECREF(lines);
+            return NULL;
+        }
+        if (hint > 0 && total >= hint) break;
+    }
+    return lines;
+}
+
+static PyObject *input_next(GLWsgiInput *self) {
+    PyObject *l = input_read_impl(self, -1, 1);
+    if (l != NULL && PyBytes_GET_SIZE(l) == 0) {
+        Py_DECREF(l);
+        return NULL;  /* StopIteration */
+    }
+    return l;
+}
+
+static PyMethodDef input_methods[] = {
+    {"read", (PyCFunction)(void (*)(void))input_read, METH_FASTCALL, "read(size=-1): up to size bytes of the body."},
+    {"readline", (PyCFunction)(void (*)(void))input_readline, METH_FASTCALL, "readline(size=-1)"},
+    {"readlines", (PyCFunction)(void (*)(void))input_readlines, METH_FASTCALL, "readlines(hint=-1)"},
+    {NULL}};
+
+static PyTypeObject InputType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop.WsgiInput",
+    .tp_basicsize = sizeof(GLWsgiInput),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "wsgi.input: the request body, read from Go as the application reads it.",
+    .tp_dealloc = (destructor)input_dealloc,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)input_next,
+    .tp_methods = input_methods,
+};
+
+/* ---------- start_response and write ---------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    long wid, gen;
+    int status;       /* start_response's status; 0: not called */
+    char sent;        /* the head went to Go */
+    char *hdr;        /* the header lines ("name: value\r\n", names lower-cased; PyMem) */
+    Py_ssize_t hn, hcap;
+} GLWsgiStart;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    GLWsgiStart *st;
+} GLWsgiWrite;
+
+static void start_dealloc(GLWsgiStart *self) {
+    PyMem_Free(self->hdr);
+    PyObject_Free(self);
+}
+
+static void write_dealloc(GLWsgiWrite *self) {
+    Py_CLEAR(self->st);
+    PyObject_Free(self);
+}
+
+static int hdr_put(GLWsgiStart *st, const char *p, Py_ssize_t n) {
+    if (st->hn + n > st->hcap) {
+        Py_ssize_t cap = st->hcap * 2 + n + 256;
+        char *b = PyMem_Realloc(st->hdr, cap);
+        if (b == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        st->hdr = b;
+        st->hcap = cap;
+    }
+    memcpy(st->hdr + st->hn, p, n);
+    st->hn += n;
+    return 0;
+}
+
+/* a latin-1 str's bytes (ASCII/latin-1 compact strs only: PEP 3333's native strings) */
+static int latin1(PyObject *o, const char *what, const char **p, Py_ssize_t *n) {
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "WSGI %s must be a str, not %.100s", what, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    if (PyUnicode_KIND(o) != PyUnicode_1BYTE_KIND) {
+        PyErr_Format(PyExc_ValueError, "WSGI %s must be latin-1: %R", what, o);
+        return -1;
+    }
+    *p = (const char *)PyUnicode_1BYTE_DATA(o);
+    *n = PyUnicode_GET_LENGTH(o);
+    return 0;
+}
+
+/* The status's code ("200 OK": three digits, a space, a reason without control characters). */
+static int parse_status(PyObject *status) {
+    const char *p;
+    Py_ssize_t n;
+    if (latin1(status, "status", &p, &n) < 0) return -1;
+    int ok = n >= 4 && p[3] == ' ';
+    for (int i = 0; ok && i < 3; i++) ok = p[i] >= '0' && p[i] <= '9';
+    for (Py_ssize_t i = 4; ok && i < n; i++) ok = (unsigned char)p[i] >= ' ' && p[i] != 0x7f;
+    int code = ok ? (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0') : 0;
+    if (!ok || code < 100) {
+        PyErr_Format(PyExc_ValueError, "invalid WSGI status %R (\"NNN reason\")", status);
+        return -1;
+    }
+    return code;
+}
+
+/* The header lines of headers (a list of (name, value) str pairs), checked, into st. */
+static int put_headers(GLWsgiStart *st, PyObject *headers) {
+    if (!PyList_Check(headers) && !PyTuple_Check(headers)) {
+        PyErr_Format(PyExc_TypeError, "WSGI response headers must be a list, not %.100s", Py_TYPE(headers)->tp_name);
+        return -1;
+    }
+    st->hn = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(headers); i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(headers, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "WSGI response headers must be (name, value) tuples");
+            return -1;
+        }
+        const char *np, *vp;
+        Py_ssize_t nn, vn;
+        if (latin1(PyTuple_GET_ITEM(pair, 0), "header name", &np, &nn) < 0 ||
+            latin1(PyTuple_GET_ITEM(pair, 1), "header value", &vp, &vn) < 0)
+            return -1;
+        if (nn == 0) goto bad_name;
+        Py_ssize_t at = st->hn;
+        if (hdr_put(st, np, nn) < 0) return -1;
+        for (Py_ssize_t j = 0; j < nn; j++) {
+            unsigned char c = (unsigned char)np[j];
+            if (c <= ' ' || c == ':' || c >= 0x7f) goto bad_name;
+            if (c >= 'A' && c <= 'Z') st->hdr[at + j] = (char)(c + 32);  /* lower case: HTTP/2's rule */
+        }
+        for (Py_ssize_t j = 0; j < vn; j++) {
+            unsigned char c = (unsigned char)vp[j];
+            if (c == '\r' || c == '\n' || c == 0) {
+                PyErr_Format(PyExc_ValueError, "invalid WSGI header value (CR, LF or NUL) for %R",
+                             PyTuple_GET_ITEM(pair, 0));
+                return -1;
+            }
+        }
+        if (hdr_put(st, ": ", 2) < 0 || hdr_put(st, vp, vn) < 0 || hdr_put(st, "\r\n", 2) < 0) return -1;
+        continue;
+    bad_name:
+        PyErr_Format(PyExc_ValueError, "invalid WSGI header name %R", PyTuple_GET_ITEM(pair, 0));
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *write_new(GLWsgiStart *st);
+
+/* start_response(status, response_headers, exc_info=None) -> write */
+static PyObject *start_call(GLWsgiStart *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *exc_info = NULL;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        if (PyTuple_GET_SIZE(kwnames) == 1 && nargs == 2 &&
+            PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "exc_info") == 0) {
+            exc_info = args[2];
+        } else {
+            PyErr_SetString(PyExc_TypeError, "start_response(status, response_headers, exc_info=None)");
+            return NULL;
+        }
+    } else if (nargs == 3) {
+        exc_info = args[2];
+    } else if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "start_response(status, response_headers, exc_info=None)");
+        return NULL;
+    }
+    if (exc_info != NULL && exc_info != Py_None) {
+        if (self->sent) {  /* too late to change the response: raise the application's error again */
+            if (!PyTuple_Check(exc_info) || PyTuple_GET_SIZE(exc_info) != 3 ||
+                !PyExceptionInstance_Check(PyTuple_GET_ITEM(exc_info, 1))) {
+                PyErr_SetString(PyExc_TypeError, "exc_info must be a sys.exc_info() tuple");
+                return NULL;
+            }
+            PyObject *v = PyTuple_GET_ITEM(exc_info, 1), *tb = PyTuple_GET_ITEM(exc_info, 2);
+            if (tb != Py_None) PyException_SetTraceback(v, tb);
+            PyErr_SetObject((PyObject *)Py_TYPE(v), v);
+            return NULL;
+        }
+    } else if (self->status != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "start_response() called again without exc_info");
+        return NULL;
+    }
+    if (self->wid < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "start_response() called after its request ended");
+        return NULL;
+    }
+    int code = parse_status(args[0]);
+    if (code < 0 || put_headers(self, args[1]) < 0) {
+        self->status = 0;
+        self->hn = 0;
+        return NULL;
+    }
+    self->status = code;
+    return write_new(self);
+}
+
+static PyObject *raise_send(GLWsgiStart *st, int rc) {
+    if (rc == GL_ASGI_ERR_DISCONNECTED) return gl_asgi_raise_disconnected();
+    if (rc == GL_ASGI_ERR_GONE) {
+        PyErr_SetString(PyExc_RuntimeError, "the WSGI request already ended");
+        return NULL;
+    }
+    const char *m = glWsgiError(st->wid);
+    PyErr_SetString(PyExc_RuntimeError, m ? m : "goloop: send failed");
+    return NULL;
+}
+
+/* Sends a body part (the head with the first): GL_ASGI_OK or an error code (nothing raised). */
+static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush) {
+    int status = st->sent ? 0 : st->status, rc;
+    long wid = st->wid, gen = st->gen;
+    Py_BEGIN_ALLOW_THREADS
+    rc = glWsgiSend(wid, gen, status, st->hdr, st->hn, p, n, more, flush);
+    Py_END_ALLOW_THREADS
+    if (rc != GL_ASGI_ERR_RUNTIME && rc != GL_ASGI_ERR_GONE) st->sent = 1;
+    return rc;
+}
+
+static int need_start(GLWsgiStart *st) {
+    if (st->status == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the WSGI application did not call start_response()");
+        return -1;
+    }
+    return 0;
+}
+
+/* write(data): the body part, sent now (it is in Go's output when write returns; a slow
+ * client makes write wait). */
+static PyObject *write_call(GLWsgiWrite *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "write() takes one bytes argument");
+        return NULL;
+    }
+    GLWsgiStart *st = self->st;
+    if (st->wid < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "write() called after its request ended");
+        return NULL;
+    }
+    if (need_start(st) < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    int rc = GL_ASGI_OK;
+    if (view.len > 0) rc = send_part(st, view.buf, view.len, 1, 1);
+    PyBuffer_Release(&view);
+    if (rc != GL_ASGI_OK) return raise_send(st, rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *write_new(GLWsgiStart *st) {
+    GLWsgiWrite *w = PyObject_New(GLWsgiWrite, &WriteType);
+    if (w == NULL) return NULL;
+    w->vectorcall = (vectorcallfunc)write_call;
+    w->st = (GLWsgiStart *)Py_NewRef(st);
+    return (PyObject *)w;
+}
+
+static PyTypeObject StartType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop.WsgiStartResponse",
+    .tp_basicsize = sizeof(GLWsgiStart),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "start_response(status, response_headers, exc_info=None) of one WSGI request.",
+    .tp_dealloc = (destructor)start_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(GLWsgiStart, vectorcall),
+};
+
+static PyTypeObject WriteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop.WsgiWrite",
+    .tp_basicsize = sizeof(GLWsgiWrite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "The write(data) callable start_response returns.",
+    .tp_dealloc = (destructor)write_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(GLWsgiWrite, vectorcall),
+};
+
+/* ---------- the environ ---------- */
+
+#define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
+
+static inline int set_new(PyObject *d, PyObject *k, PyObject *v) { return gl_set_new(d, k, v); }
+
+/* environ[key] = value, or joined to a value already there (a repeated header: ", ";
+ * cookies, which HTTP/2 splits, "; "). */
+static int set_header(PyObject *env, PyObject *key, const char *v, Py_ssize_t vn) {
+    PyObject *old = PyDict_GetItemWithError(env, key);
+    if (old == NULL) {
+        if (PyErr_Occurred()) return -1;
+        return set_new(env, key, PyUnicode_DecodeLatin1(v, vn, NULL));
+    }
+    PyObject *add = PyUnicode_DecodeLatin1(v, vn, NULL);
+    if (add == NULL) return -1;
+    PyObject *r = PyUnicode_FromFormat(key == WS(HTTP_COOKIE) ? "%U; %U" : "%U, %U", old, add);
+    Py_DECREF(add);
+    return set_new(env, key, r);
+}
+
+static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
+    PyObject *env = PyDict_Copy(srv->environ_tpl);
+    if (env == NULL) return NULL;
+    const char *blob = h->blob;
+    const int32_t *ends = h->ends;
+    int nends = h->nends, nh = (nends - 4) / 2;
+    const char *path = blob + ends[nends - 2];
+    Py_ssize_t plen = ends[nends - 1] - ends[nends - 2];
+    if (srv->rootlen > 0 && plen >= srv->rootlen && memcmp(path, srv->root, srv->rootlen) == 0 &&
+        (plen == srv->rootlen || path[srv->rootlen] == '/')) {
+        path += srv->rootlen;
+        plen -= srv->rootlen;
+    }
+    if (set_new(env, WS(REQUEST_METHOD), gl_asgi_method(SEG(nends - 4))) < 0 ||
+        set_new(env, WS(PATH_INFO), PyUnicode_DecodeLatin1(path, plen, NULL)) < 0 ||
+        set_new(env, WS(QUERY_STRING), PyUnicode_DecodeLatin1(SEG(nends - 2), NULL)) < 0 ||
+        PyDict_SetItem(env, WS(SERVER_PROTOCOL),
+                       h->major == 2 ? WS(p2) : (h->major == 1 && h->minor == 0) ? WS(p10) : WS(p11)) < 0 ||
+        PyDict_SetItem(env, WS(input), input) < 0)
+        goto fail;
+    if (h->is_unix) {
+        if (set_new(env, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
+            PyDict_SetItem(env, WS(SERVER_PORT), WS(zero)) < 0 || PyDict_SetItem(env, WS(REMOTE_ADDR), WS(empty)) < 0 ||
+            PyDict_SetItem(env, WS(REMOTE_PORT), WS(zero)) < 0)
+            goto fail;
+    } else if (set_new(env, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
+               set_new(env, WS(SERVER_PORT), port_str(&c_sport, h->sport)) < 0 ||
+               set_new(env, WS(REMOTE_ADDR), cached_str(&c_remote, h->chost, h->chostlen)) < 0 ||
+               set_new(env, WS(REMOTE_PORT), PyUnicode_FromFormat("%d", h->cport)) < 0) {
+        goto fail;
+    }
+    if (h->proxy != NULL) {  /* "scheme\nclient" from a trusted proxy's headers */
+        const char *nl = memchr(h->proxy, '\n', h->proxylen);
+        Py_ssize_t slen = nl ? nl - h->proxy : h->proxylen;
+        if (slen > 0 && set_new(env, WS(url_scheme), PyUnicode_DecodeLatin1(h->proxy, slen, NULL)) < 0) goto fail;
+        if (nl != NULL && h->proxylen - slen - 1 > 0 &&
+            (set_new(env, WS(REMOTE_ADDR), PyUnicode_DecodeLatin1(nl + 1, h->proxylen - slen - 1, NULL)) < 0 ||
+             PyDict_SetItem(env, WS(REMOTE_PORT), WS(zero)) < 0))
+            goto fail;
+    }
+    for (int i = 0; i < 2 * nh; i += 2) {
+        int32_t a = i > 0 ? ends[i - 1] : 0, b = ends[i], c = ends[i + 1];
+        const char *name = blob + a;
+        Py_ssize_t nn = b - a;
+        PyObject *key;
+        if (nn == 12 && memcmp(name, "content-type", 12) == 0) {
+            key = Py_NewRef(WS(CONTENT_TYPE));
+        } else if (nn == 14 && memcmp(name, "content-length", 14) == 0) {
+            key = Py_NewRef(WS(CONTENT_LENGTH));
+        } else if (memchr(name, '_', nn) != NULL) {
+            continue;  /* HTTP_X_Y would not say whether the client sent x-y or x_y: dropped (gunicorn, nginx) */
+        } else if ((key = header_key(name, nn)) == NULL) {
+            goto fail;
+        }
+        int rc = set_header(env, key, blob + b, c - b);
+        Py_DECREF(key);
+        if (rc < 0) goto fail;
+    }
+    return env;
+fail:
+    Py_DECREF(env);
+    return NULL;
+}
+#undef SEG
+
+/* ---------- one request ---------- */
+
+/* Logs the exception being raised (the application's) with srv->on_error. */
+static void log_error(GLWsgiServer *srv) {
+    PyObject *exc = gl_asgi_take_exception();
+    if (exc == NULL) return;
+    PyObject *r = PyObject_CallOneArg(srv->on_error, exc);
+    if (r == NULL) PyErr_WriteUnraisable(srv->on_error);
+    Py_XDECREF(r);
+    Py_DECREF(exc);
+}
+
+static int get_optional_attr(PyObject *o, PyObject *name, PyObject **res) {
+    *res = PyObject_GetAttr(o, name);
+    if (*res != NULL) return 1;
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+/* A file wrapper around a regular file: sent from its position with sendfile(2) (on plain
+ * HTTP/1.1; HTTP/2 and TLS read it in Go). 1: sent, 0: not a file (iterate it), -1: error
+ * raised, -2: the client went away. */
+static int send_wrapped_file(GLWsgiStart *st, PyObject *wrapper) {
+    PyObject *f, *fdo, *pos = NULL;
+    if (get_optional_attr(wrapper, WS(filelike), &f) <= 0) return PyErr_Occurred() ? -1 : 0;
+    int has = get_optional_attr(f, WS(fileno), &fdo);
+    if (has <= 0) {
+        Py_DECREF(f);
+        return has;
+    }
+    PyObject *fdv = PyObject_CallNoArgs(fdo);
+    Py_DECREF(fdo);
+    if (fdv == NULL) {  /* io.UnsupportedOperation and the like: not a file */
+        Py_DECREF(f);
+        PyErr_Clear();
+        return 0;
+    }
+    long fd = PyLong_AsLong(fdv);
+    Py_DECREF(fdv);
+    long long off = -1;
+    if (fd >= 0 && get_optional_attr(f, WS(tell), &pos) > 0) {  /* a buffered file's own position */
+        PyObject *t = PyObject_CallNoArgs(pos);
+        Py_DECREF(pos);
+        off = t ? PyLong_AsLongLong(t) : -1;
+        Py_XDECREF(t);
+    }
+    Py_DECREF(f);
+    if (PyErr_Occurred() || fd < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (need_start(st) < 0) return -1;
+    int rc, status = st->sent ? 0 : st->status;
+    long wid = st->wid, gen = st->gen;
+    Py_BEGIN_ALLOW_THREADS
+    rc = glWsgiSendFD(wid, gen, status, st->hdr, st->hn, (int)fd, off, -1);
+    Py_END_ALLOW_THREADS
+    if (rc == GL_WSGI_NOT_FILE) return 0;
+    if (rc == GL_ASGI_OK) {
+        st->sent = 1;
+        return 1;
+    }
+    if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
+    raise_send(st, rc);
+    return -1;
+}
+
+/* Sends the application's result: 0 done, -1 the application failed (raised), -2 the client
+ * went away. result.close() is called by the caller. */
+static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
+    int rc;
+    if (srv->file_wrapper != NULL && Py_TYPE(result) == (PyTypeObject *)srv->file_wrapper) {
+        int r = send_wrapped_file(st, result);
+        if (r != 0) return r == 1 ? 0 : r;
+    }
+    if (PyList_CheckExact(result) || PyTuple_CheckExact(result)) {
+        /* every part but the last with more_body, the last flushed: a one-part answer
+         * gets its content-length and leaves in one write */
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(result);
+        if (need_start(st) < 0) return -1;
+        for (Py_ssize_t i = 0; i < n || (n == 0 && i == 0); i++) {
+            PyObject *b = n ? Py_NewRef(PySequence_Fast_GET_ITEM(result, i)) : Py_NewRef(empty_bytes);
+            if (!PyBytes_Check(b)) {
+                PyErr_Format(PyExc_TypeError, "a WSGI response must be bytes, not %.100s", Py_TYPE(b)->tp_name);
+                Py_DECREF(b);
+                return -1;
+            }
+            int last = i >= n - 1;
+            rc = (PyBytes_GET_SIZE(b) == 0 && !last) ? GL_ASGI_OK
+                                                     : send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last);
+            Py_DECREF(b);
+            if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
+            if (rc != GL_ASGI_OK) {
+                raise_send(st, rc);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    PyObject *it = PyObject_GetIter(result), *b;
+    if (it == NULL) return -1;
+    while ((b = PyIter_Next(it)) != NULL) {
+        if (!PyBytes_Check(b)) {
+            PyErr_Format(PyExc_TypeError, "a WSGI response must yield bytes, not %.100s", Py_TYPE(b)->tp_name);
+            Py_DECREF(b);
+            Py_DECREF(it);
+            return -1;
+        }
+        rc = GL_ASGI_OK;
+        if (PyBytes_GET_SIZE(b) > 0) {  /* the head waits for the first non-empty part (PEP 3333) */
+            rc = need_start(st) < 0 ? GL_ASGI_ERR_RUNTIME - 100
+                                    : send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1);
+        }
+        Py_DECREF(b);
+        if (rc != GL_ASGI_OK) {
+            Py_DECREF(it);
+            if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
+            if (rc != GL_ASGI_ERR_RUNTIME - 100) raise_send(st, rc);
+            return -1;
+        }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return -1;
+    if (need_start(st) < 0) return -1;
+    rc = send_part(st, NULL, 0, 0, 1);
+    if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
+    if (rc != GL_ASGI_OK) {
+        raise_send(st, rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs the application for the request whose head is h: 1 answered, 2 it failed. */
+static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
+    GLWsgiInput *in = PyObject_New(GLWsgiInput, &InputType);
+    GLWsgiStart *st = in ? PyObject_New(GLWsgiStart, &StartType) : NULL;
+    PyObject *env = NULL, *result = NULL;
+    int failed = 1;
+    if (st == NULL) {
+        Py_XDECREF((PyObject *)in);
+        log_error(srv);
+        return 2;
+    }
+    in->wid = wid, in->gen = gen, in->buf = NULL, in->pos = 0, in->eof = 0;
+    st->vectorcall = (vectorcallfunc)start_call;
+    st->wid = wid, st->gen = gen, st->status = 0, st->sent = 0;
+    st->hdr = NULL, st->hn = st->hcap = 0;
+    if ((env = environ_new(srv, h, (PyObject *)in)) != NULL) {
+        PyObject *args[2] = {env, (PyObject *)st};
+        result = PyObject_Vectorcall(srv->app, args, 2, NULL);
+    }
+    if (result == NULL) {
+        log_error(srv);
+    } else {
+        failed = send_result(srv, st, result) == -1;
+        if (failed) log_error(srv);
+        if (!PyList_CheckExact(result) && !PyTuple_CheckExact(result)) {  /* close(), always */
+            PyObject *close;
+            int has = get_optional_attr(result, WS(close), &close);
+            if (has > 0) {
+                PyObject *r = PyObject_CallNoArgs(close);
+                Py_DECREF(close);
+                if (r == NULL) {
+                    log_error(srv);
+                    failed = 1;
+                }
+                Py_XDECREF(r);
+            } else if (has < 0) {
+                log_error(srv);
+            }
+        }
+        Py_DECREF(result);
+    }
+    if (srv->access != NULL && env != NULL) {  /* the access log, the request limit (goloop._wsgi) */
+        PyObject *code = PyLong_FromLong(st->sent ? st->status : 500);
+        PyObject *r = code ? PyObject_CallFunctionObjArgs(srv->access, env, code, NULL) : NULL;
+        if (r == NULL) PyErr_WriteUnraisable(srv->access);
+        Py_XDECREF(r);
+        Py_XDECREF(code);
+    }
+    st->wid = -1;  /* kept by the application: its calls now fail without reaching Go */
+    in->wid = -1;
+    Py_XDECREF(env);
+    Py_DECREF((PyObject *)st);
+    Py_DECREF((PyObject *)in);
+    return failed ? 2 : 1;
+}
+
+/* ---------- the server ---------- */
+
+/* serve_thread(): a pool thread's loop: wait for a request (GIL released), answer it; returns
+ * when the server is released. */
+static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    if (self->base.sid < 0) Py_RETURN_NONE;
+    long wid = glWsgiWorkerNew(self->wsid);
+    if (wid < 0) Py_RETURN_NONE;
+    int finish = 0;
+    for (;;) {
+        GLAsgiHead *h;
+        long gen = 0;
+        Py_BEGIN_ALLOW_THREADS
+        h = glWsgiNext(wid, finish, &gen);
+        Py_END_ALLOW_THREADS
+        if (h == NULL) break;
+        /* the app is called with this thread's state; the objects of the request (the
+         * input and start_response) may outlive it: they hold (wid, gen), which Go checks */
+        finish = handle(self, wid, gen, h);
+    }
+    glWsgiWorkerFree(wid);
+    Py_RETURN_NONE;
+}
+
+static int wsrv_init(GLWsgiServer *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"loop", "app", "environ", "max_head", "keep_alive_ms", "limit_concurrency",
+                             "server_header", "date_header", "headers", "on_error", "file_wrapper", "root_path",
+                             "access", NULL};
+    PyObject *loop, *app, *env, *on_error, *file_wrapper, *access = Py_None;
+    long max_head, ka, limit;
+    int server_header, date_header;
+    const char *headers, *root;
+    Py_ssize_t hlen, rootlen;
+    GL_FORK_GUARD(-1);
+    if (self->base.sid >= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "WsgiServer already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!lllppy#OOy#|O", kwlist, &loop, &app, &PyDict_Type, &env,
+                                     &max_head, &ka, &limit, &server_header, &date_header, &headers, &hlen,
+                                     &on_error, &file_wrapper, &root, &rootlen, &access))
+        return -1;
+    if (!PyObject_TypeCheck(loop, gl_asgi_loop_type())) {
+        PyErr_SetString(PyExc_TypeError, "WsgiServer needs a goloop loop");
+        return -1;
+    }
+    self->base.loop = Py_NewRef(loop);
+    self->base.runner = Py_NewRef(Py_None);
+    self->base.template = PyDict_New();
+    if (self->base.template == NULL) return -1;
+    self->app = Py_NewRef(app);
+    self->environ_tpl = Py_NewRef(env);
+    self->on_error = Py_NewRef(on_error);
+    self->file_wrapper = Py_NewRef(file_wrapper);
+    if (access != Py_None) self->access = Py_NewRef(access);
+    if (rootlen > 0) {
+        if ((self->root = PyMem_Malloc(rootlen)) == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(self->root, root, rootlen);
+        self->rootlen = rootlen;
+    }
+    if (glWsgiServerNew(&self->base, (GLLoop *)loop, max_head, ka, limit, server_header, date_header, (char *)headers,
+                        hlen, &self->wsid) < 0)
+        return -1;
+    return 0;
+}
+
+static int wsrv_traverse(GLWsgiServer *self, visitproc visit, void *arg) {
+    Py_VISIT(self->app);
+    Py_VISIT(self->environ_tpl);
+    Py_VISIT(self->on_error);
+    Py_VISIT(self->file_wrapper);
+    Py_VISIT(self->access);
+    return gl_asgi_server_type()->tp_traverse((PyObject *)self, visit, arg);
+}
+
+static int wsrv_clear(GLWsgiServer *self) {
+    Py_CLEAR(self->app);
+    Py_CLEAR(self->environ_tpl);
+    Py_CLEAR(self->on_error);
+    Py_CLEAR(self->file_wrapper);
+    Py_CLEAR(self->access);
+    return gl_asgi_server_type()->tp_clear((PyObject *)self);
+}
+
+static void wsrv_dealloc(GLWsgiServer *self) {
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->app);
+    Py_CLEAR(self->environ_tpl);
+    Py_CLEAR(self->on_error);
+    Py_CLEAR(self->file_wrapper);
+    Py_CLEAR(self->access);
+    PyMem_Free(self->root);
+    self->root = NULL;
+    gl_asgi_server_type()->tp_dealloc((PyObject *)self);
+}
+
+static PyMethodDef wsrv_methods[] = {
+    {"serve_thread", (PyCFunction)srv_serve_thread, METH_NOARGS,
+     "Answer requests in this thread until the server is released (a pool thread's run)."},
+    {NULL}};
+
+static PyTypeObject WsgiServerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop.WsgiServer",
+    .tp_basicsize = sizeof(GLWsgiServer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "goloop serve's WSGI server: the ASGI server's engine, requests answered by pool threads (goloop._wsgi).",
+    .tp_init = (initproc)wsrv_init,
+    .tp_dealloc = (destructor)wsrv_dealloc,
+    .tp_traverse = (traverseproc)wsrv_traverse,
+    .tp_clear = (inquiry)wsrv_clear,
+    .tp_methods = wsrv_methods,
+};
+
+int gl_init_wsgi(PyObject *m) {
+#define WSGI_INTERN(name, text) if ((WS(name) = PyUnicode_InternFromString(text)) == NULL) return -1;
+    WSGI_STRINGS(WSGI_INTERN)
+#undef WSGI_INTERN
+    if ((empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL) return -1;
+    WsgiServerType.tp_base = gl_asgi_server_type();
+    if (PyType_Ready(&WsgiServerType) < 0 || PyType_Ready(&StartType) < 0 || PyType_Ready(&WriteType) < 0 ||
+        PyType_Ready(&InputType) < 0)
+        return -1;
+    return PyModule_AddObjectRef(m, "WsgiServer", (PyObject *)&WsgiServerType);
+}

@@ -1,0 +1,380 @@
+package main
+
+// goloop serve --interface wsgi (Go side): an asgi.Server whose exchanges are answered by a
+// pool of Python threads running a WSGI application (wsgi.c), not by tasks on the loop.
+//
+// The engine runs in Go without the GIL: connections are read by the goroutine driver
+// (Go's netpoller; TLS and HTTP/2 as for ASGI) and the server's event queue is taken by
+// its Notify, in whichever goroutine pushed to it, which routes each event under the
+// pool's mutex: a request to the ready list (and a sleeping pool thread is signalled), a
+// wake-up to the channel of the pool thread that handles that request. A pool thread
+// blocks in glWsgiNext (GIL released) until a request is ready and leaves with its head in
+// its own C memory; its reads of the body, its sends (with the flush: the thread writes
+// to the socket itself) and its waits for backpressure are Go calls with the GIL released
+// (wsgi.c). No Python object is touched by Go here: errors travel as codes and messages
+// in the thread's C memory, which wsgi.c raises.
+
+/*
+#include "wsgi.h"
+*/
+import "C"
+
+import (
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/goloop/goloop/goloop/asgi"
+	"github.com/goloop/goloop/goloop/idtable"
+)
+
+type wsgiSrv struct {
+	sv   *asgiSrv
+	mu   sync.Mutex
+	cond sync.Cond // a request is ready, or the pool stops
+	// ready requests, in arrival order: ready[head:]
+	ready   []*asgi.Request
+	head    int
+	idle    int // pool threads waiting in next
+	stopped bool
+	evs     []asgi.Event
+}
+
+// wsgiWorker is one pool thread's state: the request it answers (gen counts them, so
+// that a C object of an earlier request, kept by the application, cannot reach a later
+// one), its wake-up channel and its C memory.
+type wsgiWorker struct {
+	w    *wsgiSrv
+	id   int
+	r    *asgi.Request
+	gen  int64
+	wake chan struct{}
+	hb   headBuf
+	rbuf unsafe.Pointer // the body part glWsgiRecv passes (C memory)
+	rcap int
+	emsg *C.char // the message of the last GL_ASGI_ERR_RUNTIME (C memory)
+}
+
+var (
+	wsgiServers idtable.Table[wsgiSrv]
+	wsgiWorkers idtable.Table[wsgiWorker]
+)
+
+//export glWsgiServerNew
+func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, limitConc C.long,
+	serverHdr, dateHdr C.int, headers *C.char, hlen C.Py_ssize_t, wsid *C.long) (rc C.int) {
+	defer recoverInt(&rc)
+	l := getLoop(lp)
+	if !l.checkClosed() {
+		return -1
+	}
+	w := &wsgiSrv{}
+	id, _ := wsgiServers.Add(w)
+	*wsid = C.long(id)
+	w.cond.L = &w.mu
+	cfg := serverConfig(maxHead, keepAliveMs, limitConc, serverHdr, dateHdr, headers, hlen)
+	cfg.Notify = w.notify
+	// no SetLoop: the goroutine driver reads the connections, the loop thread has no part
+	w.sv = newAsgiSrv(py, l, cfg)
+	w.sv.onRelease = func() {
+		l.removeHook(wsgiHook{w})
+		w.stop()
+		wsgiServers.Del(id)
+	}
+	l.addHook(wsgiHook{w})
+	return 0
+}
+
+// wsgiHook: the loop's end releases the server (the pool threads leave their wait).
+type wsgiHook struct{ w *wsgiSrv }
+
+func (h wsgiHook) take()  {}
+func (h wsgiHook) flush() {}
+func (h wsgiHook) loopClosed() {
+	h.w.sv.s.Abort()
+	h.w.sv.release()
+}
+
+// notify is the engine's Notify: it takes the queue and routes its events (any goroutine,
+// perhaps with a connection's lock held: it takes no connection's lock).
+func (w *wsgiSrv) notify() {
+	w.mu.Lock()
+	w.evs = w.sv.s.Take(w.evs[:0])
+	n := 0
+	for i, ev := range w.evs {
+		w.evs[i] = asgi.Event{}
+		switch ev.Kind {
+		case asgi.EvRequest:
+			if w.stopped { // after the pool stopped: lost with the server (not under a Conn's lock)
+				go ev.Req.Done(false)
+				continue
+			}
+			w.ready = append(w.ready, ev.Req)
+			n++
+		case asgi.EvWake:
+			if wk := (*wsgiWorker)(ev.Req.Tag); wk != nil {
+				select {
+				case wk.wake <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+	for ; n > 0 && w.idle > 0; n-- {
+		w.cond.Signal()
+	}
+	w.mu.Unlock()
+}
+
+// stop: the server is released; the pool threads return from next.
+func (w *wsgiSrv) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	rest := w.ready[w.head:]
+	w.ready, w.head = nil, 0
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	for _, r := range rest {
+		r.Done(false)
+	}
+}
+
+// glWsgiWorkerNew: a pool thread of server wsid starts (-1: the server is released).
+//
+//export glWsgiWorkerNew
+func glWsgiWorkerNew(wsid C.long) (rc C.long) {
+	defer func() {
+		if recover() != nil {
+			rc = -1
+		}
+	}()
+	ws := wsgiServers.Get(int(wsid))
+	if ws == nil {
+		return -1
+	}
+	wk := &wsgiWorker{w: ws, wake: make(chan struct{}, 1), hb: newHeadBuf()}
+	id, _ := wsgiWorkers.Add(wk)
+	wk.id = id
+	return C.long(id)
+}
+
+//export glWsgiWorkerFree
+func glWsgiWorkerFree(wid C.long) {
+	defer func() { recover() }()
+	wk := wsgiWorkers.Get(int(wid))
+	if wk == nil {
+		return
+	}
+	if wk.r != nil {
+		wk.r.Done(true)
+		wk.r = nil
+	}
+	wk.hb.free()
+	C.free(wk.rbuf)
+	C.free(unsafe.Pointer(wk.emsg))
+	wk.rbuf, wk.emsg = nil, nil
+	wsgiWorkers.Del(int(wid))
+}
+
+func worker(wid C.long, gen C.long) *wsgiWorker {
+	wk := wsgiWorkers.Get(int(wid))
+	if wk == nil || wk.r == nil || wk.gen != int64(gen) {
+		return nil
+	}
+	return wk
+}
+
+// glWsgiNext (GIL released) ends the thread's request (finish 1: answered, 2: the
+// application failed) and waits for the next one: its head, or NULL when the pool stops.
+//
+//export glWsgiNext
+func glWsgiNext(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
+	defer func() {
+		if recover() != nil {
+			h = nil
+		}
+	}()
+	wk := wsgiWorkers.Get(int(wid))
+	if wk == nil {
+		return nil
+	}
+	w := wk.w
+	if r := wk.r; r != nil && finish != 0 {
+		wk.r = nil
+		r.Done(finish == 2)
+		w.sv.s.Flush()
+	}
+	w.mu.Lock()
+	for w.head == len(w.ready) && !w.stopped {
+		w.idle++
+		w.cond.Wait()
+		w.idle--
+	}
+	if w.stopped {
+		w.mu.Unlock()
+		return nil
+	}
+	r := w.ready[w.head]
+	w.ready[w.head] = nil
+	w.head++
+	if w.head == len(w.ready) {
+		w.ready, w.head = w.ready[:0], 0
+	}
+	r.Tag = unsafe.Pointer(wk)
+	w.mu.Unlock()
+	select { // a wake-up left from the previous request
+	case <-wk.wake:
+	default:
+	}
+	wk.r = r
+	wk.gen++
+	*gen = C.long(wk.gen)
+	return wk.hb.fill(r, nil)
+}
+
+// glWsgiRecv takes the body received so far into the thread's C memory (*p, *n) and says
+// what it found (GL_RECV_*); wait: block (GIL released) until there is something, else
+// GL_RECV_WAIT. GL_ASGI_ERR_GONE: the request is over.
+//
+//export glWsgiRecv
+func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.int) {
+	defer func() {
+		if recover() != nil {
+			rc = C.GL_ASGI_ERR_GONE
+		}
+	}()
+	wk := worker(wid, gen)
+	if wk == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	for {
+		b, st := wk.r.Receive()
+		if st == asgi.RecvWait {
+			if wait == 0 {
+				return C.GL_RECV_WAIT
+			}
+			<-wk.wake
+			continue
+		}
+		if len(b) > wk.rcap {
+			C.free(wk.rbuf)
+			wk.rcap = max(len(b), 2*wk.rcap, 16*1024)
+			wk.rbuf = C.malloc(C.size_t(wk.rcap))
+		}
+		if len(b) > 0 {
+			copy(unsafe.Slice((*byte)(wk.rbuf), len(b)), b)
+		}
+		*p, *n = (*C.char)(wk.rbuf), C.Py_ssize_t(len(b))
+		return C.int(st)
+	}
+}
+
+// glWsgiSend (GIL released) starts the response if status > 0 (its header lines hdr),
+// sends a body part (the last one unless more), writes the output if flush, and waits
+// while the output is over its bound: GL_ASGI_OK, GL_ASGI_ERR_DISCONNECTED, GL_ASGI_ERR_GONE
+// or GL_ASGI_ERR_RUNTIME (the message: glWsgiError).
+//
+//export glWsgiSend
+func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
+	more, flush C.int) (rc C.int) {
+	defer wsgiRecover(wid, &rc)
+	wk := worker(wid, gen)
+	if wk == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	r := wk.r
+	if status > 0 {
+		if err := r.Start(int(status), bytesFromC(hdr, hn)); err != nil {
+			return wk.err(err)
+		}
+	}
+	flags, err := r.Send(bytesFromC(body, n), more != 0)
+	return wk.sent(flags, err, flush != 0)
+}
+
+// glWsgiSendFD (GIL released) is glWsgiSend of count bytes (-1: to the end) of the regular
+// file open as fd, from offset (wsgi.file_wrapper): the last part of the response, sent
+// with sendfile(2) on plain HTTP/1.1 (asgi.Request.SendFD).
+//
+//export glWsgiSendFD
+func glWsgiSendFD(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, fd C.int, offset, count C.longlong) (rc C.int) {
+	defer wsgiRecover(wid, &rc)
+	wk := worker(wid, gen)
+	if wk == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(int(fd), &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return C.GL_WSGI_NOT_FILE
+	}
+	r := wk.r
+	if status > 0 {
+		if err := r.Start(int(status), bytesFromC(hdr, hn)); err != nil {
+			return wk.err(err)
+		}
+	}
+	flags, _, err := r.SendFD(int(fd), int64(offset), int64(count), false)
+	return wk.sent(flags, err, true)
+}
+
+func (wk *wsgiWorker) sent(flags int, err error, flush bool) C.int {
+	if err != nil {
+		return wk.err(err)
+	}
+	if flush {
+		wk.w.sv.s.Flush()
+	}
+	r := wk.r
+	for flags&asgi.SendPaused != 0 {
+		ok, err := r.SendReady()
+		if err != nil {
+			return C.GL_ASGI_ERR_DISCONNECTED
+		}
+		if ok {
+			break
+		}
+		<-wk.wake
+	}
+	return C.GL_ASGI_OK
+}
+
+func (wk *wsgiWorker) err(err error) C.int {
+	if err == asgi.ErrDisconnected {
+		return C.GL_ASGI_ERR_DISCONNECTED
+	}
+	C.free(unsafe.Pointer(wk.emsg))
+	wk.emsg = C.CString(err.Error())
+	return C.GL_ASGI_ERR_RUNTIME
+}
+
+// wsgiRecover turns a panic of a call without the GIL into GL_ASGI_ERR_RUNTIME.
+func wsgiRecover(wid C.long, rc *C.int) {
+	if p := recover(); p != nil {
+		if wk := wsgiWorkers.Get(int(wid)); wk != nil {
+			C.free(unsafe.Pointer(wk.emsg))
+			wk.emsg = C.CString("goloop: internal error: " + anyString(p))
+		}
+		*rc = C.GL_ASGI_ERR_RUNTIME
+	}
+}
+
+func anyString(p any) string {
+	switch v := p.(type) {
+	case error:
+		return v.Error()
+	case string:
+		return v
+	}
+	return "panic"
+}
+
+// glWsgiError is the message of the thread's last GL_ASGI_ERR_RUNTIME (C memory, valid
+// until its next call), or NULL.
+//
+//export glWsgiError
+func glWsgiError(wid C.long) *C.char {
+	if wk := wsgiWorkers.Get(int(wid)); wk != nil {
+		return wk.emsg
+	}
+	return nil
+}

@@ -1,0 +1,26 @@
+/* goloop serve --interface wsgi: the C objects of the WSGI server (wsgi.c) and what wsgi.go
+ * calls. A WsgiServer is an AsgiServer (its listening, TLS, limits, proxy headers, metrics,
+ * close/abort/stats are the same Go server's) whose requests are answered by a pool of
+ * Python threads, each in WsgiServer.serve_thread(). */
+#ifndef GOLOOP_WSGI_H
+#define GOLOOP_WSGI_H
+#include "asgi.h"
+
+typedef struct {
+    GLAsgiServer base;
+    long wsid;               /* Go pool id (wsgi.go) */
+    PyObject *app;           /* the WSGI application */
+    PyObject *environ_tpl;   /* the environ's constant items, and None for each per-request key */
+    PyObject *on_error;      /* on_error(exc): logs an application's exception */
+    PyObject *file_wrapper;  /* the wsgi.file_wrapper class (sent with SendFD when it wraps a file) */
+    PyObject *access;        /* access(environ, status) after each request (access log, request limit), or NULL */
+    char *root;              /* --root-path as latin-1 bytes (PyMem), stripped from PATH_INFO */
+    Py_ssize_t rootlen;
+} GLWsgiServer;
+
+int gl_init_wsgi(PyObject *m);
+
+/* Go's answer to a file wrapper that is not a regular file: iterate it instead */
+#define GL_WSGI_NOT_FILE (-5)
+
+#endif
