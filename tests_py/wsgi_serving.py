@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import os
 import signal
 import socket
@@ -42,11 +41,9 @@ class Served:
             return f.read()
 
 
-@functools.lru_cache(maxsize=None)
 def _has_interface_option() -> bool:
-    out = subprocess.run([sys.executable, "-m", "goloop", "serve", "--help"], capture_output=True, text=True,
-                         timeout=60)
-    return "--interface" in out.stdout + out.stderr
+    from goloop import _serve_config
+    return "--interface" in _serve_config.parser().format_help()
 
 
 def _command(target: str, port: int, certs) -> list[str]:

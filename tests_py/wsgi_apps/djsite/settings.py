@@ -43,7 +43,11 @@ TEMPLATES = [{
 WSGI_APPLICATION = "djsite.wsgi.application"
 
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3",
-                         "NAME": os.environ.get("DJANGO_TEST_DB", os.path.join(BASE_DIR, "db.sqlite3"))}}
+                         "NAME": os.environ.get("DJANGO_TEST_DB", os.path.join(BASE_DIR, "db.sqlite3")),
+                         # a throwaway test database: no fsync per migration (seconds on a busy disk)
+                         "OPTIONS": {"init_command": "PRAGMA synchronous=OFF; PRAGMA journal_mode=MEMORY"}}}
+# the admin login test posts a wrong password: a fast hasher keeps it quick (tests only)
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 STATIC_URL = "static/"
