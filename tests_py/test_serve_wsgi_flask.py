@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 
 import pytest
 
@@ -241,6 +242,59 @@ def test_raw_http10_streamed_response_ends_with_close(server):
         c.send(b"GET /stream/20 HTTP/1.0\r\nHost: x\r\n\r\n")
         st, h, body, was_chunked = c.response()
     assert st == 200 and not was_chunked and body.decode().count("chunk") == 20
+
+
+def test_client_gone_mid_stream_closes_the_iterable(client, server):
+    """A client that leaves in the middle of an endless streamed response: the server calls the
+    response's close() (Flask then closes the generator) and goes on serving."""
+    with RawConn(server.port) as c:
+        c.send(raw_request("GET", "/endless/gone1"))
+        got = 0
+        while got < 200_000:
+            got += len(c.sock.recv(65536))
+    wait_closed(client, "gone1")
+    assert client.get("/").text == "Hello, World!"
+
+
+def test_h2_stream_reset_mid_stream_closes_the_iterable(client, server):
+    """The same over HTTP/2 (h2c): the client resets the stream (RST_STREAM CANCEL) mid-stream;
+    the iterable is closed and the connection goes on (another stream is answered)."""
+    need_h2(server)
+    from test_serve_h2_tls import RawH2
+
+    import h2.events
+
+    c = RawH2(server.port)
+    try:
+        c.headers(1, "/endless/gone2", method="GET")
+        c.flush()
+        got = 0
+        while got < 100_000:
+            for ev in c.events():
+                if isinstance(ev, h2.events.DataReceived) and ev.stream_id == 1:
+                    got += len(ev.data)
+                    c.conn.acknowledge_received_data(ev.flow_controlled_length, 1)
+        c.conn.reset_stream(1, error_code=8)  # CANCEL
+        c.flush()
+        wait_closed(client, "gone2")
+        c.headers(3, "/", method="GET")
+        c.flush()
+        body, done = b"", False
+        while not done:
+            for ev in c.events():
+                if isinstance(ev, h2.events.DataReceived) and ev.stream_id == 3:
+                    body += ev.data
+                done = done or (isinstance(ev, h2.events.StreamEnded) and ev.stream_id == 3)
+        assert body == b"Hello, World!"
+    finally:
+        c.close()
+
+
+def wait_closed(client, tag):
+    deadline = time.monotonic() + 30
+    while tag not in client.get("/closed").json():
+        assert time.monotonic() < deadline, "the iterable of a stream whose client left was never closed"
+        time.sleep(0.1)
 
 
 # ---------- TLS with ALPN ----------

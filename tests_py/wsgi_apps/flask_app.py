@@ -60,6 +60,25 @@ def stream(n):
     return Response(gen(), mimetype="text/plain")
 
 
+CLOSED = []  # the endless streams whose generator was closed (the server called close())
+
+
+@app.get("/endless/<tag>")
+def endless(tag):
+    def gen():
+        try:
+            while True:
+                yield b"x" * 16384
+        finally:
+            CLOSED.append(tag)
+    return Response(gen(), mimetype="application/octet-stream")
+
+
+@app.get("/closed")
+def closed():
+    return jsonify(CLOSED)
+
+
 @app.get("/file")
 def file():
     return send_file(DATA_FILE, mimetype="application/octet-stream", conditional=True)
