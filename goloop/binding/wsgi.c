@@ -863,8 +863,15 @@ static int wsrv_init(GLWsgiServer *self, PyObject *args, PyObject *kwds) {
         memcpy(self->root, root, rootlen);
         self->rootlen = rootlen;
     }
+    int eager = 0;  /* no GIL (sys._is_gil_enabled() false): idle threads are woken at once */
+#ifdef Py_GIL_DISABLED
+    PyObject *f = PySys_GetObject("_is_gil_enabled"), *on = f ? PyObject_CallNoArgs(f) : NULL;
+    if (on == NULL) PyErr_Clear();
+    eager = on == Py_False;
+    Py_XDECREF(on);
+#endif
     if (glWsgiServerNew(&self->base, (GLLoop *)loop, max_head, ka, limit, server_header, date_header, (char *)headers,
-                        hlen, &self->wsid) < 0)
+                        hlen, eager, &self->wsid) < 0)
         return -1;
     return 0;
 }

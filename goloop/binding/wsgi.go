@@ -22,6 +22,7 @@ import "C"
 import (
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/goloop/goloop/goloop/asgi"
@@ -29,16 +30,30 @@ import (
 )
 
 type wsgiSrv struct {
-	sv   *asgiSrv
-	mu   sync.Mutex
-	cond sync.Cond // a request is ready, or the pool stops
+	sv *asgiSrv
+	mu sync.Mutex
+	// the idle threads, the last to go idle on top: it is woken first (its caches are warm)
+	idle []*wsgiWorker
 	// ready requests, in arrival order: ready[head:]
 	ready   []*asgi.Request
 	head    int
-	idle    int // pool threads waiting in next
+	busy    int   // pool threads answering a request
+	taken   int64 // requests taken by the pool so far
 	stopped bool
 	evs     []asgi.Event
+	// With the GIL, a request that arrives while a thread is busy is left for that thread
+	// (it takes the next request when it finishes, with no wake-up and no fight for the
+	// GIL) unless the pool makes no progress for wakeDelay: then an idle thread is woken
+	// (the busy ones wait in I/O). eager (free-threaded, no GIL): woken at once.
+	eager   bool
+	timer   *time.Timer
+	timerOn bool
+	mark    int64 // taken when the timer was armed
 }
+
+// wakeDelay: how long requests wait for busy threads that make no progress before an idle
+// thread is woken (GIL builds).
+const wakeDelay = time.Millisecond
 
 // wsgiWorker is one pool thread's state: the request it answers (gen counts them, so
 // that a C object of an earlier request, kept by the application, cannot reach a later
@@ -48,7 +63,8 @@ type wsgiWorker struct {
 	id   int
 	r    *asgi.Request
 	gen  int64
-	wake chan struct{}
+	wake chan struct{} // an EvWake for its request
+	run  chan struct{} // woken from the idle stack
 	hb   headBuf
 	rbuf unsafe.Pointer // the body part glWsgiRecv passes (C memory)
 	rcap int
@@ -62,16 +78,17 @@ var (
 
 //export glWsgiServerNew
 func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, limitConc C.long,
-	serverHdr, dateHdr C.int, headers *C.char, hlen C.Py_ssize_t, wsid *C.long) (rc C.int) {
+	serverHdr, dateHdr C.int, headers *C.char, hlen C.Py_ssize_t, eager C.int, wsid *C.long) (rc C.int) {
 	defer recoverInt(&rc)
 	l := getLoop(lp)
 	if !l.checkClosed() {
 		return -1
 	}
-	w := &wsgiSrv{}
+	w := &wsgiSrv{eager: eager != 0}
+	w.timer = time.AfterFunc(time.Hour, w.progress)
+	w.timer.Stop()
 	id, _ := wsgiServers.Add(w)
 	*wsid = C.long(id)
-	w.cond.L = &w.mu
 	cfg := serverConfig(maxHead, keepAliveMs, limitConc, serverHdr, dateHdr, headers, hlen)
 	cfg.Notify = w.notify
 	// no SetLoop: the goroutine driver reads the connections, the loop thread has no part
@@ -120,19 +137,64 @@ func (w *wsgiSrv) notify() {
 			}
 		}
 	}
-	for ; n > 0 && w.idle > 0; n-- {
-		w.cond.Signal()
-	}
+	w.wakeLocked(n)
 	w.mu.Unlock()
+}
+
+// wakeLocked wakes idle threads for n new requests (w.mu held).
+func (w *wsgiSrv) wakeLocked(n int) {
+	if n == 0 || len(w.idle) == 0 {
+		return
+	}
+	if w.eager || w.busy == 0 {
+		for ; n > 0 && len(w.idle) > 0; n-- {
+			w.wakeOneLocked()
+		}
+		return
+	}
+	if !w.timerOn {
+		w.timerOn, w.mark = true, w.taken
+		w.timer.Reset(wakeDelay)
+	}
+}
+
+// wakeOneLocked wakes the idle thread on top of the stack (w.mu held, one is idle).
+func (w *wsgiSrv) wakeOneLocked() {
+	wk := w.idle[len(w.idle)-1]
+	w.idle[len(w.idle)-1] = nil
+	w.idle = w.idle[:len(w.idle)-1]
+	wk.run <- struct{}{} // buffered: never blocks (a thread is on the stack once)
+}
+
+// progress: the timer's check (its own goroutine): no request taken since it was armed
+// and some wait: wake a thread; requests still waiting: check again later.
+func (w *wsgiSrv) progress() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timerOn = false
+	waiting := len(w.ready) - w.head
+	if waiting == 0 || w.stopped {
+		return
+	}
+	if w.taken == w.mark && len(w.idle) > 0 {
+		w.wakeOneLocked()
+	}
+	if len(w.idle) > 0 {
+		w.timerOn, w.mark = true, w.taken
+		w.timer.Reset(wakeDelay)
+	}
 }
 
 // stop: the server is released; the pool threads return from next.
 func (w *wsgiSrv) stop() {
 	w.mu.Lock()
 	w.stopped = true
+	w.timer.Stop()
 	rest := w.ready[w.head:]
 	w.ready, w.head = nil, 0
-	w.cond.Broadcast()
+	for len(w.idle) > 0 {
+		w.wakeOneLocked()
+	}
 	w.mu.Unlock()
 	for _, r := range rest {
 		r.Done(false)
@@ -152,7 +214,8 @@ func glWsgiWorkerNew(wsid C.long) (rc C.long) {
 	if ws == nil {
 		return -1
 	}
-	wk := &wsgiWorker{w: ws, wake: make(chan struct{}, 1), hb: newHeadBuf()}
+	wk := &wsgiWorker{w: ws, wake: make(chan struct{}, 1), run: make(chan struct{}, 1),
+		hb: newHeadBuf()}
 	id, _ := wsgiWorkers.Add(wk)
 	wk.id = id
 	return C.long(id)
@@ -199,16 +262,20 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
 		return nil
 	}
 	w := wk.w
+	busy := 0
 	if r := wk.r; r != nil && finish != 0 {
 		wk.r = nil
 		r.Done(finish == 2)
 		w.sv.s.Flush()
+		busy = 1
 	}
 	w.mu.Lock()
+	w.busy -= busy
 	for w.head == len(w.ready) && !w.stopped {
-		w.idle++
-		w.cond.Wait()
-		w.idle--
+		w.idle = append(w.idle, wk)
+		w.mu.Unlock()
+		<-wk.run
+		w.mu.Lock()
 	}
 	if w.stopped {
 		w.mu.Unlock()
@@ -221,6 +288,8 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
 		w.ready, w.head = w.ready[:0], 0
 	}
 	r.Tag = unsafe.Pointer(wk)
+	w.busy++
+	w.taken++
 	w.mu.Unlock()
 	select { // a wake-up left from the previous request
 	case <-wk.wake:

@@ -112,6 +112,7 @@ def worker_main(server_class: Any, argv: list[str] | None = None) -> None:
 
     server = server_class(app, **spec)
     server.shared_metrics = shared_metrics
+    server.in_worker = True  # other processes serve the same app (WSGI's wsgi.multiprocess)
     if server.config.get("log_config"):
         load_log_config(server.config["log_config"])
     batch_scheduling(server.config)

@@ -136,14 +136,15 @@ def make_server(server: Any, app: Any, loop: Any, _goloop: Any, headers: list[st
     cfg = server.config
     tls = bool(cfg["ssl_certfile"])
     threads = cfg["threads"] or default_threads()
-    workers = cfg["workers"] or 1
+    # a --workers/--reload worker (the master's option is not passed to it): other processes serve too
+    multiprocess = (cfg["workers"] or 1) > 1 or bool(getattr(server, "in_worker", False))
     root = cfg["root_path"] or ""
     environ = {
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": "https" if tls else "http",
         "wsgi.errors": ErrorStream(),
         "wsgi.multithread": threads > 1,
-        "wsgi.multiprocess": workers > 1,
+        "wsgi.multiprocess": multiprocess,
         "wsgi.run_once": False,
         "wsgi.file_wrapper": FileWrapper,
         # wsgi.input ends at the body's end, chunked or not (gunicorn's extension, which

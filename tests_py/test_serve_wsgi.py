@@ -1,0 +1,453 @@
+"""goloop serve --interface wsgi: PEP 3333 against real clients (raw sockets, http.client,
+httpx over HTTP/2 and TLS). The apps are wrapped in wsgiref.validate where they keep to
+the rules it checks (its assertions inside the app become a 500 the tests would see)."""
+import io
+import json
+import logging
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from wsgiref.validate import validator
+
+import pytest
+
+from goloop import _serve, _wsgi
+from nethelpers import free_port, interrupt, wait_listening
+from test_serve_http import PYSHIM, connect, get, read_response, serving
+
+WSGI = dict(interface="wsgi")
+
+
+def hello(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"Hello, world!"]
+
+
+def env_app(environ, start_response):
+    """The environ's str/bool/tuple items, as JSON."""
+    out = {k: v for k, v in environ.items() if isinstance(v, (str, bool, tuple, int))}
+    body = json.dumps(out).encode()
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def raw(server, data, n=1):
+    """Sends data on a new connection; n responses read from it."""
+    with connect(server) as s:
+        s.sendall(data)
+        f = s.makefile("rb")
+        return [read_response(f) for _ in range(n)]
+
+
+def test_hello_validated_and_serve_function():
+    with serving(validator(hello), **WSGI) as server:
+        assert get(server, "/")[::2] == (200, b"Hello, world!")
+        assert get(server, "/x?y=1", method="POST", body=b"abc")[::2] == (200, b"Hello, world!")
+    with serving(hello, **WSGI) as server:  # a list: its content-length, one write
+        assert get(server, "/")[1]["content-length"] == "13"
+
+
+def test_environ_cgi_variables():
+    with serving(env_app, root_path="/root", threads=2, **WSGI) as server:
+        req = (b"GET /root/caf%C3%A9/x%2Fy?q=%C3%A9&a=1 HTTP/1.1\r\nHost: example.com:8080\r\n"
+               b"X-Multi: a\r\nX-Multi: b\r\nX_Under: dropped\r\nContent-Type: text/x\r\n"
+               b"Content-Length: 2\r\nCookie: a=1\r\n\r\nhi")
+        [(st, _, body)] = raw(server, req)
+        e = json.loads(body)
+        assert st == 200
+        assert e["REQUEST_METHOD"] == "GET"
+        assert e["SCRIPT_NAME"] == "/root"
+        assert e["PATH_INFO"] == "/café/x/y".encode().decode("latin-1")  # PEP 3333: latin-1 of the bytes
+        assert e["QUERY_STRING"] == "q=%C3%A9&a=1"
+        assert (e["CONTENT_TYPE"], e["CONTENT_LENGTH"]) == ("text/x", "2")
+        assert "HTTP_CONTENT_TYPE" not in e and "HTTP_CONTENT_LENGTH" not in e
+        assert e["HTTP_X_MULTI"] == "a, b"
+        assert "HTTP_X_UNDER" not in e
+        assert e["HTTP_HOST"] == "example.com:8080" and e["HTTP_COOKIE"] == "a=1"
+        assert (e["SERVER_NAME"], e["SERVER_PORT"]) == ("127.0.0.1", str(server.port))
+        assert e["SERVER_PROTOCOL"] == "HTTP/1.1"
+        assert e["REMOTE_ADDR"] == "127.0.0.1" and int(e["REMOTE_PORT"]) > 0
+        assert e["wsgi.version"] == [1, 0] and e["wsgi.url_scheme"] == "http"
+        assert (e["wsgi.multithread"], e["wsgi.multiprocess"], e["wsgi.run_once"]) == (True, False, False)
+    with serving(env_app, threads=1, **WSGI) as server:
+        [(st, _, body)] = raw(server, b"GET /p HTTP/1.0\r\nX-Forwarded-For: 10.1.2.3\r\n"
+                                      b"X-Forwarded-Proto: https\r\n\r\n")
+        e = json.loads(body)
+        assert e["wsgi.multithread"] is False and e["SERVER_PROTOCOL"] == "HTTP/1.0"
+        assert e["SCRIPT_NAME"] == "" and e["PATH_INFO"] == "/p"
+        # proxy headers from a trusted peer (127.0.0.1 by default)
+        assert (e["REMOTE_ADDR"], e["wsgi.url_scheme"]) == ("10.1.2.3", "https")
+
+
+def reader_app(environ, start_response):
+    """Reads the body with every method of wsgi.input; answers what each returned."""
+    inp = environ["wsgi.input"]
+    out = [inp.read(3), inp.readline(), inp.readline(2), inp.readlines(1)]
+    out += list(inp)
+    out += [inp.read(), inp.read(5), inp.readline()]
+    body = json.dumps([b.decode() if isinstance(b, bytes) else [x.decode() for x in b] for b in out]).encode()
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [body]
+
+
+BODY = b"abcdef\nline2\nline3\nline4\nrest"
+EXPECT = ["abc", "def\n", "li", ["ne2\n"], "line3\n", "line4\n", "rest", "", "", ""]
+
+
+def test_input_content_length_and_chunked():
+    with serving(reader_app, **WSGI) as server:  # (validator allows read(n) only)
+        st, _, body = get(server, "/", method="POST", body=BODY)
+        assert (st, json.loads(body)) == (200, EXPECT)
+        # chunked, in pieces that split the lines
+        chunks = [BODY[i:i + 4] for i in range(0, len(BODY), 4)]
+        data = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+        [(st, _, body)] = raw(server, b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + data)
+        assert (st, json.loads(body)) == (200, EXPECT)
+
+
+def test_input_streams_as_app_reads():
+    """The body arrives while the app reads it: read(n) waits for the client's next part."""
+    got = []
+
+    def app(environ, start_response):
+        inp = environ["wsgi.input"]
+        got.append(inp.read(5))
+        ready.set()
+        got.append(inp.read())
+        start_response("200 OK", [])
+        return [b"".join(got)]
+
+    ready = threading.Event()
+    with serving(app, **WSGI) as server, connect(server) as s:
+        s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello")
+        assert ready.wait(20)
+        s.sendall(b"world")
+        st, _, body = read_response(s.makefile("rb"))
+        assert (st, body) == (200, b"helloworld")
+
+
+def test_unread_body_then_next_request():
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [environ["PATH_INFO"].encode()]
+
+    with serving(app, **WSGI) as server:
+        # the whole body came: dropped, the connection serves the next request
+        r = raw(server, b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nXXXXX"
+                        b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n", n=2)
+        assert [(st, body) for st, _, body in r] == [(200, b"/a"), (200, b"/b")]
+        # the body is still coming: the response closes the connection, what follows is never a request
+        with connect(server) as s:
+            s.sendall(b"POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nGET /d HTTP/1.1\r\n\r\n")
+            f = s.makefile("rb")
+            st, hdrs, body = read_response(f)
+            assert (st, body, hdrs.get("connection")) == (200, b"/c", "close")
+            assert f.read() == b""
+
+
+def test_threads_run_requests_at_once_and_limit_answers_503():
+    n = 3
+    barrier = threading.Barrier(n, timeout=30)
+
+    def app(environ, start_response):
+        barrier.wait()  # passes only when n requests are in the app at once
+        start_response("200 OK", [])
+        return [b"ok"]
+
+    with serving(app, threads=n, **WSGI) as server:
+        results = []
+        ts = [threading.Thread(target=lambda: results.append(get(server, "/")[0])) for _ in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        assert results == [200] * n
+
+    release, entered = threading.Event(), threading.Event()
+
+    def blocking(environ, start_response):
+        entered.set()
+        release.wait(30)
+        start_response("200 OK", [])
+        return [b"late"]
+
+    with serving(blocking, threads=1, limit_concurrency=1, **WSGI) as server:
+        first = []
+        t = threading.Thread(target=lambda: first.append(get(server, "/")))
+        t.start()
+        assert entered.wait(20)
+        assert get(server, "/")[0] == 503
+        release.set()
+        t.join(20)
+        assert first[0][::2] == (200, b"late")
+
+
+def test_queued_requests_wait_for_a_thread():
+    """More requests than threads: the engine queues them, each is answered."""
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return [environ["QUERY_STRING"].encode()]
+
+    with serving(app, threads=1, **WSGI) as server:
+        out = {}
+        ts = [threading.Thread(target=lambda i=i: out.__setitem__(i, get(server, f"/?{i}")[2])) for i in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        assert out == {i: str(i).encode() for i in range(8)}
+
+
+class Stream:
+    """An iterable that yields parts until told to stop, recording close()."""
+
+    def __init__(self, parts=None, gate=None):
+        self.parts, self.gate = parts, gate
+        self.closed = threading.Event()
+
+    def __iter__(self):
+        if self.parts is not None:
+            for p in self.parts:
+                if self.gate is not None and p == b"B":
+                    assert self.gate.wait(20)
+                yield p
+            return
+        while True:  # forever: until the client goes away
+            yield b"x" * 65536
+
+    def close(self):
+        self.closed.set()
+
+
+def test_stream_is_chunked_and_sent_as_yielded():
+    gate = threading.Event()
+    it = Stream([b"A", b"", b"B"], gate)
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return it
+
+    with serving(validator(app), **WSGI) as server, connect(server) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        f = s.makefile("rb")
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            head += f.read(1)
+        assert b"transfer-encoding: chunked" in head.lower()
+        assert f.readline() == b"1\r\n" and f.readline() == b"A\r\n"  # before the app yields B
+        gate.set()
+        assert f.readline() == b"1\r\n" and f.readline() == b"B\r\n"
+        assert f.readline() == b"0\r\n"
+        assert it.closed.wait(20)
+
+
+def test_client_gone_mid_stream_close_called():
+    it = Stream()
+
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return it
+
+    with serving(app, **WSGI) as server:
+        s = connect(server)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(100)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()  # a reset: the iterator (blocked by backpressure) stops
+        assert it.closed.wait(30), "close() was not called"
+
+
+def test_file_wrapper(tmp_path):
+    data = os.urandom(300_000)
+    p = tmp_path / "f.bin"
+    p.write_bytes(data)
+
+    def app(environ, start_response):
+        f = open(p, "rb")
+        f.seek(10)
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        return environ["wsgi.file_wrapper"](f, 8192)
+
+    class NotAFile(io.BytesIO):
+        def fileno(self):
+            raise io.UnsupportedOperation("fileno")
+
+    def app2(environ, start_response):
+        start_response("200 OK", [])
+        return environ["wsgi.file_wrapper"](NotAFile(b"abc" * 1000))
+
+    with serving(app, **WSGI) as server:  # (validator would hide the wrapper)
+        st, hdrs, body = get(server, "/")
+        assert (st, hdrs["content-length"], body == data[10:]) == (200, str(len(data) - 10), True)
+    with serving(app2, **WSGI) as server:
+        assert get(server, "/")[::2] == (200, b"abc" * 1000)
+
+
+def test_write_callable():
+    def app(environ, start_response):
+        write = start_response("200 OK", [("Content-Type", "text/plain")])
+        write(b"a")
+        write(b"bc")
+        return [b"d"]
+
+    with serving(validator(app), **WSGI) as server:
+        assert get(server, "/")[::2] == (200, b"abcd")
+
+
+def test_exc_info(caplog):
+    seen = []
+
+    def before(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            start_response("503 Service Unavailable", [("Content-Type", "text/plain")], sys.exc_info())
+        return [b"sorry"]
+
+    def after(environ, start_response):
+        write = start_response("200 OK", [])
+        write(b"partial")
+        try:
+            raise KeyError("late")
+        except KeyError:
+            try:
+                start_response("500 Internal Server Error", [], sys.exc_info())
+            except KeyError as exc:  # PEP 3333: re-raised once the headers were sent
+                seen.append(exc)
+                raise
+
+    with serving(before, **WSGI) as server:
+        assert get(server, "/")[::2] == (503, b"sorry")
+    with serving(after, **WSGI) as server, caplog.at_level(logging.ERROR, "goloop.error"):
+        with connect(server) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = s.makefile("rb").read()  # the response is cut: the connection closes
+        assert data.startswith(b"HTTP/1.1 200") and b"partial" in data and not data.endswith(b"0\r\n\r\n")
+        assert len(seen) == 1
+        assert any("Exception in WSGI application" in r.message for r in caplog.records)
+
+
+@pytest.mark.parametrize("status,headers", [
+    ("200 OK", [("X-Bad", "a\r\nInjected: 1")]),
+    ("200 OK", [("Bad Name", "v")]),
+    ("200 OK", [("X", 1)]),
+    ("20 OK", []),
+    ("200OK", []),
+    (200, []),
+])
+def test_bad_status_or_headers_are_500(status, headers, caplog):
+    def app(environ, start_response):
+        start_response(status, headers)
+        return [b"never"]
+
+    with serving(app, **WSGI) as server, caplog.at_level(logging.ERROR, "goloop.error"):
+        st, hdrs, body = get(server, "/")
+        assert (st, body) == (500, b"Internal Server Error") and "injected" not in hdrs
+        assert any("Exception in WSGI application" in r.message for r in caplog.records)
+
+
+def test_errors_500_with_traceback_and_wsgi_errors(caplog):
+    def app(environ, start_response):
+        environ["wsgi.errors"].write("to the log\n")
+        if environ["PATH_INFO"] == "/raise":
+            raise RuntimeError("app failed")
+        if environ["PATH_INFO"] == "/nostart":
+            return [b"x"]
+        start_response("200 OK", [])
+        return [b"fine"]
+
+    with serving(app, **WSGI) as server, caplog.at_level(logging.ERROR, "goloop.error"):
+        assert get(server, "/raise")[::2] == (500, b"Internal Server Error")
+        assert get(server, "/nostart")[0] == 500
+        assert get(server, "/ok")[::2] == (200, b"fine")
+        text = "\n".join(r.getMessage() + (str(r.exc_info[1]) if r.exc_info else "") for r in caplog.records)
+        assert "to the log" in text and "app failed" in text
+
+
+@pytest.fixture
+def certs():
+    from test_tls import make_certs
+    with tempfile.TemporaryDirectory(prefix="goloop-wsgi-") as d:
+        try:
+            yield make_certs(d)
+        except RuntimeError as exc:
+            pytest.skip(str(exc))
+
+
+def test_http2_over_tls_and_h2c(certs):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("h2")
+    with serving(reader_app, ssl_certfile=certs.server_cert, ssl_keyfile=certs.server_key, **WSGI) as server:
+        with httpx.Client(http2=True, verify=ssl.create_default_context(cafile=certs.ca_cert)) as c:
+            r = c.post(f"https://localhost:{server.port}/", content=BODY)
+            assert (r.http_version, r.status_code, r.json()) == ("HTTP/2", 200, EXPECT)
+    with serving(env_app, **WSGI) as server:
+        with httpx.Client(http1=False, http2=True) as c:
+            r = c.get(f"http://127.0.0.1:{server.port}/h2?x", headers=[("cookie", "a=1"), ("cookie", "b=2")])
+            e = r.json()
+            assert (r.http_version, e["SERVER_PROTOCOL"], e["QUERY_STRING"]) == ("HTTP/2", "HTTP/2", "x")
+            assert e["HTTP_COOKIE"] == "a=1; b=2"
+
+
+def test_auto_interface_detection():
+    async def asgi_fn(scope, receive, send):
+        pass
+
+    class AsgiObj:
+        async def __call__(self, scope, receive, send):
+            pass
+
+    class Asgi2:
+        def __init__(self, scope):
+            pass
+
+    class WsgiObj:
+        def __call__(self, environ, start_response):
+            pass
+
+    assert _wsgi.is_asgi(asgi_fn) and _wsgi.is_asgi(AsgiObj()) and _wsgi.is_asgi(Asgi2)
+    assert not _wsgi.is_asgi(hello) and not _wsgi.is_asgi(WsgiObj())
+    assert _wsgi.wants_wsgi(hello, "auto") and not _wsgi.wants_wsgi(hello, "asgi")
+    assert _wsgi.wants_wsgi(asgi_fn, "wsgi")
+    with serving(hello) as server:  # interface auto: WSGI
+        assert get(server, "/")[::2] == (200, b"Hello, world!")
+
+
+def test_options_refused():
+    with pytest.raises(_serve.ConfigError, match="lifespan"):
+        _serve.Server(hello, interface="wsgi", lifespan="on")
+    with pytest.raises(_serve.ConfigError, match="threads"):
+        _serve.Server(hello, interface="wsgi", threads=0)
+    with pytest.raises(_serve.ConfigError, match="interface"):
+        _serve.Server(hello, interface="asgi2")
+
+
+def test_cli_one_command(tmp_path):
+    (tmp_path / "wsgiapp.py").write_text(textwrap.dedent("""
+        def app(environ, start_response):
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"cli %s %s" % (environ["SCRIPT_NAME"].encode(), str(environ["wsgi.multiprocess"]).encode())]
+    """))
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=PYSHIM)
+    proc = subprocess.Popen([sys.executable, "-m", "goloop", "serve", "--interface", "wsgi", "wsgiapp:app",
+                             "--port", str(port), "--threads", "2", "--root-path", "/r", "--workers", "2"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_listening(proc, port, "goloop serve --interface wsgi")
+        server = type("S", (), {"port": port})
+        st, _, body = get(server, "/r/x")
+        assert (st, body) == (200, b"cli /r True")  # two worker processes: wsgi.multiprocess
+    finally:
+        out = interrupt(proc)
+    assert "Shutting down" in out
+    r = subprocess.run([sys.executable, "-m", "goloop", "serve", "--interface", "wsgi", "wsgiapp:app",
+                        "--lifespan", "on", "--port", str(port)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "lifespan" in r.stderr
