@@ -33,8 +33,8 @@ all: build
 # Python-side tools the build and the tests need, from the project's own declarations.
 deps:
 	$(PIP) install setuptools wheel
-	$(PIP) install pytest pytest-timeout pytest-xdist uvicorn starlette websockets 'httpx[http2]' h2 anyio
-	$(PIP) install flask django whitenoise
+	$(PIP) install pytest pytest-timeout pytest-xdist uvicorn starlette websockets 'httpx[http2]' h2 anyio flask
+	$(PIP) install django whitenoise
 	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
 	  echo "$(PIP) install $$p$(if $(FREE_THREADED), (wheels only))"; \
 	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \

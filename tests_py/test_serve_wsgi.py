@@ -5,6 +5,7 @@ import io
 import json
 import logging
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+from contextlib import contextmanager
 from wsgiref.validate import validator
 
 import pytest
@@ -428,26 +430,46 @@ def test_options_refused():
         _serve.Server(hello, interface="asgi2")
 
 
-def test_cli_one_command(tmp_path):
-    (tmp_path / "wsgiapp.py").write_text(textwrap.dedent("""
-        def app(environ, start_response):
-            start_response("200 OK", [("Content-Type", "text/plain")])
-            return [b"cli %s %s" % (environ["SCRIPT_NAME"].encode(), str(environ["wsgi.multiprocess"]).encode())]
-    """))
+@contextmanager
+def cli(tmp_path, module, source, *args):
+    """`goloop serve --interface wsgi module:app --port N *args` in a folder holding source as
+    module.py; yields N, then stops it (SIGINT) and checks it said it shut down."""
+    (tmp_path / f"{module}.py").write_text(source)
     port = free_port()
     env = dict(os.environ, PYTHONPATH=PYSHIM)
-    proc = subprocess.Popen([sys.executable, "-m", "goloop", "serve", "--interface", "wsgi", "wsgiapp:app",
-                             "--port", str(port), "--threads", "2", "--root-path", "/r", "--workers", "2"],
+    proc = subprocess.Popen([sys.executable, "-m", "goloop", "serve", "--interface", "wsgi", f"{module}:app",
+                             "--port", str(port), *args],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_listening(proc, port, "goloop serve --interface wsgi")
-        server = type("S", (), {"port": port})
-        st, _, body = get(server, "/r/x")
-        assert (st, body) == (200, b"cli /r True")  # two worker processes: wsgi.multiprocess
+        yield port
     finally:
         out = interrupt(proc)
-    assert "Shutting down" in out
+    assert "Shutting down" in out, out
+
+
+def test_cli_one_command(tmp_path):
+    src = textwrap.dedent("""
+        def app(environ, start_response):
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"cli %s %s" % (environ["SCRIPT_NAME"].encode(), str(environ["wsgi.multiprocess"]).encode())]
+    """)
+    with cli(tmp_path, "wsgiapp", src, "--threads", "2", "--root-path", "/r", "--workers", "2") as port:
+        st, _, body = get(type("S", (), {"port": port}), "/r/x")
+        assert (st, body) == (200, b"cli /r True")  # two worker processes: wsgi.multiprocess
     r = subprocess.run([sys.executable, "-m", "goloop", "serve", "--interface", "wsgi", "wsgiapp:app",
-                        "--lifespan", "on", "--port", str(port)], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=60)
+                        "--lifespan", "on", "--port", str(free_port())], cwd=tmp_path,
+                       env=dict(os.environ, PYTHONPATH=PYSHIM), capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "lifespan" in r.stderr
+
+
+def test_readme_flask_example(tmp_path):
+    """The README's Flask block, served by its one command."""
+    pytest.importorskip("flask")
+    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+    m = re.search(r"<!-- readme-flask -->\s*```python\n(.*?)```", open(readme, encoding="utf-8").read(), re.S)
+    assert m, "README lost its Flask example (the readme-flask marker)"
+    with cli(tmp_path, "app", m.group(1)) as port:
+        server = type("S", (), {"port": port})
+        st, hdrs, body = get(server, "/?name=goloop")
+        assert (st, json.loads(body), hdrs["content-type"]) == (200, {"hello": "goloop"}, "application/json")
