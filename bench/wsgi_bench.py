@@ -18,8 +18,9 @@ process, from /proc, before/after the measured run, over the requests wrk counte
 with --rounds N each cell is the run with the least CPU per request.
 
 Then the application's own cost: each row's app called in-process in a loop (core 0) with a
-prepared environ, no server and no socket (the floor any server pays), and each server's own
-cost = its row's CPU per request - that.
+prepared environ, no server and no socket (the floor any server pays), measured after each
+round's runs of that row (the least of the rounds), and each server's own cost = its row's CPU
+per request - that.
 
 --free-threaded PY: goloop serve on a free-threaded interpreter (3.13t), a CPU-bound handler
 (wsgi_apps:cpu, ~1 ms of Python), --threads 1 against --threads 2, server and wrk not pinned
@@ -148,7 +149,7 @@ def measure_app_costs(rows, env):
     out = {}
     for row in rows:
         _, target, path = ROWS[row]
-        n = 200000 if row == "raw" else 20000
+        n = 100000 if row == "raw" else 5000
         p = subprocess.run(["taskset", "-c", "0", PY, __file__, "--app-cost", target, path, str(n)], env=env,
                            capture_output=True, text=True, timeout=600)
         try:
@@ -161,31 +162,35 @@ def measure_app_costs(rows, env):
 # ---------- the free-threaded row ----------
 
 def free_threaded(py, duration, env, rounds):
+    """goloop serve --threads 1 and 2 on a CPU-bound handler, server and wrk not pinned: on py
+    (free-threaded), then on this interpreter (with the GIL: the control, expect ~1x)."""
     ok = subprocess.run([py, "-c", "import sys; assert not sys._is_gil_enabled()"], capture_output=True, env=env)
     if ok.returncode != 0:
-        print(f"# free-threaded: {py} is not a free-threaded interpreter (or lacks goloop): "
-              f"{ok.stderr.decode()[-300:]}", flush=True)
+        print(f"# free-threaded: {py} is not a free-threaded interpreter: {ok.stderr.decode()[-300:]}", flush=True)
         return
-    print("\n| goloop serve on free-threaded " + py + ", CPU-bound handler | requests/s | p99 ms | vs 1 thread |")
-    print("| --- | ---: | ---: | ---: |")
-    base = None
-    for threads in (1, 2):
-        best = None
-        for _ in range(rounds):
-            port = free_port()
-            argv = server_argv("goloop serve", "wsgi_apps:cpu", port, py=py, threads=threads)
-            try:
-                r = run_one(argv, port, "/", duration, 8, 1, False, env=env, server_cpu=None, client_cpu=None)
-            except Exception as exc:  # noqa: BLE001
-                print(f"# free-threaded --threads {threads}: failed: {exc}", flush=True)
+    print("\n| goloop serve, CPU-bound handler (wsgi_apps:cpu), two cores | requests/s | p99 ms | vs 1 thread "
+          "| server CPU cores busy |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for interp, label in ((py, "free-threaded"), (PY, "with the GIL")):
+        base = None
+        for threads in (1, 2):
+            best = None
+            for _ in range(rounds):
+                port = free_port()
+                argv = server_argv("goloop serve", "wsgi_apps:cpu", port, py=interp, threads=threads)
+                try:
+                    r = run_one(argv, port, "/", duration, 8, 1, False, env=env, server_cpu=None, client_cpu=None)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"# {label} --threads {threads}: failed: {exc}", flush=True)
+                    continue
+                if best is None or r["value"] > best["value"]:
+                    best = r
+            if best is None:
                 continue
-            if best is None or r["value"] > best["value"]:
-                best = r
-        if best is None:
-            continue
-        base = base or best["value"]
-        print(f"| --threads {threads} | {best['value']:,.0f} | {fmt_ms(best.get('p99_us'))} | "
-              f"{best['value'] / base:.2f}x |", flush=True)
+            base = base or best["value"]
+            busy = best["cpu_us"] * best["value"] / 1e6  # CPU seconds per second: above 1, threads ran in parallel
+            print(f"| {label} ({interp}), --threads {threads} | {best['value']:,.0f} | {fmt_ms(best.get('p99_us'))} | "
+                  f"{best['value'] / base:.2f}x | {busy:.2f} |", flush=True)
 
 
 def main():
@@ -203,8 +208,10 @@ def main():
     args = ap.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed")
-    rows, servers = args.rows.split(","), args.servers.split(",")
+    rows = [r for r in args.rows.split(",") if r and r != "none"]  # --rows none: the free-threaded row alone
+    servers = args.servers.split(",")
     best: dict = {}
+    costs: dict = {}
     with tempfile.TemporaryDirectory(prefix="wsgi-bench-") as tmp:
         env = dict(os.environ, WSGI_BENCH_DB=os.path.join(tmp, "rows.db"),
                    PYTHONPATH=os.pathsep.join([APPS, os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
@@ -230,27 +237,35 @@ def main():
                     old = best.get((row, name))
                     if not isinstance(old, dict) or r["cpu_us"] < old["cpu_us"]:
                         best[(row, name)] = r
-        costs = {} if args.no_app_cost else measure_app_costs(rows, env)
+                # the app alone, once per round next to its row's runs (the same load): the least wins
+                for k, v in ({} if args.no_app_cost else measure_app_costs([row], env)).items():
+                    costs[k] = min(v, costs.get(k, v))
         print(f"# load average at end: {os.getloadavg()}", flush=True)
-        print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s --latency on core 1, server tree on core 0, "
-              f"best of {args.rounds} by CPU/request. Cells: server CPU µs/request (server's own: minus the app "
-              f"alone) · requests/s · p99 ms\n")
-        print("| workload | app alone µs | " + " | ".join(servers) + " |")
-        print("| --- | ---: | " + " | ".join("---:" for _ in servers) + " |")
-        for row in rows:
-            cost = costs.get(row)
-            cells = []
-            for name in servers:
-                r = best.get((row, name))
-                if not isinstance(r, dict):
-                    cells.append(r or "")
-                    continue
-                own = f" ({r['cpu_us'] - cost:.1f})" if cost is not None else ""
-                cells.append(f"{r['cpu_us']:.1f}{own} · {r['value']:,.0f} · {fmt_ms(r.get('p99_us'))}"
-                             + (f" ({r['errors']} err)" if r["errors"] else ""))
-            print(f"| {ROWS[row][0]} | {'' if cost is None else f'{cost:.1f}'} | " + " | ".join(cells) + " |")
+        if rows:
+            table(rows, servers, best, costs, args)
         if args.free_threaded:
             free_threaded(args.free_threaded, args.duration, env, args.rounds)
+
+
+def table(rows, servers, best, costs, args):
+    """The table of BENCHMARKS.md: one row per workload, one column per server."""
+    print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s --latency on core 1, server tree on core 0, "
+          f"best of {args.rounds} by CPU/request. Cells: server CPU µs/request (server's own: minus the app "
+          f"alone) · requests/s · p99 ms\n")
+    print("| workload | app alone µs | " + " | ".join(servers) + " |")
+    print("| --- | ---: | " + " | ".join("---:" for _ in servers) + " |")
+    for row in rows:
+        cost = costs.get(row)
+        cells = []
+        for name in servers:
+            r = best.get((row, name))
+            if not isinstance(r, dict):
+                cells.append(r or "")
+                continue
+            own = f" ({r['cpu_us'] - cost:.1f})" if cost is not None else ""
+            cells.append(f"{r['cpu_us']:.1f}{own} · {r['value']:,.0f} · {fmt_ms(r.get('p99_us'))}"
+                         + (f" ({r['errors']} err)" if r["errors"] else ""))
+        print(f"| {ROWS[row][0]} | {'' if cost is None else f'{cost:.1f}'} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
