@@ -579,8 +579,8 @@ def test_unix_socket(tmp_path):
 def test_unknown_and_unsupported_options():
     with pytest.raises(_serve.ConfigError, match="no option 'bogus'"):
         _serve.Server(hello_app, bogus=1)
-    with pytest.raises(_serve.ConfigError, match="support 'interface' yet"):
-        _serve.Server(hello_app, interface="wsgi")
+    with pytest.raises(_serve.ConfigError, match="support 'loop' yet"):  # (--interface: test_serve_wsgi.py)
+        _serve.Server(hello_app, loop="uvloop")
     with pytest.raises(_serve.ConfigError, match="timeout_worker_healthcheck must be"):
         _serve.Server(hello_app, timeout_worker_healthcheck="soon")
     with pytest.raises(_serve.ConfigError, match="ssl.ciphers"):  # TLS is Go's: its cipher suites
@@ -598,8 +598,8 @@ def run_cli(*args, **kw):
 def test_cli_rejects_unknown_options():
     r = run_cli("serve", "x:app", "--bogus")
     assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
-    r = run_cli("serve", "x:app", "--interface", "wsgi")
-    assert r.returncode == 2 and "--interface is not supported by goloop serve yet" in r.stderr
+    r = run_cli("serve", "x:app", "--loop", "uvloop")
+    assert r.returncode == 2 and "--loop is not supported by goloop serve yet" in r.stderr
     r = run_cli("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr
 

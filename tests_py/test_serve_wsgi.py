@@ -382,13 +382,27 @@ def certs():
             pytest.skip(str(exc))
 
 
-def test_http2_over_tls_and_h2c(certs):
+def test_http2_over_tls_and_h2c(certs, tmp_path):
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("h2")
-    with serving(reader_app, ssl_certfile=certs.server_cert, ssl_keyfile=certs.server_key, **WSGI) as server:
+    data = os.urandom(200_000)
+    (tmp_path / "f").write_bytes(data)
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/file":  # a file wrapper over TLS and HTTP/2: read by Go
+            start_response("200 OK", [])
+            return environ["wsgi.file_wrapper"](open(tmp_path / "f", "rb"))
+        return reader_app(environ, start_response)
+
+    with serving(app, ssl_certfile=certs.server_cert, ssl_keyfile=certs.server_key, **WSGI) as server:
         with httpx.Client(http2=True, verify=ssl.create_default_context(cafile=certs.ca_cert)) as c:
             r = c.post(f"https://localhost:{server.port}/", content=BODY)
             assert (r.http_version, r.status_code, r.json()) == ("HTTP/2", 200, EXPECT)
+            r = c.get(f"https://localhost:{server.port}/file")
+            assert (r.http_version, r.status_code, r.content == data) == ("HTTP/2", 200, True)
+        with httpx.Client(http1=True, http2=False, verify=ssl.create_default_context(cafile=certs.ca_cert)) as c:
+            r = c.get(f"https://localhost:{server.port}/file")
+            assert (r.http_version, r.status_code, r.content == data) == ("HTTP/1.1", 200, True)
     with serving(env_app, **WSGI) as server:
         with httpx.Client(http1=False, http2=True) as c:
             r = c.get(f"http://127.0.0.1:{server.port}/h2?x", headers=[("cookie", "a=1"), ("cookie", "b=2")])
@@ -413,7 +427,11 @@ def test_auto_interface_detection():
         def __call__(self, environ, start_response):
             pass
 
+    def awaitable_fn(scope, receive, send):  # ASGI: a plain function returning an awaitable
+        return asgi_fn(scope, receive, send)
+
     assert _wsgi.is_asgi(asgi_fn) and _wsgi.is_asgi(AsgiObj()) and _wsgi.is_asgi(Asgi2)
+    assert _wsgi.is_asgi(awaitable_fn) and _wsgi.is_asgi(lambda *a: None)
     assert not _wsgi.is_asgi(hello) and not _wsgi.is_asgi(WsgiObj())
     assert _wsgi.wants_wsgi(hello, "auto") and not _wsgi.wants_wsgi(hello, "asgi")
     assert _wsgi.wants_wsgi(asgi_fn, "wsgi")
@@ -473,3 +491,46 @@ def test_readme_flask_example(tmp_path):
         server = type("S", (), {"port": port})
         st, hdrs, body = get(server, "/?name=goloop")
         assert (st, json.loads(body), hdrs["content-type"]) == (200, {"hello": "goloop"}, "application/json")
+
+
+def test_access_log_and_max_requests(caplog):
+    with caplog.at_level(logging.INFO, "goloop.access"):
+        with serving(hello, access_log=True, limit_max_requests=2, **WSGI) as server:
+            assert get(server, "/a?b=1")[0] == 200
+            assert get(server, "/c", method="POST", body=b"x")[0] == 200
+            for _ in range(200):  # the limit stops the server (its thread ends)
+                if not server.sockets or server.should_exit:
+                    break
+                threading.Event().wait(0.05)
+            assert server.should_exit
+    lines = [r.getMessage() for r in caplog.records if r.name == "goloop.access"]
+    assert any(line.endswith('"GET /a?b=1 HTTP/1.1" 200') for line in lines), lines
+    assert any(line.endswith('"POST /c HTTP/1.1" 200') for line in lines), lines
+
+
+def test_backpressure_reaches_the_iterator():
+    """A client that does not read stops the iterator: it yields what the socket and the
+    engine's bounded output hold (a few MiB at most), not the 1 GiB it could."""
+    yielded = [0]
+
+    def app(environ, start_response):
+        start_response("200 OK", [])
+
+        def parts():
+            for _ in range(16384):  # 1 GiB if nothing stopped it
+                yielded[0] += 1
+                yield b"x" * 65536
+        return parts()
+
+    with serving(app, **WSGI) as server, connect(server) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        last, still = -1, 0
+        for _ in range(600):  # until the count stays the same for a second (or 30 s)
+            threading.Event().wait(0.05)
+            still = still + 1 if yielded[0] == last else 0
+            last = yielded[0]
+            if still >= 20:
+                break
+        assert 0 < yielded[0] < 1024, yielded[0]  # under 64 MiB: the iterator waits for the client
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")

@@ -320,12 +320,7 @@ int gl_asgi_recv_traverse(GLAsgiRecv *self, visitproc visit, void *arg) {
 /* ---------- send ---------- */
 
 
-typedef struct {
-    char *p;
-    Py_ssize_t n, cap;
-} gbuf;
-
-static int gbuf_put(gbuf *b, const char *s, Py_ssize_t n) {
+int gbuf_put(gbuf *b, const char *s, Py_ssize_t n) {
     if (b->n + n > b->cap) {
         Py_ssize_t cap = b->cap * 2 + n + 256;
         char *p = PyMem_Realloc(b->p, cap);

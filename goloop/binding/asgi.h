@@ -165,6 +165,13 @@ static inline int gl_set_new(PyObject *d, PyObject *k, PyObject *v) {
     return rc;
 }
 
+/* A growing byte buffer (PyMem): gbuf_put appends, -1 with MemoryError (asgi.c). */
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} gbuf;
+int gbuf_put(gbuf *b, const char *s, Py_ssize_t n);
+
 /* The server binding's interned strings, in one table (gl_init_asgi interns them):
  * GLS(name) is the str object of X(name, text). */
 #define GL_ASGI_STRINGS(X) \

@@ -281,8 +281,7 @@ typedef struct {
     long wid, gen;
     int status;       /* start_response's status; 0: not called */
     char sent;        /* the head went to Go */
-    char *hdr;        /* the header lines ("name: value\r\n", names lower-cased; PyMem) */
-    Py_ssize_t hn, hcap;
+    gbuf hdr;         /* the header lines ("name: value\r\n", names lower-cased) */
 } GLWsgiStart;
 
 typedef struct {
@@ -292,29 +291,13 @@ typedef struct {
 } GLWsgiWrite;
 
 static void start_dealloc(GLWsgiStart *self) {
-    PyMem_Free(self->hdr);
+    PyMem_Free(self->hdr.p);
     PyObject_Free(self);
 }
 
 static void write_dealloc(GLWsgiWrite *self) {
     Py_CLEAR(self->st);
     PyObject_Free(self);
-}
-
-static int hdr_put(GLWsgiStart *st, const char *p, Py_ssize_t n) {
-    if (st->hn + n > st->hcap) {
-        Py_ssize_t cap = st->hcap * 2 + n + 256;
-        char *b = PyMem_Realloc(st->hdr, cap);
-        if (b == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        st->hdr = b;
-        st->hcap = cap;
-    }
-    memcpy(st->hdr + st->hn, p, n);
-    st->hn += n;
-    return 0;
 }
 
 /* a latin-1 str's bytes (ASCII/latin-1 compact strs only: PEP 3333's native strings) */
@@ -354,7 +337,7 @@ static int put_headers(GLWsgiStart *st, PyObject *headers) {
         PyErr_Format(PyExc_TypeError, "WSGI response headers must be a list, not %.100s", Py_TYPE(headers)->tp_name);
         return -1;
     }
-    st->hn = 0;
+    st->hdr.n = 0;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(headers); i++) {
         PyObject *pair = PySequence_Fast_GET_ITEM(headers, i);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
@@ -367,12 +350,12 @@ static int put_headers(GLWsgiStart *st, PyObject *headers) {
             latin1(PyTuple_GET_ITEM(pair, 1), "header value", &vp, &vn) < 0)
             return -1;
         if (nn == 0) goto bad_name;
-        Py_ssize_t at = st->hn;
-        if (hdr_put(st, np, nn) < 0) return -1;
+        Py_ssize_t at = st->hdr.n;
+        if (gbuf_put(&st->hdr, np, nn) < 0) return -1;
         for (Py_ssize_t j = 0; j < nn; j++) {
             unsigned char c = (unsigned char)np[j];
             if (c <= ' ' || c == ':' || c >= 0x7f) goto bad_name;
-            if (c >= 'A' && c <= 'Z') st->hdr[at + j] = (char)(c + 32);  /* lower case: HTTP/2's rule */
+            if (c >= 'A' && c <= 'Z') st->hdr.p[at + j] = (char)(c + 32);  /* lower case: HTTP/2's rule */
         }
         for (Py_ssize_t j = 0; j < vn; j++) {
             unsigned char c = (unsigned char)vp[j];
@@ -382,7 +365,7 @@ static int put_headers(GLWsgiStart *st, PyObject *headers) {
                 return -1;
             }
         }
-        if (hdr_put(st, ": ", 2) < 0 || hdr_put(st, vp, vn) < 0 || hdr_put(st, "\r\n", 2) < 0) return -1;
+        if (gbuf_put(&st->hdr, ": ", 2) < 0 || gbuf_put(&st->hdr, vp, vn) < 0 || gbuf_put(&st->hdr, "\r\n", 2) < 0) return -1;
         continue;
     bad_name:
         PyErr_Format(PyExc_ValueError, "invalid WSGI header name %R", PyTuple_GET_ITEM(pair, 0));
@@ -434,7 +417,7 @@ static PyObject *start_call(GLWsgiStart *self, PyObject *const *args, size_t nar
     int code = parse_status(args[0]);
     if (code < 0 || put_headers(self, args[1]) < 0) {
         self->status = 0;
-        self->hn = 0;
+        self->hdr.n = 0;
         return NULL;
     }
     self->status = code;
@@ -457,7 +440,7 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
     int status = st->sent ? 0 : st->status, rc;
     long wid = st->wid, gen = st->gen;
     Py_BEGIN_ALLOW_THREADS
-    rc = glWsgiSend(wid, gen, status, st->hdr, st->hn, p, n, more, flush);
+    rc = glWsgiSend(wid, gen, status, st->hdr.p, st->hdr.n, (char *)p, n, more, flush);
     Py_END_ALLOW_THREADS
     if (rc != GL_ASGI_ERR_RUNTIME && rc != GL_ASGI_ERR_GONE) st->sent = 1;
     return rc;
@@ -665,7 +648,7 @@ static int send_wrapped_file(GLWsgiStart *st, PyObject *wrapper) {
     int rc, status = st->sent ? 0 : st->status;
     long wid = st->wid, gen = st->gen;
     Py_BEGIN_ALLOW_THREADS
-    rc = glWsgiSendFD(wid, gen, status, st->hdr, st->hn, (int)fd, off, -1);
+    rc = glWsgiSendFD(wid, gen, status, st->hdr.p, st->hdr.n, (int)fd, off, -1);
     Py_END_ALLOW_THREADS
     if (rc == GL_WSGI_NOT_FILE) return 0;
     if (rc == GL_ASGI_OK) {
@@ -720,14 +703,18 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
         }
         rc = GL_ASGI_OK;
         if (PyBytes_GET_SIZE(b) > 0) {  /* the head waits for the first non-empty part (PEP 3333) */
-            rc = need_start(st) < 0 ? GL_ASGI_ERR_RUNTIME - 100
-                                    : send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1);
+            if (need_start(st) < 0) {
+                Py_DECREF(b);
+                Py_DECREF(it);
+                return -1;
+            }
+            rc = send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1);
         }
         Py_DECREF(b);
         if (rc != GL_ASGI_OK) {
             Py_DECREF(it);
             if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
-            if (rc != GL_ASGI_ERR_RUNTIME - 100) raise_send(st, rc);
+            raise_send(st, rc);
             return -1;
         }
     }
@@ -757,7 +744,7 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
     in->wid = wid, in->gen = gen, in->buf = NULL, in->pos = 0, in->eof = 0;
     st->vectorcall = (vectorcallfunc)start_call;
     st->wid = wid, st->gen = gen, st->status = 0, st->sent = 0;
-    st->hdr = NULL, st->hn = st->hcap = 0;
+    st->hdr = (gbuf){NULL, 0, 0};
     if ((env = environ_new(srv, h, (PyObject *)in)) != NULL) {
         PyObject *args[2] = {env, (PyObject *)st};
         result = PyObject_Vectorcall(srv->app, args, 2, NULL);

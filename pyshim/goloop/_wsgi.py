@@ -35,14 +35,31 @@ def default_threads() -> int:
 
 
 def is_asgi(app: Any) -> bool:
-    """What --interface auto decides (uvicorn's test of an ASGI 3 application, and an
-    ASGI 2 class): a coroutine function, an object whose __call__ is one, or a class."""
+    """What --interface auto decides: ASGI for a class (ASGI 2), a coroutine function or an
+    object whose __call__ is one (uvicorn's test), and for any callable that takes three
+    positional arguments (scope, receive, send: a function may return an awaitable) or whose
+    signature cannot be read; WSGI for one that takes two (environ, start_response) and not
+    three: Flask's and Django's applications, a plain WSGI function."""
     if inspect.isclass(app):
         return True  # ASGI 2 (a class called with the scope); a WSGI app is an instance or function
     if inspect.iscoroutinefunction(app) or asyncio.iscoroutinefunction(app):
         return True
     call = getattr(app, "__call__", None)
-    return call is not None and (inspect.iscoroutinefunction(call) or asyncio.iscoroutinefunction(call))
+    if call is not None and (inspect.iscoroutinefunction(call) or asyncio.iscoroutinefunction(call)):
+        return True
+    try:
+        sig = inspect.signature(app)
+    except (TypeError, ValueError):
+        return True
+    return _binds(sig, 3) or not _binds(sig, 2)
+
+
+def _binds(sig: inspect.Signature, n: int) -> bool:
+    try:
+        sig.bind(*range(n))
+    except TypeError:
+        return False
+    return True
 
 
 def wants_wsgi(app: Any, interface: str) -> bool:
