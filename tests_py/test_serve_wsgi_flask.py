@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("flask")
 httpx = pytest.importorskip("httpx")
 
-from test_tls import make_certs  # noqa: E402
+from test_serve_h2_tls import RawH2, certs  # noqa: E402,F401 (certs: the module-scoped fixture)
 from wsgi_serving import RawConn, chunked, need_h2, raw_request, wsgi_server  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,15 +37,6 @@ def data_file():
 def server(data_file):
     with wsgi_server("flask_app:app", env={"FLASK_APP_DATA_FILE": data_file}) as s:
         yield s
-
-
-@pytest.fixture(scope="module")
-def certs():
-    with tempfile.TemporaryDirectory(prefix="goloop-wsgi-tls-") as d:
-        try:
-            yield make_certs(d)
-        except RuntimeError as exc:  # no cryptography and no openssl
-            pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -260,8 +251,6 @@ def test_h2_stream_reset_mid_stream_closes_the_iterable(client, server):
     """The same over HTTP/2 (h2c): the client resets the stream (RST_STREAM CANCEL) mid-stream;
     the iterable is closed and the connection goes on (another stream is answered)."""
     need_h2(server)
-    from test_serve_h2_tls import RawH2
-
     import h2.events
 
     c = RawH2(server.port)
