@@ -36,6 +36,7 @@ all: build
 deps:
 	$(PIP) install setuptools wheel
 	$(PIP) install pytest pytest-timeout pytest-xdist uvicorn starlette websockets 'httpx[http2]' h2 anyio flask
+	$(PIP) install django whitenoise
 	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
 	  echo "$(PIP) install $$p$(if $(FREE_THREADED), (wheels only))"; \
 	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \
@@ -48,6 +49,10 @@ deps:
 bench-deps:
 	$(PIP) install uvloop httptools fastapi pydantic
 	$(PIP) install granian || echo "granian not installed: bench/serve_bench.py's Granian rows will fail"
+	$(PIP) install flask django gunicorn waitress pyuwsgi
+	@# bjoern needs libev's headers; meinheld (greenlet<0.5) does not build on current CPythons
+	@{ test -e /usr/include/ev.h || { apt-get update -qq && apt-get install -y -qq libev-dev >/dev/null; }; } 2>/dev/null; \
+	  $(PIP) install bjoern || echo "bjoern not installed: bench/wsgi_bench.py's bjoern column says so"
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || echo "wrk not installed: HTTP benchmarks will be skipped"
 
 # Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode.

@@ -122,17 +122,19 @@ def server_argv(name, app, port, certs):
     raise ValueError(name)
 
 
-def run_one(argv, port, path, duration, conns, depth, tls):
+def run_one(argv, port, path, duration, conns, depth, tls, env=None, server_cpu=SERVER_CPU, client_cpu=CLIENT_CPU):
+    """One measured run (a dict of parse_wrk's plus "cpu_us"); server_cpu/client_cpu None: not pinned."""
     # stderr to a file, not a pipe: a server logging more than a pipe holds (tracebacks of
     # the requests wrk cut off at its end) would block on it.
     errf = tempfile.TemporaryFile()
-    proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, *argv], env=ENV, stdout=subprocess.DEVNULL,
+    pin = lambda cpu: ["taskset", "-c", cpu] if cpu else []  # noqa: E731
+    proc = subprocess.Popen([*pin(server_cpu), *argv], env=env or ENV, stdout=subprocess.DEVNULL,
                             stderr=errf, cwd=HERE)
     proc.errf = errf
     try:
         wait_port(port, proc)
         url = f"{'https' if tls else 'http'}://127.0.0.1:{port}{path}"
-        wrk = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c", str(conns), "--latency"]
+        wrk = [*pin(client_cpu), "wrk", "-t1", "-c", str(conns), "--latency"]
         if depth > 1:
             wrk += ["-s", os.path.join(HERE, "pipeline.lua")]
         tail = ["--", str(depth)] if depth > 1 else []

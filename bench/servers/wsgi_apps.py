@@ -1,0 +1,26 @@
+"""The WSGI applications of bench/wsgi_bench.py (BENCHMARKS.md, "goloop serve: WSGI"):
+
+- raw: a WSGI hello world, no framework;
+- cpu: a CPU-bound handler (pure Python arithmetic, ~1 ms), for the free-threaded row;
+- Flask's (wsgi_flask.py) and Django's (wsgi_django.py) apps are in modules of their own: a row
+  imports only its framework."""
+HELLO = b"Hello, World!"
+_HEADERS = [("Content-Type", "text/plain"), ("Content-Length", str(len(HELLO)))]
+
+
+def raw(environ, start_response):
+    start_response("200 OK", _HEADERS)
+    return [HELLO]
+
+
+def _spin(n):
+    x = 0
+    for i in range(n):
+        x = (x * 31 + i) % 1000003
+    return x
+
+
+def cpu(environ, start_response):
+    body = str(_spin(int(environ.get("QUERY_STRING") or 20000))).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
