@@ -164,3 +164,72 @@ def test_http_h2_serves_prior_knowledge_only():
                     done = True
         c.close()
         assert body == b"got 0"
+
+
+@pytest.mark.parametrize("frames", ["whole", "partial"])
+def test_trickled_h2_body_fails_the_connection(frames):
+    """An HTTP/2 request body slower than min_request_body_rate (per stream, after the
+    grace, plus one maximal frame's time: a DATA frame counts once whole) ends the
+    connection with GOAWAY ENHANCE_YOUR_CALM; the application sees a disconnect. Whole: a
+    byte per DATA frame; partial: one DATA frame's payload a byte at a time."""
+    h2 = pytest.importorskip("h2")
+    import h2.events
+    from test_serve_h2_tls import RawH2
+    EVENTS.clear()
+    with serving(app, timeout_request_head=1, min_request_body_rate=100000) as server:
+        c = RawH2(server.port)
+        c.headers(1, "/up", end=False)
+        c.flush()
+        if frames == "whole":
+            def run():
+                try:
+                    for _ in range(300):
+                        c.conn.send_data(1, b"b", end_stream=False)
+                        c.flush()
+                        time.sleep(0.3)
+                except Exception:  # the server closed the connection: what the test wants
+                    pass
+            threading.Thread(target=run, daemon=True).start()
+        else:
+            c.sock.sendall(b"\x00\x03\xe8\x00\x00\x00\x00\x00\x01")  # DATA, 1000 bytes, stream 1
+            trickle(c.sock, b"b" * 1000, 1, 0.3)
+        got = []
+        try:
+            while True:  # (a reader's timeout of 10 s: the test fails with socket.timeout)
+                got += c.events()
+        except (EOFError, ConnectionResetError):
+            pass
+        goaways = [ev for ev in got if isinstance(ev, h2.events.ConnectionTerminated)]
+        assert [g.error_code for g in goaways] == [h2.errors.ErrorCodes.ENHANCE_YOUR_CALM], got
+        c.close()
+        assert timeouts(server) == {"head": 0, "body": 1}
+        deadline = time.monotonic() + 10
+        while not EVENTS and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert EVENTS == ["disconnect"]
+
+
+def test_slow_honest_h2_upload_longer_than_the_limits_completes():
+    # ~16 KB/s for ~4 s: longer than the grace and one maximal frame's time (1 + 2 s),
+    # twice the rate
+    h2 = pytest.importorskip("h2")
+    import h2.events
+    from test_serve_h2_tls import RawH2
+    with serving(app, timeout_request_head=1, min_request_body_rate=8192) as server:
+        c = RawH2(server.port)
+        c.headers(1, "/up", end=False)
+        c.flush()
+        for i in range(40):
+            c.conn.send_data(1, b"b" * 1600, end_stream=i == 39)
+            c.flush()
+            time.sleep(0.1)
+        body, done = b"", False
+        while not done:
+            for ev in c.events():
+                if isinstance(ev, h2.events.DataReceived):
+                    body += ev.data
+                elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset, h2.events.ConnectionTerminated)):
+                    done = True
+        c.close()
+        assert body == b"got 64000"
+        assert timeouts(server) == {"head": 0, "body": 0}
