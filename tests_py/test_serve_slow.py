@@ -71,6 +71,15 @@ def expect_408_and_close(s):
     assert f.read() == b""  # closed
 
 
+def expect_body_timeout_and_disconnect(server):
+    """One body timeout counted, and the application saw http.disconnect."""
+    assert timeouts(server) == {"head": 0, "body": 1}
+    deadline = time.monotonic() + 10
+    while not EVENTS and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert EVENTS == ["disconnect"]
+
+
 def test_trickled_head_is_408_after_the_head_timeout():
     EVENTS.clear()
     with serving(app, timeout_request_head=1.5) as server:
@@ -113,11 +122,7 @@ def test_trickled_body_is_408_and_a_disconnect_for_the_app():
         trickle(s, b"b" * 1000, 1, 0.3)  # ~3 bytes/s, the server wants 100 after 1 s
         expect_408_and_close(s)
         s.close()
-        assert timeouts(server) == {"head": 0, "body": 1}
-        deadline = time.monotonic() + 10
-        while not EVENTS and time.monotonic() < deadline:
-            time.sleep(0.02)
-    assert EVENTS == ["disconnect"]
+        expect_body_timeout_and_disconnect(server)
 
 
 def test_slow_honest_upload_longer_than_the_limits_completes():
@@ -202,11 +207,7 @@ def test_trickled_h2_body_fails_the_connection(frames):
         goaways = [ev for ev in got if isinstance(ev, h2.events.ConnectionTerminated)]
         assert [g.error_code for g in goaways] == [h2.errors.ErrorCodes.ENHANCE_YOUR_CALM], got
         c.close()
-        assert timeouts(server) == {"head": 0, "body": 1}
-        deadline = time.monotonic() + 10
-        while not EVENTS and time.monotonic() < deadline:
-            time.sleep(0.02)
-    assert EVENTS == ["disconnect"]
+        expect_body_timeout_and_disconnect(server)
 
 
 def test_slow_honest_h2_upload_longer_than_the_limits_completes():
