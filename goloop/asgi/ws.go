@@ -1158,14 +1158,7 @@ func (w *WS) zProbe(maxSize int) bool {
 		return true
 	}
 	w.zProbes++
-	src := bytes.NewReader(w.frag)
-	var fr io.ReadCloser
-	if x := flateReaders.Get(); x != nil {
-		fr = x.(io.ReadCloser)
-		fr.(flate.Resetter).Reset(src, w.dict)
-	} else {
-		fr = flate.NewReaderDict(src, w.dict)
-	}
+	fr := w.flateReader(bytes.NewReader(w.frag))
 	var out bytes.Buffer
 	_, err := io.Copy(&out, io.LimitReader(fr, int64(min(zProbeOut, maxSize))))
 	flateReaders.Put(fr)
@@ -1181,16 +1174,19 @@ func (w *WS) zProbe(maxSize int) bool {
 	return true
 }
 
+// flateReader: an inflater (from the pool) of src with the client's window.
+func (w *WS) flateReader(src io.Reader) io.ReadCloser {
+	if x := flateReaders.Get(); x != nil {
+		fr := x.(io.ReadCloser)
+		fr.(flate.Resetter).Reset(src, w.dict)
+		return fr
+	}
+	return flate.NewReaderDict(src, w.dict)
+}
+
 // inflate decompresses a message with the client's window; code 1009 (too big) or 1007.
 func (w *WS) inflate(p []byte, maxSize int) ([]byte, int) {
-	src := io.MultiReader(bytes.NewReader(p), strings.NewReader(deflateTail))
-	var fr io.ReadCloser
-	if x := flateReaders.Get(); x != nil {
-		fr = x.(io.ReadCloser)
-		fr.(flate.Resetter).Reset(src, w.dict)
-	} else {
-		fr = flate.NewReaderDict(src, w.dict)
-	}
+	fr := w.flateReader(io.MultiReader(bytes.NewReader(p), strings.NewReader(deflateTail)))
 	var out bytes.Buffer
 	out.Grow(min(len(p)*4+64, maxSize+1))
 	_, err := io.Copy(&out, io.LimitReader(fr, int64(maxSize)+1))
