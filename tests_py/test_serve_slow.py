@@ -193,20 +193,13 @@ def test_trickled_h2_body_fails_the_connection(frames):
         c = RawH2(server.port)
         c.headers(1, "/up", end=False)
         c.flush()
-        if frames == "whole":
-            def run():
-                try:
-                    for _ in range(300):
-                        c.conn.send_data(1, b"b", end_stream=False)
-                        c.flush()
-                        time.sleep(0.3)
-                except Exception:  # the server closed the connection: what the test wants
-                    pass
-            threading.Thread(target=run, daemon=True).start()
-        else:
-            c.sock.sendall(b"\x00\x03\xe8\x00\x00\x00\x00\x00\x01")  # DATA, 1000 bytes, stream 1
+        got = c.events()  # the server's SETTINGS, acknowledged: the trickle's thread is then the only writer
+        # raw frames, each sent whole (the h2 connection object is this thread's)
+        if frames == "whole":  # DATA frames of 1 byte, on stream 1
+            trickle(c.sock, b"\x00\x00\x01\x00\x00\x00\x00\x00\x01b" * 300, 10, 0.3)
+        else:  # a DATA frame of 1000 bytes on stream 1, its payload a byte at a time
+            c.sock.sendall(b"\x00\x03\xe8\x00\x00\x00\x00\x00\x01")
             trickle(c.sock, b"b" * 1000, 1, 0.3)
-        got = []
         try:
             while True:  # (a reader's timeout of 10 s: the test fails with socket.timeout)
                 got += c.events()
