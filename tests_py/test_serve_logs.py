@@ -81,7 +81,7 @@ def _reset_mid_response(port, path):
 
 
 def _get(port, path):
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
     try:
         s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
         return read_response(s.makefile("rb"))
@@ -154,6 +154,10 @@ async def _wrong_app(scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"abc", "more_body": True})
         return
+    if path == "/raise-after":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done"})
+        raise ValueError("boom after")
     clen = {"/short": b"10", "/long": b"2"}.get(path)
     if clen is None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -165,7 +169,7 @@ async def _wrong_app(scope, receive, send):
 
 def _exchange(port, path):
     """GET path on a keep-alive connection: (status, headers, body, closed after it)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
     try:
         s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
         f = s.makefile("rb")
@@ -186,14 +190,16 @@ def test_uvicorns_error_texts_and_the_connection_closed(access_log):
     """The responses an application gets wrong are logged at ERROR with uvicorn's texts and
     their connection closes (its framing is broken, or the application's state for it is
     unknown): returned without starting a response (500), without completing it, a body
-    shorter or longer than its Content-Length, an exception (500, connection: close)."""
+    shorter or longer than its Content-Length, an exception (500, connection: close), and an
+    exception after a complete response (the connection closes after it)."""
     h = _Records()
     log = logging.getLogger("goloop.error")
     log.addHandler(h)
     try:
-        with serving(_wrong_app, access_log=access_log) as server:
+        # (a keep-alive timeout longer than the socket's: only the server's close ends a read)
+        with serving(_wrong_app, access_log=access_log, timeout_keep_alive=300) as server:
             got = {path: _exchange(server.port, path) for path in
-                   ("/none", "/raise", "/incomplete", "/short", "/long")}
+                   ("/none", "/raise", "/incomplete", "/short", "/long", "/raise-after")}
     finally:
         log.removeHandler(h)
     for path in ("/none", "/raise"):
@@ -202,6 +208,8 @@ def test_uvicorns_error_texts_and_the_connection_closed(access_log):
     assert got["/incomplete"][2] == b"3\r\nabc\r\n"  # cut: no last chunk, then the end of the connection
     assert got["/short"][2] == b"abc"
     assert got["/long"][2] == b""
+    # raised after a complete response: the connection closes after it (uvicorn's close)
+    assert got["/raise-after"][:3:2] == (200, b"done")
     msgs = [(r.levelno, r.getMessage(), r.exc_info[1] if r.exc_info else None) for r in h.records
             if r.levelno >= logging.WARNING]
     texts = [m for _, m, _ in msgs]
@@ -209,9 +217,9 @@ def test_uvicorns_error_texts_and_the_connection_closed(access_log):
     assert "ASGI callable returned without starting response." in texts
     assert "ASGI callable returned without completing response." in texts
     excs = [str(e) for _, m, e in msgs if m.startswith("Exception in ASGI application")]
-    assert sorted(excs) == sorted(["boom", "Response content shorter than Content-Length",
+    assert sorted(excs) == sorted(["boom", "boom after", "Response content shorter than Content-Length",
                                    "Response content longer than Content-Length"]), msgs
-    assert len(msgs) == 5, msgs
+    assert len(msgs) == 6, msgs
 
 
 def _cli(*args, cwd=None):

@@ -71,6 +71,15 @@ def expect_408_and_close(s):
     assert f.read() == b""  # closed
 
 
+def expect_body_timeout_and_disconnect(server):
+    """One body timeout counted, and the application saw http.disconnect."""
+    assert timeouts(server) == {"head": 0, "body": 1}
+    deadline = time.monotonic() + 10
+    while not EVENTS and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert EVENTS == ["disconnect"]
+
+
 def test_trickled_head_is_408_after_the_head_timeout():
     EVENTS.clear()
     with serving(app, timeout_request_head=1.5) as server:
@@ -97,7 +106,15 @@ def test_trickled_head_over_tls_is_408(tmp_path):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
         s = ctx.wrap_socket(connect(server))
-        trickle(s, b"GET /slow HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 200 + b"\r\n\r\n", 1, 0.3)
+        # trickled from this thread, not trickle()'s: an SSLSocket read and written by two
+        # threads at once corrupts its records (seen: SSLV3_ALERT_BAD_RECORD_MAC). 10 bytes
+        # 0.3 s apart outlast the 1.5 s bound; the server reads and drops what follows its 408
+        for b in b"GET /slow ":
+            try:
+                s.sendall(bytes([b]))
+            except OSError:
+                break
+            time.sleep(0.3)
         f = s.makefile("rb")
         status, headers, body = read_response(f)
         assert (status, headers.get("connection"), body) == (408, "close", b"Request Timeout")
@@ -113,11 +130,7 @@ def test_trickled_body_is_408_and_a_disconnect_for_the_app():
         trickle(s, b"b" * 1000, 1, 0.3)  # ~3 bytes/s, the server wants 100 after 1 s
         expect_408_and_close(s)
         s.close()
-        assert timeouts(server) == {"head": 0, "body": 1}
-        deadline = time.monotonic() + 10
-        while not EVENTS and time.monotonic() < deadline:
-            time.sleep(0.02)
-    assert EVENTS == ["disconnect"]
+        expect_body_timeout_and_disconnect(server)
 
 
 def test_slow_honest_upload_longer_than_the_limits_completes():
@@ -164,3 +177,62 @@ def test_http_h2_serves_prior_knowledge_only():
                     done = True
         c.close()
         assert body == b"got 0"
+
+
+@pytest.mark.parametrize("frames", ["whole", "partial"])
+def test_trickled_h2_body_fails_the_connection(frames):
+    """An HTTP/2 request body slower than min_request_body_rate (per stream, after the
+    grace, plus one maximal frame's time: a DATA frame counts once whole) ends the
+    connection with GOAWAY ENHANCE_YOUR_CALM; the application sees a disconnect. Whole: a
+    byte per DATA frame; partial: one DATA frame's payload a byte at a time."""
+    h2 = pytest.importorskip("h2")
+    import h2.events
+    from test_serve_h2_tls import RawH2
+    EVENTS.clear()
+    with serving(app, timeout_request_head=1, min_request_body_rate=100000) as server:
+        c = RawH2(server.port)
+        c.headers(1, "/up", end=False)
+        c.flush()
+        got = c.events()  # the server's SETTINGS, acknowledged: the trickle's thread is then the only writer
+        # raw frames, each sent whole (the h2 connection object is this thread's)
+        if frames == "whole":  # DATA frames of 1 byte, on stream 1
+            trickle(c.sock, b"\x00\x00\x01\x00\x00\x00\x00\x00\x01b" * 300, 10, 0.3)
+        else:  # a DATA frame of 1000 bytes on stream 1, its payload a byte at a time
+            c.sock.sendall(b"\x00\x03\xe8\x00\x00\x00\x00\x00\x01")
+            trickle(c.sock, b"b" * 1000, 1, 0.3)
+        try:
+            while True:  # (a reader's timeout of 10 s: the test fails with socket.timeout)
+                got += c.events()
+        except (EOFError, ConnectionResetError):
+            pass
+        goaways = [ev for ev in got if isinstance(ev, h2.events.ConnectionTerminated)]
+        assert [g.error_code for g in goaways] == [h2.errors.ErrorCodes.ENHANCE_YOUR_CALM], got
+        c.close()
+        expect_body_timeout_and_disconnect(server)
+
+
+@pytest.mark.serve_one_driver  # (HTTP/2 connections are served by their goroutine under both)
+def test_slow_honest_h2_upload_longer_than_the_limits_completes():
+    # ~16 KB/s for ~4 s: longer than the grace and one maximal frame's time (1 + 2 s),
+    # twice the rate
+    h2 = pytest.importorskip("h2")
+    import h2.events
+    from test_serve_h2_tls import RawH2
+    with serving(app, timeout_request_head=1, min_request_body_rate=8192) as server:
+        c = RawH2(server.port)
+        c.headers(1, "/up", end=False)
+        c.flush()
+        for i in range(40):
+            c.conn.send_data(1, b"b" * 1600, end_stream=i == 39)
+            c.flush()
+            time.sleep(0.1)
+        body, done = b"", False
+        while not done:
+            for ev in c.events():
+                if isinstance(ev, h2.events.DataReceived):
+                    body += ev.data
+                elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset, h2.events.ConnectionTerminated)):
+                    done = True
+        c.close()
+        assert body == b"got 64000"
+        assert timeouts(server) == {"head": 0, "body": 0}

@@ -317,6 +317,17 @@ def test_crashing_app_backs_off(master_factory):
     assert m.stop() == 0
 
 
+def test_master_gives_up_when_no_worker_starts(master_factory):
+    """--workers N, an app that does not import: each worker logs its one-line error and
+    exits 1; none ever served, so the master does not restart them (forever, with backoff):
+    it says so and exits 1."""
+    m = master_factory("--workers", "2", src=CRASH_APP)
+    assert m.proc.wait(WAIT) == 1, m.log()
+    m.wait_for(r"No worker could start: giving up")
+    assert m.count(r"Worker \[\d+\] exited with code 1 before it served") == 2, m.log()
+    assert m.count(r"restarting it") == 0 and m.count(r"^RuntimeError: the app does not import") == 2, m.log()
+
+
 def test_sigterm_graceful_with_request_in_flight(master_factory, tmp_path):
     m = master_factory("--workers", "2")
     m.wait_for("Application startup complete", count=2)

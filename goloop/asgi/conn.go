@@ -547,17 +547,23 @@ func (c *Conn) advanceLocked() {
 		c.inflight = c.inflight[:n]
 		c.roomLocked()
 		if !h.keepAlive {
-			c.closing = true
-			for _, r := range c.inflight { // cannot be answered on this connection
-				r.lost = true
-				c.wakeLocked(r, nil)
-			}
-			clear(c.inflight)
-			c.inflight = c.inflight[:0]
+			c.endAfterLocked()
 			break
 		}
 	}
 	c.dirtyLocked()
+}
+
+// endAfterLocked: no more requests on this connection; it closes once its output is
+// written, and the requests in flight (pipelined after the last one answered) are lost.
+func (c *Conn) endAfterLocked() {
+	c.closing = true
+	for _, r := range c.inflight { // cannot be answered on this connection
+		r.lost = true
+		c.wakeLocked(r, nil)
+	}
+	clear(c.inflight)
+	c.inflight = c.inflight[:0]
 }
 
 func (c *Conn) closeLocked() {

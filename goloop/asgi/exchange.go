@@ -340,7 +340,8 @@ const (
 // Done: the application's call for this exchange returned (failed: it raised). Once per
 // exchange, whatever its protocol: the request leaves the in-flight count; a response not
 // started is answered 500 and on HTTP/1.1 the connection closes after it, as uvicorn's (the
-// application's state for that connection is unknown); one started but incomplete is cut
+// application's state for that connection is unknown; so too after a complete response when
+// failed: HTTP/2's stream is done then, and its connection stays); one started but incomplete is cut
 // (HTTP/1.1: the connection ends after it; HTTP/2: the stream is reset; an accepted
 // WebSocket session sends its close frame, 1011 when failed).
 func (r *Request) Done(failed bool) { r.Finish(failed) }
@@ -361,6 +362,9 @@ func (r *Request) Finish(failed bool) int {
 		return FinishLost
 	}
 	if r.done {
+		if x, ok := r.x.(h1Exchange); ok && failed {
+			x.closeAfterLocked() // (HTTP/2: the stream is done; the connection stays)
+		}
 		return FinishOK
 	}
 	_, ws := r.x.(*WS)

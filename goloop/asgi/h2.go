@@ -73,6 +73,8 @@ type h2Conn struct {
 	maxID       uint32           // the highest stream id the client opened
 	goaway      bool             // GOAWAY sent or received: no new streams
 	idle        bool             // no stream: the keep-alive deadline is set (deadlineLocked)
+	bodyDl      bool             // a request body's minimum rate sets the read deadline (deadlineLocked)
+	bodyNew     bool             // a stream with a body opened: the read deadline is to be set again
 	prefaceSent bool             // our SETTINGS are written
 	sendWin     int64            // connection send window
 	peerInit    int64            // the peer's SETTINGS_INITIAL_WINDOW_SIZE
@@ -106,10 +108,12 @@ type h2Stream struct {
 	unacked    int64
 	declared   int64 // the request's content-length, -1 if none
 	received   int64
-	remoteDone bool  // END_STREAM received (or the stream was reset)
-	gone       bool  // removed from streams
-	trReady    bool  // the trailers end the stream after pending (spec.go)
-	how        uint8 // how it closed, when it did (closedNormal...; 0: normally)
+	bodyAt     time.Time // the body's clock started (zero: none; bodyDeadlineLocked)
+	bodyBase   int64     // received then
+	remoteDone bool      // END_STREAM received (or the stream was reset)
+	gone       bool      // removed from streams
+	trReady    bool      // the trailers end the stream after pending (spec.go)
+	how        uint8     // how it closed, when it did (closedNormal...; 0: normally)
 }
 
 // newStream makes stream id of r, r's protocol.
@@ -205,6 +209,10 @@ func (h *h2Conn) serve() {
 			}
 			h.deadlineLocked(false)
 			c.mu.Unlock()
+		} else if h.bodyDl || h.bodyNew { // bodies coming: their rates' deadline as they progress
+			c.mu.Lock()
+			h.deadlineLocked(false)
+			c.mu.Unlock()
 		}
 		blk := h.headerBlockDeadline()
 		f, err := h.fr.ReadFrame()
@@ -235,7 +243,12 @@ func (h *h2Conn) serve() {
 					if blk { // a header block not complete in time (deadline.go)
 						c.s.ctr.headTimeouts.Add(1)
 						h.fail(http2.ErrCodeEnhanceYourCalm)
+					} else if c.mu.Lock(); h.bodyDl { // a body slower than the minimum rate
+						c.mu.Unlock()
+						c.s.ctr.bodyTimeouts.Add(1)
+						h.fail(http2.ErrCodeEnhanceYourCalm)
 					} else {
+						c.mu.Unlock()
 						h.fail(http2.ErrCodeNo) // idle
 					}
 				} else {
@@ -279,18 +292,57 @@ func (h *h2Conn) headerBlockDeadline() bool {
 // when it became idle: frames that open no stream (PING, SETTINGS, WINDOW_UPDATE) do not
 // push it, or a client pinging every few seconds would hold an idle connection forever
 // (as Go's net/http, whose idle timer only streams reset). force: set it again (after a
-// header block's bound).
+// header block's bound). With streams whose bodies are coming, the earliest of their
+// minimum rates' deadlines (bodyDeadlineLocked).
 func (h *h2Conn) deadlineLocked(force bool) {
 	idle := len(h.streams) == 0
-	if idle == h.idle && !force {
+	var body time.Time
+	if !idle && h.c.s.cfg.BodyMinRate > 0 {
+		body = h.bodyDeadlineLocked()
+	}
+	h.bodyNew = false
+	if idle == h.idle && !force && body.IsZero() && !h.bodyDl {
 		return
 	}
-	h.idle = idle
-	if idle {
+	h.idle, h.bodyDl = idle, !body.IsZero()
+	switch {
+	case idle:
 		h.c.nc.SetReadDeadline(time.Now().Add(h.c.s.cfg.KeepAliveTimeout))
-	} else {
+	case h.bodyDl:
+		h.c.nc.SetReadDeadline(body)
+	default:
 		h.c.nc.SetReadDeadline(time.Time{})
 	}
+}
+
+// bodyDeadlineLocked: HTTP/2 request bodies get HTTP/1.1's minimum rate (deadline.go), per
+// stream: a stream's body must come at BodyMinRate on average after BodyGrace, from its
+// head. The framer hands over a DATA frame only when whole, so a frame's bytes count once
+// it is complete and each stream is given one more maximal frame's time. A stream the
+// flow control holds back (its window or the connection's is closed: the application has
+// not read what came) has its clock started again. The earliest deadline (zero: none);
+// when it passes, the connection fails with ENHANCE_YOUR_CALM (the read may have stopped
+// inside a frame: the framing cannot go on) and its streams see a disconnect.
+func (h *h2Conn) bodyDeadlineLocked() time.Time {
+	cfg := &h.c.s.cfg
+	var first, now time.Time
+	for _, st := range h.streams {
+		if st.remoteDone || st.bodyAt.IsZero() || st.r.lost {
+			continue
+		}
+		if st.recvWin <= 0 || h.recvWin <= 0 {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			st.bodyAt, st.bodyBase = now, st.received
+			continue
+		}
+		credit := time.Duration(float64(st.received-st.bodyBase+h2MaxFrame) / float64(cfg.BodyMinRate) * float64(time.Second))
+		if d := st.bodyAt.Add(cfg.BodyGrace + credit); first.IsZero() || d.Before(first) {
+			first = d
+		}
+	}
+	return first
 }
 
 func (h *h2Conn) pushBatch() { h.c.pushBatch(true) }
@@ -564,6 +616,9 @@ func (h *h2Conn) openLocked(st *h2Stream, ended bool) (http2.ErrCode, bool) {
 	c.batch = append(c.batch, Event{Kind: EvRequest, Req: r})
 	if ended {
 		return h.endRemoteLocked(st)
+	}
+	if c.s.cfg.BodyMinRate > 0 {
+		st.bodyAt, h.bodyNew = time.Now(), true
 	}
 	return 0, true
 }

@@ -398,6 +398,26 @@ func (x h1Exchange) cutLocked(bool) {
 	x.completeLocked()
 }
 
+// closeAfterLocked: the application raised after its response was complete. Its state
+// for this connection is unknown, so the connection ends after that response, as uvicorn
+// closes it (connection: close is too late: the head is out).
+func (x h1Exchange) closeAfterLocked() {
+	c := x.c
+	for _, q := range c.inflight {
+		if q == x.Request { // behind an earlier response: advanceLocked ends the connection after it
+			x.keepAlive = false
+			return
+		}
+	}
+	if c.closing || c.closed {
+		return
+	}
+	c.endAfterLocked()
+	if !c.busyLocked() {
+		c.closeLocked()
+	}
+}
+
 func (r *Request) restore(w []byte, head bool) {
 	if head {
 		r.c.out = w

@@ -143,7 +143,9 @@ type WS struct {
 	fragZ   bool // that message is compressed
 	frag    []byte
 	dict    []byte     // the client's LZ77 window (the last zp.clientWindow bytes it sent)
-	utf8    utf8Stream // the text message being received (uncompressed), checked so far
+	utf8    utf8Stream // the text message being received, checked so far
+	zProbes int        // a compressed text message's frames inflated so far (zProbe)
+	zDone   int        // bytes of its inflated text checked
 	pdone   int        // bytes of the incomplete frame at roff already unmasked and checked
 	failed  bool       // a protocol error: the rest of the input is not parsed
 	drained bool
@@ -961,6 +963,10 @@ func (w *WS) process() bool {
 				w.message(append([]byte(nil), p...), drop)
 			} else {
 				w.frag = append(w.frag, p...)
+				if !fin && w.fragOp == 1 && w.fragZ && !w.zProbe(cfg.MaxSize) {
+					w.fail(1007, "invalid UTF-8")
+					break
+				}
 				if fin {
 					m := w.frag
 					w.frag = nil
@@ -990,6 +996,9 @@ func (w *WS) message(data []byte, drop bool) {
 	text := w.fragOp == 1
 	z := w.fragZ
 	w.fragOp, w.fragZ = 0, false
+	if z && text {
+		w.utf8, w.zProbes, w.zDone = utf8Stream{}, 0, 0
+	}
 	if z {
 		var code int
 		data, code = w.inflate(data, cfg.MaxSize)
@@ -1130,16 +1139,54 @@ var (
 	flateWriters sync.Pool
 )
 
+// A compressed text message's UTF-8 fails fast too: at each of its first zProbeMax
+// non-final frames the compressed bytes so far are inflated again from the message's start
+// (compress/flate cannot resume: a reader out of input ends with io.ErrUnexpectedEOF for
+// good, having output what it decoded), up to zProbeOut bytes, and the text not checked yet
+// is fed to w.utf8. The work is bounded (zProbeMax inflations of at most zProbeOut bytes a
+// message) and only fragmented compressed text pays it; past the bounds the message is
+// checked once inflated whole.
+const (
+	zProbeMax = 16
+	zProbeOut = 1 << 20
+)
+
+// zProbe checks the text of the compressed message so far (w.frag); false: invalid UTF-8
+// or corrupt data (the whole message would fail alike).
+func (w *WS) zProbe(maxSize int) bool {
+	if w.zProbes >= zProbeMax || w.zDone >= min(zProbeOut, maxSize) {
+		return true
+	}
+	w.zProbes++
+	fr := w.flateReader(bytes.NewReader(w.frag))
+	var out bytes.Buffer
+	_, err := io.Copy(&out, io.LimitReader(fr, int64(min(zProbeOut, maxSize))))
+	flateReaders.Put(fr)
+	var corrupt flate.CorruptInputError
+	if errors.As(err, &corrupt) {
+		return false
+	}
+	if data := out.Bytes(); len(data) > w.zDone {
+		ok := w.utf8.feed(data[w.zDone:], false)
+		w.zDone = len(data)
+		return ok
+	}
+	return true
+}
+
+// flateReader: an inflater (from the pool) of src with the client's window.
+func (w *WS) flateReader(src io.Reader) io.ReadCloser {
+	if x := flateReaders.Get(); x != nil {
+		fr := x.(io.ReadCloser)
+		fr.(flate.Resetter).Reset(src, w.dict)
+		return fr
+	}
+	return flate.NewReaderDict(src, w.dict)
+}
+
 // inflate decompresses a message with the client's window; code 1009 (too big) or 1007.
 func (w *WS) inflate(p []byte, maxSize int) ([]byte, int) {
-	src := io.MultiReader(bytes.NewReader(p), strings.NewReader(deflateTail))
-	var fr io.ReadCloser
-	if x := flateReaders.Get(); x != nil {
-		fr = x.(io.ReadCloser)
-		fr.(flate.Resetter).Reset(src, w.dict)
-	} else {
-		fr = flate.NewReaderDict(src, w.dict)
-	}
+	fr := w.flateReader(io.MultiReader(bytes.NewReader(p), strings.NewReader(deflateTail)))
 	var out bytes.Buffer
 	out.Grow(min(len(p)*4+64, maxSize+1))
 	_, err := io.Copy(&out, io.LimitReader(fr, int64(maxSize)+1))

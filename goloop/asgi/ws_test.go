@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -758,6 +759,49 @@ func TestWSUTF8FailFast(t *testing.T) {
 	expect1007(c, br)
 }
 
+// TestWSUTF8FailFastCompressed: a compressed text message's invalid UTF-8 closes with 1007
+// in the frame whose compressed bytes reach it, before the message's end is sent.
+func TestWSUTF8FailFastCompressed(t *testing.T) {
+	codes := make(chan int, 4)
+	a, addr := startServer(t, Config{}, wsEchoApp(codes))
+	a.s.SetWSConfig(WSConfig{Deflate: true})
+	var zb bytes.Buffer
+	fw, _ := flate.NewWriter(&zb, flate.BestSpeed)
+	text := append(wsJSON(100), "κόσμε\xf4\x90\x80\x80"...) // in the middle
+	text = append(text, wsJSON(200)...)
+	fw.Write(text)
+	fw.Flush()
+	z := bytes.TrimSuffix(zb.Bytes(), []byte{0, 0, 0xff, 0xff})
+	bad := len(wsJSON(100)) + len("κόσμε") + 2
+	// reach: the fewest compressed bytes whose inflated prefix holds the invalid bytes
+	reach := sort.Search(len(z), func(n int) bool {
+		out, _ := io.ReadAll(flate.NewReader(bytes.NewReader(z[:n])))
+		return len(out) >= bad
+	})
+	if reach < 200 || reach > len(z)-100 {
+		t.Fatalf("reach %d of %d", reach, len(z))
+	}
+	for _, split := range [][2]int{{reach, reach}, {reach / 2, reach}} { // in the first frame, the second
+		c, br, head := wsDial(t, addr, "Sec-WebSocket-Extensions: permessage-deflate\r\n")
+		if !strings.Contains(head, "permessage-deflate") {
+			t.Fatalf("no deflate: %q", head)
+		}
+		writeFrame(c, 0x41, z[:split[0]], true) // text, compressed, not final
+		if split[1] > split[0] {
+			writeFrame(c, 0x00, z[split[0]:split[1]], true)
+		}
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		f, p := readFrame(t, br)
+		if f != 0x88 || closeCode(p) != 1007 {
+			t.Fatalf("got %x %q", f, p)
+		}
+		if code := <-codes; code != 1007 {
+			t.Fatalf("disconnect code %d", code)
+		}
+		c.Close()
+	}
+}
+
 // BenchmarkUTF8Stream: the frame-by-frame check against one utf8.Valid of the message
 // (a 1 KiB text with multi-byte characters, as one frame and as 64-byte fragments).
 func BenchmarkUTF8Stream(b *testing.B) {
@@ -787,4 +831,33 @@ func BenchmarkUTF8Stream(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkWSInflateFragmented: what the fail-fast check of a compressed text message
+// costs: a 29 KB JSON message inflated whole (one frame) and with its frames checked as
+// they arrive (4 and 16 frames: zProbe at each non-final one).
+func BenchmarkWSInflateFragmented(b *testing.B) {
+	var zb bytes.Buffer
+	fw, _ := flate.NewWriter(&zb, flate.BestSpeed)
+	fw.Write(wsJSON(150))
+	fw.Flush()
+	z := bytes.TrimSuffix(zb.Bytes(), []byte{0, 0, 0xff, 0xff})
+	for _, frames := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("frames=%d", frames), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				w := &WS{}
+				step := (len(z) + frames - 1) / frames
+				for off := 0; off < len(z); off += step {
+					w.frag = append(w.frag, z[off:min(off+step, len(z))]...)
+					if off+step < len(z) && !w.zProbe(16<<20) {
+						b.Fatal("invalid")
+					}
+				}
+				if _, code := w.inflate(w.frag, 16<<20); code != 0 {
+					b.Fatal(code)
+				}
+			}
+		})
+	}
 }

@@ -17,7 +17,10 @@ Signals to the master: SIGINT/SIGTERM graceful shutdown of every worker (each fi
 its requests in flight, up to --timeout-graceful-shutdown; a second one forces), SIGHUP
 rolling reload (new workers first; an old one is stopped gracefully once its
 replacement serves), SIGTTIN/SIGTTOU one worker more/less. A worker that dies is
-restarted, with a backoff when it dies young (a crashing app does not spin).
+restarted, with a backoff when it dies young (a crashing app does not spin). Without
+--reload, a master none of whose workers ever served (each exited while starting: the app
+does not import, its startup fails) gives up and exits 1, as gunicorn's "Worker failed to
+boot" does (uvicorn restarts them forever); once one served, a worker that dies is replaced.
 
 Each worker has a control socket pair with the master: the worker writes b"r" once it
 serves, then its loop answers the master's pings (--timeout-worker-healthcheck: a worker
@@ -322,6 +325,8 @@ class Supervisor:
         self.stopping = 0  # signals of shutdown received
         self.fail_streak = 0
         self.next_spawn = 0.0
+        self.served = False  # a worker has served: from then on a worker that dies is replaced
+        self.boot_failed = False  # a worker exited while starting before any served: no more spawns
         self.sockets: list[socket.socket] = []  # the first bound: --fd, --uds or TCP
         # TCP with SO_REUSEPORT: a listening socket per worker slot (slot 0 is sockets[0]),
         # kept open here while its slot exists, so the connections queued on it when its
@@ -435,6 +440,7 @@ class Supervisor:
             return
         wk.ready, wk.ready_at = True, time.monotonic()
         wk.pong_at = wk.ready_at
+        self.served, self.boot_failed = True, False
         logger.debug("Worker [%d] is serving", wk.pid)
         if wk in self.candidates:
             old = wk.replaces
@@ -468,6 +474,12 @@ class Supervisor:
                 continue
             self.active.remove(wk)
             if self.stopping:
+                continue
+            if not wk.ready and not self.served and not self.cfg.get("reload"):
+                # no worker has served yet and this one could not start: the others would
+                # fail alike; the master exits once the ones still starting have exited
+                self.boot_failed = True
+                logger.error("Worker [%d] exited with code %s before it served", wk.pid, code)
                 continue
             young = not wk.ready or now - wk.ready_at < 1.0
             if young:
@@ -525,7 +537,7 @@ class Supervisor:
         if self.stopping:
             return
         now = time.monotonic()
-        if len(self.active) < self.n and now >= self.next_spawn:
+        if len(self.active) < self.n and now >= self.next_spawn and not self.boot_failed:
             used = {wk.listen for wk in self.active}
             for slot in [i for i in range(self.n) if i not in used][:self.n - len(self.active)]:
                 self.active.append(self._spawn(slot))
@@ -602,10 +614,15 @@ class Supervisor:
                                         list(cfg.get("reload_excludes") or RELOAD_EXCLUDES))
                 logger.info("Will watch for changes in these directories: %s", self.watcher.dirs)
             delay = float(cfg.get("reload_delay") or 0.25)
+            failed = 0
             next_watch = time.monotonic() + delay
             while True:
                 self._balance()
                 if self.stopping and not self._all():
+                    break
+                if self.boot_failed and not self.stopping and not self._all():
+                    logger.error("No worker could start: giving up")
+                    failed = 1
                     break
                 timeout = max(0.0, min(0.5, self._healthcheck() - time.monotonic()))
                 if self.watcher is not None:
@@ -650,7 +667,7 @@ class Supervisor:
             if cfg.get("uds") and os.path.exists(cfg["uds"]):
                 os.remove(cfg["uds"])
         logger.info("Stopping parent process [%d]", os.getpid())
-        return 0
+        return failed
 
     def _log_listening(self) -> None:
         s = self.sockets[0]
