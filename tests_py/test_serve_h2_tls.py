@@ -477,6 +477,12 @@ class RawH2:
         self.sock.sendall(self.conn.data_to_send())
 
     def events(self):
+        # what the caller queued since the last call (the WINDOW_UPDATEs of data it acknowledged
+        # after it) goes out before waiting: else a server out of window waits for them forever
+        try:
+            self.flush()
+        except OSError:
+            pass
         data = self.sock.recv(65536)
         if not data:
             raise EOFError

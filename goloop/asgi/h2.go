@@ -193,6 +193,10 @@ func (h *h2Conn) serve() {
 		return
 	}
 	c.mu.Lock()
+	// the keep-alive deadline set above is armed: say so, or a first stream whose HEADERS came
+	// in the preface's read would leave it armed (deadlineLocked sees no change) and the
+	// connection would close KeepAliveTimeout after it opened, that stream still running
+	h.idle = true
 	if !h.prefaceSent { // (h2c upgrade: sent with the 101)
 		h.writePrefaceLocked()
 	}
