@@ -24,6 +24,8 @@
 //   - asgi_tls.go: the TLS extension of scopes
 //   - asgi_proxy_metrics.go, asgi_proxy_metrics.c: proxy headers and metrics
 //   - asgi_run.c: the request Task's creation and start
+//   - wsgi.go, wsgi.c, wsgi.h: WSGI (WsgiServer, a subtype of AsgiServer): the pool threads'
+//     wait in Go for the next exchange, the environ built in C, start_response, wsgi.input
 //
 // Shared by the three:
 //   - module.c: the module's init, calling each part's init
