@@ -161,36 +161,79 @@ def measure_app_costs(rows, env):
 
 # ---------- the free-threaded row ----------
 
+_THREADS_ALONE = r"""
+import statistics, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from wsgi_apps import cpu
+environ = {"QUERY_STRING": ""}
+def call():
+    for chunk in cpu(environ, lambda status, headers: None):
+        pass
+def work(n):
+    for _ in range(n):
+        call()
+call()
+out = {1: [], 2: []}
+for r in range(int(sys.argv[2])):
+    for k in ((1, 2) if r % 2 == 0 else (2, 1)):
+        ts = [threading.Thread(target=work, args=(100,)) for _ in range(k)]
+        t = time.perf_counter()
+        [x.start() for x in ts]
+        [x.join() for x in ts]
+        out[k].append(100 * k / (time.perf_counter() - t))
+print(statistics.median(out[2]) / statistics.median(out[1]))
+"""
+
+
+def threads_alone(py, rounds, env):
+    """The handler called by 1 and 2 plain threading.Threads in one process, no server: how
+    far the interpreter itself scales this code (the ceiling for any server)."""
+    out = subprocess.run([py, "-c", _THREADS_ALONE, APPS, str(rounds)], capture_output=True, text=True, env=env)
+    try:
+        return float(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        print(f"# threads alone on {py}: failed: {out.stderr[-300:]}", flush=True)
+        return None
+
+
 def free_threaded(py, duration, env, rounds):
     """goloop serve --threads 1 and 2 on a CPU-bound handler, server and wrk not pinned: on py
-    (free-threaded), then on this interpreter (with the GIL: the control, expect ~1x)."""
+    (free-threaded), then on this interpreter (with the GIL: the control, expect ~1x). The two
+    configurations alternate within each round (the machine's speed drifts by 20 % and more
+    between minutes); each cell is the median of the rounds. Beside it, the same handler run
+    by 1 and 2 plain threads with no server: the interpreter's own scaling."""
     ok = subprocess.run([py, "-c", "import sys; assert not sys._is_gil_enabled()"], capture_output=True, env=env)
     if ok.returncode != 0:
         print(f"# free-threaded: {py} is not a free-threaded interpreter: {ok.stderr.decode()[-300:]}", flush=True)
         return
-    print("\n| goloop serve, CPU-bound handler (wsgi_apps:cpu), two cores | requests/s | p99 ms | vs 1 thread "
-          "| server CPU cores busy |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    import statistics
+    print("\n| goloop serve, CPU-bound handler (wsgi_apps:cpu), two cores | requests/s (median) | p99 ms "
+          "| vs 1 thread | server CPU cores busy | plain threads, no server: 2 vs 1 |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for interp, label in ((py, "free-threaded"), (PY, "with the GIL")):
-        base = None
-        for threads in (1, 2):
-            best = None
-            for _ in range(rounds):
+        runs = {1: [], 2: []}
+        for r in range(rounds):
+            for threads in ((1, 2) if r % 2 == 0 else (2, 1)):
                 port = free_port()
                 argv = server_argv("goloop serve", "wsgi_apps:cpu", port, py=interp, threads=threads)
                 try:
-                    r = run_one(argv, port, "/", duration, 8, 1, False, env=env, server_cpu=None, client_cpu=None)
+                    res = run_one(argv, port, "/", duration, 8, 1, False, env=env, server_cpu=None, client_cpu=None)
                 except Exception as exc:  # noqa: BLE001
                     print(f"# {label} --threads {threads}: failed: {exc}", flush=True)
                     continue
-                if best is None or r["value"] > best["value"]:
-                    best = r
-            if best is None:
+                print(f"# round {r + 1} {label} --threads {threads}: {res['value']:,.0f} req/s", flush=True)
+                runs[threads].append(res)
+        alone = threads_alone(interp, max(rounds, 3), env)
+        base = None
+        for threads in (1, 2):
+            if not runs[threads]:
                 continue
-            base = base or best["value"]
-            busy = best["cpu_us"] * best["value"] / 1e6  # CPU seconds per second: above 1, threads ran in parallel
-            print(f"| {label} ({interp}), --threads {threads} | {best['value']:,.0f} | {fmt_ms(best.get('p99_us'))} | "
-                  f"{best['value'] / base:.2f}x | {busy:.2f} |", flush=True)
+            med = sorted(runs[threads], key=lambda x: x["value"])[len(runs[threads]) // 2]
+            base = base or med["value"]
+            busy = med["cpu_us"] * med["value"] / 1e6  # CPU seconds per second: above 1, threads ran in parallel
+            ceiling = f"{alone:.2f}x" if (alone and threads == 2) else ""
+            print(f"| {label} ({interp}), --threads {threads} | {med['value']:,.0f} | {fmt_ms(med.get('p99_us'))} | "
+                  f"{med['value'] / base:.2f}x | {busy:.2f} | {ceiling} |", flush=True)
 
 
 def main():
