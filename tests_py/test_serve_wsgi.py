@@ -526,6 +526,28 @@ def test_cli_one_command(tmp_path):
     assert r.returncode != 0 and "lifespan" in r.stderr
 
 
+def test_auto_interface_wsgi_refuses_lifespan_on_in_one_line(tmp_path):
+    """--lifespan on with an application --interface auto finds to be WSGI: refused as the
+    options check_options refuses (one line `goloop serve: ...`, exit status 2, no
+    traceback), in one process and from the workers (the master never loads the app)."""
+    (tmp_path / "wsgiapp.py").write_text(textwrap.dedent("""
+        def app(environ, start_response):
+            start_response("200 OK", [])
+            return [b"x"]
+    """))
+    want = "goloop serve: --lifespan on: a WSGI application has no lifespan protocol (--interface auto found"
+    for extra in ([], ["--workers", "2"]):
+        r = subprocess.run([sys.executable, "-m", "goloop", "serve", "wsgiapp:app", "--lifespan", "on",
+                            "--port", str(free_port()), *extra], cwd=tmp_path,
+                           env=dict(os.environ, PYTHONPATH=PYSHIM), capture_output=True, text=True, timeout=60)
+        lines = r.stderr.splitlines()
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (extra, r.stderr)
+        if extra:  # each worker's line, then the master gives up
+            assert [x for x in lines if x.startswith(want)] and "No worker could start" in r.stderr, r.stderr
+        else:
+            assert len(lines) == 1 and lines[0].startswith(want), r.stderr
+
+
 def test_readme_flask_example(tmp_path):
     """The README's Flask block, served by its one command."""
     pytest.importorskip("flask")
