@@ -398,6 +398,14 @@ def test_status_reason_and_header_names_as_written():
         assert lines[0] == b"HTTP/1.1 200 Streamed" and b"X-Mixed-Case: 1" in lines, lines
         assert b"transfer-encoding: chunked" in lines and body == b"1\r\na\r\n1\r\nb\r\n0\r\n\r\n", (lines, body)
 
+    async def asgi_app(scope, receive, send):  # ASGI (unchanged): its header bytes as given
+        await send({"type": "http.response.start", "status": 299, "headers": [(b"X-Custom-Header", b"v")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(asgi_app) as server:
+        lines, body = head_of(server, "/")
+        assert lines[0] == b"HTTP/1.1 299 " and b"X-Custom-Header: v" in lines and body == b"ok", lines
+
 
 def test_errors_500_with_traceback_and_wsgi_errors(caplog):
     def app(environ, start_response):
