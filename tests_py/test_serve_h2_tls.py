@@ -817,10 +817,21 @@ def test_tls_scope_extension(certs):
 
         version, sc = run_async(h2_get(server.port))
         assert version == "HTTP/2" and sc["extensions"]["tls"]["server_cert"] == tls["server_cert"]
-        # wss: the websocket scope has it too
-        ws_connect = pytest.importorskip("websockets.sync.client").connect
-        with ws_connect(f"wss://localhost:{server.port}/ws", ssl=certs.client_context(with_cert=True)) as ws:
-            ext = json.loads(ws.recv())
+        # wss: the websocket scope has it too. websockets' asyncio client, not its sync one: that
+        # reads the socket in a thread while the caller's thread writes the handshake request, and
+        # an ssl.SSLSocket is not safe for that (OpenSSL forbids concurrent SSL_read/SSL_write):
+        # when the server's TLS 1.3 session ticket, sent once the client's certificate is checked,
+        # reaches the reading thread as the request is written, now and then the request never
+        # leaves (the server, its handshake complete and nothing to read, closes at the keep-alive
+        # timeout: "did not receive a valid HTTP response"; ~0.6% of runs), or the write fails
+        # with "[BIO: UNINITIALIZED]" (cpython#137583, websockets#1648)
+        ws_client = pytest.importorskip("websockets.asyncio.client")
+
+        async def wss_ext(port):
+            async with ws_client.connect(f"wss://localhost:{port}/ws", ssl=certs.client_context(with_cert=True)) as ws:
+                return json.loads(await ws.recv())
+
+        ext = run_async(wss_ext(server.port))
         assert "websocket.http.response" in ext and ext["tls"]["client_cert_chain"] == tls["client_cert_chain"]
     # plain HTTP: no tls extension (the scope's extensions are the template's)
     with serving(scope_app) as server:

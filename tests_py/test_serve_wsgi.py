@@ -354,6 +354,59 @@ def test_bad_status_or_headers_are_500(status, headers, caplog):
         assert any("Exception in WSGI application" in r.message for r in caplog.records)
 
 
+def test_status_reason_and_header_names_as_written():
+    """HTTP/1.1 sends start_response's status as the application gave it (its reason phrase,
+    even an empty one) and its header names as written, as gunicorn does; the engine's own
+    headers stay lower-case and it reads the application's framing headers whatever their
+    case. HTTP/2 has no reason phrase and lower-cases the names (h2 refuses upper case)."""
+    statuses = {"/custom": "299 Custom Thing", "/std": "200 OK", "/other": "404 Nothing Here",
+                "/empty": "200 ", "/latin": "200 Caf\xe9"}
+
+    def app(environ, start_response):
+        start_response(statuses[environ["PATH_INFO"]],
+                       [("X-Custom-Header", "v"), ("Content-TYPE", "text/plain"), ("CONTENT-LENGTH", "2")])
+        return [b"ok"]
+
+    def stream(environ, start_response):
+        start_response("200 Streamed", [("X-Mixed-Case", "1")])
+        return iter([b"a", b"b"])
+
+    def head_of(server, path):
+        with connect(server) as s:
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
+            data = s.makefile("rb").read()
+        head, _, body = data.partition(b"\r\n\r\n")
+        return head.split(b"\r\n"), body
+
+    with serving(app, **WSGI) as server:
+        for path, status in statuses.items():
+            lines, body = head_of(server, path)
+            assert lines[0] == b"HTTP/1.1 " + status.encode("latin-1"), lines
+            assert b"X-Custom-Header: v" in lines and b"Content-TYPE: text/plain" in lines, lines
+            # the application's content-length is the framing: no other, no chunking
+            assert [x for x in lines if x.lower().startswith((b"content-length:", b"transfer-encoding:"))] == \
+                [b"CONTENT-LENGTH: 2"], lines
+            assert b"connection: close" in lines and body == b"ok", lines
+        httpx = pytest.importorskip("httpx")
+        pytest.importorskip("h2")
+        with httpx.Client(http1=False, http2=True) as c:
+            r = c.get(f"http://127.0.0.1:{server.port}/custom")
+            assert (r.http_version, r.status_code, r.content) == ("HTTP/2", 299, b"ok")
+            assert (b"x-custom-header", b"v") in r.headers.raw and r.headers["content-type"] == "text/plain"
+    with serving(stream, **WSGI) as server:
+        lines, body = head_of(server, "/")
+        assert lines[0] == b"HTTP/1.1 200 Streamed" and b"X-Mixed-Case: 1" in lines, lines
+        assert b"transfer-encoding: chunked" in lines and body == b"1\r\na\r\n1\r\nb\r\n0\r\n\r\n", (lines, body)
+
+    async def asgi_app(scope, receive, send):  # ASGI (unchanged): its header bytes as given
+        await send({"type": "http.response.start", "status": 299, "headers": [(b"X-Custom-Header", b"v")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(asgi_app) as server:
+        lines, body = head_of(server, "/")
+        assert lines[0] == b"HTTP/1.1 299 " and b"X-Custom-Header: v" in lines and body == b"ok", lines
+
+
 def test_errors_500_with_traceback_and_wsgi_errors(caplog):
     def app(environ, start_response):
         environ["wsgi.errors"].write("to the log\n")
@@ -479,6 +532,28 @@ def test_cli_one_command(tmp_path):
                         "--lifespan", "on", "--port", str(free_port())], cwd=tmp_path,
                        env=dict(os.environ, PYTHONPATH=PYSHIM), capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "lifespan" in r.stderr
+
+
+def test_auto_interface_wsgi_refuses_lifespan_on_in_one_line(tmp_path):
+    """--lifespan on with an application --interface auto finds to be WSGI: refused as the
+    options check_options refuses (one line `goloop serve: ...`, exit status 2, no
+    traceback), in one process and from the workers (the master never loads the app)."""
+    (tmp_path / "wsgiapp.py").write_text(textwrap.dedent("""
+        def app(environ, start_response):
+            start_response("200 OK", [])
+            return [b"x"]
+    """))
+    want = "goloop serve: --lifespan on: a WSGI application has no lifespan protocol (--interface auto found"
+    for extra in ([], ["--workers", "2"]):
+        r = subprocess.run([sys.executable, "-m", "goloop", "serve", "wsgiapp:app", "--lifespan", "on",
+                            "--port", str(free_port()), *extra], cwd=tmp_path,
+                           env=dict(os.environ, PYTHONPATH=PYSHIM), capture_output=True, text=True, timeout=60)
+        lines = r.stderr.splitlines()
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (extra, r.stderr)
+        if extra:  # each worker's line, then the master gives up
+            assert [x for x in lines if x.startswith(want)] and "No worker could start" in r.stderr, r.stderr
+        else:
+            assert len(lines) == 1 and lines[0].startswith(want), r.stderr
 
 
 def test_readme_flask_example(tmp_path):

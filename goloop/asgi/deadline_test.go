@@ -1,6 +1,7 @@
 package asgi
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"strings"
@@ -165,4 +166,74 @@ func every(gap time.Duration, f func() error) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// A stream stalled on flow control for longer than the keep-alive timeout completes once
+// the client opens its window, also when the preface, the client's SETTINGS and the
+// stream's HEADERS come in one write, so in the server's first read: the keep-alive
+// deadline armed for the preface must not stay armed once the stream is open (it did, and
+// cut the connection KeepAliveTimeout after it opened). Written frame by frame (dialH2),
+// the preface comes alone in the first read, the next read finds the connection idle and
+// sets its deadline again, and the stream's HEADERS then clear it: that case always passed.
+func TestH2StalledFirstStreamOutlivesKeepAlive(t *testing.T) {
+	const ka = 300 * time.Millisecond
+	body := strings.Repeat("0123456789abcdef", 256) // 4 KiB
+	_, addr := startServer(t, Config{KeepAliveTimeout: ka}, func(a *fakeApp, r *Request) {
+		a.respond(r, 200, "content-type: text/plain\r\n", body)
+	})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	const win = 1024 // the stream's window: a quarter of the response
+	var first bytes.Buffer
+	first.WriteString(http2.ClientPreface)
+	fw := http2.NewFramer(&first, nil)
+	fw.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: win})
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, kv := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/stall"}, {":authority", "x"}} {
+		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	fw.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	if _, err := nc.Write(first.Bytes()); err != nil { // one write: one read of the server
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(nc, nc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	got := 0
+	for got < win { // the window's worth of the body, then the stream waits
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", got, err)
+		}
+		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
+			got += len(d.Data())
+		}
+	}
+	time.Sleep(3 * ka) // stalled for longer than the keep-alive timeout
+	fr.WriteSettingsAck()
+	fr.WriteWindowUpdate(1, 1<<20)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the stalled stream was cut after %d of %d bytes: %v", got, len(body), err)
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v after %d of %d bytes", f.ErrCode, got, len(body))
+		case *http2.DataFrame:
+			if f.StreamID == 1 {
+				got += len(f.Data())
+				if f.StreamEnded() {
+					if got != len(body) {
+						t.Fatalf("%d bytes, want %d", got, len(body))
+					}
+					return
+				}
+			}
+		}
+	}
 }

@@ -11,6 +11,7 @@ package asgi
 // ResponseWriter with an HTTP/1 and an HTTP/2 implementation.
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -121,7 +122,13 @@ func (r *Request) Receive() ([]byte, RecvState) {
 
 // Start records the response's status and header lines ("name: value\r\n" each, already
 // validated). Nothing is written before the first body part.
-func (r *Request) Start(status int, hdr []byte) error {
+func (r *Request) Start(status int, hdr []byte) error { return r.StartReason(status, nil, hdr) }
+
+// StartReason is Start with the status line's reason phrase (WSGI's status string has
+// one, ASGI's message none): HTTP/1.1 sends it in place of the standard phrase (nil: the
+// standard one); HTTP/2 has no reason phrase. The caller checked it (no CR, LF or other
+// control character).
+func (r *Request) StartReason(status int, reason, hdr []byte) error {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -137,6 +144,9 @@ func (r *Request) Start(status int, hdr []byte) error {
 	r.started = true
 	r.status = status
 	r.hdr = append(r.hdr[:0], hdr...)
+	if reason != nil && (status >= 600 || !bytes.Equal(reason, statusReason(status))) {
+		r.reason = bytes.Clone(reason) // (an empty phrase is one too: "HTTP/1.1 200 ")
+	}
 	return nil
 }
 

@@ -157,6 +157,7 @@ func TestLoopDriver(t *testing.T) {
 		{"HangUpNotReading", testLoopHangUpNotReading},
 		{"HeadTimeout", TestHeadTimeout}, {"BodyMinRate", TestBodyMinRate},
 		{"H2HeaderBlockTimeout", TestH2HeaderBlockTimeout}, {"H2IdlePingsDoNotKeepAlive", TestH2IdlePingsDoNotKeepAlive},
+		{"H2StalledFirstStreamOutlivesKeepAlive", TestH2StalledFirstStreamOutlivesKeepAlive},
 		{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
 		{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
 		{"HeldLost", testHeld(testHeldLost)}, {"HeldManyParts", testHeld(testHeldManyParts)},

@@ -57,6 +57,7 @@ type Request struct {
 	done     bool
 	appDone  bool
 	status   int
+	reason   []byte // HTTP/1.1: the status line's phrase if not the standard one (StartReason)
 	hdr      []byte // the application's header lines ("name: value\r\n" each)
 	noBody   bool
 	chunked  bool  // HTTP/1.1
@@ -455,7 +456,15 @@ func (r *Request) appendHead(w []byte, n int, more bool) []byte {
 	if c.closing {
 		r.keepAlive = false
 	}
-	w = append(w, statusLine(r.status)...)
+	if r.reason != nil {
+		w = append(w, "HTTP/1.1 "...)
+		w = strconv.AppendInt(w, int64(r.status), 10)
+		w = append(w, ' ')
+		w = append(w, r.reason...)
+		w = append(w, "\r\n"...)
+	} else {
+		w = append(w, statusLine(r.status)...)
+	}
 	w = append(w, s.extra...)
 	if s.cfg.DateHeader {
 		w = append(w, dateHeader()...)

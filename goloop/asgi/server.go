@@ -453,6 +453,12 @@ func init() {
 	}
 }
 
+// statusReason is the standard phrase of code (100-599), as its status line has it.
+func statusReason(code int) []byte {
+	l := statusLines[code]
+	return l[len("HTTP/1.1 NNN ") : len(l)-2]
+}
+
 func statusLine(code int) []byte {
 	if code >= 100 && code < 600 {
 		return statusLines[code]

@@ -281,7 +281,8 @@ typedef struct {
     long wid, gen;
     int status;       /* start_response's status; 0: not called */
     char sent;        /* the head went to Go */
-    gbuf hdr;         /* the header lines ("name: value\r\n", names lower-cased) */
+    gbuf hdr;         /* the status's reason and "\r\n", then the header lines ("name: value\r\n",
+                       * names as the application wrote them): glWsgiSend's hdr */
 } GLWsgiStart;
 
 typedef struct {
@@ -331,13 +332,13 @@ static int parse_status(PyObject *status) {
     return code;
 }
 
-/* The header lines of headers (a list of (name, value) str pairs), checked, into st. */
+/* The header lines of headers (a list of (name, value) str pairs), checked, appended to st's.
+ * Names keep their case: HTTP/1.1 sends them as written (as gunicorn), HTTP/2 lower-cases them. */
 static int put_headers(GLWsgiStart *st, PyObject *headers) {
     if (!PyList_Check(headers) && !PyTuple_Check(headers)) {
         PyErr_Format(PyExc_TypeError, "WSGI response headers must be a list, not %.100s", Py_TYPE(headers)->tp_name);
         return -1;
     }
-    st->hdr.n = 0;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(headers); i++) {
         PyObject *pair = PySequence_Fast_GET_ITEM(headers, i);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
@@ -350,13 +351,11 @@ static int put_headers(GLWsgiStart *st, PyObject *headers) {
             latin1(PyTuple_GET_ITEM(pair, 1), "header value", &vp, &vn) < 0)
             return -1;
         if (nn == 0) goto bad_name;
-        Py_ssize_t at = st->hdr.n;
-        if (gbuf_put(&st->hdr, np, nn) < 0) return -1;
         for (Py_ssize_t j = 0; j < nn; j++) {
             unsigned char c = (unsigned char)np[j];
             if (c <= ' ' || c == ':' || c >= 0x7f) goto bad_name;
-            if (c >= 'A' && c <= 'Z') st->hdr.p[at + j] = (char)(c + 32);  /* lower case: HTTP/2's rule */
         }
+        if (gbuf_put(&st->hdr, np, nn) < 0) return -1;
         for (Py_ssize_t j = 0; j < vn; j++) {
             unsigned char c = (unsigned char)vp[j];
             if (c == '\r' || c == '\n' || c == 0) {
@@ -415,7 +414,9 @@ static PyObject *start_call(GLWsgiStart *self, PyObject *const *args, size_t nar
         return NULL;
     }
     int code = parse_status(args[0]);
-    if (code < 0 || put_headers(self, args[1]) < 0) {
+    self->hdr.n = 0;
+    if (code < 0 || gbuf_put(&self->hdr, (const char *)PyUnicode_1BYTE_DATA(args[0]) + 4, PyUnicode_GET_LENGTH(args[0]) - 4) < 0 ||
+        gbuf_put(&self->hdr, "\r\n", 2) < 0 || put_headers(self, args[1]) < 0) {
         self->status = 0;
         self->hdr.n = 0;
         return NULL;

@@ -20,6 +20,7 @@ package main
 import "C"
 
 import (
+	"bytes"
 	"sync"
 	"syscall"
 	"time"
@@ -366,7 +367,7 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 	}
 	r := wk.r
 	if status > 0 {
-		if err := r.Start(int(status), bytesFromC(hdr, hn)); err != nil {
+		if err := wsgiStart(r, int(status), bytesFromC(hdr, hn)); err != nil {
 			return wk.err(err)
 		}
 	}
@@ -391,12 +392,22 @@ func glWsgiSendFD(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, f
 	}
 	r := wk.r
 	if status > 0 {
-		if err := r.Start(int(status), bytesFromC(hdr, hn)); err != nil {
+		if err := wsgiStart(r, int(status), bytesFromC(hdr, hn)); err != nil {
 			return wk.err(err)
 		}
 	}
 	flags, _, err := r.SendFD(int(fd), int64(offset), int64(count), false)
 	return wk.sent(flags, err, true)
+}
+
+// wsgiStart starts r's response from start_response's head (wsgi.c): the status's reason
+// phrase and "\r\n", then the header lines.
+func wsgiStart(r *asgi.Request, status int, head []byte) error {
+	i := bytes.IndexByte(head, '\n')
+	if i < 1 {
+		return r.Start(status, head)
+	}
+	return r.StartReason(status, head[:i-1], head[i+1:])
 }
 
 func (wk *wsgiWorker) sent(flags int, err error, flush bool) C.int {

@@ -296,8 +296,9 @@ class Server:
             self.exit_code = 1
             return
         wsgi = _wsgi.wants_wsgi(app, cfg["interface"])
-        if wsgi and cfg["lifespan"] == "on":
-            raise ConfigError("--lifespan on: a WSGI application has no lifespan protocol")
+        if wsgi and cfg["lifespan"] == "on":  # (--interface wsgi: refused by check_options)
+            raise ConfigError("--lifespan on: a WSGI application has no lifespan protocol (--interface "
+                              f"{cfg['interface']} found {self.app_target!r} to be one)")
         logger.info("Started server process [%d]", os.getpid())
         hup = install_signal_handlers and bool(cfg["ssl_certfile"]) and hasattr(signal, "SIGHUP")
         if install_signal_handlers:

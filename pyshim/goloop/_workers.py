@@ -142,6 +142,9 @@ def worker_main(server_class: Any, argv: list[str] | None = None) -> None:
         run(server.serve(install_signal_handlers=True))
     except KeyboardInterrupt:
         pass
+    except ConfigError as exc:  # an option the loaded application refuses: main()'s line and status
+        print(f"goloop serve: {exc}", file=sys.stderr)
+        sys.exit(2)
     sys.exit(server.exit_code)  # (Server.serve logs Started/Finished server process [PID])
 
 
@@ -327,6 +330,7 @@ class Supervisor:
         self.next_spawn = 0.0
         self.served = False  # a worker has served: from then on a worker that dies is replaced
         self.boot_failed = False  # a worker exited while starting before any served: no more spawns
+        self.boot_code = 1  # the master's exit status then: 2 if that worker refused an option
         self.sockets: list[socket.socket] = []  # the first bound: --fd, --uds or TCP
         # TCP with SO_REUSEPORT: a listening socket per worker slot (slot 0 is sockets[0]),
         # kept open here while its slot exists, so the connections queued on it when its
@@ -479,6 +483,7 @@ class Supervisor:
                 # no worker has served yet and this one could not start: the others would
                 # fail alike; the master exits once the ones still starting have exited
                 self.boot_failed = True
+                self.boot_code = 2 if code == 2 else 1
                 logger.error("Worker [%d] exited with code %s before it served", wk.pid, code)
                 continue
             young = not wk.ready or now - wk.ready_at < 1.0
@@ -622,7 +627,7 @@ class Supervisor:
                     break
                 if self.boot_failed and not self.stopping and not self._all():
                     logger.error("No worker could start: giving up")
-                    failed = 1
+                    failed = self.boot_code
                     break
                 timeout = max(0.0, min(0.5, self._healthcheck() - time.monotonic()))
                 if self.watcher is not None:
