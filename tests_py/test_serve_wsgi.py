@@ -609,3 +609,24 @@ def test_backpressure_reaches_the_iterator():
                 break
         assert 0 < yielded[0] < 1024, yielded[0]  # under 64 MiB: the iterator waits for the client
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+
+
+def test_websocket_upgrade_is_a_plain_request():
+    """WSGI has no WebSocket: an upgrade request reaches the app as an ordinary request (its
+    Upgrade and Connection headers in the environ), the app's response is sent, and the
+    connection closes after it (what follows the upgrade request is never read as a request)."""
+    def app(environ, start_response):
+        body = json.dumps([environ.get("HTTP_UPGRADE"), environ.get("HTTP_CONNECTION"),
+                           environ.get("HTTP_SEC_WEBSOCKET_KEY"), environ["PATH_INFO"]]).encode()
+        start_response("426 Upgrade Required", [("Content-Type", "application/json")])
+        return [body]
+
+    with serving(app, **WSGI) as server, connect(server) as s:
+        s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                  b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+        f = s.makefile("rb")
+        st, hdrs, body = read_response(f)
+        assert st == 426 and hdrs.get("connection") == "close"
+        assert json.loads(body) == ["websocket", "Upgrade", "dGhlIHNhbXBsZSBub25jZQ==", "/ws"]
+        assert f.read() == b""
