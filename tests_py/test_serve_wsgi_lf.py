@@ -19,6 +19,18 @@ def path_app(environ, start_response):
     return [environ["PATH_INFO"].encode()]
 
 
+def blocking_app():
+    """path_app whose /block waits until released: (app, entered, release)."""
+    release, entered = threading.Event(), threading.Event()
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/block":
+            entered.set()
+            assert release.wait(30)
+        return path_app(environ, start_response)
+    return app, entered, release
+
+
 def test_one_thread_reads_its_slow_body_while_another_connection_sends():
     """--threads 1: the only thread waits for the rest of its body; it must read the
     socket itself (leading the poller), and the other connection's request waits for it."""
@@ -63,14 +75,7 @@ def test_one_thread_expect_100_continue():
 def test_poller_taken_over_while_a_thread_is_blocked():
     """--threads 2: the thread that read /block runs it until released; the other thread
     takes the poller over and answers new connections and keep-alive requests meanwhile."""
-    release, entered = threading.Event(), threading.Event()
-
-    def app(environ, start_response):
-        if environ["PATH_INFO"] == "/block":
-            entered.set()
-            assert release.wait(30)
-        return path_app(environ, start_response)
-
+    app, entered, release = blocking_app()
     with serving(app, threads=2, **WSGI) as server:
         out = []
         t = threading.Thread(target=lambda: out.append(get(server, "/block")))
@@ -93,14 +98,7 @@ def test_poller_taken_over_while_a_thread_is_blocked():
 def test_every_thread_busy_timers_and_accepts_go_on():
     """--threads 1 blocked in the app: an idle keep-alive connection is still closed at its
     deadline and a new connection's request is read (answered once the thread is free)."""
-    release, entered = threading.Event(), threading.Event()
-
-    def app(environ, start_response):
-        if environ["PATH_INFO"] == "/block":
-            entered.set()
-            assert release.wait(30)
-        return path_app(environ, start_response)
-
+    app, entered, release = blocking_app()
     with serving(app, threads=1, timeout_keep_alive=1, **WSGI) as server:
         idle = connect(server)
         idle.sendall(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
