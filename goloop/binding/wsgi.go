@@ -306,6 +306,16 @@ func (w *wsgiSrv) vacateLocked(rem int) {
 // write the server's own answers, take the queue. The lead is kept; w.mu is held after.
 func (w *wsgiSrv) round() {
 	w.mu.Unlock()
+	w.poll()
+	w.mu.Lock()
+	w.dispatching = false
+	w.routeLocked()
+}
+
+// poll is round's part without w.mu. A panic ends the round, not the leader's thread
+// (which would leave the lead taken for ever).
+func (w *wsgiSrv) poll() {
+	defer func() { recover() }()
 	w.pp.Wait(-1)
 	w.mu.Lock()
 	w.dispatching, w.kicked = true, false
@@ -314,9 +324,6 @@ func (w *wsgiSrv) round() {
 	if w.sv.s.NeedFlush() {
 		w.sv.s.Flush()
 	}
-	w.mu.Lock()
-	w.dispatching = false
-	w.routeLocked()
 }
 
 // backup leads the poller while every pool thread is busy (progress starts it): the
