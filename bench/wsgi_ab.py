@@ -89,9 +89,10 @@ def run(kind, pyshim, appdir, args, extra):
         c1, s1 = tree_cpu(proc.pid), ctx_switches(proc.pid)
         r = parse_wrk(out)
         n = r["n"]
-        if n == 0 or r.get("errors"):
+        if n == 0:
             raise SystemExit(f"{kind}: {out}")
-        return {"rps": r["value"], "us": (c1 - c0) / n * 1e6, "cs": (s1 - s0) / n}
+        # errors (Granian's wrk timeouts on a loaded machine) are counted, not fatal
+        return {"rps": r["value"], "us": (c1 - c0) / n * 1e6, "cs": (s1 - s0) / n, "err": r.get("errors") or 0}
     finally:
         proc.terminate()
         try:
@@ -135,7 +136,7 @@ def main():
                 r = run(kind, pyshim, appdir, args, extra)
                 res[label].append(r)
                 print(f"round {i + 1} {label}: {r['rps']:.0f} req/s, {r['us']:.1f} µs CPU/req, "
-                      f"{r['cs']:.2f} ctx switches/req", file=sys.stderr, flush=True)
+                      f"{r['cs']:.2f} ctx switches/req, {r['err']} errors", file=sys.stderr, flush=True)
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
     print(f"| server | req/s | CPU µs/req (median; rounds) | ctx switches/req |  (load {load})")

@@ -129,41 +129,45 @@ func serveLoop(t *testing.T, s *Server, ln net.Listener) {
 func TestLoopDriver(t *testing.T) {
 	loopDriver = true
 	defer func() { loopDriver = false }()
-	for _, tc := range []struct {
-		name string
-		f    func(*testing.T)
-	}{
-		{"KeepAlive", TestKeepAlive}, {"RequestHead", TestRequestHead}, {"Pipelining", TestPipelining},
-		{"ChunkedInOut", TestChunkedInOut}, {"BadRequest", TestBadRequest}, {"HeadTooLarge", TestHeadTooLarge},
-		{"KeepAliveTimeout", TestKeepAliveTimeout}, {"KeepAliveTimeoutBusy", TestKeepAliveTimeoutBusy},
-		{"NoResponse500", TestNoResponse500}, {"IncompleteResponseCloses", TestIncompleteResponseCloses},
-		{"TooLong", TestTooLong}, {"HTTP10AndHead", TestHTTP10AndHead}, {"LimitConcurrency", TestLimitConcurrency},
-		{"Disconnect", TestDisconnect}, {"GracefulClose", TestGracefulClose}, {"LargeResponse", TestLargeResponse},
-		{"Expect100Continue", TestExpect100Continue}, {"Trailers", TestTrailers}, {"TrailersErrors", TestTrailersErrors},
-		{"SendFile", TestSendFile}, {"LingeringCloseAfter400", TestLingeringCloseAfter400},
-		{"WebSocketVersion426", TestWebSocketVersion426}, {"HeldOutputBound", TestHeldOutputBound},
-		{"Trust", TestTrust}, {"ProxyHeaders", TestProxyHeaders}, {"Metrics", TestMetrics},
-		{"CloseAnswersFirstRequest", TestCloseAnswersFirstRequest},
-		{"H2cPriorKnowledge", TestH2cPriorKnowledge}, {"H2FlowControl", TestH2FlowControl},
-		{"H2ResetDisconnects", TestH2ResetDisconnects}, {"H2GracefulGoAway", TestH2GracefulGoAway},
-		{"H2cUpgrade", TestH2cUpgrade}, {"H2cUpgradeDeclined", TestH2cUpgradeDeclined},
-		{"H2Expect100Continue", TestH2Expect100Continue}, {"H2SendFileBounded", TestH2SendFileBounded},
-		{"WSEchoFragmentsAndControl", TestWSEchoFragmentsAndControl}, {"WSServerClose", TestWSServerClose},
-		{"WSProtocolErrors", TestWSProtocolErrors}, {"WSDeflate", TestWSDeflate},
-		{"WSDenyAndNotAccepted", TestWSDenyAndNotAccepted},
-		{"SlowReader", testLoopSlowReader}, {"ManyLargeResponses", testLoopManyLargeResponses},
-		{"ResetsAndFds", testLoopResetsAndFds}, {"BothDrivers", testBothDrivers},
-		{"HandOffWritePending", testHandOffWritePending}, {"AcceptBackoff", testAcceptBackoff},
-		{"HangUpNotReading", testLoopHangUpNotReading},
-		{"HeadTimeout", TestHeadTimeout}, {"BodyMinRate", TestBodyMinRate},
-		{"H2HeaderBlockTimeout", TestH2HeaderBlockTimeout}, {"H2IdlePingsDoNotKeepAlive", TestH2IdlePingsDoNotKeepAlive},
-		{"H2StalledFirstStreamOutlivesKeepAlive", TestH2StalledFirstStreamOutlivesKeepAlive},
-		{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
-		{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
-		{"HeldLost", testHeld(testHeldLost)}, {"HeldManyParts", testHeld(testHeldManyParts)},
-	} {
+	for _, tc := range loopTests {
 		t.Run(tc.name, tc.f)
 	}
+}
+
+// loopTests are the engine's tests that TestLoopDriver runs (and TestPoolDriver, with a
+// PoolPoller: pooldriver_test.go).
+var loopTests = []struct {
+	name string
+	f    func(*testing.T)
+}{
+	{"KeepAlive", TestKeepAlive}, {"RequestHead", TestRequestHead}, {"Pipelining", TestPipelining},
+	{"ChunkedInOut", TestChunkedInOut}, {"BadRequest", TestBadRequest}, {"HeadTooLarge", TestHeadTooLarge},
+	{"KeepAliveTimeout", TestKeepAliveTimeout}, {"KeepAliveTimeoutBusy", TestKeepAliveTimeoutBusy},
+	{"NoResponse500", TestNoResponse500}, {"IncompleteResponseCloses", TestIncompleteResponseCloses},
+	{"TooLong", TestTooLong}, {"HTTP10AndHead", TestHTTP10AndHead}, {"LimitConcurrency", TestLimitConcurrency},
+	{"Disconnect", TestDisconnect}, {"GracefulClose", TestGracefulClose}, {"LargeResponse", TestLargeResponse},
+	{"Expect100Continue", TestExpect100Continue}, {"Trailers", TestTrailers}, {"TrailersErrors", TestTrailersErrors},
+	{"SendFile", TestSendFile}, {"LingeringCloseAfter400", TestLingeringCloseAfter400},
+	{"WebSocketVersion426", TestWebSocketVersion426}, {"HeldOutputBound", TestHeldOutputBound},
+	{"Trust", TestTrust}, {"ProxyHeaders", TestProxyHeaders}, {"Metrics", TestMetrics},
+	{"CloseAnswersFirstRequest", TestCloseAnswersFirstRequest},
+	{"H2cPriorKnowledge", TestH2cPriorKnowledge}, {"H2FlowControl", TestH2FlowControl},
+	{"H2ResetDisconnects", TestH2ResetDisconnects}, {"H2GracefulGoAway", TestH2GracefulGoAway},
+	{"H2cUpgrade", TestH2cUpgrade}, {"H2cUpgradeDeclined", TestH2cUpgradeDeclined},
+	{"H2Expect100Continue", TestH2Expect100Continue}, {"H2SendFileBounded", TestH2SendFileBounded},
+	{"WSEchoFragmentsAndControl", TestWSEchoFragmentsAndControl}, {"WSServerClose", TestWSServerClose},
+	{"WSProtocolErrors", TestWSProtocolErrors}, {"WSDeflate", TestWSDeflate},
+	{"WSDenyAndNotAccepted", TestWSDenyAndNotAccepted},
+	{"SlowReader", testLoopSlowReader}, {"ManyLargeResponses", testLoopManyLargeResponses},
+	{"ResetsAndFds", testLoopResetsAndFds}, {"BothDrivers", testBothDrivers},
+	{"HandOffWritePending", testHandOffWritePending}, {"AcceptBackoff", testAcceptBackoff},
+	{"HangUpNotReading", testLoopHangUpNotReading},
+	{"HeadTimeout", TestHeadTimeout}, {"BodyMinRate", TestBodyMinRate},
+	{"H2HeaderBlockTimeout", TestH2HeaderBlockTimeout}, {"H2IdlePingsDoNotKeepAlive", TestH2IdlePingsDoNotKeepAlive},
+	{"H2StalledFirstStreamOutlivesKeepAlive", TestH2StalledFirstStreamOutlivesKeepAlive},
+	{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
+	{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
+	{"HeldLost", testHeld(testHeldLost)}, {"HeldManyParts", testHeld(testHeldManyParts)},
 }
 
 // dialSmall connects with a small receive buffer, so that large responses fill the

@@ -24,7 +24,10 @@ func startServerWith(t *testing.T, cfg Config, setup func(*Server), h func(a *fa
 	}
 	addr := ln.Addr().String()
 	done := make(chan struct{})
-	if loopDriver { // loopdriver_test.go
+	if loopDriver && poolDriver { // pooldriver_test.go
+		stop := servePool(t, a.s, ln, a.poke)
+		t.Cleanup(func() { stop(); close(done) })
+	} else if loopDriver { // loopdriver_test.go
 		p := newTestPoller(t, a.poke)
 		a.s.SetLoop(p)
 		serveLoop(t, a.s, ln)

@@ -3,16 +3,23 @@ package main
 // goloop serve --interface wsgi (Go side): an asgi.Server whose exchanges are answered by a
 // pool of Python threads running a WSGI application (wsgi.c), not by tasks on the loop.
 //
-// The engine runs in Go without the GIL: connections are read by the goroutine driver
-// (Go's netpoller; TLS and HTTP/2 as for ASGI) and the server's event queue is taken by
-// its Notify, in whichever goroutine pushed to it, which routes each event under the
-// pool's mutex: a request to the ready list (and a sleeping pool thread is signalled), a
-// wake-up to the channel of the pool thread that handles that request. A pool thread
-// blocks in glWsgiNext (GIL released) until a request is ready and leaves with its head in
-// its own C memory; its reads of the body, its sends (with the flush: the thread writes
-// to the socket itself) and its waits for backpressure are Go calls with the GIL released
-// (wsgi.c). No Python object is touched by Go here: errors travel as codes and messages
-// in the thread's C memory, which wsgi.c raises.
+// The engine runs in Go without the GIL. Plain listeners are served by the loop driver
+// over a poller of the server's own (asgi.PoolPoller) that the pool threads run
+// themselves, leader/follower: a pool thread with no request to answer and nobody leading
+// waits in its epoll_wait, runs the handlers of what came (accept, read, parse, write,
+// deadlines), takes the server's queue and answers the first request itself; the others
+// wait on their channels as followers. TLS listeners, HTTP/2 and the connections the loop
+// driver hands over are read by the goroutine driver (Go's netpoller), whose pushes reach
+// Notify, which routes the queue under the pool's mutex: a request to the ready list (and
+// the leader is interrupted or a sleeping pool thread signalled), a wake-up to the channel
+// of the pool thread that handles that request. GOLOOP_WSGI_DRIVER=goroutine serves every
+// listener with the goroutine driver (the path before the leader/follower one).
+// A pool thread blocks in glWsgiNext (GIL released) until a request is ready and leaves
+// with its head in its own C memory; its reads of the body, its sends (with the flush: the
+// thread writes to the socket itself) and its waits for body or backpressure are Go calls
+// with the GIL released (wsgi.c); a wait leads the poller when nobody does. No Python
+// object is touched by Go here: errors travel as codes and messages in the thread's C
+// memory, which wsgi.c raises.
 
 /*
 #include "wsgi.h"
@@ -51,6 +58,20 @@ type wsgiSrv struct {
 	timer   *time.Timer
 	timerOn bool
 	mark    int64 // taken when the timer was armed
+
+	// leader/follower (pp != nil): who leads the poller (nil: nobody; bk: the backup
+	// goroutine, which leads while every pool thread is busy), how many times it was
+	// taken (leads; lmark when the timer was armed), whether the leader is running
+	// handlers (dispatching: Notify routes without waking anyone, the leader looks at the
+	// ready list after its round) and whether it was interrupted since it last did.
+	pp          *asgi.PoolPoller
+	leader      *wsgiWorker
+	bk          *wsgiWorker
+	leads       int64
+	lmark       int64
+	dispatching bool
+	kicked      bool
+	idleLead    bool // the leader is a pool thread with no request (glWsgiNext)
 }
 
 // wakeDelay: how long requests wait for busy threads that make no progress before an idle
@@ -87,14 +108,26 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 		return -1
 	}
 	w := &wsgiSrv{eager: eager != 0}
+	w.bk = &wsgiWorker{w: w, id: -1}
 	w.timer = time.AfterFunc(time.Hour, w.progress)
 	w.timer.Stop()
+	if !wsgiGoroutineDriver() {
+		pp, err := asgi.NewPoolPoller()
+		if err != nil {
+			raiseErr(err)
+			return -1
+		}
+		w.pp = pp
+	}
 	id, _ := wsgiServers.Add(w)
 	*wsid = C.long(id)
 	cfg := serverConfig(maxHead, keepAliveMs, limitConc, serverHdr, dateHdr, headers, hlen)
 	cfg.Notify = w.notify
-	// no SetLoop: the goroutine driver reads the connections, the loop thread has no part
+	// not the loop's poller: the loop thread has no part in a request (the pool leads pp)
 	w.sv = newAsgiSrv(py, l, cfg)
+	if w.pp != nil {
+		w.sv.s.SetLoop(w.pp)
+	}
 	w.sv.onRelease = func() {
 		l.removeHook(wsgiHook{w})
 		w.stop()
@@ -103,6 +136,16 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	l.addHook(wsgiHook{w})
 	return 0
 }
+
+// wsgiGoroutineDriver: GOLOOP_WSGI_DRIVER=goroutine serves plain listeners with the
+// goroutine driver too (no leader/follower poller; for A/B comparisons). C's getenv, as
+// goroutineReaders.
+func wsgiGoroutineDriver() bool {
+	v := C.getenv(cWsgiDriverEnv)
+	return v != nil && C.GoString(v) == "goroutine"
+}
+
+var cWsgiDriverEnv = C.CString("GOLOOP_WSGI_DRIVER")
 
 // wsgiHook: the loop's end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
@@ -118,6 +161,34 @@ func (h wsgiHook) loopClosed() {
 // perhaps with a connection's lock held: it takes no connection's lock).
 func (w *wsgiSrv) notify() {
 	w.mu.Lock()
+	n := w.routeLocked()
+	switch {
+	case n == 0 || w.dispatching: // the leader looks at the ready list after its round
+	case w.leader != nil && w.idleLead:
+		// a pool thread leads with nothing to answer: it takes the request (no follower
+		// woken); free-threaded, idle threads take the others
+		w.kickLocked()
+		if w.eager {
+			w.wakeLocked(n - 1)
+		}
+	default:
+		w.wakeLocked(n)
+	}
+	w.mu.Unlock()
+}
+
+// kickLocked interrupts the leader's wait (once until its next round; w.mu held).
+func (w *wsgiSrv) kickLocked() {
+	if !w.kicked {
+		w.kicked = true
+		w.pp.Interrupt()
+	}
+}
+
+// routeLocked takes the queue: requests to the ready list, wake-ups to their threads'
+// channels (a leader waiting in the poller for its own request is interrupted). It
+// returns how many requests it added (w.mu held).
+func (w *wsgiSrv) routeLocked() int {
 	w.evs = w.sv.s.Take(w.evs[:0])
 	n := 0
 	for i, ev := range w.evs {
@@ -136,16 +207,18 @@ func (w *wsgiSrv) notify() {
 				case wk.wake <- struct{}{}:
 				default:
 				}
+				if wk == w.leader && !w.dispatching {
+					w.kickLocked()
+				}
 			}
 		}
 	}
-	w.wakeLocked(n)
-	w.mu.Unlock()
+	return n
 }
 
 // wakeLocked wakes idle threads for n new requests (w.mu held).
 func (w *wsgiSrv) wakeLocked(n int) {
-	if n == 0 || len(w.idle) == 0 {
+	if n <= 0 || len(w.idle) == 0 {
 		return
 	}
 	if w.eager {
@@ -164,10 +237,7 @@ func (w *wsgiSrv) wakeLocked(n int) {
 			return
 		}
 	}
-	if !w.timerOn {
-		w.timerOn, w.mark = true, w.taken
-		w.timer.Reset(wakeDelay)
-	}
+	w.armLocked()
 }
 
 // wakeOneLocked wakes the idle thread on top of the stack (w.mu held, one is idle).
@@ -180,21 +250,153 @@ func (w *wsgiSrv) wakeOneLocked() {
 }
 
 // progress: the timer's check (its own goroutine): no request taken since it was armed
-// and some wait: wake a thread; requests still waiting: check again later.
+// and some wait: wake a thread; requests still waiting: check again later. With the
+// poller: nobody took its lead since it was armed while nobody leads (the last leader
+// runs the application): an idle thread is woken to lead, or, every thread being busy,
+// the backup goroutine leads (accepts, reads, answers 503 past --limit-concurrency,
+// closes idle connections) until a pool thread is free.
 func (w *wsgiSrv) progress() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.timerOn = false
-	waiting := len(w.ready) - w.head
-	if waiting == 0 || w.stopped {
+	if w.stopped {
 		return
 	}
-	if w.taken == w.mark && len(w.idle) > 0 {
+	waiting := len(w.ready) - w.head
+	vacant := w.pp != nil && w.leader == nil
+	if waiting > 0 && w.taken == w.mark && len(w.idle) > 0 {
 		w.wakeOneLocked()
+	} else if vacant && w.leads == w.lmark && w.woken == 0 {
+		if len(w.idle) > 0 {
+			w.wakeOneLocked()
+		} else {
+			w.leader = w.bk
+			w.leads++
+			go w.backup()
+			vacant = false
+		}
 	}
-	if len(w.idle) > 0 {
-		w.timerOn, w.mark = true, w.taken
+	if (waiting > 0 && len(w.idle) > 0) || vacant {
+		w.armLocked()
+	}
+}
+
+// armLocked arms the progress timer unless it is on (w.mu held).
+func (w *wsgiSrv) armLocked() {
+	if !w.timerOn {
+		w.timerOn, w.mark, w.lmark = true, w.taken, w.leads
 		w.timer.Reset(wakeDelay)
+	}
+}
+
+// vacateLocked: the leader leaves the poller to answer a request, rem more waiting (w.mu
+// held). Free-threaded: idle threads are woken at once, one to lead and one per request;
+// with the GIL the leader comes back when it is done (no wake-up) unless the timer finds
+// that nobody took the lead meanwhile.
+func (w *wsgiSrv) vacateLocked(rem int) {
+	w.leader = nil
+	if w.eager && len(w.idle) > 0 {
+		w.wakeLocked(rem + 1)
+		return
+	}
+	w.armLocked()
+}
+
+// round is one turn of the poller's leader (self; w.mu held, released while it waits
+// and runs the handlers): wait for events (until something happens), handle them,
+// write the server's own answers, take the queue. The lead is kept; w.mu is held after.
+func (w *wsgiSrv) round() {
+	w.mu.Unlock()
+	w.poll()
+	w.mu.Lock()
+	w.dispatching = false
+	w.routeLocked()
+}
+
+// poll is round's part without w.mu. A panic ends the round, not the leader's thread
+// (which would leave the lead taken for ever).
+func (w *wsgiSrv) poll() {
+	defer func() { recover() }()
+	w.pp.Wait(-1)
+	w.mu.Lock()
+	w.dispatching, w.kicked = true, false
+	w.mu.Unlock()
+	w.pp.Dispatch()
+	if w.sv.s.NeedFlush() {
+		w.sv.s.Flush()
+	}
+}
+
+// backup leads the poller while every pool thread is busy (progress starts it): the
+// requests it reads wait for the threads; it leaves the lead to the first thread that
+// is idle.
+func (w *wsgiSrv) backup() {
+	defer func() { recover() }()
+	w.mu.Lock()
+	for !w.stopped && len(w.idle) == 0 {
+		w.round()
+	}
+	w.leader = nil
+	if w.stopped {
+		w.closePollLocked()
+	} else {
+		w.wakeLocked(len(w.ready) - w.head)
+		if len(w.idle) > 0 && w.woken == 0 {
+			w.wakeOneLocked() // to lead
+		}
+		w.armLocked()
+	}
+	w.mu.Unlock()
+}
+
+// await blocks the thread until ok (its body arrived, its output drained, its request
+// ended): on its channel while another leads the poller, else leading it itself (with
+// --threads 1 nobody else would read the body it waits for).
+func (wk *wsgiWorker) await(ok func() bool) {
+	w := wk.w
+	if w.sv.s.NeedFlush() { // a 100 Continue the body waits for
+		w.sv.s.Flush()
+	}
+	for !ok() {
+		if w.pp == nil {
+			<-wk.wake
+			continue
+		}
+		w.mu.Lock()
+		if w.leader != nil || w.stopped {
+			w.mu.Unlock()
+			<-wk.wake
+			continue
+		}
+		select { // a wake-up already routed: look again first
+		case <-wk.wake:
+			w.mu.Unlock()
+			continue
+		default:
+		}
+		w.leader = wk
+		w.leads++
+		w.round()
+		w.leader = nil
+		if w.stopped {
+			w.closePollLocked()
+		} else {
+			// requests it read are not its to answer: an idle thread is woken for them
+			if p := len(w.ready) - w.head; p > 0 && w.eager {
+				w.wakeLocked(p)
+			} else if p > 0 && len(w.idle) > 0 && w.woken == 0 {
+				w.wakeOneLocked()
+			}
+			w.armLocked() // nobody leads now
+		}
+		w.mu.Unlock()
+	}
+}
+
+// closePollLocked closes the poller once the pool stopped and nobody leads (w.mu held).
+func (w *wsgiSrv) closePollLocked() {
+	if w.pp != nil && w.leader == nil {
+		w.pp.Close()
 	}
 }
 
@@ -207,6 +409,13 @@ func (w *wsgiSrv) stop() {
 	w.ready, w.head = nil, 0
 	for len(w.idle) > 0 {
 		w.wakeOneLocked()
+	}
+	if w.pp != nil {
+		if w.leader != nil {
+			w.pp.Interrupt() // it closes the poller when it leaves
+		} else {
+			w.closePollLocked()
+		}
 	}
 	w.mu.Unlock()
 	for _, r := range rest {
@@ -285,6 +494,25 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
 	w.mu.Lock()
 	w.busy -= busy
 	for w.head == len(w.ready) && !w.stopped {
+		if w.pp != nil && w.leader == nil {
+			// lead: wait in the poller, handle what came, answer the first request
+			w.leader, w.idleLead = wk, true
+			w.leads++
+			for w.head == len(w.ready) && !w.stopped {
+				w.round()
+			}
+			w.idleLead = false
+			if w.stopped {
+				w.leader = nil
+				w.closePollLocked()
+				break
+			}
+			w.vacateLocked(len(w.ready) - w.head - 1)
+			break
+		}
+		if w.leader == w.bk {
+			w.kickLocked() // the backup leaves the lead to this thread
+		}
 		w.idle = append(w.idle, wk)
 		w.mu.Unlock()
 		<-wk.run
@@ -330,26 +558,26 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 	if wk == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	for {
-		b, st := wk.r.Receive()
-		if st == asgi.RecvWait {
-			if wait == 0 {
-				return C.GL_RECV_WAIT
-			}
-			<-wk.wake
-			continue
+	b, st := wk.r.Receive()
+	if st == asgi.RecvWait {
+		if wait == 0 {
+			return C.GL_RECV_WAIT
 		}
-		if len(b) > wk.rcap {
-			C.free(wk.rbuf)
-			wk.rcap = max(len(b), 2*wk.rcap, 16*1024)
-			wk.rbuf = C.malloc(C.size_t(wk.rcap))
-		}
-		if len(b) > 0 {
-			copy(unsafe.Slice((*byte)(wk.rbuf), len(b)), b)
-		}
-		*p, *n = (*C.char)(wk.rbuf), C.Py_ssize_t(len(b))
-		return C.int(st)
+		wk.await(func() bool {
+			b, st = wk.r.Receive()
+			return st != asgi.RecvWait
+		})
 	}
+	if len(b) > wk.rcap {
+		C.free(wk.rbuf)
+		wk.rcap = max(len(b), 2*wk.rcap, 16*1024)
+		wk.rbuf = C.malloc(C.size_t(wk.rcap))
+	}
+	if len(b) > 0 {
+		copy(unsafe.Slice((*byte)(wk.rbuf), len(b)), b)
+	}
+	*p, *n = (*C.char)(wk.rbuf), C.Py_ssize_t(len(b))
+	return C.int(st)
 }
 
 // glWsgiSend (GIL released) starts the response if status > 0 (its header lines hdr),
@@ -417,16 +645,17 @@ func (wk *wsgiWorker) sent(flags int, err error, flush bool) C.int {
 	if flush {
 		wk.w.sv.s.Flush()
 	}
-	r := wk.r
-	for flags&asgi.SendPaused != 0 {
-		ok, err := r.SendReady()
-		if err != nil {
-			return C.GL_ASGI_ERR_DISCONNECTED
-		}
-		if ok {
-			break
-		}
-		<-wk.wake
+	if flags&asgi.SendPaused == 0 {
+		return C.GL_ASGI_OK
+	}
+	var gone error
+	wk.await(func() bool {
+		var ok bool
+		ok, gone = wk.r.SendReady()
+		return ok || gone != nil
+	})
+	if gone != nil {
+		return C.GL_ASGI_ERR_DISCONNECTED
 	}
 	return C.GL_ASGI_OK
 }

@@ -1,0 +1,151 @@
+"""goloop serve --interface wsgi on plain TCP: the pool threads lead the server's poller
+themselves (leader/follower, goloop/binding/wsgi.go). What must hold whoever leads: a
+thread waiting for its request's body or for its output to drain reads the socket itself
+when nobody else does (--threads 1), the poller is taken over when its leader runs a
+blocked application call, and the engine's timers (keep-alive) and answers (503) go on
+while every thread is busy. GOLOOP_WSGI_DRIVER=goroutine keeps the goroutine driver."""
+import socket
+import threading
+
+import pytest
+
+from test_serve_http import connect, get, read_response, serving
+
+WSGI = dict(interface="wsgi")
+
+
+def path_app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [environ["PATH_INFO"].encode()]
+
+
+def blocking_app():
+    """path_app whose /block waits until released: (app, entered, release)."""
+    release, entered = threading.Event(), threading.Event()
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/block":
+            entered.set()
+            assert release.wait(30)
+        return path_app(environ, start_response)
+    return app, entered, release
+
+
+def test_one_thread_reads_its_slow_body_while_another_connection_sends():
+    """--threads 1: the only thread waits for the rest of its body; it must read the
+    socket itself (leading the poller), and the other connection's request waits for it."""
+    first = threading.Event()
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/slow":
+            inp = environ["wsgi.input"]
+            part = inp.read(5)
+            first.set()
+            part += inp.read(5)
+            start_response("200 OK", [])
+            return [part]
+        return path_app(environ, start_response)
+
+    with serving(app, threads=1, **WSGI) as server, connect(server) as a, connect(server) as b:
+        a.sendall(b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello")
+        assert first.wait(20)
+        b.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+        a.sendall(b"world")
+        assert read_response(a.makefile("rb"))[::2] == (200, b"helloworld")
+        assert read_response(b.makefile("rb"))[::2] == (200, b"/fast")
+
+
+def test_one_thread_expect_100_continue():
+    """The 100 Continue leaves when the app reads, though the thread that owes it is the
+    only one and waits for the body it asked for."""
+    def app(environ, start_response):
+        body = environ["wsgi.input"].read(5)
+        start_response("200 OK", [])
+        return [body]
+
+    with serving(app, threads=1, **WSGI) as server, connect(server) as s:
+        s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+        f = s.makefile("rb")
+        assert f.readline().startswith(b"HTTP/1.1 100 ")
+        assert f.readline() == b"\r\n"
+        s.sendall(b"abcde")
+        assert read_response(f)[::2] == (200, b"abcde")
+
+
+def test_poller_taken_over_while_a_thread_is_blocked():
+    """--threads 2: the thread that read /block runs it until released; the other thread
+    takes the poller over and answers new connections and keep-alive requests meanwhile."""
+    app, entered, release = blocking_app()
+    with serving(app, threads=2, **WSGI) as server:
+        out = []
+        t = threading.Thread(target=lambda: out.append(get(server, "/block")))
+        t.start()
+        try:
+            assert entered.wait(20)
+            for i in range(3):
+                assert get(server, f"/new{i}")[::2] == (200, f"/new{i}".encode())
+            with connect(server) as s:
+                f = s.makefile("rb")
+                for i in range(3):
+                    s.sendall(b"GET /ka%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+                    assert read_response(f)[::2] == (200, b"/ka%d" % i)
+        finally:
+            release.set()
+            t.join(20)
+        assert out[0][::2] == (200, b"/block")
+
+
+def test_every_thread_busy_timers_and_accepts_go_on():
+    """--threads 1 blocked in the app: an idle keep-alive connection is still closed at its
+    deadline and a new connection's request is read (answered once the thread is free)."""
+    app, entered, release = blocking_app()
+    with serving(app, threads=1, timeout_keep_alive=1, **WSGI) as server:
+        idle = connect(server)
+        idle.sendall(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_response(idle.makefile("rb"))[::2] == (200, b"/first")
+        out = []
+        t = threading.Thread(target=lambda: out.append(get(server, "/block")))
+        t.start()
+        try:
+            assert entered.wait(20)
+            idle.settimeout(20)
+            assert idle.recv(100) == b""  # closed at its keep-alive deadline
+            with connect(server) as s:
+                s.sendall(b"GET /queued HTTP/1.1\r\nHost: x\r\n\r\n")
+                release.set()
+                assert read_response(s.makefile("rb"))[::2] == (200, b"/queued")
+        finally:
+            release.set()
+            t.join(20)
+            idle.close()
+        assert out[0][::2] == (200, b"/block")
+
+
+def test_one_thread_backpressure_drains():
+    """--threads 1: the thread waits for its output to drain (a slow reader), leading the
+    poller itself: the writable events that drain it are its own to handle."""
+    n = 64
+
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return (b"%06d" % i + b"x" * 65530 for i in range(n))
+
+    with serving(app, threads=1, **WSGI) as server, connect(server) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        st, _, body = read_response(s.makefile("rb"))
+        assert st == 200 and len(body) == n * 65536
+        assert [body[i * 65536:i * 65536 + 6] for i in (0, n - 1)] == [b"000000", b"%06d" % (n - 1)]
+
+
+@pytest.mark.parametrize("driver", ["goroutine", "pool"])
+def test_both_drivers_serve(monkeypatch, driver):
+    """GOLOOP_WSGI_DRIVER=goroutine (A/B) and the default both serve pipelined requests."""
+    if driver == "goroutine":
+        monkeypatch.setenv("GOLOOP_WSGI_DRIVER", "goroutine")
+    else:
+        monkeypatch.delenv("GOLOOP_WSGI_DRIVER", raising=False)
+    with serving(path_app, threads=2, **WSGI) as server, connect(server) as s:
+        s.sendall(b"".join(b"GET /p%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(4)))
+        f = s.makefile("rb")
+        assert [read_response(f)[2] for _ in range(4)] == [b"/p%d" % i for i in range(4)]
