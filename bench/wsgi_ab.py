@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """CPU per request of a raw WSGI hello world: goloop serve --interface wsgi builds side by side
-(A/B), and Granian --interface wsgi and gunicorn sync, taking turns in each round.
+(A/B), and Granian --interface wsgi, bjoern and gunicorn sync, taking turns in each round.
 
-    python3 bench/wsgi_ab.py [--config LABEL=PYSHIM_DIR ...] [--granian] [--gunicorn]
+    python3 bench/wsgi_ab.py [--config LABEL=PYSHIM_DIR ...] [--granian] [--bjoern] [--gunicorn]
                              [--rounds 3] [--duration 5] [--conns 10] [--threads N]
 
 --config LABEL=DIR[@NAME=VALUE,...]: goloop from DIR (a pyshim folder with its built _goloop module, put first
@@ -60,6 +60,9 @@ def argv_of(kind, port, appdir, threads):
         return [py, "-m", "granian", "--interface", "wsgi", "--workers", "1", "--runtime-threads", "1",
                 "--log-level", "warning", "--host", "127.0.0.1", "--port", str(port), "--working-dir",
                 appdir, "hello:app"]
+    if kind == "bjoern":  # no command line of its own: one C thread on libev
+        return [py, "-c", f"import sys; sys.path.insert(0, {appdir!r}); import bjoern, hello; "
+                f"bjoern.run(hello.app, '127.0.0.1', {port})"]
     if kind == "gunicorn":
         return [py, "-m", "gunicorn", "-w", "1", "-k", "sync", "-b", f"127.0.0.1:{port}", "--log-level",
                 "warning", "--chdir", appdir, "hello:app"]
@@ -107,6 +110,7 @@ def main():
     ap.add_argument("--config", action="append", default=[], metavar="LABEL=PYSHIM_DIR[@NAME=VALUE,...]")
     ap.add_argument("--granian", action="store_true")
     ap.add_argument("--gunicorn", action="store_true")
+    ap.add_argument("--bjoern", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--conns", type=int, default=10)
@@ -125,6 +129,8 @@ def main():
         configs = [("goloop", ("goloop", os.path.join(REPO, "pyshim"), {}))]
     if args.granian:
         configs.append(("granian", ("granian", None, {})))
+    if args.bjoern:
+        configs.append(("bjoern", ("bjoern", None, {})))
     if args.gunicorn:
         configs.append(("gunicorn sync", ("gunicorn", None, {})))
     res = {label: [] for label, _ in configs}
