@@ -57,6 +57,8 @@ typedef struct {
      * (handle.c, run_lazy), and whether a callback is running in it now. */
     PyObject *scratch_ctx;
     int scratch_busy;
+    /* 3.11: the loop's bound call_soon while it runs (loopcore.c, "call_soon, bound once") */
+    PyObject *call_soon_bound;
     /* The thread running the loop (PyThread_get_thread_ident), 0 when it is not running.
      * Written by that thread (GL_STORE), read by any (GL_LOAD). */
     unsigned long owner;
@@ -239,6 +241,7 @@ extern PyTypeObject *GL_TransportType;
 int gl_transport_write_seq(PyObject *tr, PyObject *items);
 PyObject *gl_getattr(PyObject *o, const char *name);
 int gl_check_callback(PyObject *cb, const char *method);
+PyObject *gl_handle_free_count(PyObject *m, PyObject *ignored);  /* handle.c (tests) */
 int gl_init_callback_check(void);
 /* Each C file's part of the module's init (module.c calls them in order). */
 int gl_init_handle_types(PyObject *m);  /* handle.c */

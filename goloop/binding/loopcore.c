@@ -439,6 +439,7 @@ static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t na
 }
 
 static PyObject *tasks_module, *str_Task, *task_kwnames, *str_create_task_py;
+static PyObject *loop_kwnames;  /* ("loop",) */
 
 /* Task(args[0], **kwnames' args), asyncio's Task (the C one unless asyncio's was replaced). */
 static PyObject *new_task(GLLoop *self, PyObject *const *args, PyObject *kwnames) {
@@ -476,7 +477,9 @@ static PyObject *loop_create_task(GLLoop *self, PyObject *const *args, Py_ssize_
         return r;
     }
     PyObject *targs[4] = {args[0], (PyObject *)self, name, context};
-    return new_task(self, targs, task_kwnames);
+    /* Task(coro, loop=self) when name and context are None (their defaults): a type call
+     * makes a dict of the keywords, and the Task's __init__ parses each one */
+    return new_task(self, targs, name == Py_None && context == Py_None ? loop_kwnames : task_kwnames);
 }
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -509,7 +512,7 @@ PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro) {
 }
 #endif
 
-static PyObject *futures_module, *str_Future, *loop_kwnames;
+static PyObject *futures_module, *str_Future;
 
 /* create_future(): asyncio's `futures.Future(loop=self)`, without a Python frame (streams
  * and sock_* create one per wait). */
@@ -537,8 +540,68 @@ static PyObject *loop_stop(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
 
 static PyObject *loop_run_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
-    return glRunCore(self);
+    PyObject *r = glRunCore(self);
+    Py_CLEAR(self->call_soon_bound);  /* (3.11: kept only while the loop runs) */
+    return r;
 }
+
+#if PY_VERSION_HEX < 0x030C0000
+/* ---------- call_soon, bound once (3.11) ----------
+ * 3.11's C Task and Future schedule a step or a done callback that has a context with
+ * `getattr(loop, "call_soon")(cb, context=ctx)` (3.12+ call it as a method): a bound method
+ * object made and freed for every Task step, on a Python subclass after a miss in the
+ * instance's dict. On 3.11 LoopCore's call_soon is this descriptor around the method
+ * descriptor: while the loop runs, an instance gets the loop's one bound method, made the
+ * first time (GLLoop.call_soon_bound, dropped when run_forever returns: no lasting cycle);
+ * otherwise, and on the class (Loop.call_soon), what the method descriptor gives. It is a
+ * non-data descriptor like the one it wraps: an instance attribute or a subclass's method
+ * still takes precedence, and its other attributes are the method descriptor's. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *meth;
+} GLBoundOnce;
+
+static PyObject *bound_once_get(GLBoundOnce *d, PyObject *obj, PyObject *type) {
+    descrgetfunc get = Py_TYPE(d->meth)->tp_descr_get;
+    if (obj == NULL || obj == Py_None || !PyObject_TypeCheck(obj, &LoopCoreType) || !((GLLoop *)obj)->running)
+        return get(d->meth, obj, type);
+    GLLoop *l = (GLLoop *)obj;
+    if (l->call_soon_bound == NULL && (l->call_soon_bound = get(d->meth, obj, type)) == NULL) return NULL;
+    return Py_NewRef(l->call_soon_bound);
+}
+
+static PyObject *bound_once_getattro(GLBoundOnce *d, PyObject *name) { return PyObject_GetAttr(d->meth, name); }
+static PyObject *bound_once_repr(GLBoundOnce *d) { return PyObject_Repr(d->meth); }
+
+static void bound_once_dealloc(GLBoundOnce *d) {
+    Py_XDECREF(d->meth);
+    PyObject_Free(d);
+}
+
+static PyTypeObject BoundOnceType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop._BoundOnce",
+    .tp_basicsize = sizeof(GLBoundOnce),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)bound_once_dealloc,
+    .tp_descr_get = (descrgetfunc)bound_once_get,
+    .tp_getattro = (getattrofunc)bound_once_getattro,
+    .tp_repr = (reprfunc)bound_once_repr,
+};
+
+static int install_bound_once(void) {
+    if (PyType_Ready(&BoundOnceType) < 0) return -1;
+    PyObject *meth = PyDict_GetItemString(LoopCoreType.tp_dict, "call_soon");  /* borrowed */
+    if (meth == NULL) return -1;
+    GLBoundOnce *d = PyObject_New(GLBoundOnce, &BoundOnceType);
+    if (d == NULL) return -1;
+    d->meth = Py_NewRef(meth);
+    int rc = PyDict_SetItemString(LoopCoreType.tp_dict, "call_soon", (PyObject *)d);
+    Py_DECREF(d);
+    PyType_Modified(&LoopCoreType);
+    return rc;
+}
+#endif
 
 static PyObject *loop_close_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
@@ -712,6 +775,7 @@ static void loop_dealloc(GLLoop *self) {
     Py_CLEAR(self->thread_id);
     Py_CLEAR(self->task_factory);
     Py_CLEAR(self->scratch_ctx);
+    Py_CLEAR(self->call_soon_bound);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -722,6 +786,7 @@ static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
     Py_VISIT(self->thread_id);
     Py_VISIT(self->task_factory);
     Py_VISIT(self->scratch_ctx);
+    Py_VISIT(self->call_soon_bound);
     for (Py_ssize_t i = 0; i < self->ready_len; i++) {
         PyObject *h = self->ready[(self->ready_head + i) & (self->ready_cap - 1)];
 #ifndef Py_GIL_DISABLED
@@ -751,6 +816,7 @@ static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
 static int loop_clear(GLLoop *self) {
     Py_CLEAR(self->task_factory);
     Py_CLEAR(self->scratch_ctx);
+    Py_CLEAR(self->call_soon_bound);
     if (self->id >= 0 && !gl_forked) glLoopRelease(self);
     return 0;
 }
@@ -879,6 +945,9 @@ int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *er
 
 int gl_init_loopcore(PyObject *m) {
     if (PyType_Ready(&LoopCoreType) < 0) return -1;
+#if PY_VERSION_HEX < 0x030C0000
+    if (install_bound_once() < 0) return -1;
+#endif
     if (PyModule_AddObjectRef(m, "LoopCore", (PyObject *)&LoopCoreType) < 0) return -1;
     /* what create_future and create_task make, and sock_recv's waiter callback: from asyncio
      * (futures, tasks) and goloop._compat (the one place of asyncio's private names) */
