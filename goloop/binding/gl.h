@@ -197,8 +197,10 @@ PyObject *gl_call_method1(PyObject *self, const char *name, PyObject *arg);
 void gl_set_error(PyObject *type, const char *msg);
 void gl_set_oserror(int err);
 int gl_exc_is_fatal(void);
+/* track: 0 leaves the new handle out of the collector's lists (one the ready ring takes at
+ * once, loopcore.c: queue_soon tracks it if it goes elsewhere) */
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
-                        Py_ssize_t nargs, PyObject *context, double when);
+                        Py_ssize_t nargs, PyObject *context, double when, int track);
 Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, int fd, uintptr_t ctx);
 /* How glSchedule queues a handle (loopcore.c passes, loop.go switches on it). */
 #define GL_MODE_SOON 0        /* the ready queue */

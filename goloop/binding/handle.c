@@ -382,6 +382,13 @@ static int call_bool(PyObject *f, PyObject *arg) {
  * and so is anything not callable. Plain functions, bound methods and builtins, the hot
  * cases, are decided without calling Python. */
 int gl_check_callback(PyObject *cb, const char *method) {
+    /* The common C callables first (a Task's step and wakeup wrappers, a Future's bound
+     * set_result): an instance of a static callable type other than those the walk below
+     * looks into is never a coroutine; what the walk would decide, without it. */
+    PyTypeObject *t = Py_TYPE(cb);
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) && t->tp_call != NULL && t != &PyMethod_Type &&
+        t != &PyFunction_Type && t != &PyCoro_Type && (PyObject *)t != partial_type)
+        return 0;
     int coro = PyCoro_CheckExact(cb);
     PyObject *f = cb;
     Py_INCREF(f);
@@ -435,7 +442,7 @@ int gl_check_callback(PyObject *cb, const char *method) {
 }
 
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
-                        Py_ssize_t nargs, PyObject *context, double when) {
+                        Py_ssize_t nargs, PyObject *context, double when, int track) {
     GLHandle *h = handle_alloc(tp);
     if (h == NULL) return NULL;
     h->args = NULL;
@@ -495,7 +502,7 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
     h->when = when;
     h->cancelled = 0;
     h->scheduled = 0;
-    PyObject_GC_Track(h);
+    if (track) PyObject_GC_Track(h);
     return (PyObject *)h;
 }
 

@@ -303,6 +303,9 @@ static int queue_soon(GLLoop *self, PyObject *h) {
      * queued so far; the loop takes it all when it starts). */
     if (owner == 0) return stage(self, h);
 #endif
+#ifndef Py_GIL_DISABLED
+    if (PyObject_IS_GC(h) && !PyObject_GC_IsTracked(h)) PyObject_GC_Track(h);  /* (schedule's) */
+#endif
     int rc = inbox_push(self, h);
     if (rc == 1 && gl_wake(self) < 0) {
         /* h is queued: the exception (the poller is closed) is the caller's only news */
@@ -360,7 +363,12 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
      * Python must not crash for it) it travels through the inbox. */
     int direct_timer = mode == GL_MODE_TIMER &&
         (GL_LOAD(self->owner) == 0 || GL_LOAD(self->owner) == gl_thread_ident());
-    PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
+    /* (a Handle the ring takes is untracked there: not tracked at all on GIL builds) */
+    int track = 1;
+#ifndef Py_GIL_DISABLED
+    track = mode == GL_MODE_TIMER || tp != GL_HandleType;
+#endif
+    PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when, track);
     if (h == NULL) return NULL;
     Py_INCREF(h); /* the reference the ready queue (or the heap) keeps: before it can run */
     return queued(h, direct_timer ? stage_timer(self, h) : queue_soon(self, h));
@@ -670,7 +678,7 @@ static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *c
     int fd = fileobj_lookup(self, args[0]);
     if (fd < 0) return NULL;
     if (gl_check_callback(args[1], fname) < 0) return NULL;
-    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, ctx, 0);
+    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, ctx, 0, 1);
     if (h == NULL) return NULL;
     Py_INCREF(h);
     /* the object is remembered (not a number: asyncio finds registrations by identity) */
@@ -717,7 +725,7 @@ static PyObject *loop_wait_fd(GLLoop *self, PyObject *const *args, Py_ssize_t na
     int writer = PyObject_IsTrue(args[2]);
     if (writer < 0) return NULL;
     PyObject *cbargs[2] = {args[1], Py_None};
-    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, set_result_unless_cancelled, cbargs, 2, NULL, 0);
+    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, set_result_unless_cancelled, cbargs, 2, NULL, 0, 1);
     if (h == NULL) return NULL;
     Py_INCREF(h); /* the reference Go keeps on success; the caller gets the other */
     int rc = glWaitIO(self, fd, h, writer);
