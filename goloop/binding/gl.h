@@ -44,7 +44,8 @@ typedef struct {
     PyObject **ready;
     Py_ssize_t ready_head, ready_len, ready_cap;
     /* gl_run_ready may run further iterations by itself (each: the handles ready at its
-     * start) while CLOCK_MONOTONIC is below run_until (ns) and nothing else waits for Go:
+     * start) while CLOCK_MONOTONIC is below run_until (ns; read every few iterations, and
+     * at the next one after run_until was lowered) and nothing else waits for Go:
      * Go sets it before the run phase (the next poll, timer, yield) and lowers it when
      * something Go must handle between iterations appears (a timer pushed, a transport's
      * writes to flush: loop.go, endFastRun). 0: one iteration, then back to Go. */
