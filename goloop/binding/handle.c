@@ -381,15 +381,30 @@ static int call_bool(PyObject *f, PyObject *arg) {
  * and functools.partial, or marked with asyncio's _is_coroutine, like AsyncMock) are refused,
  * and so is anything not callable. Plain functions, bound methods and builtins, the hot
  * cases, are decided without calling Python. */
+/* A Python function is a coroutine function: its code says so, or asyncio's _is_coroutine
+ * mark does (AsyncMock's functions). */
+static int function_is_coro(PyObject *f) {
+    PyObject *d = ((PyFunctionObject *)f)->func_dict;
+    return (((PyCodeObject *)PyFunction_GET_CODE(f))->co_flags & CO_COROUTINE) ||
+           (py_is_coroutine_mark != Py_None && d != NULL &&
+            PyDict_GetItemString(d, "_is_coroutine") == py_is_coroutine_mark);
+}
+
 int gl_check_callback(PyObject *cb, const char *method) {
-    /* The common C callables first (a Task's step and wakeup wrappers, a Future's bound
-     * set_result): an instance of a static callable type other than those the walk below
-     * looks into is never a coroutine; what the walk would decide, without it. */
+    /* The common cases first, decided as the walk below would: a plain function, and C
+     * callables (a Task's step and wakeup wrappers, a Future's bound set_result): an
+     * instance of a static callable type other than those the walk looks into is never a
+     * coroutine. */
     PyTypeObject *t = Py_TYPE(cb);
+    int coro = 0;
+    if (t == &PyFunction_Type) {
+        coro = function_is_coro(cb);
+        goto decided;
+    }
     if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) && t->tp_call != NULL && t != &PyMethod_Type &&
-        t != &PyFunction_Type && t != &PyCoro_Type && (PyObject *)t != partial_type)
+        t != &PyCoro_Type && (PyObject *)t != partial_type)
         return 0;
-    int coro = PyCoro_CheckExact(cb);
+    coro = PyCoro_CheckExact(cb);
     PyObject *f = cb;
     Py_INCREF(f);
     while (!coro) {
@@ -414,10 +429,7 @@ int gl_check_callback(PyObject *cb, const char *method) {
         Py_SETREF(f, inner);
     }
     if (!coro && PyFunction_Check(f)) {
-        PyObject *d = ((PyFunctionObject *)f)->func_dict;
-        coro = (((PyCodeObject *)PyFunction_GET_CODE(f))->co_flags & CO_COROUTINE) ||
-               (py_is_coroutine_mark != Py_None && d != NULL &&
-                PyDict_GetItemString(d, "_is_coroutine") == py_is_coroutine_mark);
+        coro = function_is_coro(f);
     } else if (!coro && (Py_TYPE(f)->tp_flags & Py_TPFLAGS_HEAPTYPE) && Py_TYPE(f)->tp_dictoffset != 0 &&
                py_iscoroutinefunction != NULL) {
         /* instances of Python classes (AsyncMock, custom awaitables): ask asyncio */
@@ -430,6 +442,7 @@ int gl_check_callback(PyObject *cb, const char *method) {
         coro = a || b;
     }
     Py_DECREF(f);
+decided:
     if (coro) {
         PyErr_Format(PyExc_TypeError, "coroutines cannot be used with %s()", method);
         return -1;
