@@ -125,11 +125,12 @@ static int64_t mono_ns(void) {
  * The clock: a clock_gettime per iteration was 5-9 % of a `sleep(0)` (~50 ns on a VM's
  * TSC). So it is read every `stride` iterations, stride chosen from the iterations timed so
  * far so that they span about RUN_CLOCK_SLACK_NS (at most RUN_CLOCK_MAX of them): the run
- * ends at most that much after run_until while iterations keep their pace. It is read at
+ * ends at most about that much after run_until (a quarter of the 20 us poll interval;
+ * asyncio's own timers are late by up to a millisecond) while iterations keep their pace. It is read at
  * the very next boundary whenever run_until was lowered meanwhile (a timer made by a
  * callback: one already due runs in the next iteration, as before), and every other
  * condition is checked at every boundary. */
-#define RUN_CLOCK_SLACK_NS 2000
+#define RUN_CLOCK_SLACK_NS 5000
 #define RUN_CLOCK_MAX 8
 
 Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo) {
