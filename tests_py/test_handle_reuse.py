@@ -102,14 +102,19 @@ def test_reused_handles_carry_nothing_of_their_past(loop):
 def test_freed_handles_wait_on_the_free_list(gloop):
     from goloop import _goloop
 
-    for _ in range(300):  # fill the list (256)
-        gloop.call_soon(lambda: None)
-    run_queued(gloop)
-    full = _goloop._handle_free_count()
-    assert full == 256
-    kept = [gloop.call_soon(lambda: None) for _ in range(10)]
-    assert _goloop._handle_free_count() == full - 10  # taken from the list, not the allocator
-    run_queued(gloop)
-    assert _goloop._handle_free_count() == full - 10  # (stop's handle came back; these are held)
-    del kept
-    assert _goloop._handle_free_count() == full
+    gc.collect()
+    gc.disable()  # (a collection freeing some earlier test's handles would add to the count)
+    try:
+        for _ in range(300):  # fill the list (256)
+            gloop.call_soon(lambda: None)
+        run_queued(gloop)
+        full = _goloop._handle_free_count()
+        assert full == 256
+        kept = [gloop.call_soon(lambda: None) for _ in range(10)]
+        assert _goloop._handle_free_count() == full - 10  # taken from the list
+        run_queued(gloop)
+        assert _goloop._handle_free_count() == full - 10  # (stop's came back; these are held)
+        del kept
+        assert _goloop._handle_free_count() == full
+    finally:
+        gc.enable()
