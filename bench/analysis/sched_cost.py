@@ -5,11 +5,14 @@ twice, with N1 and N2 operations, under `valgrind --tool=callgrind`;
 start-up and of other processes' load (a shared machine's timings are not).
 
     python3 -P bench/analysis/sched_cost.py [--loops goloop,uvloop,rloop] [--benches call_soon,...]
-                                   [--n 20000,60000] [--annotate DIR]
+                                   [--n 20000,60000] [--annotate DIR] [--functions K]
 
 A loop written goloop=DIR imports goloop from DIR (e.g. a copy of the build before a change).
 --annotate DIR keeps the N2 run's callgrind file per loop and bench in DIR (callgrind_annotate
---inclusive=yes shows where the instructions go). Go's asynchronous preemption signals crash
+--inclusive=yes shows where the instructions go). --functions K prints, under each row, the K
+functions whose own instructions per op are largest (callgrind_annotate of both runs, the
+difference / (N2 - N1), each with its library; goloop built with GOLOOP_DEBUG_SYMBOLS=1 names
+its Go and C functions). Go's asynchronous preemption signals crash
 callgrind, so every loop runs with GODEBUG=asyncpreemptoff=1 (it matters only to goloop).
 Needs valgrind (Debian's valgrind package).
 """
@@ -23,6 +26,21 @@ import tempfile
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # bench/, where micro.py is
 BENCHES = "call_soon,call_soon_fanout,call_later,task,sleep0"
+
+
+def functions(out):
+    """{function [library]: own instructions} of a callgrind file (callgrind_annotate)."""
+    text = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", "--show-percs=no", out],
+                          capture_output=True, text=True, check=True).stdout
+    fns = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+(\S.*:.*)$", line)
+        if m:
+            name = re.sub(r"^.*?/(Python|Objects|Modules|Include)/", r"\1/", m.group(2).strip())
+            lib = re.search(r"\[(?:.*/)?([^/\]]+)\]$", name)
+            name = re.sub(r"\s*\[.*\]$", "", name) + (f" [{lib.group(1)}]" if lib else "")
+            fns[name] = fns.get(name, 0) + int(m.group(1).replace(",", ""))
+    return fns
 
 
 def instructions(loop, bench, n, out):
@@ -46,6 +64,7 @@ def main():
     ap.add_argument("--benches", default=BENCHES)
     ap.add_argument("--n", default="20000,60000", help="the two operation counts N1,N2")
     ap.add_argument("--annotate", metavar="DIR", help="keep the N2 runs' callgrind files here")
+    ap.add_argument("--functions", type=int, default=0, metavar="K", help="print the K costliest functions per op")
     args = ap.parse_args()
     n1, n2 = (int(x) for x in args.n.split(","))
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,6 +74,11 @@ def main():
                 keep = os.path.join(args.annotate, f"cg.{loop.partition('=')[0]}.{bench}") if args.annotate else os.path.join(tmp, "cg2")
                 c2 = instructions(loop, bench, n2, keep)
                 print(f"{bench:18} {loop:8} {(c2 - c1) / (n2 - n1):8,.0f} instructions per op", flush=True)
+                if args.functions:
+                    f1, f2 = functions(os.path.join(tmp, "cg1")), functions(keep)
+                    per = sorted(((f2.get(k, 0) - f1.get(k, 0)) / (n2 - n1), k) for k in f1.keys() | f2.keys())
+                    for v, k in per[::-1][:args.functions]:
+                        print(f"    {v:7,.0f}  {k}", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@
 // The loop (goloop.Loop and its transports):
 //   - loop.go: the Go state of a loop, run_forever's iterations, timers, descriptors, and
 //     the hooks other parts register on the loop (loopHook)
-//   - loopcore.c: the LoopCore type, call_soon's staged handles and the inbox
-//   - handle.c: the Handle/TimerHandle types and running a handle in its context
+//   - loopcore.c: the LoopCore type, call_soon's staged handles and the inbox, the run
+//     phase (gl_run_ready)
+//   - handle.c: the Handle/TimerHandle types, their free list, and running a handle in its
+//     context
 //   - transport.go, transport.c: stream transports and their write queues (small bytes
 //     writes wait in C, transport.c's wstage, and leave with one C call per iteration)
 //   - readpath.c: data_received / BufferedProtocol delivery

@@ -44,7 +44,8 @@ typedef struct {
     PyObject **ready;
     Py_ssize_t ready_head, ready_len, ready_cap;
     /* gl_run_ready may run further iterations by itself (each: the handles ready at its
-     * start) while CLOCK_MONOTONIC is below run_until (ns) and nothing else waits for Go:
+     * start) while CLOCK_MONOTONIC is below run_until (ns; read every few iterations, and
+     * at the next one after run_until was lowered) and nothing else waits for Go:
      * Go sets it before the run phase (the next poll, timer, yield) and lowers it when
      * something Go must handle between iterations appears (a timer pushed, a transport's
      * writes to flush: loop.go, endFastRun). 0: one iteration, then back to Go. */
@@ -57,6 +58,8 @@ typedef struct {
      * (handle.c, run_lazy), and whether a callback is running in it now. */
     PyObject *scratch_ctx;
     int scratch_busy;
+    /* 3.11: the loop's bound call_soon while it runs (loopcore.c, "call_soon, bound once") */
+    PyObject *call_soon_bound;
     /* The thread running the loop (PyThread_get_thread_ident), 0 when it is not running.
      * Written by that thread (GL_STORE), read by any (GL_LOAD). */
     unsigned long owner;
@@ -195,8 +198,10 @@ PyObject *gl_call_method1(PyObject *self, const char *name, PyObject *arg);
 void gl_set_error(PyObject *type, const char *msg);
 void gl_set_oserror(int err);
 int gl_exc_is_fatal(void);
+/* track: 0 leaves the new handle out of the collector's lists (one the ready ring takes at
+ * once, loopcore.c: queue_soon tracks it if it goes elsewhere) */
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
-                        Py_ssize_t nargs, PyObject *context, double when);
+                        Py_ssize_t nargs, PyObject *context, double when, int track);
 Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, int fd, uintptr_t ctx);
 /* How glSchedule queues a handle (loopcore.c passes, loop.go switches on it). */
 #define GL_MODE_SOON 0        /* the ready queue */
@@ -239,6 +244,7 @@ extern PyTypeObject *GL_TransportType;
 int gl_transport_write_seq(PyObject *tr, PyObject *items);
 PyObject *gl_getattr(PyObject *o, const char *name);
 int gl_check_callback(PyObject *cb, const char *method);
+PyObject *gl_handle_free_count(PyObject *m, PyObject *ignored);  /* handle.c (tests) */
 int gl_init_callback_check(void);
 /* Each C file's part of the module's init (module.c calls them in order). */
 int gl_init_handle_types(PyObject *m);  /* handle.c */

@@ -75,11 +75,59 @@ static int handle_clear(GLHandle *h) {
     return 0;
 }
 
+/* ---------- the free list ----------
+ * Every call_soon makes a Handle and every run frees one (a Task's step, a Future's
+ * callback, a timer): on GIL builds up to HANDLE_FREE_MAX freed Handles and TimerHandles
+ * (one layout, both static types) wait here, chained through ->callback, and the next
+ * gl_handle_new takes one instead of a round trip through the allocator. Only objects of
+ * exactly those two types enter it (a Python subclass's instances are freed as usual), and
+ * only once freed: refcount zero, untracked, every field cleared; no reference to them is
+ * left, so none can be resurrected. The GIL guards the list. Free-threaded builds have no
+ * list (they would need one per thread). */
+#ifndef Py_GIL_DISABLED
+#define GL_HANDLE_FREELIST 1
+#define HANDLE_FREE_MAX 256
+static GLHandle *handle_free;
+static int handle_nfree;
+#endif
+
 static void handle_dealloc(GLHandle *h) {
     PyObject_GC_UnTrack(h);
     if (h->weakreflist != NULL) PyObject_ClearWeakRefs((PyObject *)h);
     handle_clear(h);
+#ifdef GL_HANDLE_FREELIST
+    if ((Py_IS_TYPE(h, GL_HandleType) || Py_IS_TYPE(h, GL_TimerHandleType)) && handle_nfree < HANDLE_FREE_MAX) {
+        h->callback = (PyObject *)handle_free;
+        handle_free = h;
+        handle_nfree++;
+        return;
+    }
+#endif
     PyObject_GC_Del(h);
+}
+
+/* A new, untracked object of type tp (GL_HandleType or GL_TimerHandleType) with a refcount
+ * of one and its fields unset: from the free list, else from the allocator. */
+static GLHandle *handle_alloc(PyTypeObject *tp) {
+#ifdef GL_HANDLE_FREELIST
+    GLHandle *h = handle_free;
+    if (h != NULL) {
+        handle_free = (GLHandle *)h->callback;
+        handle_nfree--;
+        /* (static types: PyObject_Init takes no reference to tp; a new reference count) */
+        return (GLHandle *)PyObject_Init((PyObject *)h, tp);
+    }
+#endif
+    return PyObject_GC_New(GLHandle, tp);
+}
+
+/* _goloop._handle_free_count(): how many freed handles the free list holds (tests). */
+PyObject *gl_handle_free_count(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+#ifdef GL_HANDLE_FREELIST
+    return PyLong_FromLong(handle_nfree);
+#else
+    return PyLong_FromLong(0);
+#endif
 }
 
 static PyObject *handle_repr_info(GLHandle *h) {
@@ -333,8 +381,30 @@ static int call_bool(PyObject *f, PyObject *arg) {
  * and functools.partial, or marked with asyncio's _is_coroutine, like AsyncMock) are refused,
  * and so is anything not callable. Plain functions, bound methods and builtins, the hot
  * cases, are decided without calling Python. */
+/* A Python function is a coroutine function: its code says so, or asyncio's _is_coroutine
+ * mark does (AsyncMock's functions). */
+static int function_is_coro(PyObject *f) {
+    PyObject *d = ((PyFunctionObject *)f)->func_dict;
+    return (((PyCodeObject *)PyFunction_GET_CODE(f))->co_flags & CO_COROUTINE) ||
+           (py_is_coroutine_mark != Py_None && d != NULL &&
+            PyDict_GetItemString(d, "_is_coroutine") == py_is_coroutine_mark);
+}
+
 int gl_check_callback(PyObject *cb, const char *method) {
-    int coro = PyCoro_CheckExact(cb);
+    /* The common cases first, decided as the walk below would: a plain function, and C
+     * callables (a Task's step and wakeup wrappers, a Future's bound set_result): an
+     * instance of a static callable type other than those the walk looks into is never a
+     * coroutine. */
+    PyTypeObject *t = Py_TYPE(cb);
+    int coro = 0;
+    if (t == &PyFunction_Type) {
+        coro = function_is_coro(cb);
+        goto decided;
+    }
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) && t->tp_call != NULL && t != &PyMethod_Type &&
+        t != &PyCoro_Type && (PyObject *)t != partial_type)
+        return 0;
+    coro = PyCoro_CheckExact(cb);
     PyObject *f = cb;
     Py_INCREF(f);
     while (!coro) {
@@ -359,10 +429,7 @@ int gl_check_callback(PyObject *cb, const char *method) {
         Py_SETREF(f, inner);
     }
     if (!coro && PyFunction_Check(f)) {
-        PyObject *d = ((PyFunctionObject *)f)->func_dict;
-        coro = (((PyCodeObject *)PyFunction_GET_CODE(f))->co_flags & CO_COROUTINE) ||
-               (py_is_coroutine_mark != Py_None && d != NULL &&
-                PyDict_GetItemString(d, "_is_coroutine") == py_is_coroutine_mark);
+        coro = function_is_coro(f);
     } else if (!coro && (Py_TYPE(f)->tp_flags & Py_TPFLAGS_HEAPTYPE) && Py_TYPE(f)->tp_dictoffset != 0 &&
                py_iscoroutinefunction != NULL) {
         /* instances of Python classes (AsyncMock, custom awaitables): ask asyncio */
@@ -375,6 +442,7 @@ int gl_check_callback(PyObject *cb, const char *method) {
         coro = a || b;
     }
     Py_DECREF(f);
+decided:
     if (coro) {
         PyErr_Format(PyExc_TypeError, "coroutines cannot be used with %s()", method);
         return -1;
@@ -387,8 +455,8 @@ int gl_check_callback(PyObject *cb, const char *method) {
 }
 
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
-                        Py_ssize_t nargs, PyObject *context, double when) {
-    GLHandle *h = PyObject_GC_New(GLHandle, tp);
+                        Py_ssize_t nargs, PyObject *context, double when, int track) {
+    GLHandle *h = handle_alloc(tp);
     if (h == NULL) return NULL;
     h->args = NULL;
     h->vars = NULL;
@@ -447,7 +515,7 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
     h->when = when;
     h->cancelled = 0;
     h->scheduled = 0;
-    PyObject_GC_Track(h);
+    if (track) PyObject_GC_Track(h);
     return (PyObject *)h;
 }
 

@@ -25,8 +25,10 @@ static int parse_context(const char *fname, PyObject *const *args, Py_ssize_t na
     Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < nk; i++) {
         PyObject *k = PyTuple_GET_ITEM(kwnames, i);
-        /* (keyword names are interned as a rule: identity first) */
-        if (k != str_context && PyUnicode_CompareWithASCIIString(k, "context") != 0) {
+        /* Identity first (keyword names are interned as a rule, but not 3.11's C Task's:
+         * asyncio's own "context" is a string of its own), then the seven ASCII bytes. */
+        if (k != str_context && !(PyUnicode_Check(k) && PyUnicode_IS_COMPACT_ASCII(k) &&
+                                  PyUnicode_GET_LENGTH(k) == 7 && memcmp(PyUnicode_DATA(k), "context", 7) == 0)) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, k);
             return -1;
         }
@@ -118,8 +120,22 @@ static int64_t mono_ns(void) {
  * are ready), no timer is due, no transport has writes to flush. Returns 0; or, when a
  * callback switched debug mode on, the number of handles of its iteration left to run
  * (Go runs them, each through _run_handle_debug); or -1 with an exception that must stop
- * the loop (the handles not run stay queued, in order). */
+ * the loop (the handles not run stay queued, in order).
+ *
+ * The clock: a clock_gettime per iteration was 5-9 % of a `sleep(0)` (~50 ns on a VM's
+ * TSC). So it is read every `stride` iterations, stride chosen from the iterations timed so
+ * far so that they span about RUN_CLOCK_SLACK_NS (at most RUN_CLOCK_MAX of them): the run
+ * ends at most about that much after run_until (a quarter of the 20 us poll interval;
+ * asyncio's own timers are late by up to a millisecond) while iterations keep their pace. It is read at
+ * the very next boundary whenever run_until was lowered meanwhile (a timer made by a
+ * callback: one already due runs in the next iteration, as before), and every other
+ * condition is checked at every boundary. */
+#define RUN_CLOCK_SLACK_NS 5000
+#define RUN_CLOCK_MAX 8
+
 Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo) {
+    int64_t last = 0, until = self->run_until;  /* the last clock reading; run_until then */
+    int stride = 1, n = 0;                      /* iterations per reading; since the last */
     for (;;) {
         for (; ntodo > 0; ntodo--) {
             if (self->debug) return ntodo; /* switched on by a callback: Go's debug path */
@@ -132,8 +148,20 @@ Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo) {
          * Go must see to sends Go (runOnce's flushDirty) */
         if (self->nwdirty > 0 && gl_flush_staged(self) > 0) return 0;
         if (self->ready_len == 0 || self->run_until == 0 || self->stopping || self->debug ||
-            GL_LOAD(self->inbox_n) != 0 || mono_ns() >= self->run_until)
+            GL_LOAD(self->inbox_n) != 0)
             return 0;
+        if (++n >= stride || self->run_until != until) {
+            int64_t now = mono_ns();
+            if (now >= self->run_until) return 0;
+            if (last != 0) {
+                int64_t per = (now - last) / n;  /* ns per iteration, lately */
+                stride = per * RUN_CLOCK_MAX <= RUN_CLOCK_SLACK_NS ? RUN_CLOCK_MAX
+                       : per >= RUN_CLOCK_SLACK_NS ? 1 : (int)(RUN_CLOCK_SLACK_NS / per);
+            }
+            last = now;
+            until = self->run_until;
+            n = 0;
+        }
         ntodo = self->ready_len;
     }
 }
@@ -276,6 +304,9 @@ static int queue_soon(GLLoop *self, PyObject *h) {
      * queued so far; the loop takes it all when it starts). */
     if (owner == 0) return stage(self, h);
 #endif
+#ifndef Py_GIL_DISABLED
+    if (PyObject_IS_GC(h) && !PyObject_GC_IsTracked(h)) PyObject_GC_Track(h);  /* (schedule's) */
+#endif
     int rc = inbox_push(self, h);
     if (rc == 1 && gl_wake(self) < 0) {
         /* h is queued: the exception (the poller is closed) is the caller's only news */
@@ -333,7 +364,12 @@ static PyObject *schedule(GLLoop *self, const char *fname, PyTypeObject *tp, dou
      * Python must not crash for it) it travels through the inbox. */
     int direct_timer = mode == GL_MODE_TIMER &&
         (GL_LOAD(self->owner) == 0 || GL_LOAD(self->owner) == gl_thread_ident());
-    PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when);
+    /* (a Handle the ring takes is untracked there: not tracked at all on GIL builds) */
+    int track = 1;
+#ifndef Py_GIL_DISABLED
+    track = mode == GL_MODE_TIMER || tp != GL_HandleType;
+#endif
+    PyObject *h = gl_handle_new(tp, (PyObject *)self, cb, args + skip + 1, nargs - skip - 1, ctx, when, track);
     if (h == NULL) return NULL;
     Py_INCREF(h); /* the reference the ready queue (or the heap) keeps: before it can run */
     return queued(h, direct_timer ? stage_timer(self, h) : queue_soon(self, h));
@@ -439,6 +475,7 @@ static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t na
 }
 
 static PyObject *tasks_module, *str_Task, *task_kwnames, *str_create_task_py;
+static PyObject *loop_kwnames;  /* ("loop",) */
 
 /* Task(args[0], **kwnames' args), asyncio's Task (the C one unless asyncio's was replaced). */
 static PyObject *new_task(GLLoop *self, PyObject *const *args, PyObject *kwnames) {
@@ -476,7 +513,9 @@ static PyObject *loop_create_task(GLLoop *self, PyObject *const *args, Py_ssize_
         return r;
     }
     PyObject *targs[4] = {args[0], (PyObject *)self, name, context};
-    return new_task(self, targs, task_kwnames);
+    /* Task(coro, loop=self) when name and context are None (their defaults): a type call
+     * makes a dict of the keywords, and the Task's __init__ parses each one */
+    return new_task(self, targs, name == Py_None && context == Py_None ? loop_kwnames : task_kwnames);
 }
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -509,7 +548,7 @@ PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro) {
 }
 #endif
 
-static PyObject *futures_module, *str_Future, *loop_kwnames;
+static PyObject *futures_module, *str_Future;
 
 /* create_future(): asyncio's `futures.Future(loop=self)`, without a Python frame (streams
  * and sock_* create one per wait). */
@@ -537,8 +576,68 @@ static PyObject *loop_stop(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
 
 static PyObject *loop_run_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
-    return glRunCore(self);
+    PyObject *r = glRunCore(self);
+    Py_CLEAR(self->call_soon_bound);  /* (3.11: kept only while the loop runs) */
+    return r;
 }
+
+#if PY_VERSION_HEX < 0x030C0000
+/* ---------- call_soon, bound once (3.11) ----------
+ * 3.11's C Task and Future schedule a step or a done callback that has a context with
+ * `getattr(loop, "call_soon")(cb, context=ctx)` (3.12+ call it as a method): a bound method
+ * object made and freed for every Task step, on a Python subclass after a miss in the
+ * instance's dict. On 3.11 LoopCore's call_soon is this descriptor around the method
+ * descriptor: while the loop runs, an instance gets the loop's one bound method, made the
+ * first time (GLLoop.call_soon_bound, dropped when run_forever returns: no lasting cycle);
+ * otherwise, and on the class (Loop.call_soon), what the method descriptor gives. It is a
+ * non-data descriptor like the one it wraps: an instance attribute or a subclass's method
+ * still takes precedence, and its other attributes are the method descriptor's. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *meth;
+} GLBoundOnce;
+
+static PyObject *bound_once_get(GLBoundOnce *d, PyObject *obj, PyObject *type) {
+    descrgetfunc get = Py_TYPE(d->meth)->tp_descr_get;
+    if (obj == NULL || obj == Py_None || !PyObject_TypeCheck(obj, &LoopCoreType) || !((GLLoop *)obj)->running)
+        return get(d->meth, obj, type);
+    GLLoop *l = (GLLoop *)obj;
+    if (l->call_soon_bound == NULL && (l->call_soon_bound = get(d->meth, obj, type)) == NULL) return NULL;
+    return Py_NewRef(l->call_soon_bound);
+}
+
+static PyObject *bound_once_getattro(GLBoundOnce *d, PyObject *name) { return PyObject_GetAttr(d->meth, name); }
+static PyObject *bound_once_repr(GLBoundOnce *d) { return PyObject_Repr(d->meth); }
+
+static void bound_once_dealloc(GLBoundOnce *d) {
+    Py_XDECREF(d->meth);
+    PyObject_Free(d);
+}
+
+static PyTypeObject BoundOnceType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "goloop._goloop._BoundOnce",
+    .tp_basicsize = sizeof(GLBoundOnce),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)bound_once_dealloc,
+    .tp_descr_get = (descrgetfunc)bound_once_get,
+    .tp_getattro = (getattrofunc)bound_once_getattro,
+    .tp_repr = (reprfunc)bound_once_repr,
+};
+
+static int install_bound_once(void) {
+    if (PyType_Ready(&BoundOnceType) < 0) return -1;
+    PyObject *meth = PyDict_GetItemString(LoopCoreType.tp_dict, "call_soon");  /* borrowed */
+    if (meth == NULL) return -1;
+    GLBoundOnce *d = PyObject_New(GLBoundOnce, &BoundOnceType);
+    if (d == NULL) return -1;
+    d->meth = Py_NewRef(meth);
+    int rc = PyDict_SetItemString(LoopCoreType.tp_dict, "call_soon", (PyObject *)d);
+    Py_DECREF(d);
+    PyType_Modified(&LoopCoreType);
+    return rc;
+}
+#endif
 
 static PyObject *loop_close_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
@@ -580,7 +679,7 @@ static PyObject *add_io(GLLoop *self, const char *fname, int writer, PyObject *c
     int fd = fileobj_lookup(self, args[0]);
     if (fd < 0) return NULL;
     if (gl_check_callback(args[1], fname) < 0) return NULL;
-    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, ctx, 0);
+    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, args[1], args + 2, nargs - 2, ctx, 0, 1);
     if (h == NULL) return NULL;
     Py_INCREF(h);
     /* the object is remembered (not a number: asyncio finds registrations by identity) */
@@ -627,7 +726,7 @@ static PyObject *loop_wait_fd(GLLoop *self, PyObject *const *args, Py_ssize_t na
     int writer = PyObject_IsTrue(args[2]);
     if (writer < 0) return NULL;
     PyObject *cbargs[2] = {args[1], Py_None};
-    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, set_result_unless_cancelled, cbargs, 2, NULL, 0);
+    PyObject *h = gl_handle_new(GL_HandleType, (PyObject *)self, set_result_unless_cancelled, cbargs, 2, NULL, 0, 1);
     if (h == NULL) return NULL;
     Py_INCREF(h); /* the reference Go keeps on success; the caller gets the other */
     int rc = glWaitIO(self, fd, h, writer);
@@ -712,6 +811,7 @@ static void loop_dealloc(GLLoop *self) {
     Py_CLEAR(self->thread_id);
     Py_CLEAR(self->task_factory);
     Py_CLEAR(self->scratch_ctx);
+    Py_CLEAR(self->call_soon_bound);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -722,6 +822,7 @@ static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
     Py_VISIT(self->thread_id);
     Py_VISIT(self->task_factory);
     Py_VISIT(self->scratch_ctx);
+    Py_VISIT(self->call_soon_bound);
     for (Py_ssize_t i = 0; i < self->ready_len; i++) {
         PyObject *h = self->ready[(self->ready_head + i) & (self->ready_cap - 1)];
 #ifndef Py_GIL_DISABLED
@@ -751,6 +852,7 @@ static int loop_traverse(GLLoop *self, visitproc visit, void *arg) {
 static int loop_clear(GLLoop *self) {
     Py_CLEAR(self->task_factory);
     Py_CLEAR(self->scratch_ctx);
+    Py_CLEAR(self->call_soon_bound);
     if (self->id >= 0 && !gl_forked) glLoopRelease(self);
     return 0;
 }
@@ -879,6 +981,9 @@ int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *er
 
 int gl_init_loopcore(PyObject *m) {
     if (PyType_Ready(&LoopCoreType) < 0) return -1;
+#if PY_VERSION_HEX < 0x030C0000
+    if (install_bound_once() < 0) return -1;
+#endif
     if (PyModule_AddObjectRef(m, "LoopCore", (PyObject *)&LoopCoreType) < 0) return -1;
     /* what create_future and create_task make, and sock_recv's waiter callback: from asyncio
      * (futures, tasks) and goloop._compat (the one place of asyncio's private names) */

@@ -56,6 +56,7 @@ static PyMethodDef module_methods[] = {
     {"_keep_signal_stack", mod_keep_signal_stack, METH_NOARGS,
      "At exit: a signal stack that outlives faulthandler's for the finalizing thread."},
     {"_forked", mod_forked, METH_NOARGS, NULL},
+    {"_handle_free_count", gl_handle_free_count, METH_NOARGS, NULL},
     {NULL}
 };
 

@@ -1,0 +1,135 @@
+"""The scheduler's hot paths and what must not change with them: the C Task's
+call_soon(step, context=ctx) (on 3.11 the running loop's call_soon is bound once), the
+callback check's fast path for C callables, create_task's Task(coro, loop=), and the run
+phase's clock read every few iterations (loopcore.c, gl_run_ready). Each runs on
+asyncio's loop (the oracle) and goloop's, but for the goloop-only checks.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import sys
+import weakref
+
+import pytest
+
+VAR = contextvars.ContextVar("VAR", default="unset")
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12+ call loop.call_soon as a method")
+def test_running_loop_call_soon_is_bound_once(gloop):
+    async def main():
+        await asyncio.sleep(0)
+        return gloop.call_soon is gloop.call_soon
+
+    assert gloop.run_until_complete(main())
+    assert gloop.call_soon is not gloop.call_soon  # not running: made per access, no cycle
+    assert type(gloop).call_soon(gloop, lambda: None) is not None  # the class's method
+
+
+def test_a_loop_that_ran_tasks_is_freed_without_the_collector(loop_kind):
+    import gc
+
+    from loophelpers import close_loop, make_loop
+
+    lp = make_loop(loop_kind)
+
+    async def main():
+        await asyncio.sleep(0)
+        return lp.call_soon
+
+    meth = lp.run_until_complete(main())
+    close_loop(lp)
+    ref = weakref.ref(lp)
+    gc.disable()
+    try:
+        del lp, meth
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+def test_an_instance_call_soon_is_what_tasks_call(loop):
+    calls = []
+    real = loop.call_soon
+
+    def call_soon(cb, *args, context=None):
+        calls.append(context)
+        return real(cb, *args, context=context)
+
+    loop.call_soon = call_soon
+    try:
+        async def main():
+            VAR.set("task")
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            return VAR.get()
+
+        assert loop.run_until_complete(main()) == "task"
+    finally:
+        del loop.call_soon
+    assert sum(1 for c in calls if c is not None and c.get(VAR) == "task") >= 2
+
+
+def test_callback_check(gloop):
+    # (asyncio checks callbacks in debug mode only; goloop always, as in debug mode)
+    loop = gloop
+
+    async def coro_fn():
+        pass
+
+    fut = loop.create_future()
+    loop.call_soon(fut.set_result, 1)  # a bound builtin method: a static C callable
+    loop.call_soon(functools.partial(print, end=""), "")
+    for bad in (coro_fn, functools.partial(coro_fn), 5, None):
+        with pytest.raises(TypeError):
+            loop.call_soon(bad)
+    c = coro_fn()
+    with pytest.raises(TypeError):
+        loop.call_soon(c)
+    c.close()
+    assert loop.run_until_complete(fut) == 1
+
+
+def test_create_task_loop_name_and_context(loop):
+    ctx = contextvars.copy_context()
+    ctx.run(VAR.set, "given")
+
+    async def read():
+        return VAR.get()
+
+    async def main():
+        t1 = loop.create_task(read())
+        t2 = loop.create_task(read(), name="named", context=ctx)
+        return t1, t2, await t1, await t2
+
+    before = loop.create_task(read())  # made before the loop runs
+    t1, t2, v1, v2 = loop.run_until_complete(main())
+    assert loop.run_until_complete(before) == "unset"
+    assert before.get_loop() is loop and t1.get_loop() is loop and t2.get_loop() is loop
+    assert t1.get_name().startswith("Task-") and t2.get_name() == "named"
+    assert (v1, v2) == ("unset", "given")
+
+
+def test_a_timer_falling_due_inside_a_fast_chain_interrupts_it(loop):
+    # The run phase reads the clock only every few iterations of a fast chain: a timer that
+    # falls due while the chain runs still runs then, not after the chain.
+    cap = 2_000_000  # far more iterations than 2 ms of a chain takes
+    state = {"n": 0, "fired_at": None}
+
+    def link():
+        state["n"] += 1
+        if state["fired_at"] is None and state["n"] < cap:
+            loop.call_soon(link)
+        else:
+            loop.stop()
+
+    def timer():
+        state["fired_at"] = state["n"]
+
+    loop.call_later(0.002, timer)
+    loop.call_soon(link)
+    loop.run_forever()
+    assert state["fired_at"] is not None and state["fired_at"] < cap
+    assert state["n"] <= state["fired_at"] + 1  # the chain ended right after it
