@@ -206,7 +206,6 @@ def free_threaded(py, duration, env, rounds):
     if ok.returncode != 0:
         print(f"# free-threaded: {py} is not a free-threaded interpreter: {ok.stderr.decode()[-300:]}", flush=True)
         return
-    import statistics
     print("\n| goloop serve, CPU-bound handler (wsgi_apps:cpu), two cores | requests/s (median) | p99 ms "
           "| vs 1 thread | server CPU cores busy | plain threads, no server: 2 vs 1 |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")

@@ -17,8 +17,8 @@ package asgi
 
 import (
 	"sync"
-	"unsafe"
 
+	"github.com/goloop/goloop/goloop/poller"
 	"golang.org/x/sys/unix"
 )
 
@@ -105,19 +105,17 @@ func (p *PoolPoller) Unregister(fd int) {
 // leader calls it. A wait that would find events at once is made without the runtime's
 // system-call bookkeeping (the usual case under load).
 func (p *PoolPoller) Wait(ms int) int {
-	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(p.epfd), uintptr(unsafe.Pointer(&p.evs[0])),
-		uintptr(len(p.evs)), 0, 0, 0)
-	if e != 0 || n == 0 {
+	n, err := poller.EpollWait0(p.epfd, p.evs)
+	if err != nil || n == 0 {
 		n = 0
 		if ms != 0 {
-			k, err := unix.EpollWait(p.epfd, p.evs, ms)
-			if err == nil {
-				n = uintptr(k)
+			if k, err := unix.EpollWait(p.epfd, p.evs, ms); err == nil {
+				n = k
 			}
 		}
 	}
-	p.n = int(n)
-	return p.n
+	p.n = n
+	return n
 }
 
 // Dispatch runs the handlers of the last Wait's events (the leader, serially) and

@@ -162,7 +162,7 @@ func (p *Poller) Del(fd int) error {
 func (p *Poller) Wait(timeoutMs int) (events []Event, woken bool, err error) {
 	if timeoutMs == 0 {
 		return p.WaitUsing(0, func(epfd int, raw []unix.EpollEvent, _ int) (int, error) {
-			return rawEpollWait0(epfd, raw)
+			return EpollWait0(epfd, raw)
 		})
 	}
 	return p.WaitUsing(timeoutMs, unix.EpollWait)

@@ -52,10 +52,12 @@ func RawWritev(fd int, iov []unix.Iovec) (int, error) {
 	return int(n), nil
 }
 
-// rawEpollWait0 is epoll_wait(epfd, events, 0) as epoll_pwait with no signal mask, which the
+// EpollWait0 is epoll_wait(epfd, events, 0) as epoll_pwait with no signal mask, which the
 // kernel treats as epoll_wait: arm64 (like every architecture added since) has no epoll_wait
 // system call, only epoll_pwait, and one call on every architecture keeps one path tested.
-func rawEpollWait0(epfd int, events []unix.EpollEvent) (int, error) {
+// Raw: a wait that does not block needs none of the runtime's system-call bookkeeping
+// (the loop's poll, asgi's PoolPoller).
+func EpollWait0(epfd int, events []unix.EpollEvent) (int, error) {
 	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
 		uintptr(len(events)), 0, 0, 0)
 	if e != 0 {
