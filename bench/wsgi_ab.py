@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""CPU per request of a raw WSGI hello world: goloop serve --interface wsgi builds side by side
+"""CPU per request of a raw WSGI hello world (bench/servers/wsgi_apps.py's raw; each server's
+command line is bench/wsgi_bench.py's server_argv): goloop serve --interface wsgi builds side by side
 (A/B), and Granian --interface wsgi, bjoern and gunicorn sync, taking turns in each round.
 
     python3 bench/wsgi_ab.py [--config LABEL=PYSHIM_DIR ...] [--granian] [--bjoern] [--gunicorn]
@@ -21,19 +22,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from harness import free_port, parse_wrk, tree_cpu, tree_pids, wait_port  # noqa: E402
-
-APP = textwrap.dedent('''
-    def app(environ, start_response):
-        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "13")])
-        return [b"Hello, world!"]
-''')
+from wsgi_bench import APPS, server_argv  # noqa: E402
 
 
 def ctx_switches(pid):
@@ -54,33 +49,22 @@ def ctx_switches(pid):
     return n
 
 
-def argv_of(kind, port, appdir, threads):
-    py = sys.executable
-    if kind == "granian":
-        return [py, "-m", "granian", "--interface", "wsgi", "--workers", "1", "--runtime-threads", "1",
-                "--log-level", "warning", "--host", "127.0.0.1", "--port", str(port), "--working-dir",
-                appdir, "hello:app"]
-    if kind == "bjoern":  # no command line of its own: one C thread on libev
-        return [py, "-c", f"import sys; sys.path.insert(0, {appdir!r}); import bjoern, hello; "
-                f"bjoern.run(hello.app, '127.0.0.1', {port})"]
-    if kind == "gunicorn":
-        return [py, "-m", "gunicorn", "-w", "1", "-k", "sync", "-b", f"127.0.0.1:{port}", "--log-level",
-                "warning", "--chdir", appdir, "hello:app"]
-    argv = [py, "-P", "-m", "goloop", "serve", "--interface", "wsgi", "hello:app", "--app-dir", appdir,
-            "--port", str(port), "--no-access-log", "--log-level", "warning"]
-    return argv + (["--threads", str(threads)] if threads else [])
+# wsgi_bench's server names for this script's kinds (one command line per server, there)
+KINDS = {"goloop": "goloop serve", "granian": "granian", "bjoern": "bjoern", "gunicorn": "gunicorn sync"}
 
 
-def run(kind, pyshim, appdir, args, extra):
+def run(kind, pyshim, args, extra):
     port = free_port()
     env = dict(os.environ)
     if pyshim:
         env["PYTHONPATH"] = os.pathsep.join([pyshim, env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([env.get("PYTHONPATH", ""), APPS])
     env.update(args.env)
     env.update(extra)
     errf = tempfile.TemporaryFile()
     threads = int(env.pop("THREADS", 0)) or args.threads
-    proc = subprocess.Popen(["taskset", "-c", "0", *argv_of(kind, port, appdir, threads)], env=env,
+    proc = subprocess.Popen(["taskset", "-c", "0", *server_argv(KINDS[kind], "wsgi_apps:raw", port, threads=threads)],
+                            env=env, cwd=APPS,
                             stdout=subprocess.DEVNULL, stderr=errf)
     proc.errf = errf
     try:
@@ -134,15 +118,12 @@ def main():
     if args.gunicorn:
         configs.append(("gunicorn sync", ("gunicorn", None, {})))
     res = {label: [] for label, _ in configs}
-    with tempfile.TemporaryDirectory() as appdir:
-        with open(os.path.join(appdir, "hello.py"), "w") as f:
-            f.write(APP)
-        for i in range(args.rounds):
-            for label, (kind, pyshim, extra) in configs:
-                r = run(kind, pyshim, appdir, args, extra)
-                res[label].append(r)
-                print(f"round {i + 1} {label}: {r['rps']:.0f} req/s, {r['us']:.1f} µs CPU/req, "
-                      f"{r['cs']:.2f} ctx switches/req, {r['err']} errors", file=sys.stderr, flush=True)
+    for i in range(args.rounds):
+        for label, (kind, pyshim, extra) in configs:
+            r = run(kind, pyshim, args, extra)
+            res[label].append(r)
+            print(f"round {i + 1} {label}: {r['rps']:.0f} req/s, {r['us']:.1f} µs CPU/req, "
+                  f"{r['cs']:.2f} ctx switches/req, {r['err']} errors", file=sys.stderr, flush=True)
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
     print(f"| server | req/s | CPU µs/req (median; rounds) | ctx switches/req |  (load {load})")
