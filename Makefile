@@ -108,6 +108,7 @@ ARM64_DEPS  := pytest pytest-timeout pytest-xdist httptools cryptography uvicorn
 test-arm64:
 	@w=$$(ls $(WHEEL_DIR)/goloop-*-cp311-cp311-*_aarch64.whl 2>/dev/null | head -1); \
 	  [ -n "$$w" ] || { echo "goloop: no cp311 aarch64 wheel in $(WHEEL_DIR)/ (make wheel-one ARCH=aarch64)"; exit 1; }; \
+	  bash tools/fresh_binds.sh "$(patsubst %/,%,$(dir $(CURDIR)))" "$${ARM64_ROOT:-/opt/arm64}"; \
 	  GOLOOP_TEST_DEPS="$(ARM64_DEPS)" GOLOOP_TEST_LOOPS=goloop bash $(ARM64_SH) bash tools/wheel_tests.sh "$$w" \
 	    -q -n 2 $(ARM64_TESTS) $(ARM64_DESELECT)
 

@@ -58,6 +58,7 @@ if [ ! -x "$root$py" ] || ! chroot "$root" "$py" -c 'import ssl, ctypes, venv' 2
 fi
 
 here_dir=$(pwd)
+bash "$here/fresh_binds.sh" "$(dirname "$here_dir")" "$root"   # a bind left from a deleted clone
 bind "$(dirname "$here_dir")"
 exec chroot "$root" /usr/bin/env PATH="/opt/python-3.13/bin:/usr/local/bin:/usr/bin:/bin" HOME=/root \
   bash -c 'cd "$1" && shift && exec "$@"' oldglibc.sh "$here_dir" "$@"
