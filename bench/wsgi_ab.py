@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""CPU per request of a raw WSGI hello world (bench/servers/wsgi_apps.py's raw; each server's
-command line is bench/wsgi_bench.py's server_argv): goloop serve --interface wsgi builds side by side
-(A/B), and Granian --interface wsgi, bjoern and gunicorn sync, taking turns in each round.
+"""CPU per request of one of bench/wsgi_bench.py's rows (default the raw WSGI hello world,
+bench/servers/wsgi_apps.py's raw; each server's command line is bench/wsgi_bench.py's
+server_argv): goloop serve --interface wsgi builds side by side (A/B), and Granian --interface
+wsgi, bjoern, uWSGI and gunicorn sync, taking turns in each round.
 
-    python3 bench/wsgi_ab.py [--config LABEL=PYSHIM_DIR ...] [--granian] [--bjoern] [--gunicorn]
+    python3 bench/wsgi_ab.py [--config LABEL=PYSHIM_DIR ...] [--granian] [--bjoern] [--uwsgi] [--gunicorn]
+                             [--row raw|flask|flask_db|django] [--app-alone]
                              [--rounds 3] [--duration 5] [--conns 10] [--threads N]
 
 --config LABEL=DIR[@NAME=VALUE,...]: goloop from DIR (a pyshim folder with its built _goloop module, put first
@@ -12,7 +14,12 @@ checkout's. Each server is a fresh process on core 0 (taskset
 -c 0); wrk -t1 -cN on core 1 for 1 s of warm-up, then the measured run. Reported per server:
 the median over the rounds of requests/s, CPU µs per request of the server's process tree
 (utime+stime of every thread, from /proc) and context switches per request (voluntary and
-involuntary of every thread, from /proc/PID/task/*/status), with each round's CPU figure.
+involuntary of every thread, from /proc/PID/task/*/status), with each round's CPU figure, and p99 latency (wrk --latency). Taking turns puts every
+server under the same drift of the machine, where bench/wsgi_bench.py's table (each server's
+rounds minutes apart) spreads by up to 1.5x.
+--app-alone: after each round, the row's application alone (wsgi_bench's app cost: called in a
+loop on core 0 with a prepared environ, no server): its median, and each server's own cost =
+its median CPU per request minus that.
 """
 from __future__ import annotations
 
@@ -28,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from harness import free_port, parse_wrk, tree_cpu, tree_pids, wait_port  # noqa: E402
-from wsgi_bench import APPS, server_argv  # noqa: E402
+from wsgi_bench import APPS, ROWS, measure_app_costs, server_argv  # noqa: E402
 
 
 def ctx_switches(pid):
@@ -50,7 +57,8 @@ def ctx_switches(pid):
 
 
 # wsgi_bench's server names for this script's kinds (one command line per server, there)
-KINDS = {"goloop": "goloop serve", "granian": "granian", "bjoern": "bjoern", "gunicorn": "gunicorn sync"}
+KINDS = {"goloop": "goloop serve", "granian": "granian", "bjoern": "bjoern", "uwsgi": "uwsgi",
+         "gunicorn": "gunicorn sync"}
 
 
 def run(kind, pyshim, args, extra):
@@ -63,13 +71,17 @@ def run(kind, pyshim, args, extra):
     env.update(extra)
     errf = tempfile.TemporaryFile()
     threads = int(env.pop("THREADS", 0)) or args.threads
-    proc = subprocess.Popen(["taskset", "-c", "0", *server_argv(KINDS[kind], "wsgi_apps:raw", port, threads=threads)],
+    _, target, path = ROWS[args.row]
+    argv = server_argv(KINDS[kind], target, port, threads=threads)
+    if argv is None:
+        raise SystemExit(f"{kind}: not installed (make bench-deps)")
+    proc = subprocess.Popen(["taskset", "-c", "0", *argv],
                             env=env, cwd=APPS,
                             stdout=subprocess.DEVNULL, stderr=errf)
     proc.errf = errf
     try:
         wait_port(port, proc)
-        wrk = ["taskset", "-c", "1", "wrk", "-t1", f"-c{args.conns}", f"http://127.0.0.1:{port}/"]
+        wrk = ["taskset", "-c", "1", "wrk", "-t1", f"-c{args.conns}", "--latency", f"http://127.0.0.1:{port}{path}"]
         subprocess.run(wrk + ["-d1s"], capture_output=True, check=True)
         c0, s0 = tree_cpu(proc.pid), ctx_switches(proc.pid)
         out = subprocess.run(wrk + [f"-d{args.duration}s"], capture_output=True, text=True, check=True).stdout
@@ -79,7 +91,8 @@ def run(kind, pyshim, args, extra):
         if n == 0:
             raise SystemExit(f"{kind}: {out}")
         # errors (Granian's wrk timeouts on a loaded machine) are counted, not fatal
-        return {"rps": r["value"], "us": (c1 - c0) / n * 1e6, "cs": (s1 - s0) / n, "err": r.get("errors") or 0}
+        return {"rps": r["value"], "us": (c1 - c0) / n * 1e6, "cs": (s1 - s0) / n, "err": r.get("errors") or 0,
+                "p99": (r.get("p99_us") or 0) / 1000}
     finally:
         proc.terminate()
         try:
@@ -95,6 +108,9 @@ def main():
     ap.add_argument("--granian", action="store_true")
     ap.add_argument("--gunicorn", action="store_true")
     ap.add_argument("--bjoern", action="store_true")
+    ap.add_argument("--uwsgi", action="store_true")
+    ap.add_argument("--row", default="raw", choices=sorted(ROWS))
+    ap.add_argument("--app-alone", action="store_true", help="measure the row's application alone after each round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--conns", type=int, default=10)
@@ -103,6 +119,8 @@ def main():
                     help="an environment variable for the goloop servers")
     args = ap.parse_args()
     args.env = dict(e.split("=", 1) for e in args.env)
+    # the SQLite file of the flask_db row (made by the app on first use), shared by every server
+    os.environ.setdefault("WSGI_BENCH_DB", os.path.join(tempfile.mkdtemp(prefix="wsgi-ab-"), "rows.db"))
     configs = []
     for c in args.config:
         label, _, rest = c.partition("=")
@@ -115,23 +133,39 @@ def main():
         configs.append(("granian", ("granian", None, {})))
     if args.bjoern:
         configs.append(("bjoern", ("bjoern", None, {})))
+    if args.uwsgi:
+        configs.append(("uwsgi", ("uwsgi", None, {})))
     if args.gunicorn:
         configs.append(("gunicorn sync", ("gunicorn", None, {})))
     res = {label: [] for label, _ in configs}
+    alone = []
     for i in range(args.rounds):
         for label, (kind, pyshim, extra) in configs:
             r = run(kind, pyshim, args, extra)
             res[label].append(r)
             print(f"round {i + 1} {label}: {r['rps']:.0f} req/s, {r['us']:.1f} µs CPU/req, "
-                  f"{r['cs']:.2f} ctx switches/req, {r['err']} errors", file=sys.stderr, flush=True)
+                  f"{r['cs']:.2f} ctx switches/req, p99 {r['p99']:.2f} ms, {r['err']} errors", file=sys.stderr,
+                  flush=True)
+        if args.app_alone:
+            env = dict(os.environ, PYTHONPATH=APPS)
+            a = measure_app_costs([args.row], env).get(args.row)
+            if a is not None:
+                alone.append(a)
+                print(f"round {i + 1} app alone: {a:.1f} µs", file=sys.stderr, flush=True)
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
-    print(f"| server | req/s | CPU µs/req (median; rounds) | ctx switches/req |  (load {load})")
-    print("| --- | --- | --- | --- |")
+    a = statistics.median(alone) if alone else None
+    if a is not None:
+        print(f"{ROWS[args.row][0]}: the application alone {a:.1f} µs (median; rounds "
+              + ", ".join(f"{x:.1f}" for x in alone) + ")")
+    own = " | own µs/req" if a is not None else ""
+    print(f"| server | req/s | CPU µs/req (median; rounds) | p99 ms | ctx switches/req{own} |  (load {load})")
+    print("| --- | --- | --- | --- | ---" + (" | ---" if a is not None else "") + " |")
     for label, rs in res.items():
         med = lambda k: statistics.median(r[k] for r in rs)  # noqa: E731
         rounds = ", ".join(f"{r['us']:.1f}" for r in rs)
-        print(f"| {label} | {med('rps'):.0f} | {med('us'):.1f} ({rounds}) | {med('cs'):.2f} |")
+        tail = f" {med('us') - a:.1f} |" if a is not None else ""
+        print(f"| {label} | {med('rps'):.0f} | {med('us'):.1f} ({rounds}) | {med('p99'):.2f} | {med('cs'):.2f} |{tail}")
 
 
 if __name__ == "__main__":
