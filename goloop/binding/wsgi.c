@@ -800,9 +800,14 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
     for (;;) {
         GLAsgiHead *h;
         long gen = 0;
+        int claim = 0;
         Py_BEGIN_ALLOW_THREADS
-        h = glWsgiNext(wid, finish, &gen);
+        h = glWsgiNext(wid, finish, &gen, &claim);
         Py_END_ALLOW_THREADS
+        finish = 0;
+        /* a request is ready while other pool threads run the app: taken only now that this
+         * thread holds the GIL (none if another thread took it first) */
+        if (h == NULL && claim && (h = glWsgiClaim(wid, &gen)) == NULL) continue;
         if (h == NULL) break;
         /* the app is called with this thread's state; the objects of the request (the
          * input and start_response) may outlive it: they hold (wid, gen), which Go checks */

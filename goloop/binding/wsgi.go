@@ -47,6 +47,7 @@ type wsgiSrv struct {
 	head    int
 	busy    int   // pool threads answering a request
 	woken   int   // idle threads woken that have not taken a request yet
+	claims  int   // threads taking the GIL to claim a ready request (glWsgiClaim)
 	taken   int64 // requests taken by the pool so far
 	stopped bool
 	evs     []asgi.Event
@@ -227,7 +228,7 @@ func (w *wsgiSrv) wakeLocked(n int) {
 		}
 		return
 	}
-	if w.busy+w.woken == 0 {
+	if w.busy+w.woken+w.claims == 0 {
 		// one thread, whatever n: with the GIL one runs Python at a time, and the one woken
 		// takes the other requests in turn with no further wake-up (more threads woken at
 		// once only fight for the GIL: measured, 2 context switches a request instead of
@@ -264,9 +265,10 @@ func (w *wsgiSrv) progress() {
 	}
 	waiting := len(w.ready) - w.head
 	vacant := w.pp != nil && w.leader == nil
-	if waiting > 0 && w.taken == w.mark && len(w.idle) > 0 {
+	stalled := w.taken == w.mark && w.claims == 0
+	if waiting > 0 && stalled && len(w.idle) > 0 {
 		w.wakeOneLocked()
-	} else if vacant && w.leads == w.lmark && w.woken == 0 {
+	} else if vacant && stalled && w.leads == w.lmark && w.woken == 0 {
 		if len(w.idle) > 0 {
 			w.wakeOneLocked()
 		} else {
@@ -470,10 +472,13 @@ func worker(wid C.long, gen C.long) *wsgiWorker {
 }
 
 // glWsgiNext (GIL released) ends the thread's request (finish 1: answered, 2: the
-// application failed) and waits for the next one: its head, or NULL when the pool stops.
+// application failed) and waits for the next one: its head, or NULL when the pool stops or,
+// *claim set, when a request is ready but other pool threads run the application (GIL
+// builds): the thread takes the GIL, then the request with glWsgiClaim, so that no request
+// waits on a thread that waits for the GIL.
 //
 //export glWsgiNext
-func glWsgiNext(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
+func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLAsgiHead) {
 	defer func() {
 		if recover() != nil {
 			h = nil
@@ -493,9 +498,21 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
 	}
 	w.mu.Lock()
 	w.busy -= busy
-	for w.head == len(w.ready) && !w.stopped {
-		if w.pp != nil && w.leader == nil {
-			// lead: wait in the poller, handle what came, answer the first request
+	for !w.stopped {
+		if w.head < len(w.ready) {
+			if w.eager || w.busy+w.claims == 0 {
+				return wk.takeLocked(gen) // nobody else runs Python for the pool
+			}
+			if w.claims == 0 {
+				w.claims++
+				w.mu.Unlock()
+				*claim = 1
+				return nil
+			}
+			// another thread is taking the GIL for the ready requests: it takes them in
+			// turn; one more waiting for the GIL would only hold a request while it waits
+		} else if w.pp != nil && w.leader == nil {
+			// lead: wait in the poller, handle what came, then answer the first request
 			w.leader, w.idleLead = wk, true
 			w.leads++
 			for w.head == len(w.ready) && !w.stopped {
@@ -508,7 +525,7 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
 				break
 			}
 			w.vacateLocked(len(w.ready) - w.head - 1)
-			break
+			continue
 		}
 		if w.leader == w.bk {
 			w.kickLocked() // the backup leaves the lead to this thread
@@ -519,10 +536,37 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
 		w.mu.Lock()
 		w.woken--
 	}
-	if w.stopped {
+	w.mu.Unlock()
+	return nil
+}
+
+// glWsgiClaim (GIL held: the thread glWsgiNext told to claim) takes the first ready
+// request: its head, or NULL if there is none any more (or the pool stopped).
+//
+//export glWsgiClaim
+func glWsgiClaim(wid C.long, gen *C.long) (h *C.GLAsgiHead) {
+	defer func() {
+		if recover() != nil {
+			h = nil
+		}
+	}()
+	wk := wsgiWorkers.Get(int(wid))
+	if wk == nil {
+		return nil
+	}
+	w := wk.w
+	w.mu.Lock()
+	w.claims--
+	if w.stopped || w.head == len(w.ready) {
 		w.mu.Unlock()
 		return nil
 	}
+	return wk.takeLocked(gen)
+}
+
+// takeLocked takes the first ready request for wk (w.mu held, released after).
+func (wk *wsgiWorker) takeLocked(gen *C.long) *C.GLAsgiHead {
+	w := wk.w
 	r := w.ready[w.head]
 	w.ready[w.head] = nil
 	w.head++
