@@ -6,6 +6,7 @@ blocked application call, and the engine's timers (keep-alive) and answers (503)
 while every thread is busy. GOLOOP_WSGI_DRIVER=goroutine keeps the goroutine driver."""
 import socket
 import threading
+import time
 
 import pytest
 
@@ -149,3 +150,60 @@ def test_both_drivers_serve(monkeypatch, driver):
         s.sendall(b"".join(b"GET /p%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(4)))
         f = s.makefile("rb")
         assert [read_response(f)[2] for _ in range(4)] == [b"/p%d" % i for i in range(4)]
+
+
+def test_request_read_while_the_app_runs_python_is_answered():
+    """--threads 2, with the GIL: one thread runs Python without pause (the GIL changes
+    hands only by the interpreter's forced switches); requests that come meanwhile are read
+    by the other thread (the lead was left vacant and the pool stalled), which takes one only
+    once it holds the GIL, and answered while the first still runs."""
+    release, entered = threading.Event(), threading.Event()
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/spin":
+            entered.set()
+            deadline = time.monotonic() + 60  # a bound if the test fails, not a timing check
+            while not release.is_set() and time.monotonic() < deadline:
+                pass
+        return path_app(environ, start_response)
+
+    with serving(app, threads=2, **WSGI) as server:
+        out = []
+        t = threading.Thread(target=lambda: out.append(get(server, "/spin")))
+        t.start()
+        try:
+            assert entered.wait(20)
+            for i in range(3):
+                assert get(server, f"/x{i}")[::2] == (200, f"/x{i}".encode())
+            assert not release.is_set() and t.is_alive()  # answered while /spin runs
+        finally:
+            release.set()
+            t.join(20)
+        assert out[0][::2] == (200, b"/spin")
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_many_connections_pipelined_all_answered_in_order(threads):
+    """20 connections each send 5 pipelined requests at once to an app that runs some
+    Python per request: every request is answered, each connection's in its order, whichever
+    thread reads and whichever takes them (--threads 3: threads finishing a request take the
+    next read one, or wait for the GIL before they take one)."""
+    def app(environ, start_response):
+        x = 0
+        for i in range(2000):
+            x += i
+        return path_app(environ, start_response)
+
+    conns, depth = 20, 5
+    with serving(app, threads=threads, **WSGI) as server:
+        socks = [connect(server) for _ in range(conns)]
+        try:
+            for c, s in enumerate(socks):
+                s.sendall(b"".join(b"GET /c%d/r%d HTTP/1.1\r\nHost: x\r\n\r\n" % (c, i) for i in range(depth)))
+            for c, s in enumerate(socks):
+                f = s.makefile("rb")
+                assert [read_response(f)[::2] for _ in range(depth)] == [(200, b"/c%d/r%d" % (c, i))
+                                                                        for i in range(depth)]
+        finally:
+            for s in socks:
+                s.close()

@@ -250,12 +250,15 @@ func (w *wsgiSrv) wakeOneLocked() {
 	wk.run <- struct{}{} // buffered: never blocks (a thread is on the stack once)
 }
 
-// progress: the timer's check (its own goroutine): no request taken since it was armed
-// and some wait: wake a thread; requests still waiting: check again later. With the
-// poller: nobody took its lead since it was armed while nobody leads (the last leader
-// runs the application): an idle thread is woken to lead, or, every thread being busy,
-// the backup goroutine leads (accepts, reads, answers 503 past --limit-concurrency,
-// closes idle connections) until a pool thread is free.
+// progress: the timer's check (its own goroutine): the pool stalled (no request taken
+// since it was armed, nobody claiming one) and some wait: wake a thread; requests still
+// waiting: check again later. With the poller: the pool stalled and nobody took its lead
+// since it was armed while nobody leads (the last leader runs the application): an idle
+// thread is woken to lead, or, every thread being busy, the backup goroutine leads
+// (accepts, reads, answers 503 past --limit-concurrency, closes idle connections) until a
+// pool thread is free. While the pool takes requests the lead stays vacant: the threads
+// answer the requests read, in turn, and the first to find none left leads again (as one
+// thread would; a thread woken then would only wait for the GIL).
 func (w *wsgiSrv) progress() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -265,6 +268,8 @@ func (w *wsgiSrv) progress() {
 	}
 	waiting := len(w.ready) - w.head
 	vacant := w.pp != nil && w.leader == nil
+	// no request taken since it was armed, and no thread about to take one (it waits for
+	// the GIL: one more woken would only wait for it too)
 	stalled := w.taken == w.mark && w.claims == 0
 	if waiting > 0 && stalled && len(w.idle) > 0 {
 		w.wakeOneLocked()
@@ -510,7 +515,8 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLAsg
 				return nil
 			}
 			// another thread is taking the GIL for the ready requests: it takes them in
-			// turn; one more waiting for the GIL would only hold a request while it waits
+			// turn (the timer wakes this one if the pool stalls)
+			w.armLocked()
 		} else if w.pp != nil && w.leader == nil {
 			// lead: wait in the poller, handle what came, then answer the first request
 			w.leader, w.idleLead = wk, true
