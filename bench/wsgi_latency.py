@@ -28,7 +28,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from harness import free_port, parse_wrk, tree_cpu, wait_port  # noqa: E402
+from harness import free_port, parse_wrk, stop, tree_cpu, wait_port  # noqa: E402
 from wsgi_bench import APPS, ROWS, server_argv  # noqa: E402
 
 LUA = """
@@ -68,12 +68,7 @@ def run(kind, pyshim, extra, row, conns, args, lua):
         return {"rps": r["value"], "us": (c1 - c0) / r["n"] * 1e6, "p50": p50, "p99": p99, "p999": p999,
                 "err": r.get("errors") or 0}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 10)
         errf.close()
 
 

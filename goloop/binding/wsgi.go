@@ -391,7 +391,7 @@ func (wk *wsgiWorker) await(ok func() bool) {
 			// requests it read are not its to answer: an idle thread is woken for them
 			if p := len(w.ready) - w.head; p > 0 && w.eager {
 				w.wakeLocked(p)
-			} else if p > 0 && len(w.idle) > 0 && w.woken == 0 {
+			} else if p > 0 && len(w.idle) > 0 && w.woken+w.claims == 0 {
 				w.wakeOneLocked()
 			}
 			w.armLocked() // nobody leads now
@@ -484,11 +484,7 @@ func worker(wid C.long, gen C.long) *wsgiWorker {
 //
 //export glWsgiNext
 func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLAsgiHead) {
-	defer func() {
-		if recover() != nil {
-			h = nil
-		}
-	}()
+	defer recoverHead(&h)
 	wk := wsgiWorkers.Get(int(wid))
 	if wk == nil {
 		return nil
@@ -551,11 +547,7 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLAsg
 //
 //export glWsgiClaim
 func glWsgiClaim(wid C.long, gen *C.long) (h *C.GLAsgiHead) {
-	defer func() {
-		if recover() != nil {
-			h = nil
-		}
-	}()
+	defer recoverHead(&h)
 	wk := wsgiWorkers.Get(int(wid))
 	if wk == nil {
 		return nil
@@ -568,6 +560,13 @@ func glWsgiClaim(wid C.long, gen *C.long) (h *C.GLAsgiHead) {
 		return nil
 	}
 	return wk.takeLocked(gen)
+}
+
+// recoverHead: a panic ends glWsgiNext or glWsgiClaim with no request.
+func recoverHead(h **C.GLAsgiHead) {
+	if recover() != nil {
+		*h = nil
+	}
 }
 
 // takeLocked takes the first ready request for wk (w.mu held, released after).
