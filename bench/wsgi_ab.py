@@ -14,7 +14,8 @@ checkout's. Each server is a fresh process on core 0 (taskset
 -c 0); wrk -t1 -cN on core 1 for 1 s of warm-up, then the measured run. Reported per server:
 the median over the rounds of requests/s, CPU µs per request of the server's process tree
 (utime+stime of every thread, from /proc) and context switches per request (voluntary and
-involuntary of every thread, from /proc/PID/task/*/status), with each round's CPU figure, and p99 latency (wrk --latency). Taking turns puts every
+involuntary of every thread, from /proc/PID/task/*/status), with each round's CPU figure, and the
+50th, 99th and 99.9th percentiles of latency (wrk --latency's histogram, through a Lua done()). Taking turns puts every
 server under the same drift of the machine, where bench/wsgi_bench.py's table (each server's
 rounds minutes apart) spreads by up to 1.5x.
 --app-alone: after each round, the row's application alone (wsgi_bench's app cost: called in a
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -61,6 +63,14 @@ KINDS = {"goloop": "goloop serve", "granian": "granian", "bjoern": "bjoern", "uw
          "gunicorn": "gunicorn sync"}
 
 
+# wrk's Lua end hook: the percentiles of its latency histogram (µs), 99.9 included
+LUA = """done = function(summary, latency, requests)
+   io.write(string.format("PCT %d %d %d\\n", latency:percentile(50), latency:percentile(99),
+                          latency:percentile(99.9)))
+end
+"""
+
+
 def run(kind, pyshim, args, extra):
     port = free_port()
     env = dict(os.environ)
@@ -81,18 +91,21 @@ def run(kind, pyshim, args, extra):
     proc.errf = errf
     try:
         wait_port(port, proc)
-        wrk = ["taskset", "-c", "1", "wrk", "-t1", f"-c{args.conns}", "--latency", f"http://127.0.0.1:{port}{path}"]
+        wrk = ["taskset", "-c", "1", "wrk", "-t1", f"-c{args.conns}", "--latency", "-s", args.lua,
+               f"http://127.0.0.1:{port}{path}"]
         subprocess.run(wrk + ["-d1s"], capture_output=True, check=True)
         c0, s0 = tree_cpu(proc.pid), ctx_switches(proc.pid)
         out = subprocess.run(wrk + [f"-d{args.duration}s"], capture_output=True, text=True, check=True).stdout
         c1, s1 = tree_cpu(proc.pid), ctx_switches(proc.pid)
         r = parse_wrk(out)
         n = r["n"]
-        if n == 0:
+        pct = re.search(r"PCT (\d+) (\d+) (\d+)", out)
+        if n == 0 or not pct:
             raise SystemExit(f"{kind}: {out}")
+        p50, p99, p999 = (int(x) / 1000 for x in pct.groups())
         # errors (Granian's wrk timeouts on a loaded machine) are counted, not fatal
         return {"rps": r["value"], "us": (c1 - c0) / n * 1e6, "cs": (s1 - s0) / n, "err": r.get("errors") or 0,
-                "p99": (r.get("p99_us") or 0) / 1000}
+                "p50": p50, "p99": p99, "p999": p999}
     finally:
         proc.terminate()
         try:
@@ -120,7 +133,11 @@ def main():
     args = ap.parse_args()
     args.env = dict(e.split("=", 1) for e in args.env)
     # the SQLite file of the flask_db row (made by the app on first use), shared by every server
-    os.environ.setdefault("WSGI_BENCH_DB", os.path.join(tempfile.mkdtemp(prefix="wsgi-ab-"), "rows.db"))
+    tmp = tempfile.mkdtemp(prefix="wsgi-ab-")
+    os.environ.setdefault("WSGI_BENCH_DB", os.path.join(tmp, "rows.db"))
+    args.lua = os.path.join(tmp, "pct.lua")
+    with open(args.lua, "w") as f:
+        f.write(LUA)
     configs = []
     for c in args.config:
         label, _, rest = c.partition("=")
@@ -144,7 +161,8 @@ def main():
             r = run(kind, pyshim, args, extra)
             res[label].append(r)
             print(f"round {i + 1} {label}: {r['rps']:.0f} req/s, {r['us']:.1f} µs CPU/req, "
-                  f"{r['cs']:.2f} ctx switches/req, p99 {r['p99']:.2f} ms, {r['err']} errors", file=sys.stderr,
+                  f"{r['cs']:.2f} ctx switches/req, p50 {r['p50']:.2f} p99 {r['p99']:.2f} p99.9 {r['p999']:.2f} ms, "
+                  f"{r['err']} errors", file=sys.stderr,
                   flush=True)
         if args.app_alone:
             env = dict(os.environ, PYTHONPATH=APPS)
@@ -159,13 +177,15 @@ def main():
         print(f"{ROWS[args.row][0]}: the application alone {a:.1f} µs (median; rounds "
               + ", ".join(f"{x:.1f}" for x in alone) + ")")
     own = " | own µs/req" if a is not None else ""
-    print(f"| server | req/s | CPU µs/req (median; rounds) | p99 ms | ctx switches/req{own} |  (load {load})")
-    print("| --- | --- | --- | --- | ---" + (" | ---" if a is not None else "") + " |")
+    print(f"| server | req/s | CPU µs/req (median; rounds) | p50 ms | p99 ms | p99.9 ms | ctx switches/req{own} |  "
+          f"(load {load})")
+    print("| --- | --- | --- | --- | --- | --- | ---" + (" | ---" if a is not None else "") + " |")
     for label, rs in res.items():
         med = lambda k: statistics.median(r[k] for r in rs)  # noqa: E731
         rounds = ", ".join(f"{r['us']:.1f}" for r in rs)
         tail = f" {med('us') - a:.1f} |" if a is not None else ""
-        print(f"| {label} | {med('rps'):.0f} | {med('us'):.1f} ({rounds}) | {med('p99'):.2f} | {med('cs'):.2f} |{tail}")
+        print(f"| {label} | {med('rps'):.0f} | {med('us'):.1f} ({rounds}) | {med('p50'):.2f} | {med('p99'):.2f} | "
+              f"{med('p999'):.2f} | {med('cs'):.2f} |{tail}")
 
 
 if __name__ == "__main__":
