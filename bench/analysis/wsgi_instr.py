@@ -26,6 +26,9 @@ iterable consumed and closed), minus a run of 0 calls: the server's own instruct
 row minus it.
 
 Go's async preemption is off (GODEBUG=asyncpreemptoff=1): callgrind asserts on its SIGURG.
+goloop serve's pool timer (1 ms without progress wakes an idle thread) is set to 50 ms under
+valgrind and strace (GOLOOP_WSGI_WAKE_DELAY), which slow the server down ~50x: at 1 ms it
+would fire on every request there, where it almost never does at full speed.
 Every wait has a deadline (start-up, each response, callgrind_control, the exit): a server
 that stalls is a failed cell, never a hang. --annotate N prints, per server, the N functions
 with the most instructions per request (exclusive; --inclusive for inclusive counts, which
@@ -54,6 +57,11 @@ from wsgi_bench import ROWS, server_argv  # noqa: E402
 PY = sys.executable
 WARMUP = 300
 STEP_TIMEOUT = 120  # seconds any one response, start-up step or control command may take (valgrind is slow)
+
+# goloop serve's pool wakes an idle thread when the busy ones make no progress for 1 ms
+# (wsgi.go's wakeDelay): valgrind runs the server ~50x slower (and strace its system calls),
+# so the delay is scaled to keep the wake-ups per request what they are at full speed
+SLOW_WAKE_DELAY = "50ms"
 
 # crossings counted (callgrind's calls to these functions), per request
 CROSSINGS = {"GIL taken": ("take_gil",), "Go->C": ("runtime.cgocall",), "C->Go": ("crosscall2",)}
@@ -191,7 +199,7 @@ def instructions(name, target, path, n, conns, tmp, env):
         os.unlink(f)
     out = os.path.join(tmp, "cg.%p")
     wrap = ["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}"]
-    env = dict(env, GODEBUG="asyncpreemptoff=1")
+    env = dict(env, GODEBUG="asyncpreemptoff=1", GOLOOP_WSGI_WAKE_DELAY=SLOW_WAKE_DELAY)
     proc = start(wrap + argv, port, path, conns, env)
     try:
         pids = tree(proc.pid)
@@ -261,6 +269,7 @@ STRACE_ROW = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s
 def syscalls(name, target, path, n, conns, tmp, env):
     """(system calls per request over the server's tree, {syscall: calls per request})."""
     port = free_port()
+    env = dict(env, GOLOOP_WSGI_WAKE_DELAY=SLOW_WAKE_DELAY)
     proc = start(server_argv(name, target, port), port, path, conns, env)
     out = os.path.join(tmp, "strace.txt")
     try:
@@ -346,7 +355,7 @@ def main():
     ap.add_argument("--rows", default="raw,flask,flask_db,django")
     ap.add_argument("--servers", default="goloop serve,bjoern")
     ap.add_argument("--n", type=int, default=3000)
-    ap.add_argument("--conns", default="10", help="comma-separated: a column per server and value")
+    ap.add_argument("--conns", default="1,10", help="comma-separated: a column per server and value")
     ap.add_argument("--no-syscalls", action="store_true")
     ap.add_argument("--annotate", type=int, default=0, metavar="N")
     ap.add_argument("--inclusive", action="store_true")

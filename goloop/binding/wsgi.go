@@ -55,6 +55,7 @@ type wsgiSrv struct {
 	// GIL) unless the pool makes no progress for wakeDelay: then an idle thread is woken
 	// (the busy ones wait in I/O). eager (free-threaded, no GIL): woken at once.
 	eager   bool
+	delay   time.Duration // wakeDelay, or GOLOOP_WSGI_WAKE_DELAY's (wsgiWakeDelay)
 	timer   *time.Timer
 	timerOn bool
 	mark    int64 // taken when the timer was armed
@@ -107,7 +108,7 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	if !l.checkClosed() {
 		return -1
 	}
-	w := &wsgiSrv{eager: eager != 0}
+	w := &wsgiSrv{eager: eager != 0, delay: wsgiWakeDelay()}
 	w.bk = &wsgiWorker{w: w, id: -1}
 	w.timer = time.AfterFunc(time.Hour, w.progress)
 	w.timer.Stop()
@@ -146,6 +147,20 @@ func wsgiGoroutineDriver() bool {
 }
 
 var cWsgiDriverEnv = C.CString("GOLOOP_WSGI_DRIVER")
+
+// wsgiWakeDelay: wakeDelay, or GOLOOP_WSGI_WAKE_DELAY's duration ("50ms"): the instruction
+// counts under valgrind (bench/analysis/wsgi_instr.py), which runs the server ~50x slower,
+// scale it so that the pool wakes its threads as often per request as at full speed.
+func wsgiWakeDelay() time.Duration {
+	if v := C.getenv(cWsgiWakeDelayEnv); v != nil {
+		if d, err := time.ParseDuration(C.GoString(v)); err == nil && d > 0 {
+			return d
+		}
+	}
+	return wakeDelay
+}
+
+var cWsgiWakeDelayEnv = C.CString("GOLOOP_WSGI_WAKE_DELAY")
 
 // wsgiHook: the loop's end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
@@ -285,7 +300,7 @@ func (w *wsgiSrv) progress() {
 func (w *wsgiSrv) armLocked() {
 	if !w.timerOn {
 		w.timerOn, w.mark, w.lmark = true, w.taken, w.leads
-		w.timer.Reset(wakeDelay)
+		w.timer.Reset(w.delay)
 	}
 }
 
