@@ -407,6 +407,51 @@ def test_status_reason_and_header_names_as_written():
         assert lines[0] == b"HTTP/1.1 299 " and b"X-Custom-Header: v" in lines and body == b"ok", lines
 
 
+def test_body_complete_at_its_content_length(caplog):
+    """An iterable's part that completes the Content-Length the application gave ends the
+    response then (Werkzeug's and Django's responses are such iterables): the next request
+    on the connection is answered while the iterable has not ended yet; a part after it is
+    the application's error (logged), which the complete response does not show."""
+    release = threading.Event()
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/next":
+            start_response("200 OK", [("Content-Length", "4")])
+            return [b"next"]
+        write = start_response("200 OK", [("Content-Type", "text/plain"), ("content-length", " 4 ")])
+        write(b"ab")  # write() and the iterable's parts count together
+
+        def parts():
+            yield b"cd"
+            assert release.wait(60)
+            if environ["PATH_INFO"] == "/long":
+                yield b"too long"
+        return parts()
+
+    with serving(app, threads=2, **WSGI) as server, caplog.at_level(logging.ERROR, "goloop.error"):
+        try:
+            with connect(server) as s:
+                f = s.makefile("rb")
+                s.sendall(b"GET /short HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert read_response(f)[::2] == (200, b"abcd")
+                s.sendall(b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert read_response(f)[::2] == (200, b"next")
+                assert not release.is_set()  # the first iterable still runs
+        finally:
+            release.set()
+        with connect(server) as s:
+            f = s.makefile("rb")
+            s.sendall(b"GET /long HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_response(f)[::2] == (200, b"abcd")
+        text = "\n".join(r.getMessage() + (str(r.exc_info[1]) if r.exc_info else "") for r in caplog.records)
+        for _ in range(200):
+            if "longer than Content-Length" in text:
+                break
+            release.wait(0.05)  # the log comes after the response
+            text = "\n".join(r.getMessage() + (str(r.exc_info[1]) if r.exc_info else "") for r in caplog.records)
+        assert "Response content longer than Content-Length" in text, text
+
+
 def test_errors_500_with_traceback_and_wsgi_errors(caplog):
     def app(environ, start_response):
         environ["wsgi.errors"].write("to the log\n")

@@ -22,5 +22,7 @@ int gl_init_wsgi(PyObject *m);
 
 /* Go's answer to a file wrapper that is not a regular file: iterate it instead */
 #define GL_WSGI_NOT_FILE (-5)
+/* (wsgi.c) a body part past the response's Content-Length, once the body it declared was sent */
+#define GL_WSGI_TOO_LONG (-6)
 
 #endif
