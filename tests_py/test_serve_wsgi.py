@@ -443,12 +443,12 @@ def test_body_complete_at_its_content_length(caplog):
             f = s.makefile("rb")
             s.sendall(b"GET /long HTTP/1.1\r\nHost: x\r\n\r\n")
             assert read_response(f)[::2] == (200, b"abcd")
-        text = "\n".join(r.getMessage() + (str(r.exc_info[1]) if r.exc_info else "") for r in caplog.records)
-        for _ in range(200):
-            if "longer than Content-Length" in text:
-                break
-            release.wait(0.05)  # the log comes after the response
+        logged = threading.Event()
+        for _ in range(400):  # the log comes after the response
             text = "\n".join(r.getMessage() + (str(r.exc_info[1]) if r.exc_info else "") for r in caplog.records)
+            if "Response content longer than Content-Length" in text:
+                break
+            logged.wait(0.05)
         assert "Response content longer than Content-Length" in text, text
 
 

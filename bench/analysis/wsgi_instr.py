@@ -18,7 +18,7 @@ runs again without valgrind; after the same warm-up `strace -f -c` attaches to e
 of its tree for the n requests: the system calls per request (the kernel's work, which
 callgrind does not count), the three most frequent named. Beside it the calls per request of
 the crossings that cost: the GIL taken (take_gil) and cgo's crossings Go -> C
-(runtime.cgocall) and C -> Go (crosscall2), counted by callgrind.
+(runtime.cgocall) and C -> Go (runtime.cgocallbackg), counted by callgrind.
 
 "app alone" is the row's application called in-process under callgrind the same n times as
 bench/wsgi_bench.py's app_cost_us calls it (a copy of a prepared environ, a BytesIO body, the
@@ -64,7 +64,7 @@ STEP_TIMEOUT = 120  # seconds any one response, start-up step or control command
 SLOW_WAKE_DELAY = "50ms"
 
 # crossings counted (callgrind's calls to these functions), per request
-CROSSINGS = {"GIL taken": ("take_gil",), "Go->C": ("runtime.cgocall",), "C->Go": ("crosscall2",)}
+CROSSINGS = {"GIL taken": ("take_gil",), "Go->C": ("runtime.cgocall",), "C->Go": ("runtime.cgocallbackg",)}
 
 
 class Stalled(RuntimeError):

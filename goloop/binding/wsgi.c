@@ -361,6 +361,15 @@ static int parse_status(PyObject *status) {
     return code;
 }
 
+/* name (14 bytes, a checked header name) is Content-Length in any case (no PyOS_strnicmp:
+ * ~250 instructions a response) */
+static inline int is_content_length(const char *name) {
+    static const char want[14] = "content-length";
+    unsigned char diff = 0;
+    for (int i = 0; i < 14; i++) diff |= (unsigned char)((name[i] | 0x20) ^ want[i]);
+    return diff == 0;
+}
+
 /* A Content-Length value: its number, or -2 (not one: Go's framing decides). */
 static long long parse_clen(const char *p, Py_ssize_t n) {
     while (n > 0 && (*p == ' ' || *p == '\t')) p++, n--;
@@ -395,17 +404,17 @@ static int put_headers(GLWsgiStart *st, PyObject *headers) {
         if (nn == 0) goto bad_name;
         for (Py_ssize_t j = 0; j < nn; j++) {
             unsigned char c = (unsigned char)np[j];
-            if (c <= ' ' || c == ':' || c >= 0x7f) goto bad_name;
+            if ((unsigned char)(c - 0x21) >= 0x7f - 0x21 || c == ':') goto bad_name;  /* not '!'..'~', or ':' */
         }
         for (Py_ssize_t j = 0; j < vn; j++) {
             unsigned char c = (unsigned char)vp[j];
-            if (c == '\r' || c == '\n' || c == 0) {
+            if (c < 14 && (c == '\r' || c == '\n' || c == 0)) {
                 PyErr_Format(PyExc_ValueError, "invalid WSGI header value (CR, LF or NUL) for %R",
                              PyTuple_GET_ITEM(pair, 0));
                 return -1;
             }
         }
-        if (nn == 14 && PyOS_strnicmp(np, "content-length", 14) == 0) st->clen = st->clen == -1 ? parse_clen(vp, vn) : -2;
+        if (nn == 14 && is_content_length(np)) st->clen = st->clen == -1 ? parse_clen(vp, vn) : -2;
         gbuf *b = st->hdr;  /* "name: value\r\n", room made once */
         Py_ssize_t at = b->n;
         if (gbuf_put(b, NULL, nn + vn + 4) < 0) return -1;
@@ -504,9 +513,19 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
     if (more && n > 0 && st->clen >= 0 && st->body + n == st->clen) more = 0, flush = 1;
     int status = st->sent ? 0 : st->status, rc;
     long wid = st->wid, gen = st->gen;
-    Py_BEGIN_ALLOW_THREADS
-    rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush);
-    Py_END_ALLOW_THREADS
+    if (n <= GL_WSGI_HOLD_MAX) {  /* with the GIL: one release and take fewer per response */
+        rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 0);
+        if (rc == GL_WSGI_PAUSED) {
+            st->sent = 1;
+            Py_BEGIN_ALLOW_THREADS
+            rc = glWsgiSendWait(wid, gen);
+            Py_END_ALLOW_THREADS
+        }
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 1);
+        Py_END_ALLOW_THREADS
+    }
     if (rc != GL_ASGI_ERR_RUNTIME && rc != GL_ASGI_ERR_GONE) st->sent = 1;
     if (rc == GL_ASGI_OK) {
         st->body += n;

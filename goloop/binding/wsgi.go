@@ -595,14 +595,17 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 	return C.int(st)
 }
 
-// glWsgiSend (GIL released) starts the response if status > 0 (its header lines hdr),
-// sends a body part (the last one unless more), writes the output if flush, and waits
-// while the output is over its bound: GL_ASGI_OK, GL_ASGI_ERR_DISCONNECTED, GL_ASGI_ERR_GONE
-// or GL_ASGI_ERR_RUNTIME (the message: glWsgiError).
+// glWsgiSend starts the response if status > 0 (its header lines hdr), sends a body part
+// (the last one unless more), writes the output if flush, and waits while the output is
+// over its bound: GL_ASGI_OK, GL_ASGI_ERR_DISCONNECTED, GL_ASGI_ERR_GONE or
+// GL_ASGI_ERR_RUNTIME (the message: glWsgiError). wait 0 (a small part, called with the
+// GIL held: no release and take of the GIL for a send that does not block): instead of
+// waiting it returns GL_WSGI_PAUSED (the part was taken), and glWsgiSendWait, GIL
+// released, does the wait.
 //
 //export glWsgiSend
 func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
-	more, flush C.int) (rc C.int) {
+	more, flush, wait C.int) (rc C.int) {
 	defer wsgiRecover(wid, &rc)
 	wk := worker(wid, gen)
 	if wk == nil {
@@ -615,7 +618,26 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 		}
 	}
 	flags, err := r.Send(bytesFromC(body, n), more != 0)
+	if err == nil && wait == 0 && flags&asgi.SendPaused != 0 {
+		if flush != 0 {
+			wk.w.sv.s.Flush()
+		}
+		return C.GL_WSGI_PAUSED
+	}
 	return wk.sent(flags, err, flush != 0)
+}
+
+// glWsgiSendWait (GIL released) waits, after glWsgiSend's GL_WSGI_PAUSED, until the
+// output is under its bound: GL_ASGI_OK, GL_ASGI_ERR_DISCONNECTED or GL_ASGI_ERR_GONE.
+//
+//export glWsgiSendWait
+func glWsgiSendWait(wid, gen C.long) (rc C.int) {
+	defer wsgiRecover(wid, &rc)
+	wk := worker(wid, gen)
+	if wk == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	return wk.sent(asgi.SendPaused, nil, false)
 }
 
 // glWsgiSendFD (GIL released) is glWsgiSend of count bytes (-1: to the end) of the regular

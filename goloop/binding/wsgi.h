@@ -24,5 +24,10 @@ int gl_init_wsgi(PyObject *m);
 #define GL_WSGI_NOT_FILE (-5)
 /* (wsgi.c) a body part past the response's Content-Length, once the body it declared was sent */
 #define GL_WSGI_TOO_LONG (-6)
+/* glWsgiSend with wait 0: the part was taken, the output is over its bound (glWsgiSendWait) */
+#define GL_WSGI_PAUSED (-7)
+/* a body part up to this size is sent with the GIL held (the socket is written, the thread
+ * waits only if the output is over its bound: then without the GIL) */
+#define GL_WSGI_HOLD_MAX (16 * 1024)
 
 #endif
