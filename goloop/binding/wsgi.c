@@ -2,8 +2,8 @@
  * (serve_thread), the environ of each request (built here from the head Go passes, keys
  * interned), wsgi.input, start_response and write. Each pool thread blocks in Go with the
  * GIL released (wsgi.go's glWsgiNext) until a request is ready, runs the application with
- * the GIL, and sends through Go with the GIL released (the socket is written by this
- * thread, in Go). Per-thread state is _Thread_local: on a free-threaded build the threads
+ * the GIL, and sends through Go (the socket is written by this thread, in Go; a part up to
+ * GL_WSGI_HOLD_MAX with the GIL held, the GIL released for bigger ones and for waiting). Per-thread state is _Thread_local: on a free-threaded build the threads
  * run the application at once and share nothing here but immutable objects. */
 #include "wsgi.h"
 #include "_cgo_export.h"
