@@ -338,6 +338,12 @@ def test_exc_info(caplog):
 @pytest.mark.parametrize("status,headers", [
     ("200 OK", [("X-Bad", "a\r\nInjected: 1")]),
     ("200 OK", [("Bad Name", "v")]),
+    # names and values checked 8 bytes at a time: a bad byte in a word and in the tail
+    ("200 OK", [("X-Long-Header-Name:x", "v")]),
+    ("200 OK", [("X-Long-Header\x7fName", "v")]),
+    ("200 OK", [("X-Long-Header-N\xe9me", "v")]),
+    ("200 OK", [("X-Long", "a long\rvalue")]),
+    ("200 OK", [("X-Long", "0123456789abcdef\x00")]),
     ("200 OK", [("X", 1)]),
     ("20 OK", []),
     ("200OK", []),
