@@ -29,7 +29,9 @@ Go's async preemption is off (GODEBUG=asyncpreemptoff=1): callgrind asserts on i
 goloop serve's pool timer (1 ms without progress wakes an idle thread) is set to 50 ms under
 valgrind and strace (GOLOOP_WSGI_WAKE_DELAY), which slow the server down ~50x: at 1 ms it
 would fire on every request there, where it almost never does at full speed.
-Every wait has a deadline (start-up, each response, callgrind_control, the exit): a server
+Every process gets PYTHONHASHSEED=0 (--hash-seed): with random seeds, where str hashes put
+the type attribute cache's entries (its misses) moved a Flask row by ~1,300 instructions
+between two runs of one build. Every wait has a deadline (start-up, each response, callgrind_control, the exit): a server
 that stalls is a failed cell, never a hang. --annotate N prints, per server, the N functions
 with the most instructions per request (exclusive; --inclusive for inclusive counts, which
 Go's stack switches make unreliable across cgo calls). Needs valgrind and strace.
@@ -360,6 +362,9 @@ def main():
     ap.add_argument("--annotate", type=int, default=0, metavar="N")
     ap.add_argument("--inclusive", action="store_true")
     ap.add_argument("--keep", metavar="DIR", help="copy each callgrind dump here")
+    ap.add_argument("--hash-seed", default="0", help="PYTHONHASHSEED of every process (default 0: str hashes "
+                    "place the type attribute cache's and dicts' entries, which moved a Flask row by ~1,300 "
+                    "instructions between two runs of one build with random seeds)")
     args = ap.parse_args()
     servers = args.servers.split(",")
     conns = [int(c) for c in args.conns.split(",")]
@@ -370,7 +375,7 @@ def main():
     print("\n| workload | app alone | " + " | ".join(f"{s} -c{c}" for s, c in cols) + " |")
     print("| --- | ---: | " + " | ".join("---:" for _ in cols) + " |", flush=True)
     with tempfile.TemporaryDirectory(prefix="wsgi-instr-") as tmp:
-        env = dict(os.environ, WSGI_BENCH_DB=os.path.join(tmp, "rows.db"),
+        env = dict(os.environ, WSGI_BENCH_DB=os.path.join(tmp, "rows.db"), PYTHONHASHSEED=args.hash_seed,
                    PYTHONPATH=os.pathsep.join([APPS, os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
         for row in args.rows.split(","):
             title, target, path = ROWS[row]
