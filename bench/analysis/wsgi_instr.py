@@ -20,9 +20,9 @@ callgrind does not count), the three most frequent named. Beside it the calls pe
 the crossings that cost: the GIL taken (take_gil) and cgo's crossings Go -> C
 (runtime.cgocall) and C -> Go (runtime.cgocallbackg), counted by callgrind.
 
-"app alone" is the row's application called in-process under callgrind the same n times as
-bench/wsgi_bench.py's app_cost_us calls it (a copy of a prepared environ, a BytesIO body, the
-iterable consumed and closed), minus a run of 0 calls: the server's own instructions are the
+"app alone" is the row's application called in-process under callgrind the same n times by
+bench/wsgi_bench.py's app_caller (a copy of a prepared environ, a BytesIO body, the iterable
+consumed and closed), minus a run of 0 calls: the server's own instructions are the
 row minus it.
 
 Go's async preemption is off (GODEBUG=asyncpreemptoff=1): callgrind asserts on its SIGURG.
@@ -311,30 +311,11 @@ def syscalls(name, target, path, n, conns, tmp, env):
 APP_ALONE = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-sys.path.insert(0, sys.argv[2])
-import io
-from wsgi_bench import base_environ
-mod, _, attr = sys.argv[3].partition(":")
-app = getattr(__import__(mod), attr)
-base = base_environ(sys.argv[4])
-n = int(sys.argv[5])
-def start_response(status, headers, exc_info=None):
-    if not status.startswith("200"):
-        raise RuntimeError(status)
-def call():
-    env = dict(base)
-    env["wsgi.input"] = io.BytesIO(b"")
-    it = app(env, start_response)
-    try:
-        for _ in it:
-            pass
-    finally:
-        close = getattr(it, "close", None)
-        if close is not None:
-            close()
+from wsgi_bench import app_caller
+call = app_caller(sys.argv[2], sys.argv[3])
 for _ in range(300):
     call()
-for _ in range(n):
+for _ in range(int(sys.argv[4])):
     call()
 """
 
@@ -345,8 +326,7 @@ def app_alone(target, path, n, tmp, env):
     for k in (0, n):
         out = os.path.join(tmp, f"app{k}")
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", PY, "-c", APP_ALONE, BENCH,
-                        APPS, target, path, str(k)], check=True, capture_output=True, cwd=APPS, env=env,
-                       timeout=3600)
+                        target, path, str(k)], check=True, capture_output=True, cwd=APPS, env=env, timeout=3600)
         res.append(dump_total(out))
         os.unlink(out)
     return (res[1] - res[0]) / n
