@@ -84,6 +84,15 @@ def test_environ_cgi_variables():
         assert e["SCRIPT_NAME"] == "" and e["PATH_INFO"] == "/p"
         # proxy headers from a trusted peer (127.0.0.1 by default)
         assert (e["REMOTE_ADDR"], e["wsgi.url_scheme"]) == ("10.1.2.3", "https")
+        # the same thread, the next requests: the connection's own items (the thread keeps the
+        # environ's connection items filled in a template of its own), each client's port
+        for _ in range(2):
+            with connect(server) as s:
+                s.sendall(b"GET /q HTTP/1.1\r\nHost: x\r\n\r\n")
+                _, _, body = read_response(s.makefile("rb"))
+                e = json.loads(body)
+                assert (e["SERVER_PROTOCOL"], e["REMOTE_ADDR"], e["wsgi.url_scheme"]) == ("HTTP/1.1", "127.0.0.1", "http")
+                assert (e["REMOTE_PORT"], e["SERVER_PORT"]) == (str(s.getsockname()[1]), str(server.port))
 
 
 def reader_app(environ, start_response):

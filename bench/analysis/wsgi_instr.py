@@ -16,7 +16,10 @@ n GET requests are made, one at a time per connection on `conns` keep-alive conn
 (callgrind_control -d): the sum over the tree / n is the count per request. Then the server
 runs again without valgrind; after the same warm-up `strace -f -c` attaches to every process
 of its tree for the n requests: the system calls per request (the kernel's work, which
-callgrind does not count), the three most frequent named. Beside it the calls per request of
+callgrind does not count), the three most frequent named. Go's sysmon thread is shown apart
+(its inclusive count): it runs by the clock (naps of 20 µs to 10 ms), not per request, so
+valgrind's slowdown multiplies its share of a request (~1,000 instructions of a raw hello at
+-c1, where the pool's leader blocks in epoll_wait on every request). Beside it the calls per request of
 the crossings that cost: the GIL taken (take_gil) and cgo's crossings Go -> C
 (runtime.cgocall) and C -> Go (runtime.cgocallbackg), counted by callgrind.
 
@@ -350,8 +353,9 @@ def main():
     conns = [int(c) for c in args.conns.split(",")]
     cols = [(s, c) for s in servers for c in conns]
     print(f"n={args.n} requests per cell after {WARMUP} of warm-up; cells: instructions per request over the "
-          "server's process tree (own: minus the app alone) · system calls per request · GIL taken, Go->C, C->Go "
-          "crossings per request", flush=True)
+          "server's process tree (own: minus the app alone) [of which Go's sysmon thread, which runs by the clock, "
+          "inflated by valgrind's slowdown] · system calls per request · GIL taken, Go->C, C->Go crossings per "
+          "request", flush=True)
     print("\n| workload | app alone | " + " | ".join(f"{s} -c{c}" for s, c in cols) + " |")
     print("| --- | ---: | " + " | ".join("---:" for _ in cols) + " |", flush=True)
     with tempfile.TemporaryDirectory(prefix="wsgi-instr-") as tmp:
@@ -376,6 +380,14 @@ def main():
                     for d in dumps:
                         for k, v in call_counts(d, [f for fs in CROSSINGS.values() for f in fs]).items():
                             cross[k] = cross.get(k, 0) + v
+                    # Go's sysmon thread runs by the clock (20 µs to 10 ms naps), not per request:
+                    # valgrind's ~50x slowdown multiplies its share of a request; shown apart
+                    sysmon = 0
+                    for d in dumps:
+                        for k, v in per_function(d, True).items():
+                            if k.split(" [")[0].endswith(":runtime.sysmon"):
+                                sysmon += v
+                    sysmon /= args.n
                     if args.keep:
                         os.makedirs(args.keep, exist_ok=True)
                         for d in dumps:
@@ -399,10 +411,12 @@ def main():
                 top = ""
                 if sc is not None:
                     top = ", ".join(f"{k} {v:.2f}" for k, v in sorted(sc[1].items(), key=lambda kv: -kv[1])[:3])
-                print(f"# {row} / {name} -c{c}: {ins:,.0f} instructions per request; syscalls "
-                      f"{'-' if sc is None else f'{sc[0]:.2f} ({top})'}; {crossing}", file=sys.stderr, flush=True)
+                print(f"# {row} / {name} -c{c}: {ins:,.0f} instructions per request (Go's sysmon {sysmon:,.0f}); "
+                      f"syscalls {'-' if sc is None else f'{sc[0]:.2f} ({top})'}; {crossing}", file=sys.stderr,
+                      flush=True)
                 own = f" (own {ins - alone:,.0f})" if alone is not None else ""
-                cells.append(f"{ins:,.0f}{own}" + ("" if sc is None else f" · {sc[0]:.2f}") + f" · {crossing}")
+                cells.append(f"{ins:,.0f}{own}" + (f" [sysmon {sysmon:,.0f}]" if sysmon else "")
+                             + ("" if sc is None else f" · {sc[0]:.2f}") + f" · {crossing}")
             print(f"| {title} | {'-' if alone is None else f'{alone:,.0f}'} | " + " | ".join(cells) + " |",
                   flush=True)
 
