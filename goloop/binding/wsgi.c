@@ -542,6 +542,7 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
     if (more && n > 0 && st->clen >= 0 && st->body + n == st->clen) more = 0, flush = 1;
     int status = st->sent ? 0 : st->status, rc;
     long wid = st->wid, gen = st->gen;
+    rc = GL_WSGI_RELEASE;
     if (n <= GL_WSGI_HOLD_MAX) {  /* with the GIL: one release and take fewer per response */
         rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 0);
         if (rc == GL_WSGI_PAUSED) {
@@ -550,7 +551,8 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
             rc = glWsgiSendWait(wid, gen);
             Py_END_ALLOW_THREADS
         }
-    } else {
+    }
+    if (rc == GL_WSGI_RELEASE) {
         Py_BEGIN_ALLOW_THREADS
         rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 1);
         Py_END_ALLOW_THREADS

@@ -602,7 +602,10 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 // GL_ASGI_ERR_RUNTIME (the message: glWsgiError). wait 0 (a small part, called with the
 // GIL held: no release and take of the GIL for a send that does not block): instead of
 // waiting it returns GL_WSGI_PAUSED (the part was taken), and glWsgiSendWait, GIL
-// released, does the wait.
+// released, does the wait; and with the GIL, when another pool thread may want it (one
+// busy or woken, or leading the poller), it returns GL_WSGI_RELEASE at once, nothing
+// done: wsgi.c calls again with the GIL released, so that thread does not wait for the
+// GIL through this write.
 //
 //export glWsgiSend
 func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
@@ -611,6 +614,14 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 	wk := worker(wid, gen)
 	if wk == nil {
 		return C.GL_ASGI_ERR_GONE
+	}
+	if w := wk.w; wait == 0 && !w.eager {
+		w.mu.Lock()
+		alone := w.busy <= 1 && w.woken == 0 && (w.leader == nil || w.leader == w.bk)
+		w.mu.Unlock()
+		if !alone {
+			return C.GL_WSGI_RELEASE
+		}
 	}
 	r := wk.r
 	if status > 0 {

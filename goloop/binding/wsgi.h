@@ -26,8 +26,12 @@ int gl_init_wsgi(PyObject *m);
 #define GL_WSGI_TOO_LONG (-6)
 /* glWsgiSend with wait 0: the part was taken, the output is over its bound (glWsgiSendWait) */
 #define GL_WSGI_PAUSED (-7)
-/* a body part up to this size is sent with the GIL held (the socket is written, the thread
- * waits only if the output is over its bound: then without the GIL) */
+/* glWsgiSend with wait 0: another pool thread may want the GIL: nothing done, call again
+ * with the GIL released */
+#define GL_WSGI_RELEASE (-8)
+/* a body part up to this size is sent with the GIL held while no other pool thread runs (the
+ * socket is written, the thread waits only if the output is over its bound: then without
+ * the GIL) */
 #define GL_WSGI_HOLD_MAX (16 * 1024)
 
 #endif
