@@ -106,9 +106,10 @@ def base_environ(path):
             "wsgi.run_once": False}
 
 
-def app_cost_us(target, path, n, repeat=3):
-    """µs of CPU per call of the app with a fresh copy of a prepared environ (and wsgi.input),
-    its iterable consumed and closed: what a server cannot avoid paying per request."""
+def app_caller(target, path):
+    """A function that calls the app once with a fresh copy of a prepared environ (and
+    wsgi.input), its iterable consumed and closed: what a server cannot avoid paying per
+    request (also bench/analysis/wsgi_instr.py's "app alone")."""
     import importlib
 
     mod, _, attr = target.partition(":")
@@ -133,6 +134,12 @@ def app_cost_us(target, path, n, repeat=3):
             if close is not None:
                 close()
 
+    return once
+
+
+def app_cost_us(target, path, n, repeat=3):
+    """µs of CPU per call of the app (app_caller's call)."""
+    once = app_caller(target, path)
     for _ in range(min(n, 1000)):  # warm-up (caches, first-request setup)
         once()
     best = None

@@ -84,6 +84,15 @@ def test_environ_cgi_variables():
         assert e["SCRIPT_NAME"] == "" and e["PATH_INFO"] == "/p"
         # proxy headers from a trusted peer (127.0.0.1 by default)
         assert (e["REMOTE_ADDR"], e["wsgi.url_scheme"]) == ("10.1.2.3", "https")
+        # the same thread, the next requests: the connection's own items (the thread keeps the
+        # environ's connection items filled in a template of its own), each client's port
+        for _ in range(2):
+            with connect(server) as s:
+                s.sendall(b"GET /q HTTP/1.1\r\nHost: x\r\n\r\n")
+                _, _, body = read_response(s.makefile("rb"))
+                e = json.loads(body)
+                assert (e["SERVER_PROTOCOL"], e["REMOTE_ADDR"], e["wsgi.url_scheme"]) == ("HTTP/1.1", "127.0.0.1", "http")
+                assert (e["REMOTE_PORT"], e["SERVER_PORT"]) == (str(s.getsockname()[1]), str(server.port))
 
 
 def reader_app(environ, start_response):
@@ -338,6 +347,12 @@ def test_exc_info(caplog):
 @pytest.mark.parametrize("status,headers", [
     ("200 OK", [("X-Bad", "a\r\nInjected: 1")]),
     ("200 OK", [("Bad Name", "v")]),
+    # names and values checked 8 bytes at a time: a bad byte in a word and in the tail
+    ("200 OK", [("X-Long-Header-Name:x", "v")]),
+    ("200 OK", [("X-Long-Header\x7fName", "v")]),
+    ("200 OK", [("X-Long-Header-N\xe9me", "v")]),
+    ("200 OK", [("X-Long", "a long\rvalue")]),
+    ("200 OK", [("X-Long", "0123456789abcdef\x00")]),
     ("200 OK", [("X", 1)]),
     ("20 OK", []),
     ("200OK", []),
@@ -405,6 +420,51 @@ def test_status_reason_and_header_names_as_written():
     with serving(asgi_app) as server:
         lines, body = head_of(server, "/")
         assert lines[0] == b"HTTP/1.1 299 " and b"X-Custom-Header: v" in lines and body == b"ok", lines
+
+
+def test_body_complete_at_its_content_length(caplog):
+    """An iterable's part that completes the Content-Length the application gave ends the
+    response then (Werkzeug's and Django's responses are such iterables): the next request
+    on the connection is answered while the iterable has not ended yet; a part after it is
+    the application's error (logged), which the complete response does not show."""
+    release = threading.Event()
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/next":
+            start_response("200 OK", [("Content-Length", "4")])
+            return [b"next"]
+        write = start_response("200 OK", [("Content-Type", "text/plain"), ("content-length", " 4 ")])
+        write(b"ab")  # write() and the iterable's parts count together
+
+        def parts():
+            yield b"cd"
+            assert release.wait(60)
+            if environ["PATH_INFO"] == "/long":
+                yield b"too long"
+        return parts()
+
+    with serving(app, threads=2, **WSGI) as server, caplog.at_level(logging.ERROR, "goloop.error"):
+        try:
+            with connect(server) as s:
+                f = s.makefile("rb")
+                s.sendall(b"GET /short HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert read_response(f)[::2] == (200, b"abcd")
+                s.sendall(b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert read_response(f)[::2] == (200, b"next")
+                assert not release.is_set()  # the first iterable still runs
+        finally:
+            release.set()
+        with connect(server) as s:
+            f = s.makefile("rb")
+            s.sendall(b"GET /long HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_response(f)[::2] == (200, b"abcd")
+        logged = threading.Event()
+        for _ in range(400):  # the log comes after the response
+            text = "\n".join(r.getMessage() + (str(r.exc_info[1]) if r.exc_info else "") for r in caplog.records)
+            if "Response content longer than Content-Length" in text:
+                break
+            logged.wait(0.05)
+        assert "Response content longer than Content-Length" in text, text
 
 
 def test_errors_500_with_traceback_and_wsgi_errors(caplog):

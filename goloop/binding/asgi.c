@@ -332,7 +332,7 @@ int gbuf_put(gbuf *b, const char *s, Py_ssize_t n) {
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->n, s, n);
+    if (s != NULL) memcpy(b->p + b->n, s, n);
     b->n += n;
     return 0;
 }

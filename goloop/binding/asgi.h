@@ -165,7 +165,8 @@ static inline int gl_set_new(PyObject *d, PyObject *k, PyObject *v) {
     return rc;
 }
 
-/* A growing byte buffer (PyMem): gbuf_put appends, -1 with MemoryError (asgi.c). */
+/* A growing byte buffer (PyMem): gbuf_put appends (s NULL: n bytes of room, to fill), -1 with
+ * MemoryError (asgi.c). */
 typedef struct {
     char *p;
     Py_ssize_t n, cap;

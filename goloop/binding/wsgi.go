@@ -16,8 +16,9 @@ package main
 // listener with the goroutine driver (the path before the leader/follower one).
 // A pool thread blocks in glWsgiNext (GIL released) until a request is ready and leaves
 // with its head in its own C memory; its reads of the body, its sends (with the flush: the
-// thread writes to the socket itself) and its waits for body or backpressure are Go calls
-// with the GIL released (wsgi.c); a wait leads the poller when nobody does. No Python
+// thread writes to the socket itself; a small part with the GIL held) and its waits for
+// body or backpressure are Go calls (the waits with the GIL released, wsgi.c); a wait
+// leads the poller when nobody does. No Python
 // object is touched by Go here: errors travel as codes and messages in the thread's C
 // memory, which wsgi.c raises.
 
@@ -56,6 +57,7 @@ type wsgiSrv struct {
 	// GIL) unless the pool makes no progress for wakeDelay: then an idle thread is woken
 	// (the busy ones wait in I/O). eager (free-threaded, no GIL): woken at once.
 	eager   bool
+	delay   time.Duration // wakeDelay, or GOLOOP_WSGI_WAKE_DELAY's (wsgiWakeDelay)
 	timer   *time.Timer
 	timerOn bool
 	mark    int64 // taken when the timer was armed
@@ -108,7 +110,7 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	if !l.checkClosed() {
 		return -1
 	}
-	w := &wsgiSrv{eager: eager != 0}
+	w := &wsgiSrv{eager: eager != 0, delay: wsgiWakeDelay()}
 	w.bk = &wsgiWorker{w: w, id: -1}
 	w.timer = time.AfterFunc(time.Hour, w.progress)
 	w.timer.Stop()
@@ -147,6 +149,20 @@ func wsgiGoroutineDriver() bool {
 }
 
 var cWsgiDriverEnv = C.CString("GOLOOP_WSGI_DRIVER")
+
+// wsgiWakeDelay: wakeDelay, or GOLOOP_WSGI_WAKE_DELAY's duration ("50ms"): the instruction
+// counts under valgrind (bench/analysis/wsgi_instr.py), which runs the server ~50x slower,
+// scale it so that the pool wakes its threads as often per request as at full speed.
+func wsgiWakeDelay() time.Duration {
+	if v := C.getenv(cWsgiWakeDelayEnv); v != nil {
+		if d, err := time.ParseDuration(C.GoString(v)); err == nil && d > 0 {
+			return d
+		}
+	}
+	return wakeDelay
+}
+
+var cWsgiWakeDelayEnv = C.CString("GOLOOP_WSGI_WAKE_DELAY")
 
 // wsgiHook: the loop's end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
@@ -292,7 +308,7 @@ func (w *wsgiSrv) progress() {
 func (w *wsgiSrv) armLocked() {
 	if !w.timerOn {
 		w.timerOn, w.mark, w.lmark = true, w.taken, w.leads
-		w.timer.Reset(wakeDelay)
+		w.timer.Reset(w.delay)
 	}
 }
 
@@ -629,18 +645,32 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 	return C.int(st)
 }
 
-// glWsgiSend (GIL released) starts the response if status > 0 (its header lines hdr),
-// sends a body part (the last one unless more), writes the output if flush, and waits
-// while the output is over its bound: GL_ASGI_OK, GL_ASGI_ERR_DISCONNECTED, GL_ASGI_ERR_GONE
-// or GL_ASGI_ERR_RUNTIME (the message: glWsgiError).
+// glWsgiSend starts the response if status > 0 (its header lines hdr), sends a body part
+// (the last one unless more), writes the output if flush, and waits while the output is
+// over its bound: GL_ASGI_OK, GL_ASGI_ERR_DISCONNECTED, GL_ASGI_ERR_GONE or
+// GL_ASGI_ERR_RUNTIME (the message: glWsgiError). wait 0 (a small part, called with the
+// GIL held: no release and take of the GIL for a send that does not block): instead of
+// waiting it returns GL_WSGI_PAUSED (the part was taken), and glWsgiSendWait, GIL
+// released, does the wait; and with the GIL, when another pool thread may want it (one
+// busy or woken, or leading the poller), it returns GL_WSGI_RELEASE at once, nothing
+// done: wsgi.c calls again with the GIL released, so that thread does not wait for the
+// GIL through this write (nor does one claiming a ready request: glWsgiClaim).
 //
 //export glWsgiSend
 func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
-	more, flush C.int) (rc C.int) {
+	more, flush, wait C.int) (rc C.int) {
 	defer wsgiRecover(wid, &rc)
 	wk := worker(wid, gen)
 	if wk == nil {
 		return C.GL_ASGI_ERR_GONE
+	}
+	if w := wk.w; wait == 0 && !w.eager {
+		w.mu.Lock()
+		alone := w.busy <= 1 && w.woken+w.claims == 0 && (w.leader == nil || w.leader == w.bk)
+		w.mu.Unlock()
+		if !alone {
+			return C.GL_WSGI_RELEASE
+		}
 	}
 	r := wk.r
 	if status > 0 {
@@ -649,7 +679,26 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 		}
 	}
 	flags, err := r.Send(bytesFromC(body, n), more != 0)
+	if err == nil && wait == 0 && flags&asgi.SendPaused != 0 {
+		if flush != 0 {
+			wk.w.sv.s.Flush()
+		}
+		return C.GL_WSGI_PAUSED
+	}
 	return wk.sent(flags, err, flush != 0)
+}
+
+// glWsgiSendWait (GIL released) waits, after glWsgiSend's GL_WSGI_PAUSED, until the
+// output is under its bound: GL_ASGI_OK, GL_ASGI_ERR_DISCONNECTED or GL_ASGI_ERR_GONE.
+//
+//export glWsgiSendWait
+func glWsgiSendWait(wid, gen C.long) (rc C.int) {
+	defer wsgiRecover(wid, &rc)
+	wk := worker(wid, gen)
+	if wk == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	return wk.sent(asgi.SendPaused, nil, false)
 }
 
 // glWsgiSendFD (GIL released) is glWsgiSend of count bytes (-1: to the end) of the regular

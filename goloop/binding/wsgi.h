@@ -22,5 +22,16 @@ int gl_init_wsgi(PyObject *m);
 
 /* Go's answer to a file wrapper that is not a regular file: iterate it instead */
 #define GL_WSGI_NOT_FILE (-5)
+/* (wsgi.c) a body part past the response's Content-Length, once the body it declared was sent */
+#define GL_WSGI_TOO_LONG (-6)
+/* glWsgiSend with wait 0: the part was taken, the output is over its bound (glWsgiSendWait) */
+#define GL_WSGI_PAUSED (-7)
+/* glWsgiSend with wait 0: another pool thread may want the GIL: nothing done, call again
+ * with the GIL released */
+#define GL_WSGI_RELEASE (-8)
+/* a body part up to this size is sent with the GIL held while no other pool thread runs (the
+ * socket is written, the thread waits only if the output is over its bound: then without
+ * the GIL) */
+#define GL_WSGI_HOLD_MAX (16 * 1024)
 
 #endif
