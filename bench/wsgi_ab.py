@@ -17,7 +17,8 @@ the median over the rounds of requests/s, CPU µs per request of the server's pr
 involuntary of every thread, from /proc/PID/task/*/status), with each round's CPU figure, and the
 50th, 99th and 99.9th percentiles of latency (wrk --latency's histogram, through a Lua done()). Taking turns puts every
 server under the same drift of the machine, where bench/wsgi_bench.py's table (each server's
-rounds minutes apart) spreads by up to 1.5x.
+rounds minutes apart) spreads by up to 1.5x; below the table, the first configuration's CPU
+per request over each other's, paired by round (median of the rounds' ratios).
 --app-alone: after each round, the row's application alone (wsgi_bench's app cost: called in a
 loop on core 0 with a prepared environ, no server): its median, and each server's own cost =
 its median CPU per request minus that.
@@ -186,6 +187,13 @@ def main():
         tail = f" {med('us') - a:.1f} |" if a is not None else ""
         print(f"| {label} | {med('rps'):.0f} | {med('us'):.1f} ({rounds}) | {med('p50'):.2f} | {med('p99'):.2f} | "
               f"{med('p999'):.2f} | {med('cs'):.2f} |{tail}")
+    # the first configuration's CPU per request over each other's, paired by round: the machine's
+    # drift between rounds (up to 1.6x here) cancels within a round
+    first, *others = res
+    for label in others:
+        ratios = [x["us"] / y["us"] for x, y in zip(res[first], res[label])]
+        print(f"{first} / {label}, paired by round: {statistics.median(ratios):.2f} (median; rounds "
+              + " ".join(f"{r:.2f}" for r in ratios) + ")")
 
 
 if __name__ == "__main__":
