@@ -5,7 +5,7 @@ server_argv): goloop serve --interface wsgi builds side by side (A/B), and Grani
 wsgi, bjoern, uWSGI and gunicorn sync, taking turns in each round.
 
     python3 bench/wsgi_ab.py [--config LABEL=PYSHIM_DIR ...] [--granian] [--bjoern] [--uwsgi] [--gunicorn]
-                             [--row raw|flask|flask_db|django] [--app-alone]
+                             [--row raw|flask|flask_db|django] [--app-alone] [--together]
                              [--rounds 3] [--duration 5] [--conns 10] [--threads N]
 
 --config LABEL=DIR[@NAME=VALUE,...]: goloop from DIR (a pyshim folder with its built _goloop module, put first
@@ -19,6 +19,13 @@ involuntary of every thread, from /proc/PID/task/*/status), with each round's CP
 server under the same drift of the machine, where bench/wsgi_bench.py's table (each server's
 rounds minutes apart) spreads by up to 1.5x; below the table, the first configuration's CPU
 per request over each other's, paired by round (median of the rounds' ratios).
+--together: each round runs every server at once on core 0, each process tree in a CPU cgroup of
+its own with the same weight (so each gets the same part of the core, whatever its threads), each
+under its own wrk on core 1, over the same seconds (with --app-alone, the application alone runs
+as one more process in a cgroup of its own): the VM's drift, which moves one-after-the-other
+rounds by up to 1.6x, hits every server alike (paired ratios within ~2% from round to round,
+against ~15% taking turns). The servers share the core's caches by time slices (CFS's few ms),
+as they would share a machine. Needs root (a cgroup v1 cpu or v2 cpu controller).
 --app-alone: after each round, the row's application alone (wsgi_bench's app cost: called in a
 loop on core 0 with a prepared environ, no server): its median, and each server's own cost =
 its median CPU per request minus that.
@@ -28,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -116,6 +124,141 @@ def run(kind, pyshim, args, extra):
             proc.wait()
 
 
+# ---------- --together: every server at once, in CPU cgroups of equal weight ----------
+
+CG_ROOTS = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup")  # cgroup v1's cpu controller, or v2's root
+
+
+def cgroup_make(name):
+    """A CPU cgroup `name` of the default weight (v1 cpu.shares 1024, v2 cpu.weight 100): every
+    group gets the same share of core 0 whatever its number of threads. Its path, or SystemExit."""
+    for root in CG_ROOTS:
+        for knob, value in (("cpu.shares", "1024"), ("cpu.weight", "100")):
+            if os.path.exists(os.path.join(root, knob)) or (knob == "cpu.weight" and os.path.exists(
+                    os.path.join(root, "cgroup.subtree_control"))):
+                path = os.path.join(root, name)
+                try:
+                    os.makedirs(path, exist_ok=True)
+                    if os.path.exists(os.path.join(path, knob)):
+                        with open(os.path.join(path, knob), "w") as f:
+                            f.write(value)
+                        return path
+                except OSError:
+                    continue
+    raise SystemExit("--together needs a writable CPU cgroup (v1 /sys/fs/cgroup/cpu or v2 with the cpu "
+                     "controller; run as root)")
+
+
+def cgroup_add(path, pid):
+    for p in tree_pids(pid):
+        try:
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(p))
+        except OSError:
+            pass
+
+
+# the application alone, as a process of its own for --together: wsgi_bench's app_caller in a
+# loop; SIGUSR1 marks the start and the end of the measured window (the calls made in between
+# are printed at the end)
+_ALONE = """
+import signal, sys
+sys.path.insert(0, sys.argv[1])
+from wsgi_bench import app_caller
+once = app_caller(sys.argv[2], sys.argv[3])
+for _ in range(1000):
+    once()
+marks = []
+n = 0
+def mark(*_):
+    marks.append(n)
+    if len(marks) == 2:
+        print(marks[1] - marks[0], flush=True)
+        raise SystemExit
+signal.signal(signal.SIGUSR1, mark)
+print("ready", flush=True)
+while True:
+    once()
+    n += 1
+"""
+
+
+def run_together(configs, args):
+    """One round of --together: every configuration's server at once on core 0, each process
+    tree in a CPU cgroup of its own (equal shares: each gets the same part of the core whatever
+    its threads), each under its own wrk on core 1, over the same seconds; with --app-alone the
+    application alone as one more process in a cgroup of its own. The VM's speed drifts by up to
+    1.6x within minutes: servers measured one after the other see different machines; measured
+    together they see the same one. Returns the list of results (run's dicts) and the app's µs
+    per call (or None)."""
+    _, target, path = ROWS[args.row]
+    procs, wrks = [], []
+    alone = None
+    try:
+        for i, (label, (kind, pyshim, extra)) in enumerate(configs):
+            port = free_port()
+            env = dict(os.environ)
+            if pyshim:
+                env["PYTHONPATH"] = os.pathsep.join([pyshim, env.get("PYTHONPATH", "")])
+            env["PYTHONPATH"] = os.pathsep.join([env.get("PYTHONPATH", ""), APPS])
+            env.update(args.env)
+            env.update(extra)
+            threads = int(env.pop("THREADS", 0)) or args.threads
+            argv = server_argv(KINDS[kind], target, port, threads=threads)
+            if argv is None:
+                raise SystemExit(f"{kind}: not installed (make bench-deps)")
+            errf = tempfile.TemporaryFile()
+            proc = subprocess.Popen(["taskset", "-c", "0", *argv], env=env, cwd=APPS,
+                                    stdout=subprocess.DEVNULL, stderr=errf)
+            proc.errf = errf
+            procs.append(proc)
+            wait_port(port, proc)
+            cgroup_add(cgroup_make(f"goloop-wsgi-ab-{i}"), proc.pid)
+            wrks.append(["taskset", "-c", "1", "wrk", "-t1", f"-c{args.conns}", "--latency", "-s", args.lua,
+                         f"http://127.0.0.1:{port}{path}"])
+        if args.app_alone:
+            alone = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", _ALONE, HERE, target, path],
+                                     env=dict(os.environ, PYTHONPATH=APPS), stdout=subprocess.PIPE, text=True)
+            if alone.stdout.readline().strip() != "ready":
+                raise SystemExit("the application alone did not start")
+            cgroup_add(cgroup_make(f"goloop-wsgi-ab-{len(configs)}"), alone.pid)
+        warm = [subprocess.Popen(w + ["-d1s"], stdout=subprocess.DEVNULL) for w in wrks]
+        for w in warm:
+            w.wait()
+        c0 = [(tree_cpu(p.pid), ctx_switches(p.pid)) for p in procs]
+        runs = [subprocess.Popen(w + [f"-d{args.duration}s"], stdout=subprocess.PIPE, text=True) for w in wrks]
+        if alone:
+            a0 = tree_cpu(alone.pid)
+            alone.send_signal(signal.SIGUSR1)
+        outs = [r.communicate()[0] for r in runs]
+        c1 = [(tree_cpu(p.pid), ctx_switches(p.pid)) for p in procs]
+        a_us = None
+        if alone:
+            a1 = tree_cpu(alone.pid)
+            alone.send_signal(signal.SIGUSR1)
+            calls = int(alone.communicate(timeout=30)[0].split()[-1])
+            a_us = (a1 - a0) / calls * 1e6
+        res = []
+        for (label, (kind, _, _)), out, (t0, s0), (t1, s1) in zip(configs, outs, c0, c1):
+            r = parse_wrk(out)
+            pct = re.search(r"PCT (\d+) (\d+) (\d+)", out)
+            if not r or not r.get("n") or not pct:
+                raise SystemExit(f"{label}: {out}")
+            p50, p99, p999 = (int(x) / 1000 for x in pct.groups())
+            res.append({"rps": r["value"], "us": (t1 - t0) / r["n"] * 1e6, "cs": (s1 - s0) / r["n"],
+                        "err": r.get("errors") or 0, "p50": p50, "p99": p99, "p999": p999})
+        return res, a_us
+    finally:
+        for p in procs + ([alone] if alone else []):
+            if p.poll() is None:
+                p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", action="append", default=[], metavar="LABEL=PYSHIM_DIR[@NAME=VALUE,...]")
@@ -125,6 +268,8 @@ def main():
     ap.add_argument("--uwsgi", action="store_true")
     ap.add_argument("--row", default="raw", choices=sorted(ROWS))
     ap.add_argument("--app-alone", action="store_true", help="measure the row's application alone after each round")
+    ap.add_argument("--together", action="store_true",
+                    help="run the servers (and the app alone) at once, in CPU cgroups of equal weight")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--conns", type=int, default=10)
@@ -158,6 +303,17 @@ def main():
     res = {label: [] for label, _ in configs}
     alone = []
     for i in range(args.rounds):
+        if args.together:
+            rs, a = run_together(configs, args)
+            for (label, _), r in zip(configs, rs):
+                res[label].append(r)
+                print(f"round {i + 1} {label}: {r['rps']:.0f} req/s, {r['us']:.1f} µs CPU/req, "
+                      f"{r['cs']:.2f} ctx switches/req, p99 {r['p99']:.2f} ms, {r['err']} errors", file=sys.stderr,
+                      flush=True)
+            if a is not None:
+                alone.append(a)
+                print(f"round {i + 1} app alone: {a:.1f} µs", file=sys.stderr, flush=True)
+            continue
         for label, (kind, pyshim, extra) in configs:
             r = run(kind, pyshim, args, extra)
             res[label].append(r)
@@ -194,6 +350,12 @@ def main():
         ratios = [x["us"] / y["us"] for x, y in zip(res[first], res[label])]
         print(f"{first} / {label}, paired by round: {statistics.median(ratios):.2f} (median; rounds "
               + " ".join(f"{r:.2f}" for r in ratios) + ")")
+    # own cost (the row minus the application alone) over each other's, paired by round
+    if len(alone) == args.rounds:
+        for label in others:
+            ratios = [(x["us"] - a) / (y["us"] - a) for x, y, a in zip(res[first], res[label], alone)]
+            print(f"{first} / {label}, own cost paired by round: {statistics.median(ratios):.2f} (median; rounds "
+                  + " ".join(f"{r:.2f}" for r in ratios) + ")")
 
 
 if __name__ == "__main__":
