@@ -107,3 +107,41 @@ func BenchmarkLoopBigHeld(b *testing.B) {
 	benchServe(b, Config{ServerHeader: true, DateHeader: true},
 		[]byte("GET / HTTP/1.1\r\nHost: localhost:8000\r\n\r\n"), 1, hdr, body)
 }
+
+// BenchmarkLoopWSGIKeepAlive: the engine's part of a WSGI hello world on a keep-alive
+// connection (bench/analysis/wsgi_instr.py's raw row): one request per read, answered as
+// the WSGI pool thread answers it (StartReason with start_response's phrase, one Send that
+// completes it, Done, Flush).
+func BenchmarkLoopWSGIKeepAlive(b *testing.B) {
+	s, h, client := benchConn(b, Config{ServerHeader: true, DateHeader: true})
+	req := []byte("GET / HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n\r\n")
+	hdr := []byte("Content-Type: text/plain\r\nContent-Length: 13\r\n")
+	body := []byte("Hello, World!")
+	var evs []Event
+	rbuf := make([]byte, 4096)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := unix.Write(client, req); err != nil {
+			b.Fatal(err)
+		}
+		h(evIn)
+		evs = s.Take(evs[:0])
+		if len(evs) != 1 {
+			b.Fatalf("%d events, want 1", len(evs))
+		}
+		r := evs[0].Req
+		evs[0] = Event{}
+		if err := r.StartReason(200, []byte("OK"), hdr); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.Send(body, false); err != nil {
+			b.Fatal(err)
+		}
+		r.Done(false)
+		s.Flush()
+		if m, err := unix.Read(client, rbuf); m <= 0 || err != nil {
+			b.Fatal("no response", err)
+		}
+	}
+}
