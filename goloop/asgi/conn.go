@@ -374,15 +374,17 @@ func (c *Conn) OnHeader(name, value []byte) error {
 	if len(name) == 6 || len(name) == 2 {
 		r.noteHeader(name, value) // expect, te (spec.go)
 	}
-	for _, b := range name {
+	blob := append(r.Blob, name...)
+	low := blob[len(blob)-len(name):]
+	for i, b := range low {
 		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
+			low[i] = b + 'a' - 'A'
 		}
-		r.Blob = append(r.Blob, b)
 	}
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
-	r.Blob = append(r.Blob, value...)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	nameEnd := int32(len(blob))
+	blob = append(blob, value...)
+	r.Blob = blob
+	r.Ends = append(r.Ends, nameEnd, int32(len(blob)))
 	return nil
 }
 

@@ -118,3 +118,14 @@ func TestScanFramingMatchesPlainWalk(t *testing.T) {
 		}
 	}
 }
+
+// appendUnquote decodes %XX escapes (either case) and leaves an invalid or cut one as it is,
+// as urllib.parse.unquote does (on bytes).
+func TestAppendUnquote(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "", "/": "/", "/a%20b": "/a b", "%2F%2f": "//", "/%": "/%", "/%4": "/%4", "/%41": "/A",
+		"%zz%41%": "%zzA%", "%%41": "%A", "/caf%C3%A9?": "/caf\xc3\xa9?", "%4g%g4": "%4g%g4", "a%410": "aA0",
+	} {
+		require.Equal(t, want, string(appendUnquote([]byte("x"), []byte(in)))[1:], "%q", in)
+	}
+}

@@ -143,18 +143,19 @@ func (r *Request) finishHead(method []byte) {
 			r.setHost(auth)
 		}
 	}
-	r.Blob = append(r.Blob, method...)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
 	path, query := t, []byte(nil)
 	if i := bytes.IndexByte(t, '?'); i >= 0 {
 		path, query = t[:i], t[i+1:]
 	}
-	r.Blob = append(r.Blob, path...)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
-	r.Blob = append(r.Blob, query...)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
-	r.Blob = appendUnquote(r.Blob, path)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	blob := append(r.Blob, method...)
+	e0 := int32(len(blob))
+	blob = append(blob, path...)
+	e1 := int32(len(blob))
+	blob = append(blob, query...)
+	e2 := int32(len(blob))
+	blob = appendUnquote(blob, path)
+	r.Blob = blob
+	r.Ends = append(r.Ends, e0, e1, e2, int32(len(blob)))
 	r.target = nil
 	if r.hdr == nil {
 		r.hdr = r.inl[inlBlob:inlBlob] // the target's room is the response's header lines'
@@ -200,19 +201,25 @@ func unhex(c byte) (byte, bool) {
 // appendUnquote appends s with its %XX escapes decoded (an invalid escape stays as it is,
 // as urllib.parse.unquote leaves it).
 func appendUnquote(dst, s []byte) []byte {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) {
-			hi, ok1 := unhex(s[i+1])
-			lo, ok2 := unhex(s[i+2])
+	for {
+		i := bytes.IndexByte(s, '%')
+		if i < 0 {
+			return append(dst, s...) // (a path without escapes: one copy)
+		}
+		dst = append(dst, s[:i]...)
+		s = s[i:]
+		if len(s) > 2 {
+			hi, ok1 := unhex(s[1])
+			lo, ok2 := unhex(s[2])
 			if ok1 && ok2 {
 				dst = append(dst, hi<<4|lo)
-				i += 2
+				s = s[3:]
 				continue
 			}
 		}
-		dst = append(dst, s[i])
+		dst = append(dst, '%')
+		s = s[1:]
 	}
-	return dst
 }
 
 // h1Exchange is the HTTP/1.1 protocol of a Request (Request.x): the response's framing
