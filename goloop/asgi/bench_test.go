@@ -16,7 +16,7 @@ func (p *benchPoller) Unregister(fd int)                               { delete(
 
 // benchConn is a loop-mode connection over a socketpair: the server's end is served by
 // the loop driver's handler, the client's end is returned.
-func benchConn(b *testing.B, cfg Config) (s *Server, h func(uint32), client int) {
+func benchConn(b testing.TB, cfg Config) (s *Server, h func(uint32), client int) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		b.Fatal(err)
@@ -111,9 +111,9 @@ func BenchmarkLoopBigHeld(b *testing.B) {
 // BenchmarkLoopWSGIKeepAlive: the engine's part of a WSGI hello world on a keep-alive
 // connection (bench/analysis/wsgi_instr.py's raw row): one request per read, answered as
 // the WSGI pool thread answers it (StartReason with start_response's phrase, one Send that
-// completes it, Done, Flush).
+// completes it, Done, Flush; ReuseRequests, as the pool sets it).
 func BenchmarkLoopWSGIKeepAlive(b *testing.B) {
-	s, h, client := benchConn(b, Config{ServerHeader: true, DateHeader: true})
+	s, h, client := benchConn(b, Config{ServerHeader: true, DateHeader: true, ReuseRequests: true})
 	req := []byte("GET / HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n\r\n")
 	hdr := []byte("Content-Type: text/plain\r\nContent-Length: 13\r\n")
 	body := []byte("Hello, World!")

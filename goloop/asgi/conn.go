@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -113,6 +114,9 @@ type connLoop struct {
 	interest uint32 // registered with lp
 	lread    bool   // read interest wanted (not stopped)
 	lingerN  int    // bytes a lingering close may still drop
+	// a finished request the reader's next newRequest reuses (Config.ReuseRequests; set
+	// by Finish on the application's thread, taken by the reader: atomic)
+	spare atomic.Pointer[Request]
 }
 
 // switched is a protocol a connection switched to from HTTP/1.1 (Conn.next).
@@ -525,6 +529,7 @@ func (c *Conn) dropLocked(r *Request) {
 func (c *Conn) wakeLocked(r *Request, batch *[]Event) {
 	if r.waitRecv || r.waitSend {
 		r.waitRecv, r.waitSend = false, false
+		r.woken = true
 		if batch != nil {
 			*batch = append(*batch, Event{Kind: EvWake, Req: r})
 		} else {

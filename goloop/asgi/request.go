@@ -51,6 +51,7 @@ type Request struct {
 	waitRecv  bool   // the application waits for body or disconnect: EvWake on change
 	waitSend  bool   // the application waits for the output to drain: EvWake then
 	lost      bool   // the client went away
+	woken     bool   // an EvWake was queued for it (it may still be in the queue: not reused)
 
 	// the response, under c.mu
 	started  bool
@@ -87,7 +88,15 @@ const inlBlob, inlTail = 160, 128
 
 // newRequest is a request of c whose head the parser is about to deliver.
 func newRequest(c *Conn) *Request {
-	r := &Request{c: c, clen: -1}
+	var r *Request
+	if c.s.cfg.ReuseRequests && c.spare.Load() != nil {
+		r = c.spare.Swap(nil)
+	}
+	if r != nil {
+		*r = Request{c: c, clen: -1}
+	} else {
+		r = &Request{c: c, clen: -1}
+	}
 	r.x = h1Exchange{r}
 	r.Blob = r.inl[:0:inlBlob] // a larger head grows out of it (append copies)
 	r.Ends = r.inlEnds[:0]
@@ -452,6 +461,31 @@ func (r *Request) completeLocked() {
 	if c.idleOutLocked() && !c.writing {
 		c.drainedLocked()
 	}
+}
+
+// reuseLocked makes r, done and finished by the application (Finish), its connection's
+// spare for its next request (Config.ReuseRequests; c.mu held) when nothing of the engine
+// refers to it any more: a loop-mode HTTP/1.1 request whose whole body was read (the reader
+// is past it), for which no EvWake was queued, not waiting behind an earlier response, not
+// a WebSocket handshake, on a connection that stays open and did not switch protocols.
+func (r *Request) reuseLocked() {
+	c := r.c
+	if !c.s.cfg.ReuseRequests || c.lp == nil || !r.bodyDone || r.woken || r.ws != nil || c.next != nil ||
+		!r.keepAlive || c.closing || c.closed {
+		return
+	}
+	for _, q := range c.inflight {
+		if q == r {
+			return
+		}
+	}
+	if c.headOf == r { // the deadline's clocks know requests by pointer (deadline.go)
+		c.headOf = nil
+	}
+	if c.bodyOf == r {
+		c.bodyOf = nil
+	}
+	c.spare.Store(r)
 }
 
 // appendHead appends the status line and headers of the response, deciding its framing.

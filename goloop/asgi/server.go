@@ -59,6 +59,11 @@ type Config struct {
 	LimitConcurrency int
 	// Notify is called (from any goroutine) when an event is queued to an empty queue.
 	Notify func()
+	// ReuseRequests: the application's side keeps no reference to a Request once its Done
+	// returned, nor calls it again (goloop's WSGI pool). A loop-mode HTTP/1.1 connection
+	// then reuses its finished request for its next one (Request.reuseLocked): no
+	// allocation per keep-alive request.
+	ReuseRequests bool
 
 	// NoH2 turns HTTP/2 off (no h2 in ALPN, no h2c prior knowledge); H2MaxResets is how
 	// many streams a client may reset per second before its connection is dropped
