@@ -360,7 +360,11 @@ func (s *Server) push(evs ...Event) {
 func (s *Server) pushQuiet(evs []Event) bool {
 	s.qmu.Lock()
 	wasEmpty := len(s.queue) == 0
-	s.queue = append(s.queue, evs...)
+	if len(evs) == 1 { // (the usual push: no typedslicecopy call)
+		s.queue = append(s.queue, evs[0])
+	} else {
+		s.queue = append(s.queue, evs...)
+	}
 	s.qmu.Unlock()
 	return wasEmpty
 }
@@ -375,8 +379,13 @@ func (s *Server) Pending() bool {
 // Take appends the queued events to dst and empties the queue.
 func (s *Server) Take(dst []Event) []Event {
 	s.qmu.Lock()
-	dst = append(dst, s.queue...)
-	clear(s.queue)
+	if len(s.queue) == 1 { // (as pushQuiet)
+		dst = append(dst, s.queue[0])
+		s.queue[0] = Event{}
+	} else {
+		dst = append(dst, s.queue...)
+		clear(s.queue)
+	}
 	s.queue = s.queue[:0]
 	s.qmu.Unlock()
 	return dst
