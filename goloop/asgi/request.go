@@ -654,16 +654,21 @@ func parseLength(raw []byte) (int64, bool) {
 	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t') {
 		i++
 	}
-	v, d := int64(0), i
-	for ; i < len(raw) && i-d < 18 && '0' <= raw[i] && raw[i] <= '9'; i++ {
-		v = v*10 + int64(raw[i]-'0')
+	d, v := i, int64(0)
+	for ; i < len(raw); i++ {
+		c := raw[i] - '0'
+		if c > 9 {
+			break
+		}
+		v = v*10 + int64(c) // (more than 18 digits may overflow: strconv reads those)
 	}
-	end := i
-	for i < len(raw) && asciiSpace(raw[i]) {
-		i++
-	}
-	if end > d && i == len(raw) {
-		return v, true
+	if n := i - d; n > 0 && n <= 18 {
+		for i < len(raw) && asciiSpace(raw[i]) {
+			i++
+		}
+		if i == len(raw) {
+			return v, true
+		}
 	}
 	v, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
 	return v, err == nil && v >= 0
