@@ -54,7 +54,7 @@ func benchServe(b *testing.B, cfg Config, reqs []byte, n int, hdr, body []byte) 
 		}
 		for j, ev := range evs {
 			r := ev.Req
-			r.Start(200, hdr)
+			r.StartReason(200, benchServeReason, hdr)
 			if benchServeHeld {
 				r.SendHeld(body, false, func() {})
 			} else {
@@ -79,7 +79,10 @@ func benchServe(b *testing.B, cfg Config, reqs []byte, n int, hdr, body []byte) 
 	}
 }
 
-var benchServeHeld bool
+var (
+	benchServeHeld   bool
+	benchServeReason []byte // the status line's phrase (StartReason; nil: Start's)
+)
 
 var benchHdr = []byte("content-type: text/plain\r\ncontent-length: 13\r\n")
 
@@ -113,35 +116,9 @@ func BenchmarkLoopBigHeld(b *testing.B) {
 // the WSGI pool thread answers it (StartReason with start_response's phrase, one Send that
 // completes it, Done, Flush; ReuseRequests, as the pool sets it).
 func BenchmarkLoopWSGIKeepAlive(b *testing.B) {
-	s, h, client := benchConn(b, Config{ServerHeader: true, DateHeader: true, ReuseRequests: true})
-	req := []byte("GET / HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n\r\n")
-	hdr := []byte("Content-Type: text/plain\r\nContent-Length: 13\r\n")
-	body := []byte("Hello, World!")
-	var evs []Event
-	rbuf := make([]byte, 4096)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := unix.Write(client, req); err != nil {
-			b.Fatal(err)
-		}
-		h(evIn)
-		evs = s.Take(evs[:0])
-		if len(evs) != 1 {
-			b.Fatalf("%d events, want 1", len(evs))
-		}
-		r := evs[0].Req
-		evs[0] = Event{}
-		if err := r.StartReason(200, []byte("OK"), hdr); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := r.Send(body, false); err != nil {
-			b.Fatal(err)
-		}
-		r.Done(false)
-		s.Flush()
-		if m, err := unix.Read(client, rbuf); m <= 0 || err != nil {
-			b.Fatal("no response", err)
-		}
-	}
+	benchServeReason = []byte("OK")
+	defer func() { benchServeReason = nil }()
+	benchServe(b, Config{ServerHeader: true, DateHeader: true, ReuseRequests: true},
+		[]byte("GET / HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n\r\n"), 1,
+		[]byte("Content-Type: text/plain\r\nContent-Length: 13\r\n"), []byte("Hello, World!"))
 }
