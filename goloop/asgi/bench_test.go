@@ -16,7 +16,7 @@ func (p *benchPoller) Unregister(fd int)                               { delete(
 
 // benchConn is a loop-mode connection over a socketpair: the server's end is served by
 // the loop driver's handler, the client's end is returned.
-func benchConn(b *testing.B, cfg Config) (s *Server, h func(uint32), client int) {
+func benchConn(b testing.TB, cfg Config) (s *Server, h func(uint32), client int) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		b.Fatal(err)
@@ -54,7 +54,7 @@ func benchServe(b *testing.B, cfg Config, reqs []byte, n int, hdr, body []byte) 
 		}
 		for j, ev := range evs {
 			r := ev.Req
-			r.Start(200, hdr)
+			r.StartReason(200, benchServeReason, hdr)
 			if benchServeHeld {
 				r.SendHeld(body, false, func() {})
 			} else {
@@ -79,7 +79,10 @@ func benchServe(b *testing.B, cfg Config, reqs []byte, n int, hdr, body []byte) 
 	}
 }
 
-var benchServeHeld bool
+var (
+	benchServeHeld   bool
+	benchServeReason []byte // the status line's phrase (StartReason; nil: Start's)
+)
 
 var benchHdr = []byte("content-type: text/plain\r\ncontent-length: 13\r\n")
 
@@ -106,4 +109,16 @@ func BenchmarkLoopBigHeld(b *testing.B) {
 	defer func() { benchServeHeld = false }()
 	benchServe(b, Config{ServerHeader: true, DateHeader: true},
 		[]byte("GET / HTTP/1.1\r\nHost: localhost:8000\r\n\r\n"), 1, hdr, body)
+}
+
+// BenchmarkLoopWSGIKeepAlive: the engine's part of a WSGI hello world on a keep-alive
+// connection (bench/analysis/wsgi_instr.py's raw row): one request per read, answered as
+// the WSGI pool thread answers it (StartReason with start_response's phrase, one Send that
+// completes it, Done, Flush; ReuseRequests, as the pool sets it).
+func BenchmarkLoopWSGIKeepAlive(b *testing.B) {
+	benchServeReason = []byte("OK")
+	defer func() { benchServeReason = nil }()
+	benchServe(b, Config{ServerHeader: true, DateHeader: true, ReuseRequests: true},
+		[]byte("GET / HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n\r\n"), 1,
+		[]byte("Content-Type: text/plain\r\nContent-Length: 13\r\n"), []byte("Hello, World!"))
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -113,6 +114,9 @@ type connLoop struct {
 	interest uint32 // registered with lp
 	lread    bool   // read interest wanted (not stopped)
 	lingerN  int    // bytes a lingering close may still drop
+	// a finished request the reader's next newRequest reuses (Config.ReuseRequests; set
+	// by Finish on the application's thread, taken by the reader: atomic)
+	spare atomic.Pointer[Request]
 }
 
 // switched is a protocol a connection switched to from HTTP/1.1 (Conn.next).
@@ -374,15 +378,17 @@ func (c *Conn) OnHeader(name, value []byte) error {
 	if len(name) == 6 || len(name) == 2 {
 		r.noteHeader(name, value) // expect, te (spec.go)
 	}
-	for _, b := range name {
+	blob := append(r.Blob, name...)
+	low := blob[len(blob)-len(name):]
+	for i, b := range low {
 		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
+			low[i] = b + 'a' - 'A'
 		}
-		r.Blob = append(r.Blob, b)
 	}
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
-	r.Blob = append(r.Blob, value...)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	nameEnd := int32(len(blob))
+	blob = append(blob, value...)
+	r.Blob = blob
+	r.Ends = append(r.Ends, nameEnd, int32(len(blob)))
 	return nil
 }
 
@@ -523,6 +529,7 @@ func (c *Conn) dropLocked(r *Request) {
 func (c *Conn) wakeLocked(r *Request, batch *[]Event) {
 	if r.waitRecv || r.waitSend {
 		r.waitRecv, r.waitSend = false, false
+		r.woken = true
 		if batch != nil {
 			*batch = append(*batch, Event{Kind: EvWake, Req: r})
 		} else {

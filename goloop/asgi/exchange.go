@@ -372,8 +372,12 @@ func (r *Request) Finish(failed bool) int {
 		return FinishLost
 	}
 	if r.done {
-		if x, ok := r.x.(h1Exchange); ok && failed {
-			x.closeAfterLocked() // (HTTP/2: the stream is done; the connection stays)
+		if x, ok := r.x.(h1Exchange); ok {
+			if failed {
+				x.closeAfterLocked() // (HTTP/2: the stream is done; the connection stays)
+			} else {
+				r.reuseLocked()
+			}
 		}
 		return FinishOK
 	}

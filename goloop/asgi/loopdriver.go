@@ -366,6 +366,18 @@ const maxIov = 16
 // writevLocked writes the output up to the next file (bytes of out and held bodies) with
 // one writev, consumes what the socket took and releases the held bodies it took whole.
 func (c *Conn) writevLocked() (n, want int, err error) {
+	if len(c.files) == 0 && len(c.out) > 0 { // bytes only (the usual response): one write
+		want = len(c.out)
+		n, err = poller.RawWrite(c.fd, c.out)
+		for err == unix.EINTR {
+			n, err = poller.RawWrite(c.fd, c.out)
+		}
+		if n <= 0 {
+			return 0, want, err
+		}
+		c.consumeLocked(n)
+		return n, want, err
+	}
 	var iov [maxIov]unix.Iovec
 	k, pos, all := 0, 0, true
 	add := func(b []byte) {

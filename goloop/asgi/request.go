@@ -7,6 +7,7 @@ package asgi
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strconv"
 	"unsafe"
 )
@@ -50,6 +51,7 @@ type Request struct {
 	waitRecv  bool   // the application waits for body or disconnect: EvWake on change
 	waitSend  bool   // the application waits for the output to drain: EvWake then
 	lost      bool   // the client went away
+	woken     bool   // an EvWake was queued for it (it may still be in the queue: not reused)
 
 	// the response, under c.mu
 	started  bool
@@ -86,7 +88,15 @@ const inlBlob, inlTail = 160, 128
 
 // newRequest is a request of c whose head the parser is about to deliver.
 func newRequest(c *Conn) *Request {
-	r := &Request{c: c, clen: -1}
+	var r *Request
+	if c.s.cfg.ReuseRequests && c.spare.Load() != nil {
+		r = c.spare.Swap(nil)
+	}
+	if r != nil {
+		*r = Request{c: c, clen: -1}
+	} else {
+		r = &Request{c: c, clen: -1}
+	}
 	r.x = h1Exchange{r}
 	r.Blob = r.inl[:0:inlBlob] // a larger head grows out of it (append copies)
 	r.Ends = r.inlEnds[:0]
@@ -142,18 +152,19 @@ func (r *Request) finishHead(method []byte) {
 			r.setHost(auth)
 		}
 	}
-	r.Blob = append(r.Blob, method...)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
 	path, query := t, []byte(nil)
 	if i := bytes.IndexByte(t, '?'); i >= 0 {
 		path, query = t[:i], t[i+1:]
 	}
-	r.Blob = append(r.Blob, path...)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
-	r.Blob = append(r.Blob, query...)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
-	r.Blob = appendUnquote(r.Blob, path)
-	r.Ends = append(r.Ends, int32(len(r.Blob)))
+	blob := append(r.Blob, method...)
+	e0 := int32(len(blob))
+	blob = append(blob, path...)
+	e1 := int32(len(blob))
+	blob = append(blob, query...)
+	e2 := int32(len(blob))
+	blob = appendUnquote(blob, path)
+	r.Blob = blob
+	r.Ends = append(r.Ends, e0, e1, e2, int32(len(blob)))
 	r.target = nil
 	if r.hdr == nil {
 		r.hdr = r.inl[inlBlob:inlBlob] // the target's room is the response's header lines'
@@ -199,19 +210,25 @@ func unhex(c byte) (byte, bool) {
 // appendUnquote appends s with its %XX escapes decoded (an invalid escape stays as it is,
 // as urllib.parse.unquote leaves it).
 func appendUnquote(dst, s []byte) []byte {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) {
-			hi, ok1 := unhex(s[i+1])
-			lo, ok2 := unhex(s[i+2])
+	for {
+		i := bytes.IndexByte(s, '%')
+		if i < 0 {
+			return append(dst, s...) // (a path without escapes: one copy)
+		}
+		dst = append(dst, s[:i]...)
+		s = s[i:]
+		if len(s) > 2 {
+			hi, ok1 := unhex(s[1])
+			lo, ok2 := unhex(s[2])
 			if ok1 && ok2 {
 				dst = append(dst, hi<<4|lo)
-				i += 2
+				s = s[3:]
 				continue
 			}
 		}
-		dst = append(dst, s[i])
+		dst = append(dst, '%')
+		s = s[1:]
 	}
-	return dst
 }
 
 // h1Exchange is the HTTP/1.1 protocol of a Request (Request.x): the response's framing
@@ -446,6 +463,31 @@ func (r *Request) completeLocked() {
 	}
 }
 
+// reuseLocked makes r, done and finished by the application (Finish), its connection's
+// spare for its next request (Config.ReuseRequests; c.mu held) when nothing of the engine
+// refers to it any more: a loop-mode HTTP/1.1 request whose whole body was read (the reader
+// is past it), for which no EvWake was queued, not waiting behind an earlier response, not
+// a WebSocket handshake, on a connection that stays open and did not switch protocols.
+func (r *Request) reuseLocked() {
+	c := r.c
+	if !c.s.cfg.ReuseRequests || c.lp == nil || !r.bodyDone || r.woken || r.ws != nil || c.next != nil ||
+		!r.keepAlive || c.closing || c.closed {
+		return
+	}
+	for _, q := range c.inflight {
+		if q == r {
+			return
+		}
+	}
+	if c.headOf == r { // the deadline's clocks know requests by pointer (deadline.go)
+		c.headOf = nil
+	}
+	if c.bodyOf == r {
+		c.bodyOf = nil
+	}
+	c.spare.Store(r)
+}
+
 // appendHead appends the status line and headers of the response, deciding its framing.
 func (r *Request) appendHead(w []byte, n int, more bool) []byte {
 	c := r.c
@@ -470,34 +512,15 @@ func (r *Request) appendHead(w []byte, n int, more bool) []byte {
 		w = append(w, dateHeader()...)
 	}
 	w = append(w, r.hdr...)
-	r.clen = -1
 	r.noBody = r.head || r.status < 200 || r.status == 204 || r.status == 304
-	hasTE, hasConn := false, false
-	// only the framing headers' values are trimmed and parsed (a name of 10, 14 or 17
-	// bytes): the other lines cost two IndexBytes each (with scanHeaders' closure and trims
-	// on every line, about half the head's cost for a WSGI hello world)
-	for b := r.hdr; len(b) > 0; {
-		var name, raw []byte
-		name, raw, b = nextHeader(b)
-		j := len(name)
-		if j != 10 && j != 14 && j != 17 {
-			continue
-		}
-		value := bytes.TrimSpace(raw) // takes the '\r' too
-		switch {
-		case j == 14 && equalFold(name, "content-length"):
-			if v, err := strconv.ParseInt(string(value), 10, 64); err == nil && v >= 0 {
-				r.clen = v
-			}
-		case j == 17 && equalFold(name, "transfer-encoding"):
-			hasTE = true
-			r.chunked = bytes.HasSuffix(bytes.ToLower(value), []byte("chunked"))
-		case j == 10 && equalFold(name, "connection"):
-			hasConn = true
-			if bytes.Contains(bytes.ToLower(value), []byte("close")) {
-				r.keepAlive = false
-			}
-		}
+	f := scanFraming(r.hdr)
+	r.clen = f.clen
+	hasTE, hasConn := f.hasTE, f.hasConn
+	if hasTE {
+		r.chunked = f.chunked
+	}
+	if f.close {
+		r.keepAlive = false
 	}
 	switch {
 	case r.clen >= 0 || hasTE || r.noBody:
@@ -564,6 +587,148 @@ func nextHeader(b []byte) (name, raw, rest []byte) {
 		name, raw = line[:j], line[j+1:]
 	}
 	return name, raw, rest
+}
+
+// framing is what a response's header lines say of its framing (scanFraming).
+type framing struct {
+	clen                           int64 // the last valid Content-Length, -1 if none
+	hasTE, chunked, hasConn, close bool  // Transfer-Encoding (the last ends with chunked), Connection (one has close)
+}
+
+// scanFraming finds the framing headers among header lines hdr ("name: value\r\n" each; a
+// line's name ends at its first ':'). Only their values are trimmed and parsed (a name of
+// 10, 14 or 17 bytes): a line is one IndexByte for its end and three compares for where a
+// ':' would end such a name; the ':' is looked for only in a line that may have one there.
+func scanFraming(hdr []byte) framing {
+	f := framing{clen: -1}
+	for b := hdr; len(b) > 0; {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		j := 0
+		switch {
+		case len(line) > 14 && line[14] == ':':
+			j = 14
+		case len(line) > 10 && line[10] == ':':
+			j = 10
+		case len(line) > 17 && line[17] == ':':
+			j = 17
+		default:
+			continue
+		}
+		if bytes.IndexByte(line[:j], ':') >= 0 {
+			// the name ends at an earlier ':' (a line may have one at two of these places)
+			j = bytes.IndexByte(line, ':')
+			if j != 10 && j != 14 && j != 17 {
+				continue
+			}
+		}
+		name, raw := line[:j], line[j+1:]
+		switch {
+		case j == 14 && fieldContentLength.equal(name):
+			if v, ok := parseLength(raw); ok {
+				f.clen = v
+			}
+		case j == 17 && fieldTransferEncoding.equal(name):
+			f.hasTE = true
+			f.chunked = bytes.HasSuffix(bytes.ToLower(bytes.TrimSpace(raw)), []byte("chunked"))
+		case j == 10 && fieldConnection.equal(name):
+			f.hasConn = true
+			if bytes.Contains(bytes.ToLower(bytes.TrimSpace(raw)), []byte("close")) {
+				f.close = true
+			}
+		}
+	}
+	return f
+}
+
+// parseLength is a content-length value's: strconv.ParseInt of raw with its white space
+// trimmed (bytes.TrimSpace, the line's '\r' with it), and whether it is one (>= 0). Its
+// usual form (ASCII spaces, up to 18 digits, ASCII spaces) is read here; anything else as
+// ParseInt reads it.
+func parseLength(raw []byte) (int64, bool) {
+	i := 0
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t') {
+		i++
+	}
+	d, v := i, int64(0)
+	for ; i < len(raw); i++ {
+		c := raw[i] - '0'
+		if c > 9 {
+			break
+		}
+		v = v*10 + int64(c) // (more than 18 digits may overflow: strconv reads those)
+	}
+	if n := i - d; n > 0 && n <= 18 {
+		for i < len(raw) && asciiSpace(raw[i]) {
+			i++
+		}
+		if i == len(raw) {
+			return v, true
+		}
+	}
+	v, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
+	return v, err == nil && v >= 0
+}
+
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
+}
+
+// foldName is a lower-case field name made of letters and '-' (8 to 24 bytes), compared
+// with a name case-insensitively eight bytes at a time (the response's framing headers).
+type foldName struct {
+	w [4]uint64 // the name's words at 0, 8, 16 (as many as whole) and at len-8
+	n int
+}
+
+func newFoldName(lower string) foldName {
+	f := foldName{n: len(lower)}
+	k := 0
+	for i := 0; i+8 <= len(lower); i += 8 {
+		f.w[k] = leWord(lower[i:])
+		k++
+	}
+	f.w[3] = leWord(lower[len(lower)-8:])
+	return f
+}
+
+func leWord(s string) uint64 {
+	var x uint64
+	for i := 7; i >= 0; i-- {
+		x = x<<8 | uint64(s[i])
+	}
+	return x
+}
+
+var (
+	fieldContentLength    = newFoldName("content-length")
+	fieldTransferEncoding = newFoldName("transfer-encoding")
+	fieldConnection       = newFoldName("connection")
+)
+
+// equal is equalFold(b, the name) for len(b) == f.n: each byte of b equals the name's, or
+// is its letter's upper case. x|0x20 is the name's byte y for x == y and for x == y-0x20,
+// which is the upper case of a letter (it has 0x40) and a control character for '-'.
+func (f *foldName) equal(b []byte) bool {
+	if len(b) != f.n {
+		return false
+	}
+	eq := func(x, y uint64) bool {
+		const sp = 0x2020202020202020
+		return x|sp == y && ((x^y)<<1)&^x == 0
+	}
+	k := 0
+	for i := 0; i+8 <= len(b); i += 8 {
+		if !eq(binary.LittleEndian.Uint64(b[i:]), f.w[k]) {
+			return false
+		}
+		k++
+	}
+	return eq(binary.LittleEndian.Uint64(b[len(b)-8:]), f.w[3])
 }
 
 func equalFold(b []byte, lower string) bool {

@@ -59,6 +59,11 @@ type Config struct {
 	LimitConcurrency int
 	// Notify is called (from any goroutine) when an event is queued to an empty queue.
 	Notify func()
+	// ReuseRequests: the application's side keeps no reference to a Request once its Done
+	// returned, nor calls it again (goloop's WSGI pool). A loop-mode HTTP/1.1 connection
+	// then reuses its finished request for its next one (Request.reuseLocked): no
+	// allocation per keep-alive request.
+	ReuseRequests bool
 
 	// NoH2 turns HTTP/2 off (no h2 in ALPN, no h2c prior knowledge); H2MaxResets is how
 	// many streams a client may reset per second before its connection is dropped
@@ -355,7 +360,11 @@ func (s *Server) push(evs ...Event) {
 func (s *Server) pushQuiet(evs []Event) bool {
 	s.qmu.Lock()
 	wasEmpty := len(s.queue) == 0
-	s.queue = append(s.queue, evs...)
+	if len(evs) == 1 { // (the usual push: no typedslicecopy call)
+		s.queue = append(s.queue, evs[0])
+	} else {
+		s.queue = append(s.queue, evs...)
+	}
 	s.qmu.Unlock()
 	return wasEmpty
 }
@@ -370,8 +379,13 @@ func (s *Server) Pending() bool {
 // Take appends the queued events to dst and empties the queue.
 func (s *Server) Take(dst []Event) []Event {
 	s.qmu.Lock()
-	dst = append(dst, s.queue...)
-	clear(s.queue)
+	if len(s.queue) == 1 { // (as pushQuiet)
+		dst = append(dst, s.queue[0])
+		s.queue[0] = Event{}
+	} else {
+		dst = append(dst, s.queue...)
+		clear(s.queue)
+	}
 	s.queue = s.queue[:0]
 	s.qmu.Unlock()
 	return dst

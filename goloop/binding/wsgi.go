@@ -126,6 +126,7 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	*wsid = C.long(id)
 	cfg := serverConfig(maxHead, keepAliveMs, limitConc, serverHdr, dateHdr, headers, hlen)
 	cfg.Notify = w.notify
+	cfg.ReuseRequests = true // a pool thread drops its request at Done (glWsgiNext, glWsgiWorkerFree)
 	// not the loop's poller: the loop thread has no part in a request (the pool leads pp)
 	w.sv = newAsgiSrv(py, l, cfg)
 	if w.pp != nil {

@@ -400,7 +400,7 @@ func (p *Parser) Feed(data []byte) error {
 			}
 
 		case stStartLine:
-			if p.lenient == 0 && !p.partial && !p.response {
+			if p.lenient&^fastLenient == 0 && !p.partial && !p.response {
 				if next := p.fastRequestLine(data, i); next > 0 {
 					i = next
 					p.state = stHeaders
@@ -435,7 +435,7 @@ func (p *Parser) Feed(data []byte) error {
 			p.state = stHeaders
 
 		case stHeaders, stTrailers:
-			if p.lenient == 0 && !p.partial && p.state == stHeaders && !p.after09 {
+			if p.lenient&^fastLenient == 0 && !p.partial && p.state == stHeaders && !p.after09 {
 				next, err := p.fastHeaderLine(data, i)
 				if err != nil {
 					return err
@@ -600,6 +600,13 @@ func (p *Parser) Feed(data []byte) error {
 	}
 	return nil
 }
+
+// fastLenient are the leniencies under which the fast paths of a request's head
+// (fastRequestLine, fastHeaderLine) still apply: LenientDataAfterClose (goloop serve's) acts
+// only once the connection is closing, never on a head's lines. The others change how lines
+// are read (a header held back for a folded continuation, a CR alone ending a line, ...):
+// readLine's general path.
+const fastLenient = LenientDataAfterClose
 
 // line kinds for readLine
 const (
