@@ -15,7 +15,8 @@ package main
 // of the pool thread that handles that request. GOLOOP_WSGI_DRIVER=goroutine serves every
 // listener with the goroutine driver (the path before the leader/follower one).
 // A pool thread blocks in glWsgiNext (GIL released) until a request is ready and leaves
-// with its head in its own C memory; its reads of the body, its sends (with the flush: the
+// with its head in its own C memory (under load it ends its request and takes a ready one
+// with the GIL kept instead: glWsgiTake, glWsgiSendEnd); its reads of the body, its sends (with the flush: the
 // thread writes to the socket itself; a small part with the GIL held) and its waits for
 // body or backpressure are Go calls (the waits with the GIL released, wsgi.c); a wait
 // leads the poller when nobody does. No Python
@@ -698,7 +699,10 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 // released, does the wait; and with the GIL, when another pool thread may want it (one
 // busy or woken, or leading the poller), it returns GL_WSGI_RELEASE at once, nothing
 // done: wsgi.c calls again with the GIL released, so that thread does not wait for the
-// GIL through this write (nor does one claiming a ready request: glWsgiClaim).
+// GIL through this write (nor does one claiming a ready request: glWsgiClaim). Sent with
+// wait 0 when no request was ready (with the GIL), it returns GL_WSGI_SENT_IDLE for
+// GL_ASGI_OK: wsgi.c then skips glWsgiTake at the request's end (a call that would find
+// none, at low load).
 //
 //export glWsgiSend
 func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
@@ -708,8 +712,12 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 	if wk == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	if wait == 0 && !wk.alone() {
-		return C.GL_WSGI_RELEASE
+	ready := true
+	if wait == 0 {
+		var alone bool
+		if alone, ready = wk.alone(); !alone {
+			return C.GL_WSGI_RELEASE
+		}
 	}
 	r := wk.r
 	if status > 0 {
@@ -724,21 +732,26 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 		}
 		return C.GL_WSGI_PAUSED
 	}
-	return wk.sent(flags, err, flush != 0)
+	if rc = wk.sent(flags, err, flush != 0); rc == C.GL_ASGI_OK && !ready {
+		return C.GL_WSGI_SENT_IDLE
+	}
+	return rc
 }
 
 // alone: wk, which holds the GIL, may keep it through a send (free-threaded: always; with
 // the GIL while no other pool thread may want it: none busy, woken or claiming a request,
-// nor leading the poller).
-func (wk *wsgiWorker) alone() bool {
+// nor leading the poller); and whether a request is ready (free-threaded: not looked at,
+// true).
+func (wk *wsgiWorker) alone() (alone, ready bool) {
 	w := wk.w
 	if w.eager {
-		return true
+		return true, true
 	}
 	w.mu.Lock()
-	alone := w.busy <= 1 && w.woken+w.claims == 0 && (w.leader == nil || w.leader == w.bk)
+	alone = w.busy <= 1 && w.woken+w.claims == 0 && (w.leader == nil || w.leader == w.bk)
+	ready = w.head < len(w.ready)
 	w.mu.Unlock()
-	return alone
+	return alone, ready
 }
 
 // glWsgiSendEnd (GIL held) is glWsgiSend of a response's last part (more 0, flushed, a
@@ -758,7 +771,7 @@ func glWsgiSendEnd(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, 
 	if wk == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	if !wk.alone() {
+	if alone, _ := wk.alone(); !alone {
 		return C.GL_WSGI_RELEASE
 	}
 	r := wk.r
