@@ -19,7 +19,7 @@ WSGI = dict(interface="wsgi")
 
 
 def kinds_app(environ, start_response):
-    """The answer's kind by the path's last digit (0-5); its body is the path."""
+    """The answer's kind by the path's last digit (0-6); its body is the path (6: and dots)."""
     path = environ["PATH_INFO"]
     body = path.encode()
     kind = int(path[-1])
@@ -46,30 +46,34 @@ def kinds_app(environ, start_response):
             def close(self):
                 pass
         return Parts()
-    start_response("204 No Content", [])  # an empty list
-    return []
+    if kind == 5:  # an empty list
+        start_response("204 No Content", [])
+        return []
+    start_response("200 OK", [])  # a list whose part is too big to send with the GIL held
+    return [body + b"." * 20000]
 
 
 @pytest.mark.parametrize("threads", [1, 3])
 def test_pipelined_answers_of_every_kind_in_order(threads):
-    """16 connections each send 12 pipelined requests at once: every answer kind follows
+    """16 connections each send 14 pipelined requests at once: every answer kind follows
     every other on one connection and on one thread, each answered in its order with its
     own body, the connection kept alive throughout."""
-    conns, depth = 16, 12
+    conns, depth = 16, 14
     with serving(kinds_app, threads=threads, **WSGI) as server:
         socks = [connect(server) for _ in range(conns)]
         try:
             for c, s in enumerate(socks):
-                s.sendall(b"".join(b"GET /c%d/r%d/%d HTTP/1.1\r\nHost: x\r\n\r\n" % (c, i, i % 6)
+                s.sendall(b"".join(b"GET /c%d/r%d/%d HTTP/1.1\r\nHost: x\r\n\r\n" % (c, i, i % 7)
                                    for i in range(depth)))
             for c, s in enumerate(socks):
                 f = s.makefile("rb")
                 for i in range(depth):
                     status, headers, body = read_response(f)
-                    if i % 6 == 5:
+                    path = b"/c%d/r%d/%d" % (c, i, i % 7)
+                    if i % 7 == 5:
                         assert (status, body) == (204, b""), (c, i)
                     else:
-                        assert (status, body) == (200, b"/c%d/r%d/%d" % (c, i, i % 6)), (c, i, headers)
+                        assert (status, body) == (200, path + b"." * 20000 * (i % 7 == 6)), (c, i, headers)
                     assert headers.get("connection") != "close"
             for s in socks:  # still open: one more each
                 s.sendall(b"GET /again0 HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -150,21 +154,27 @@ def test_other_python_threads_run_while_requests_keep_coming():
     is nearly always waiting when the pool thread finishes one (it keeps the GIL from one to
     the next): meanwhile a thread the application started finishes its pure-Python work,
     the loop thread runs a callback given with call_soon_threadsafe, and this test's own
-    thread runs; requests are answered before, during and after."""
+    thread runs; requests are answered before, while the application's thread runs, and
+    after."""
     served = [0]
     loaded = threading.Event()
     worked = threading.Event()
-    started = []
+    started, at_end = [], []
 
     def work():
         x = 0
         for i in range(3_000_000):  # holds the GIL but for the interpreter's switches
             x += i
+        at_end.append(served[0])
         worked.set()
 
+    lock = threading.Lock()
+
     def app(environ, start_response):
-        served[0] += 1
-        if served[0] == 300:
+        with lock:
+            served[0] += 1
+            n = served[0]
+        if n == 300:
             loaded.set()
             started.append(threading.Thread(target=work, daemon=True))
             started[0].start()
@@ -185,15 +195,19 @@ def test_other_python_threads_run_while_requests_keep_coming():
                 server._loop.call_soon_threadsafe(ran.set)
                 assert ran.wait(60)
                 assert worked.wait(120)
+                assert at_end[0] > 300  # requests were answered while it ran
                 mine = sum(range(100_000))  # this thread runs Python too
                 before = served[0]
                 assert client.poll() is None  # the load went on throughout
                 ok = threading.Event()
                 server._loop.call_soon_threadsafe(ok.set)
                 assert ok.wait(60)
-                while served[0] == before:  # and requests are still answered
+                for _ in range(6000):  # and requests are still answered (a bound, not a timing check)
+                    if served[0] != before:
+                        break
                     assert client.poll() is None
                     threading.Event().wait(0.01)
+                assert served[0] != before
                 assert mine == 4999950000
             finally:
                 os.write(stop_w, b"s")
