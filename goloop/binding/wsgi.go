@@ -16,10 +16,10 @@ package main
 // listener with the goroutine driver (the path before the leader/follower one).
 // A pool thread blocks in glWsgiNext (GIL released) until a request is ready and leaves
 // with its head in its own C memory (under load it ends its request and takes a ready one
-// with the GIL kept instead: glWsgiTake, glWsgiSendEnd); its reads of the body, its sends (with the flush: the
-// thread writes to the socket itself; a small part with the GIL held) and its waits for
-// body or backpressure are Go calls (the waits with the GIL released, wsgi.c); a wait
-// leads the poller when nobody does. No Python
+// with the GIL kept instead: glWsgiTake, glWsgiSendEnd); its reads of the body, its sends
+// (with the flush: the thread writes to the socket itself; a small part with the GIL held)
+// and its waits for body or backpressure are Go calls (the waits with the GIL released,
+// wsgi.c); a wait leads the poller when nobody does. No Python
 // object is touched by Go here: errors travel as codes and messages in the thread's C
 // memory, which wsgi.c raises.
 
