@@ -535,8 +535,10 @@ static PyObject *raise_send(GLWsgiStart *st, int rc) {
 /* A pool thread's request handed on from the end of one request to its loop (serve_thread):
  * last: send_part's part with more 0 is the application's last act for the request (a list
  * or tuple answer's last part), so Go may end the request in the same call (glWsgiSendEnd);
- * ended: it did, next (gen): the request it took then, or NULL; idle: the last part sent
- * found no request ready (glWsgiSend's GL_WSGI_SENT_IDLE): glWsgiTake is not called. */
+ * ended: it did, next (gen): the request it took then, or NULL (its head is in the thread's
+ * head buffer, where the ended request's was: handle does not read its head after
+ * send_result); idle: the last part sent found no request ready (glWsgiSend's
+ * GL_WSGI_SENT_IDLE): glWsgiTake is not called. */
 static _Thread_local struct {
     int last, ended, idle;
     GLAsgiHead *next;
