@@ -1,7 +1,8 @@
 /* goloop serve --interface wsgi (C side): the WsgiServer type, its pool threads' loop
  * (serve_thread), the environ of each request (built here from the head Go passes, keys
  * interned), wsgi.input, start_response and write. Each pool thread blocks in Go with the
- * GIL released (wsgi.go's glWsgiNext) until a request is ready, runs the application with
+ * GIL released (wsgi.go's glWsgiNext) until a request is ready (or, one being ready when it
+ * finishes the last, takes it with the GIL kept: glWsgiTake), runs the application with
  * the GIL, and sends through Go (the socket is written by this thread, in Go; a part up to
  * GL_WSGI_HOLD_MAX with the GIL held, the GIL released for bigger ones and for waiting). Per-thread state is _Thread_local: on a free-threaded build the threads
  * run the application at once and share nothing here but immutable objects. */
@@ -531,6 +532,19 @@ static PyObject *raise_send(GLWsgiStart *st, int rc) {
     return NULL;
 }
 
+/* A pool thread's request handed on from the end of one request to its loop (serve_thread):
+ * last: send_part's part with more 0 is the application's last act for the request (a list
+ * or tuple answer's last part), so Go may end the request in the same call (glWsgiSendEnd);
+ * ended: it did, next (gen): the request it took then, or NULL (its head is in the thread's
+ * head buffer, where the ended request's was: handle does not read its head after
+ * send_result); idle: the last part sent found no request ready (glWsgiSend's
+ * GL_WSGI_SENT_IDLE): glWsgiTake is not called. */
+static _Thread_local struct {
+    int last, ended, idle;
+    GLAsgiHead *next;
+    long gen;
+} pass;
+
 /* Sends a body part (the head with the first): GL_ASGI_OK or an error code (nothing raised).
  * The part that completes the body the application's Content-Length declared is sent as
  * the last (more 0): the response is complete in that one call and write, without the
@@ -543,8 +557,15 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
     int status = st->sent ? 0 : st->status, rc;
     long wid = st->wid, gen = st->gen;
     rc = GL_WSGI_RELEASE;
+    pass.idle = 0;
     if (n <= GL_WSGI_HOLD_MAX) {  /* with the GIL: one release and take fewer per response */
-        rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 0);
+        if (!more && pass.last) {  /* the request ends with this call, the next one taken */
+            rc = glWsgiSendEnd(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, &pass.next, &pass.gen);
+            pass.ended = rc == GL_ASGI_OK;
+        } else {
+            rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 0);
+        }
+        if ((pass.idle = rc == GL_WSGI_SENT_IDLE)) rc = GL_ASGI_OK;
         if (rc == GL_WSGI_PAUSED) {
             st->sent = 1;
             Py_BEGIN_ALLOW_THREADS
@@ -849,8 +870,10 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
                 return -1;
             }
             int last = i >= n - 1;
+            pass.last = last;
             rc = (PyBytes_GET_SIZE(b) == 0 && !last) ? GL_ASGI_OK
                                                      : send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last);
+            pass.last = 0;
             Py_DECREF(b);
             if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
             if (rc != GL_ASGI_OK) {
@@ -966,13 +989,23 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
     if (wid < 0) Py_RETURN_NONE;
     int finish = 0;
     for (;;) {
-        GLAsgiHead *h;
+        GLAsgiHead *h = NULL;
         long gen = 0;
         int claim = 0;
-        Py_BEGIN_ALLOW_THREADS
-        h = glWsgiNext(wid, finish, &gen, &claim);
-        Py_END_ALLOW_THREADS
-        finish = 0;
+        /* the request just answered ended and the next taken with the GIL kept when this
+         * thread may (wsgi.go's glWsgiTake; in the call that sent the last part: pass);
+         * else wait for one with the GIL released */
+        if (pass.ended) {
+            h = pass.next, gen = pass.gen;
+        } else if (finish && !pass.idle) {
+            h = glWsgiTake(wid, finish, &gen);
+        }
+        if (h == NULL) {
+            Py_BEGIN_ALLOW_THREADS
+            h = glWsgiNext(wid, finish, &gen, &claim);
+            Py_END_ALLOW_THREADS
+        }
+        finish = 0, pass.ended = 0, pass.idle = 0, pass.next = NULL;
         /* a request is ready while other pool threads run the app: taken only now that this
          * thread holds the GIL (none if another thread took it first) */
         if (h == NULL && claim && (h = glWsgiClaim(wid, &gen)) == NULL) continue;

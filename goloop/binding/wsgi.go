@@ -15,10 +15,11 @@ package main
 // of the pool thread that handles that request. GOLOOP_WSGI_DRIVER=goroutine serves every
 // listener with the goroutine driver (the path before the leader/follower one).
 // A pool thread blocks in glWsgiNext (GIL released) until a request is ready and leaves
-// with its head in its own C memory; its reads of the body, its sends (with the flush: the
-// thread writes to the socket itself; a small part with the GIL held) and its waits for
-// body or backpressure are Go calls (the waits with the GIL released, wsgi.c); a wait
-// leads the poller when nobody does. No Python
+// with its head in its own C memory (under load it ends its request and takes a ready one
+// with the GIL kept instead: glWsgiTake, glWsgiSendEnd); its reads of the body, its sends
+// (with the flush: the thread writes to the socket itself; a small part with the GIL held)
+// and its waits for body or backpressure are Go calls (the waits with the GIL released,
+// wsgi.c); a wait leads the poller when nobody does. No Python
 // object is touched by Go here: errors travel as codes and messages in the thread's C
 // memory, which wsgi.c raises.
 
@@ -507,13 +508,7 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLAsg
 		return nil
 	}
 	w := wk.w
-	busy := 0
-	if r := wk.r; r != nil && finish != 0 {
-		wk.r = nil
-		r.Done(finish == 2)
-		w.sv.s.Flush()
-		busy = 1
-	}
+	busy := wk.end(finish)
 	w.mu.Lock()
 	w.busy -= busy
 	for !w.stopped {
@@ -557,6 +552,56 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLAsg
 	}
 	w.mu.Unlock()
 	return nil
+}
+
+// glWsgiTake (GIL held, non-blocking) is glWsgiNext's quick half, called first when a
+// request ends: it ends the thread's request (finish as glWsgiNext's) and takes the first
+// ready request at once, keeping the GIL (no release and take of the GIL, one call into Go
+// per request fewer), when the thread may: free-threaded always, with the GIL when no other
+// pool thread may want the GIL (none busy, woken or claiming: the rule glWsgiNext takes by,
+// stricter; a thread leading the poller wants it only once it took a request, which it then
+// finds taken). NULL: none taken (none ready, another thread may want the GIL, the pool
+// stopped); the thread calls glWsgiNext, GIL released, to wait as before (its request is
+// ended: wk.r is nil). Fairness: a thread that keeps the GIL from one request to the next
+// runs the application's Python in between, where CPython drops the GIL after its switch
+// interval when another thread asks for it (the loop thread, a thread of the application,
+// a pool thread back from I/O), as it would within one long request.
+//
+//export glWsgiTake
+func glWsgiTake(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
+	defer recoverHead(&h)
+	wk := wsgiWorkers.Get(int(wid))
+	if wk == nil {
+		return nil
+	}
+	return wk.endTake(finish, gen)
+}
+
+// endTake ends wk's request (finish 1: answered, 2: failed; 0 or none: nothing to end) and
+// takes the first ready request if wk may now (glWsgiTake's rule): its head, or NULL.
+func (wk *wsgiWorker) endTake(finish C.int, gen *C.long) *C.GLAsgiHead {
+	w := wk.w
+	busy := wk.end(finish)
+	w.mu.Lock()
+	w.busy -= busy
+	if !w.stopped && w.head < len(w.ready) && (w.eager || w.busy+w.woken+w.claims == 0) {
+		return wk.takeLocked(gen)
+	}
+	w.mu.Unlock()
+	return nil
+}
+
+// end ends wk's request (finish 1: answered, 2: the application failed) and writes what
+// that left: 1, or 0 if there was none to end (finish 0, or ended already).
+func (wk *wsgiWorker) end(finish C.int) int {
+	r := wk.r
+	if r == nil || finish == 0 {
+		return 0
+	}
+	wk.r = nil
+	r.Done(finish == 2)
+	wk.w.sv.s.Flush()
+	return 1
 }
 
 // glWsgiClaim (GIL held: the thread glWsgiNext told to claim) takes the first ready
@@ -655,7 +700,10 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 // released, does the wait; and with the GIL, when another pool thread may want it (one
 // busy or woken, or leading the poller), it returns GL_WSGI_RELEASE at once, nothing
 // done: wsgi.c calls again with the GIL released, so that thread does not wait for the
-// GIL through this write (nor does one claiming a ready request: glWsgiClaim).
+// GIL through this write (nor does one claiming a ready request: glWsgiClaim). Sent with
+// wait 0 when no request was ready (with the GIL), it returns GL_WSGI_SENT_IDLE for
+// GL_ASGI_OK: wsgi.c then skips glWsgiTake at the request's end (a call that would find
+// none, at low load).
 //
 //export glWsgiSend
 func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
@@ -665,11 +713,10 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 	if wk == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	if w := wk.w; wait == 0 && !w.eager {
-		w.mu.Lock()
-		alone := w.busy <= 1 && w.woken+w.claims == 0 && (w.leader == nil || w.leader == w.bk)
-		w.mu.Unlock()
-		if !alone {
+	ready := true
+	if wait == 0 {
+		var alone bool
+		if alone, ready = wk.alone(); !alone {
 			return C.GL_WSGI_RELEASE
 		}
 	}
@@ -686,7 +733,64 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 		}
 		return C.GL_WSGI_PAUSED
 	}
-	return wk.sent(flags, err, flush != 0)
+	if rc = wk.sent(flags, err, flush != 0); rc == C.GL_ASGI_OK && !ready {
+		return C.GL_WSGI_SENT_IDLE
+	}
+	return rc
+}
+
+// alone: wk, which holds the GIL, may keep it through a send (free-threaded: always; with
+// the GIL while no other pool thread may want it: none busy, woken or claiming a request,
+// nor leading the poller); and whether a request is ready (free-threaded: not looked at,
+// true).
+func (wk *wsgiWorker) alone() (alone, ready bool) {
+	w := wk.w
+	if w.eager {
+		return true, true
+	}
+	w.mu.Lock()
+	alone = w.busy <= 1 && w.woken+w.claims == 0 && (w.leader == nil || w.leader == w.bk)
+	ready = w.head < len(w.ready)
+	w.mu.Unlock()
+	return alone, ready
+}
+
+// glWsgiSendEnd (GIL held) is glWsgiSend of a response's last part (more 0, flushed, a
+// small part: wait 0) when the application is done with the request (a list or tuple
+// answer: no close(), nothing after it can fail), followed by glWsgiTake (finish 1): the
+// part sent, the request ended and the next ready one taken in one call into Go. The part
+// sent (GL_ASGI_OK), *next is the head of the request taken, or NULL (none taken: the
+// thread waits in glWsgiNext, its request ended). Otherwise as glWsgiSend with wait 0,
+// the request not ended: GL_WSGI_RELEASE (nothing done), GL_WSGI_PAUSED (the part taken,
+// the output over its bound: glWsgiSendWait) or an error.
+//
+//export glWsgiSendEnd
+func glWsgiSendEnd(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
+	next **C.GLAsgiHead, ngen *C.long) (rc C.int) {
+	defer wsgiRecover(wid, &rc)
+	wk := worker(wid, gen)
+	if wk == nil {
+		return C.GL_ASGI_ERR_GONE
+	}
+	if alone, _ := wk.alone(); !alone {
+		return C.GL_WSGI_RELEASE
+	}
+	r := wk.r
+	if status > 0 {
+		if err := wsgiStart(r, int(status), bytesFromC(hdr, hn)); err != nil {
+			return wk.err(err)
+		}
+	}
+	flags, err := r.Send(bytesFromC(body, n), false)
+	if err != nil {
+		return wk.err(err)
+	}
+	if flags&asgi.SendPaused != 0 {
+		wk.w.sv.s.Flush()
+		return C.GL_WSGI_PAUSED
+	}
+	*next = wk.endTake(1, ngen)
+	return C.GL_ASGI_OK
 }
 
 // glWsgiSendWait (GIL released) waits, after glWsgiSend's GL_WSGI_PAUSED, until the

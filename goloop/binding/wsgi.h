@@ -29,6 +29,8 @@ int gl_init_wsgi(PyObject *m);
 /* glWsgiSend with wait 0: another pool thread may want the GIL: nothing done, call again
  * with the GIL released */
 #define GL_WSGI_RELEASE (-8)
+/* glWsgiSend with wait 0: GL_ASGI_OK, and no request was ready (glWsgiTake would find none) */
+#define GL_WSGI_SENT_IDLE (-9)
 /* a body part up to this size is sent with the GIL held while no other pool thread runs (the
  * socket is written, the thread waits only if the output is over its bound: then without
  * the GIL) */
