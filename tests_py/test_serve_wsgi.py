@@ -310,6 +310,48 @@ def test_write_callable():
         assert get(server, "/")[::2] == (200, b"abcd")
 
 
+def test_objects_kept_past_their_request():
+    """wsgi.input, start_response and write kept by the application past their request: their
+    calls fail later, also while the thread serves another request, and do not touch it (a pool
+    thread reuses its objects for its next request only when nothing else refers to them)."""
+    kept = {}
+
+    def app(environ, start_response):
+        path, inp = environ["PATH_INFO"], environ["wsgi.input"]
+        out = []
+        if path.startswith("/keep-"):  # keeps one (its body left unread)
+            write = start_response("200 OK", [("Content-Type", "text/plain")])
+            kept[path[6:]] = {"input": inp, "start": start_response, "write": write}[path[6:]]
+        else:
+            calls = {"input": lambda o: o.read(), "start": lambda o: o("200 OK", []), "write": lambda o: o(b"old")}
+            for name, obj in kept.items():
+                assert obj is not {"input": inp, "start": start_response}.get(name)
+                try:
+                    calls[name](obj)
+                    out.append(name + ": no error")
+                except (ValueError, RuntimeError) as e:
+                    out.append(f"{name}: {type(e).__name__}")
+            write = start_response("200 OK", [("Content-Type", "text/plain")])
+            write(inp.read() + b"|")
+        return ["|".join(out).encode()]
+
+    def post(s, f, path, body):
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (path, len(body), body))
+        st, _, got = read_response(f)
+        assert st == 200
+        return got
+
+    with serving(app, threads=1, **WSGI) as server, connect(server) as s:
+        f = s.makefile("rb")
+        assert post(s, f, b"/", b"a") == b"a|"
+        want = []
+        for name, err in (("input", "ValueError"), ("start", "RuntimeError"), ("write", "RuntimeError")):
+            assert post(s, f, b"/keep-" + name.encode(), b"unread") == b""
+            want.append(f"{name}: {err}")
+            for body in (b"first", b"second"):  # new objects, then those reused
+                assert post(s, f, b"/", body) == body + b"|" + "|".join(want).encode()
+
+
 def test_exc_info(caplog):
     seen = []
 

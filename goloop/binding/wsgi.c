@@ -312,6 +312,9 @@ typedef struct {
                        * names as the application wrote them): glWsgiSend's hdr. The pool
                        * thread's buffer (thread_hdr), used only while the request runs (wid >= 0):
                        * no allocation per request */
+    PyObject *write;  /* the write callable start_response returns (made at its first call, kept
+                       * with this object for the thread's next requests); it refers to this
+                       * object too: the cycle is broken by release_start */
 } GLWsgiStart;
 
 static _Thread_local gbuf thread_hdr;
@@ -323,6 +326,7 @@ typedef struct {
 } GLWsgiWrite;
 
 static void start_dealloc(GLWsgiStart *self) {
+    Py_CLEAR(self->write);
     PyObject_Free(self);
 }
 
@@ -510,7 +514,8 @@ static PyObject *start_call(GLWsgiStart *self, PyObject *const *args, size_t nar
     b->p[b->n - 2] = '\r', b->p[b->n - 1] = '\n';
     if (put_headers(self, args[1]) < 0) goto fail;
     self->status = code;
-    return write_new(self);
+    if (self->write == NULL && (self->write = write_new(self)) == NULL) goto fail;
+    return Py_NewRef(self->write);
 fail:
     self->status = 0;
     self->hdr->n = 0;
@@ -921,19 +926,61 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
     return 0;
 }
 
+/* The pool thread's wsgi.input and start_response (with its write) of its last request, reused
+ * by the next one when nothing else refers to them any more (no allocation and deallocation of
+ * three objects per request, ~350 instructions); an application that kept one gets new ones
+ * for the next request and its old ones stay ended (wid -1: their calls fail). */
+static _Thread_local GLWsgiInput *t_in;
+static _Thread_local GLWsgiStart *t_st;
+
+/* Drops a start_response the thread no longer reuses: the cycle with its write is broken
+ * (a write the application kept still refers to it, and fails: wid is -1). */
+static void release_start(GLWsgiStart *st) {
+    if (st == NULL) return;
+    Py_CLEAR(st->write);
+    Py_DECREF((PyObject *)st);
+}
+
+static void release_thread_objects(void) {
+    release_start(t_st);
+    t_st = NULL;
+    Py_CLEAR(t_in);
+}
+
+/* This thread's input and start_response for a new request (borrowed: the thread's), reset;
+ * -1 with an error raised. */
+static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
+    GLWsgiInput *in = t_in;
+    if (in == NULL || Py_REFCNT(in) != 1) {  /* only the thread refers to it: reused */
+        if ((in = PyObject_New(GLWsgiInput, &InputType)) == NULL) return -1;
+        in->buf = NULL;
+        Py_XSETREF(t_in, in);
+    }
+    GLWsgiStart *st = t_st;
+    if (st == NULL || Py_REFCNT(st) != 1 + (st->write != NULL) || (st->write != NULL && Py_REFCNT(st->write) != 1)) {
+        if ((st = PyObject_New(GLWsgiStart, &StartType)) == NULL) return -1;
+        st->vectorcall = (vectorcallfunc)start_call;
+        st->write = NULL;
+        release_start(t_st);
+        t_st = st;
+    }
+    Py_CLEAR(in->buf);
+    in->pos = 0, in->eof = 0;
+    *inp = in, *stp = st;
+    return 0;
+}
+
 /* Runs the application for the request whose head is h: 1 answered, 2 it failed. */
 static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
-    GLWsgiInput *in = PyObject_New(GLWsgiInput, &InputType);
-    GLWsgiStart *st = in ? PyObject_New(GLWsgiStart, &StartType) : NULL;
+    GLWsgiInput *in;
+    GLWsgiStart *st;
     PyObject *env = NULL, *result = NULL;
     int failed = 1;
-    if (st == NULL) {
-        Py_XDECREF((PyObject *)in);
+    if (request_objects(&in, &st) < 0) {
         log_error(srv);
         return 2;
     }
-    in->wid = wid, in->gen = gen, in->buf = NULL, in->pos = 0, in->eof = 0;
-    st->vectorcall = (vectorcallfunc)start_call;
+    in->wid = wid, in->gen = gen;
     st->wid = wid, st->gen = gen, st->status = 0, st->sent = 0, st->done = 0, st->clen = -1, st->body = 0;
     st->hdr = &thread_hdr;
     thread_hdr.n = 0;
@@ -973,8 +1020,7 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
     st->wid = -1;  /* kept by the application: its calls now fail without reaching Go */
     in->wid = -1;
     Py_XDECREF(env);
-    Py_DECREF((PyObject *)st);
-    Py_DECREF((PyObject *)in);
+    if (Py_REFCNT(in) == 1) Py_CLEAR(in->buf);  /* not kept: its last part is not held until the next request */
     return failed ? 2 : 1;
 }
 
@@ -1016,6 +1062,7 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
     }
     Py_CLEAR(ftpl.tpl);
     Py_CLEAR(ftpl.src);
+    release_thread_objects();
     glWsgiWorkerFree(wid);
     Py_RETURN_NONE;
 }
