@@ -411,6 +411,33 @@ def test_bad_status_or_headers_are_500(status, headers, caplog):
         assert any("Exception in WSGI application" in r.message for r in caplog.records)
 
 
+def test_status_and_header_checks_at_word_edges(caplog):
+    """Status reasons, header names and values are checked 8 bytes at a time, the last word
+    overlapping the one before: good ones of every length around a word pass, a bad byte
+    anywhere is a 500."""
+    good = [("200 " + "r" * n, [("X" * m if m else "X", "\t\xe9" + "v" * m)]) for n, m in
+            ((0, 0), (1, 6), (7, 7), (8, 8), (9, 9), (15, 15), (16, 16), (17, 17))]
+    good.append(("200 OK", [("!#$%&'*+-.^_`|~09azAZ", "a value with: colons, quotes \" and \x7f")]))
+    bad = [("200 Reason with\x01 a control byte", []), ("200 A long reason\x7f", []), ("000 Zero", []),
+           ("2x0 OK", []), ("200 OK", [("Content-Typ:", "v")]), ("200 OK", [("X-Eight\x7f", "v")]),
+           ("200 OK", [("X-Sixteen-Bytes ", "v")]), ("200 OK", [("X", "1234567\n")]),
+           ("200 OK", [("X", "0123456789\r1")]), ("200 OK", [("X", "01234567\x00")])]
+    cases = good + bad
+
+    def app(environ, start_response):
+        status, headers = cases[int(environ["PATH_INFO"][1:])]
+        start_response(status, headers)
+        return [b"ok"]
+
+    with serving(app, **WSGI) as server, caplog.at_level(logging.ERROR, "goloop.error"):
+        for i, (status, headers) in enumerate(cases):
+            st, hdrs, body = get(server, f"/{i}")  # (a 500 closes its connection)
+            if i < len(good):
+                assert (st, body, hdrs[headers[0][0].lower()]) == (int(status[:3]), b"ok", headers[0][1].strip()), status
+            else:
+                assert (st, body) == (500, b"Internal Server Error"), (status, headers)
+
+
 def test_status_reason_and_header_names_as_written():
     """HTTP/1.1 sends start_response's status as the application gave it (its reason phrase,
     even an empty one) and its header names as written, as gunicorn does; the engine's own

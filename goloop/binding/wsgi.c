@@ -335,35 +335,22 @@ static void write_dealloc(GLWsgiWrite *self) {
     PyObject_Free(self);
 }
 
-/* a latin-1 str's bytes (ASCII/latin-1 compact strs only: PEP 3333's native strings) */
-static int latin1(PyObject *o, const char *what, const char **p, Py_ssize_t *n) {
-    if (!PyUnicode_Check(o)) {
+/* latin1's error: o is not a str, or not a latin-1 one */
+static __attribute__((noinline, cold)) int latin1_error(PyObject *o, const char *what) {
+    if (!PyUnicode_Check(o))
         PyErr_Format(PyExc_TypeError, "WSGI %s must be a str, not %.100s", what, Py_TYPE(o)->tp_name);
-        return -1;
-    }
-    if (PyUnicode_KIND(o) != PyUnicode_1BYTE_KIND) {
+    else
         PyErr_Format(PyExc_ValueError, "WSGI %s must be latin-1: %R", what, o);
-        return -1;
-    }
+    return -1;
+}
+
+/* a latin-1 str's bytes (ASCII/latin-1 compact strs only: PEP 3333's native strings); inline,
+ * its errors apart (a call per string was ~27 instructions of start_response's five) */
+static inline int latin1(PyObject *o, const char *what, const char **p, Py_ssize_t *n) {
+    if (!PyUnicode_Check(o) || PyUnicode_KIND(o) != PyUnicode_1BYTE_KIND) return latin1_error(o, what);
     *p = (const char *)PyUnicode_1BYTE_DATA(o);
     *n = PyUnicode_GET_LENGTH(o);
     return 0;
-}
-
-/* The status's code ("200 OK": three digits, a space, a reason without control characters). */
-static int parse_status(PyObject *status) {
-    const char *p;
-    Py_ssize_t n;
-    if (latin1(status, "status", &p, &n) < 0) return -1;
-    int ok = n >= 4 && p[3] == ' ';
-    for (int i = 0; ok && i < 3; i++) ok = p[i] >= '0' && p[i] <= '9';
-    for (Py_ssize_t i = 4; ok && i < n; i++) ok = (unsigned char)p[i] >= ' ' && p[i] != 0x7f;
-    int code = ok ? (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0') : 0;
-    if (!ok || code < 100) {
-        PyErr_Format(PyExc_ValueError, "invalid WSGI status %R (\"NNN reason\")", status);
-        return -1;
-    }
-    return code;
 }
 
 /* Header checks a word (8 bytes) at a time: a name of token-ish bytes ('!'..'~' but ':'),
@@ -375,32 +362,64 @@ static int parse_status(PyObject *status) {
 #define HAS_MORE(x, n) ((((x) + ONES * (127 - (n))) | (x)) & HIGHS)      /* > n (n <= 127) */
 #define HAS_ZERO(x) HAS_LESS(x, 1)
 
-static int name_ok(const char *p, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x;
-        memcpy(&x, p + i, 8);
-        if (HAS_LESS(x, 0x21) | HAS_MORE(x, 0x7e) | HAS_ZERO(x ^ (ONES * ':'))) return 0;
-    }
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if ((unsigned char)(c - 0x21) >= 0x7f - 0x21 || c == ':') return 0;
-    }
-    return n > 0;
+static inline int name_word_bad(const char *p) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return (HAS_LESS(x, 0x21) | HAS_MORE(x, 0x7e) | HAS_ZERO(x ^ (ONES * ':'))) != 0;
 }
 
+static int name_ok(const char *p, Py_ssize_t n) {
+    if (n < 8) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)p[i];
+            if ((unsigned char)(c - 0x21) >= 0x7f - 0x21 || c == ':') return 0;
+        }
+        return n > 0;
+    }
+    for (Py_ssize_t i = 0; i + 8 < n; i += 8)
+        if (name_word_bad(p + i)) return 0;
+    return !name_word_bad(p + n - 8);  /* the last 8 bytes (overlapping): no byte loop for the tail */
+}
+
+/* No CR, LF or NUL in p[0:n] (n >= 8: a word at a time, the last one overlapping). */
 static int value_ok(const char *p, Py_ssize_t n) {
     Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x;
-        memcpy(&x, p + i, 8);
-        if (HAS_LESS(x, 14)) break;  /* a control byte: looked at one by one */
+    if (n >= 8) {
+        for (;; i += 8) {
+            if (i + 8 > n) i = n - 8;
+            uint64_t x;
+            memcpy(&x, p + i, 8);
+            if (HAS_LESS(x, 14)) break;  /* a control byte: looked at one by one from here */
+            if (i + 8 == n) return 1;
+        }
     }
     for (; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
         if (c < 14 && (c == '\r' || c == '\n' || c == 0)) return 0;
     }
     return 1;
+}
+
+/* The status's code ("200 OK": three digits, a space, a reason without control characters). */
+static int parse_status(PyObject *status) {
+    const char *p;
+    Py_ssize_t n;
+    if (latin1(status, "status", &p, &n) < 0) return -1;
+    unsigned d0 = (unsigned char)p[0] - '0', d1 = n > 1 ? (unsigned char)p[1] - '0' : 10,
+             d2 = n > 2 ? (unsigned char)p[2] - '0' : 10;
+    int ok = n >= 4 && p[3] == ' ' && (d0 <= 9) & (d1 <= 9) & (d2 <= 9) && d0 > 0;
+    Py_ssize_t i = 4;
+    for (; ok && i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        ok = !(HAS_LESS(x, 0x20) | HAS_ZERO(x ^ (ONES * 0x7f)));
+    }
+    for (; ok && i < n; i++) ok = (unsigned char)p[i] >= ' ' && p[i] != 0x7f;
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "invalid WSGI status %R (\"NNN reason\")", status);
+        return -1;
+    }
+    return (int)(d0 * 100 + d1 * 10 + d2);
 }
 
 /* name (14 bytes, a checked header name) is Content-Length in any case: two overlapping
@@ -425,6 +444,14 @@ static long long parse_clen(const char *p, Py_ssize_t n) {
     return v;
 }
 
+/* n bytes at the end of b, to fill (gbuf_put's call only when b must grow), or NULL with an error */
+static inline char *hdr_room(gbuf *b, Py_ssize_t n) {
+    if (b->n + n > b->cap) return gbuf_put(b, NULL, n) < 0 ? NULL : b->p + b->n - n;
+    char *o = b->p + b->n;
+    b->n += n;
+    return o;
+}
+
 /* The header lines of headers (a list of (name, value) str pairs), checked, appended to st's.
  * Names keep their case: HTTP/1.1 sends them as written (as gunicorn), HTTP/2 lower-cases them. */
 static int put_headers(GLWsgiStart *st, PyObject *headers) {
@@ -432,8 +459,10 @@ static int put_headers(GLWsgiStart *st, PyObject *headers) {
         PyErr_Format(PyExc_TypeError, "WSGI response headers must be a list, not %.100s", Py_TYPE(headers)->tp_name);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(headers); i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(headers, i);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(headers);  /* (no Python code runs in the loop) */
+    PyObject **items = PySequence_Fast_ITEMS(headers);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = items[i];
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
             PyErr_SetString(PyExc_TypeError, "WSGI response headers must be (name, value) tuples");
             return -1;
@@ -449,10 +478,8 @@ static int put_headers(GLWsgiStart *st, PyObject *headers) {
             return -1;
         }
         if (nn == 14 && is_content_length(np)) st->clen = st->clen == -1 ? parse_clen(vp, vn) : -2;
-        gbuf *b = st->hdr;  /* "name: value\r\n", room made once */
-        Py_ssize_t at = b->n;
-        if (gbuf_put(b, NULL, nn + vn + 4) < 0) return -1;
-        char *o = b->p + at;
+        char *o = hdr_room(st->hdr, nn + vn + 4);  /* "name: value\r\n", room made once */
+        if (o == NULL) return -1;
         memcpy(o, np, nn);
         o[nn] = ':', o[nn + 1] = ' ';
         memcpy(o + nn + 2, vp, vn);
@@ -509,9 +536,10 @@ static PyObject *start_call(GLWsgiStart *self, PyObject *const *args, size_t nar
     gbuf *b = self->hdr;
     b->n = 0;
     self->clen = -1;
-    if (code < 0 || gbuf_put(b, NULL, PyUnicode_GET_LENGTH(args[0]) - 2) < 0) goto fail;
-    memcpy(b->p, (const char *)PyUnicode_1BYTE_DATA(args[0]) + 4, b->n - 2);
-    b->p[b->n - 2] = '\r', b->p[b->n - 1] = '\n';
+    char *o;
+    if (code < 0 || (o = hdr_room(b, PyUnicode_GET_LENGTH(args[0]) - 2)) == NULL) goto fail;
+    memcpy(o, (const char *)PyUnicode_1BYTE_DATA(args[0]) + 4, b->n - 2);
+    o[b->n - 2] = '\r', o[b->n - 1] = '\n';
     if (put_headers(self, args[1]) < 0) goto fail;
     self->status = code;
     if (self->write == NULL && (self->write = write_new(self)) == NULL) goto fail;
