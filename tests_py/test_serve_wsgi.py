@@ -95,6 +95,35 @@ def test_environ_cgi_variables():
                 assert (e["REMOTE_PORT"], e["SERVER_PORT"]) == (str(s.getsockname()[1]), str(server.port))
 
 
+def test_header_keys_and_values_from_the_threads_caches():
+    """A pool thread keeps the strs of header keys and values for its next requests, in slots by
+    their first and last 8 bytes and length: names and values that differ only in the middle,
+    repeated ones joined (an identical repeat too), latin-1 ones, long ones are each right."""
+    def app(environ, start_response):
+        body = json.dumps({k: v for k, v in environ.items() if k.startswith("HTTP_")}).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+
+    mid = "aaaaaaaa%sbbbbbbbb"
+    long = "L" * 70
+    reqs = [
+        ([("X-Multi", "same"), ("X-Multi", "same"), ("Cookie", "a=1"), ("Cookie", "b=\xe9"),
+          ("x-aaaaaaaa1bbbbbbbb", "k1"), ("x-aaaaaaaa2bbbbbbbb", "k2"), ("X-A", mid % 1), ("X-Long", long + "1")],
+         {"HTTP_X_MULTI": "same, same", "HTTP_COOKIE": "a=1; b=\xe9", "HTTP_X_AAAAAAAA1BBBBBBBB": "k1",
+          "HTTP_X_AAAAAAAA2BBBBBBBB": "k2", "HTTP_X_A": mid % 1, "HTTP_X_LONG": long + "1"}),
+        ([("X-A", mid % 2), ("X-Long", long + "2"), ("X-Multi", "\xe9"), ("X-Multi", "same"), ("X-L1", "\xe9")],
+         {"HTTP_X_A": mid % 2, "HTTP_X_LONG": long + "2", "HTTP_X_MULTI": "\xe9, same", "HTTP_X_L1": "\xe9"}),
+        ([("X-A", mid % 1), ("Cookie", "a=1")], {"HTTP_X_A": mid % 1, "HTTP_COOKIE": "a=1"}),
+    ]
+    with serving(app, threads=1, **WSGI) as server, connect(server) as s:
+        f = s.makefile("rb")
+        for headers, want in reqs:
+            head = "".join(f"{n}: {v}\r\n" for n, v in headers).encode("latin-1")
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n")
+            st, _, body = read_response(f)
+            assert (st, json.loads(body)) == (200, {"HTTP_HOST": "x", **want})
+
+
 def reader_app(environ, start_response):
     """Reads the body with every method of wsgi.input; answers what each returned."""
     inp = environ["wsgi.input"]

@@ -46,22 +46,74 @@ static PyObject *empty_bytes;
 
 /* ---------- per-thread caches ---------- */
 
-/* The environ keys of header names ("HTTP_USER_AGENT" for user-agent), per thread. */
+/* A str of p[0:n] (latin-1): an ASCII one made directly (PyUnicode_DecodeLatin1 looks for the
+ * widest character first: ~200 instructions for a Host header's value, ~100 this way). */
+static PyObject *latin1_str(const char *p, Py_ssize_t n) {
+    if (n <= 1) return PyUnicode_DecodeLatin1(p, n, NULL);  /* its cached one-character strs */
+    uint64_t any = 0, x;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) memcpy(&x, p + i, 8), any |= x;
+    for (; i < n; i++) any |= (unsigned char)p[i];
+    if (any & 0x8080808080808080ULL) return PyUnicode_DecodeLatin1(p, n, NULL);
+    PyObject *s = PyUnicode_New(n, 127);
+    if (s != NULL) memcpy(PyUnicode_1BYTE_DATA(s), p, n);
+    return s;
+}
+
+/* The pool thread's caches of a header's environ key ("HTTP_USER_AGENT" for user-agent) and
+ * of its values (a client sends the same Host, Accept, User-Agent, ... on every request: the
+ * str of the last value of a slot is used again, not made and freed per request). */
 #define HKEY_SLOTS 128
 #define HKEY_MAX 40
+#define HVAL_SLOTS 64
+#define HVAL_MAX 64
 typedef struct {
     unsigned char len;
     char name[HKEY_MAX];
     PyObject *key;
 } hkey_entry;
-static _Thread_local hkey_entry *hkeys;  /* HKEY_SLOTS entries (PyMem), made at first use */
+typedef struct {
+    Py_ssize_t len;
+    PyObject *s;
+    char v[HVAL_MAX];
+} hval_entry;
+typedef struct {
+    hkey_entry keys[HKEY_SLOTS];
+    hval_entry vals[HVAL_SLOTS];
+} hcache;
+static _Thread_local hcache *hc_tls;  /* made at first use (PyMem), freed when the thread leaves */
+
+static hcache *hcache_get(void) {
+    hcache *c = hc_tls;
+    if (c == NULL && (c = hc_tls = PyMem_Calloc(1, sizeof(hcache))) == NULL) PyErr_NoMemory();
+    return c;
+}
+
+static void hcache_free(void) {
+    hcache *c = hc_tls;
+    if (c == NULL) return;
+    for (int i = 0; i < HKEY_SLOTS; i++) Py_XDECREF(c->keys[i].key);
+    for (int i = 0; i < HVAL_SLOTS; i++) Py_XDECREF(c->vals[i].s);
+    PyMem_Free(c);
+    hc_tls = NULL;
+}
+
+/* A slot's hash of p[0:n]: its first and last 8 bytes and its length (a byte loop would cost
+ * ~7 instructions a byte); what it leaves out only makes two values share a slot. */
+static inline unsigned short_hash(const char *p, Py_ssize_t n) {
+    uint64_t a = 0, b = 0;
+    if (n >= 8) {
+        memcpy(&a, p, 8), memcpy(&b, p + n - 8, 8);
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) a = a << 8 | (unsigned char)p[i];
+    }
+    uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + (uint64_t)n) * 0xC2B2AE3D27D4EB4FULL;
+    return (unsigned)(h >> 40);
+}
 
 /* The key of header name (lower-case bytes): a new reference, or NULL with an error. */
-static PyObject *header_key(const char *name, Py_ssize_t n) {
-    if (hkeys == NULL && (hkeys = PyMem_Calloc(HKEY_SLOTS, sizeof(hkey_entry))) == NULL) return PyErr_NoMemory();
-    unsigned h = 2166136261u;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)name[i]) * 16777619u;
-    hkey_entry *e = &hkeys[h % HKEY_SLOTS];
+static PyObject *header_key(hcache *c, const char *name, Py_ssize_t n) {
+    hkey_entry *e = &c->keys[short_hash(name, n) % HKEY_SLOTS];
     if (e->key != NULL && e->len == n && memcmp(e->name, name, n) == 0) return Py_NewRef(e->key);
     PyObject *k = PyUnicode_New(5 + n, 127);
     if (k == NULL) return NULL;
@@ -78,6 +130,20 @@ static PyObject *header_key(const char *name, Py_ssize_t n) {
         memcpy(e->name, name, n);
     }
     return k;
+}
+
+/* The str of a header value: a new reference, or NULL with an error. */
+static PyObject *header_value(hcache *c, const char *v, Py_ssize_t n) {
+    if (n > HVAL_MAX) return latin1_str(v, n);
+    hval_entry *e = &c->vals[short_hash(v, n) % HVAL_SLOTS];
+    if (e->s != NULL && e->len == n && memcmp(e->v, v, n) == 0) return Py_NewRef(e->s);
+    PyObject *s = latin1_str(v, n);
+    if (s != NULL) {
+        Py_XSETREF(e->s, Py_NewRef(s));
+        e->len = n;
+        memcpy(e->v, v, n);
+    }
+    return s;
 }
 
 /* A str of host (latin-1/ASCII), the last one of this slot when host is the same. */
@@ -685,18 +751,26 @@ static PyTypeObject WriteType = {
 
 static inline int set_new(PyObject *d, PyObject *k, PyObject *v) { return gl_set_new(d, k, v); }
 
-/* environ[key] = value, or joined to a value already there (a repeated header: ", ";
- * cookies, which HTTP/2 splits, "; "). */
-static int set_header(PyObject *env, PyObject *key, const char *v, Py_ssize_t vn) {
-    PyObject *old = PyDict_GetItemWithError(env, key);
-    if (old == NULL) {
-        if (PyErr_Occurred()) return -1;
-        return set_new(env, key, PyUnicode_DecodeLatin1(v, vn, NULL));
+/* environ[key] = value (stolen), or joined to a value already there (a repeated header: ", ";
+ * cookies, which HTTP/2 splits, "; "): one look-up of key when it is new (PyDict_SetDefault). */
+static int set_header(PyObject *env, PyObject *key, PyObject *value) {
+    if (value == NULL) return -1;
+    Py_ssize_t had = PyDict_GET_SIZE(env);
+    PyObject *old = PyDict_SetDefault(env, key, value);  /* borrowed */
+    if (old == NULL || PyDict_GET_SIZE(env) > had) {  /* an error, or value is in */
+        Py_DECREF(value);
+        return old == NULL ? -1 : 0;
     }
-    PyObject *add = PyUnicode_DecodeLatin1(v, vn, NULL);
-    if (add == NULL) return -1;
-    PyObject *r = PyUnicode_FromFormat(key == WS(HTTP_COOKIE) ? "%U; %U" : "%U, %U", old, add);
-    Py_DECREF(add);
+    Py_ssize_t on = PyUnicode_GET_LENGTH(old), vn = PyUnicode_GET_LENGTH(value);
+    int ascii = PyUnicode_IS_ASCII(old) && PyUnicode_IS_ASCII(value);
+    PyObject *r = PyUnicode_New(on + 2 + vn, ascii ? 127 : 255);  /* (both latin-1: made from bytes) */
+    if (r != NULL) {
+        Py_UCS1 *d = PyUnicode_1BYTE_DATA(r);
+        memcpy(d, PyUnicode_1BYTE_DATA(old), on);
+        d[on] = key == WS(HTTP_COOKIE) ? ';' : ',', d[on + 1] = ' ';
+        memcpy(d + on + 2, PyUnicode_1BYTE_DATA(value), vn);
+    }
+    Py_DECREF(value);
     return set_new(env, key, r);
 }
 
@@ -761,8 +835,8 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
         plen -= srv->rootlen;
     }
     if (set_new(env, WS(REQUEST_METHOD), gl_asgi_method(SEG(nends - 4))) < 0 ||
-        set_new(env, WS(PATH_INFO), PyUnicode_DecodeLatin1(path, plen, NULL)) < 0 ||
-        set_new(env, WS(QUERY_STRING), PyUnicode_DecodeLatin1(SEG(nends - 2), NULL)) < 0 ||
+        set_new(env, WS(PATH_INFO), latin1_str(path, plen)) < 0 ||
+        set_new(env, WS(QUERY_STRING), latin1_str(SEG(nends - 2))) < 0 ||
         PyDict_SetItem(env, WS(input), input) < 0)
         goto fail;
     if (tpl != NULL) {  /* the connection's items are in the template */
@@ -789,6 +863,8 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
              PyDict_SetItem(env, WS(REMOTE_PORT), WS(zero)) < 0))
             goto fail;
     }
+    hcache *hc = nh > 0 ? hcache_get() : NULL;
+    if (nh > 0 && hc == NULL) goto fail;
     for (int i = 0; i < 2 * nh; i += 2) {
         int32_t a = i > 0 ? ends[i - 1] : 0, b = ends[i], c = ends[i + 1];
         const char *name = blob + a;
@@ -800,10 +876,10 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
             key = Py_NewRef(WS(CONTENT_LENGTH));
         } else if (memchr(name, '_', nn) != NULL) {
             continue;  /* HTTP_X_Y would not say whether the client sent x-y or x_y: dropped (gunicorn, nginx) */
-        } else if ((key = header_key(name, nn)) == NULL) {
+        } else if ((key = header_key(hc, name, nn)) == NULL) {
             goto fail;
         }
-        int rc = set_header(env, key, blob + b, c - b);
+        int rc = set_header(env, key, header_value(hc, blob + b, c - b));
         Py_DECREF(key);
         if (rc < 0) goto fail;
     }
@@ -973,6 +1049,7 @@ static void release_thread_objects(void) {
     release_start(t_st);
     t_st = NULL;
     Py_CLEAR(t_in);
+    hcache_free();
 }
 
 /* This thread's input and start_response for a new request (borrowed: the thread's), reset;
