@@ -35,7 +35,8 @@ static PyTypeObject WsgiServerType, StartType, WriteType, InputType;
     X(tell, "tell")                            \
     X(filelike, "filelike")                    \
     X(empty, "")                               \
-    X(zero, "0")
+    X(zero, "0")                               \
+    X(GET, "GET")
 static struct {
 #define WSGI_FIELD(name, text) PyObject *name;
     WSGI_STRINGS(WSGI_FIELD)
@@ -111,10 +112,13 @@ static inline unsigned short_hash(const char *p, Py_ssize_t n) {
     return (unsigned)(h >> 40);
 }
 
-/* The key of header name (lower-case bytes): a new reference, or NULL with an error. */
+/* The key of header name (lower-case bytes): a new reference, or NULL: an error raised, or none
+ * (a name with '_': HTTP_X_Y would not say whether the client sent x-y or x_y: dropped, as
+ * gunicorn and nginx do; looked for only when the name is not in the cache, which keeps none). */
 static PyObject *header_key(hcache *c, const char *name, Py_ssize_t n) {
     hkey_entry *e = &c->keys[short_hash(name, n) % HKEY_SLOTS];
     if (e->key != NULL && e->len == n && memcmp(e->name, name, n) == 0) return Py_NewRef(e->key);
+    if (memchr(name, '_', n) != NULL) return NULL;
     PyObject *k = PyUnicode_New(5 + n, 127);
     if (k == NULL) return NULL;
     Py_UCS1 *d = PyUnicode_1BYTE_DATA(k);
@@ -819,6 +823,12 @@ static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h) {
     return d;
 }
 
+/* REQUEST_METHOD's str: GET without gl_asgi_method's walk of the method names */
+static inline PyObject *method_str(const char *p, Py_ssize_t n) {
+    if (n == 3 && p[0] == 'G' && p[1] == 'E' && p[2] == 'T') return Py_NewRef(WS(GET));
+    return gl_asgi_method(p, n);
+}
+
 static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
     PyObject *tpl = h->is_unix ? NULL : filled_template(srv, h);
     if (tpl == NULL && PyErr_Occurred()) return NULL;
@@ -834,7 +844,7 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
         path += srv->rootlen;
         plen -= srv->rootlen;
     }
-    if (set_new(env, WS(REQUEST_METHOD), gl_asgi_method(SEG(nends - 4))) < 0 ||
+    if (set_new(env, WS(REQUEST_METHOD), method_str(SEG(nends - 4))) < 0 ||
         set_new(env, WS(PATH_INFO), latin1_str(path, plen)) < 0 ||
         set_new(env, WS(QUERY_STRING), latin1_str(SEG(nends - 2))) < 0 ||
         PyDict_SetItem(env, WS(input), input) < 0)
@@ -874,10 +884,9 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
             key = Py_NewRef(WS(CONTENT_TYPE));
         } else if (nn == 14 && memcmp(name, "content-length", 14) == 0) {
             key = Py_NewRef(WS(CONTENT_LENGTH));
-        } else if (memchr(name, '_', nn) != NULL) {
-            continue;  /* HTTP_X_Y would not say whether the client sent x-y or x_y: dropped (gunicorn, nginx) */
         } else if ((key = header_key(hc, name, nn)) == NULL) {
-            goto fail;
+            if (PyErr_Occurred()) goto fail;
+            continue;  /* a name with '_' */
         }
         int rc = set_header(env, key, header_value(hc, blob + b, c - b));
         Py_DECREF(key);
