@@ -47,6 +47,10 @@ static PyObject *empty_bytes;
 
 /* ---------- per-thread caches ---------- */
 
+/* The address of a thread-local, computed once: GCC otherwise calls __tls_get_addr again (~15
+ * instructions in a shared library) at each use of the variable in a function. */
+#define TLS_PTR(var) ({ __typeof__(&(var)) p_ = &(var); __asm__("" : "+r"(p_)); p_; })
+
 /* A str of p[0:n] (latin-1): an ASCII one made directly (PyUnicode_DecodeLatin1 looks for the
  * widest character first: ~200 instructions for a Host header's value, ~100 this way). */
 static PyObject *latin1_str(const char *p, Py_ssize_t n) {
@@ -82,21 +86,28 @@ typedef struct {
     hkey_entry keys[HKEY_SLOTS];
     hval_entry vals[HVAL_SLOTS];
 } hcache;
-static _Thread_local hcache *hc_tls;  /* made at first use (PyMem), freed when the thread leaves */
+
+/* The pool thread's own objects, in one thread-local (each one read is a __tls_get_addr call
+ * in a shared library, ~15 instructions) */
+static _Thread_local struct {
+    hcache *hc;        /* made at first use (PyMem), freed when the thread leaves */
+    PyObject *in, *st; /* its last request's wsgi.input and start_response (request_objects) */
+    gbuf hdr;          /* the head of its response (GLWsgiStart's hdr) */
+} tobj;
 
 static hcache *hcache_get(void) {
-    hcache *c = hc_tls;
-    if (c == NULL && (c = hc_tls = PyMem_Calloc(1, sizeof(hcache))) == NULL) PyErr_NoMemory();
+    hcache **slot = TLS_PTR(tobj.hc), *c = *slot;
+    if (c == NULL && (c = *slot = PyMem_Calloc(1, sizeof(hcache))) == NULL) PyErr_NoMemory();
     return c;
 }
 
 static void hcache_free(void) {
-    hcache *c = hc_tls;
+    hcache *c = tobj.hc;
     if (c == NULL) return;
     for (int i = 0; i < HKEY_SLOTS; i++) Py_XDECREF(c->keys[i].key);
     for (int i = 0; i < HVAL_SLOTS; i++) Py_XDECREF(c->vals[i].s);
     PyMem_Free(c);
-    hc_tls = NULL;
+    tobj.hc = NULL;
 }
 
 /* A slot's hash of p[0:n]: its first and last 8 bytes and its length (a byte loop would cost
@@ -169,10 +180,12 @@ static PyObject *cached_str(str_cache *c, const char *p, Py_ssize_t n) {
     return s;
 }
 
-/* The str of a port number (SERVER_PORT, REMOTE_PORT), from a per-thread table by the
- * port's low bits: a keep-alive connection's requests find their client's port there (no
- * printf: PyUnicode_FromFormat("%d") was ~1,300 instructions a request, snprintf ~700). */
-#define PORT_SLOTS 64
+/* The str of a port number (SERVER_PORT, REMOTE_PORT), from a per-thread table by the port
+ * modulo a prime: a keep-alive connection's requests find their client's port there (no
+ * printf: PyUnicode_FromFormat("%d") was ~1,300 instructions a request, snprintf ~700). Linux
+ * gives a client's connections ports two apart: modulo 64 they used half the slots, and ten
+ * connections of one client shared slots in turn (~20% misses in a -c10 run), modulo 67 none. */
+#define PORT_SLOTS 67
 typedef struct {
     int port;
     PyObject *s;
@@ -181,7 +194,7 @@ static _Thread_local port_entry ports[PORT_SLOTS];
 
 static PyObject *port_str(int port) {
     unsigned v = port > 0 ? (unsigned)port : 0;
-    port_entry *e = &ports[v % PORT_SLOTS];
+    port_entry *e = &TLS_PTR(ports)[0][v % PORT_SLOTS];
     if (e->s != NULL && e->port == (int)v) return Py_NewRef(e->s);
     char d[10];
     int n = 0;
@@ -380,14 +393,13 @@ typedef struct {
     long long body;   /* body bytes sent */
     gbuf *hdr;        /* the status's reason and "\r\n", then the header lines ("name: value\r\n",
                        * names as the application wrote them): glWsgiSend's hdr. The pool
-                       * thread's buffer (thread_hdr), used only while the request runs (wid >= 0):
+                       * thread's buffer (tobj.hdr), used only while the request runs (wid >= 0):
                        * no allocation per request */
     PyObject *write;  /* the write callable start_response returns (made at its first call, kept
                        * with this object for the thread's next requests); it refers to this
                        * object too: the cycle is broken by release_start */
 } GLWsgiStart;
 
-static _Thread_local gbuf thread_hdr;
 
 typedef struct {
     PyObject_HEAD
@@ -798,7 +810,7 @@ static PyObject *protocol_str(const GLAsgiHead *h) {
 /* ftpl's template for h (TCP) if it fits it (borrowed), made now if it does not; NULL: none
  * (addresses too long to keep: the caller sets the items itself), or an error raised. */
 static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h) {
-    filled_tpl *f = &ftpl;
+    filled_tpl *f = TLS_PTR(ftpl);
     int proto = h->major * 10 + h->minor;
     if (h->shostlen > (Py_ssize_t)sizeof f->shost || h->chostlen > (Py_ssize_t)sizeof f->chost) return NULL;
     if (f->tpl != NULL && f->src == srv->environ_tpl && f->sport == h->sport && f->proto == proto &&
@@ -1043,9 +1055,6 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
  * by the next one when nothing else refers to them any more (no allocation and deallocation of
  * three objects per request, ~350 instructions); an application that kept one gets new ones
  * for the next request and its old ones stay ended (wid -1: their calls fail). */
-static _Thread_local GLWsgiInput *t_in;
-static _Thread_local GLWsgiStart *t_st;
-
 /* Drops a start_response the thread no longer reuses: the cycle with its write is broken
  * (a write the application kept still refers to it, and fails: wid is -1). */
 static void release_start(GLWsgiStart *st) {
@@ -1055,29 +1064,32 @@ static void release_start(GLWsgiStart *st) {
 }
 
 static void release_thread_objects(void) {
-    release_start(t_st);
-    t_st = NULL;
-    Py_CLEAR(t_in);
+    release_start((GLWsgiStart *)tobj.st);
+    tobj.st = NULL;
+    Py_CLEAR(tobj.in);
     hcache_free();
 }
 
 /* This thread's input and start_response for a new request (borrowed: the thread's), reset;
  * -1 with an error raised. */
 static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
-    GLWsgiInput *in = t_in;
+    __typeof__(&tobj) t = TLS_PTR(tobj);
+    GLWsgiInput *in = (GLWsgiInput *)t->in;
     if (in == NULL || Py_REFCNT(in) != 1) {  /* only the thread refers to it: reused */
         if ((in = PyObject_New(GLWsgiInput, &InputType)) == NULL) return -1;
         in->buf = NULL;
-        Py_XSETREF(t_in, in);
+        Py_XSETREF(t->in, (PyObject *)in);
     }
-    GLWsgiStart *st = t_st;
+    GLWsgiStart *st = (GLWsgiStart *)t->st;
     if (st == NULL || Py_REFCNT(st) != 1 + (st->write != NULL) || (st->write != NULL && Py_REFCNT(st->write) != 1)) {
         if ((st = PyObject_New(GLWsgiStart, &StartType)) == NULL) return -1;
         st->vectorcall = (vectorcallfunc)start_call;
         st->write = NULL;
-        release_start(t_st);
-        t_st = st;
+        release_start((GLWsgiStart *)t->st);
+        t->st = (PyObject *)st;
     }
+    st->hdr = &t->hdr;
+    t->hdr.n = 0;
     Py_CLEAR(in->buf);
     in->pos = 0, in->eof = 0;
     *inp = in, *stp = st;
@@ -1096,8 +1108,6 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
     }
     in->wid = wid, in->gen = gen;
     st->wid = wid, st->gen = gen, st->status = 0, st->sent = 0, st->done = 0, st->clen = -1, st->body = 0;
-    st->hdr = &thread_hdr;
-    thread_hdr.n = 0;
     if ((env = environ_new(srv, h, (PyObject *)in)) != NULL) {
         PyObject *args[2] = {env, (PyObject *)st};
         result = PyObject_Vectorcall(srv->app, args, 2, NULL);
