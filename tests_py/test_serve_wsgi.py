@@ -95,6 +95,24 @@ def test_environ_cgi_variables():
                 assert (e["REMOTE_PORT"], e["SERVER_PORT"]) == (str(s.getsockname()[1]), str(server.port))
 
 
+def test_method_path_query_set_only_when_not_the_templates():
+    """A pool thread's environ template has GET, "/" and "" (set only when a request differs):
+    each request of one thread, on one connection, sees its own."""
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return [repr([environ[k] for k in ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING")]).encode()]
+
+    reqs = [("GET", "/", ""), ("POST", "/x", "a=1"), ("GET", "/", "q"), ("GET", "/y", ""), ("PUT", "/", ""),
+            ("DELETE", "/", ""), ("GET", "/", "")]
+    with serving(app, threads=1, **WSGI) as server, connect(server) as s:
+        f = s.makefile("rb")
+        for method, path, query in reqs:
+            target = path + ("?" + query if query else "")
+            s.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode())
+            st, _, body = read_response(f)
+            assert (st, body) == (200, repr([method, path, query]).encode())
+
+
 def test_header_keys_and_values_from_the_threads_caches():
     """A pool thread keeps the strs of header keys and values for its next requests, in slots by
     their first and last 8 bytes and length: names and values that differ only in the middle,

@@ -36,7 +36,8 @@ static PyTypeObject WsgiServerType, StartType, WriteType, InputType;
     X(filelike, "filelike")                    \
     X(empty, "")                               \
     X(zero, "0")                               \
-    X(GET, "GET")
+    X(GET, "GET")                              \
+    X(slash, "/")
 static struct {
 #define WSGI_FIELD(name, text) PyObject *name;
     WSGI_STRINGS(WSGI_FIELD)
@@ -821,6 +822,8 @@ static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h) {
     PyObject *d = PyDict_Copy(srv->environ_tpl);
     if (d == NULL) return NULL;
     if (PyDict_SetItem(d, WS(SERVER_PROTOCOL), protocol_str(h)) < 0 ||
+        PyDict_SetItem(d, WS(REQUEST_METHOD), WS(GET)) < 0 || PyDict_SetItem(d, WS(PATH_INFO), WS(slash)) < 0 ||
+        PyDict_SetItem(d, WS(QUERY_STRING), WS(empty)) < 0 ||
         set_new(d, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
         set_new(d, WS(SERVER_PORT), port_str(h->sport)) < 0 ||
         set_new(d, WS(REMOTE_ADDR), cached_str(&c_remote, h->chost, h->chostlen)) < 0) {
@@ -833,12 +836,6 @@ static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h) {
     if (h->shostlen) memcpy(f->shost, h->shost, h->shostlen);
     if (h->chostlen) memcpy(f->chost, h->chost, h->chostlen);
     return d;
-}
-
-/* REQUEST_METHOD's str: GET without gl_asgi_method's walk of the method names */
-static inline PyObject *method_str(const char *p, Py_ssize_t n) {
-    if (n == 3 && p[0] == 'G' && p[1] == 'E' && p[2] == 'T') return Py_NewRef(WS(GET));
-    return gl_asgi_method(p, n);
 }
 
 static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
@@ -856,9 +853,14 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
         path += srv->rootlen;
         plen -= srv->rootlen;
     }
-    if (set_new(env, WS(REQUEST_METHOD), method_str(SEG(nends - 4))) < 0 ||
-        set_new(env, WS(PATH_INFO), latin1_str(path, plen)) < 0 ||
-        set_new(env, WS(QUERY_STRING), latin1_str(SEG(nends - 2))) < 0 ||
+    /* the filled template has GET, "/" and "": set only when the request differs (~45
+     * instructions an item) */
+    const char *m = blob + (nends > 4 ? ends[nends - 5] : 0);
+    Py_ssize_t mlen = ends[nends - 4] - (m - blob), qlen = ends[nends - 2] - ends[nends - 3];
+    int get = mlen == 3 && m[0] == 'G' && m[1] == 'E' && m[2] == 'T';
+    if ((!(tpl && get) && set_new(env, WS(REQUEST_METHOD), get ? Py_NewRef(WS(GET)) : gl_asgi_method(m, mlen)) < 0) ||
+        (!(tpl && plen == 1 && path[0] == '/') && set_new(env, WS(PATH_INFO), latin1_str(path, plen)) < 0) ||
+        (!(tpl && qlen == 0) && set_new(env, WS(QUERY_STRING), latin1_str(SEG(nends - 2))) < 0) ||
         PyDict_SetItem(env, WS(input), input) < 0)
         goto fail;
     if (tpl != NULL) {  /* the connection's items are in the template */
