@@ -368,11 +368,12 @@ def test_objects_kept_past_their_request():
         out = []
         if path.startswith("/keep-"):  # keeps one (its body left unread)
             write = start_response("200 OK", [("Content-Type", "text/plain")])
-            kept[path[6:]] = {"input": inp, "start": start_response, "write": write}[path[6:]]
+            kept[path[6:]] = {"input": inp, "start": start_response, "write": write, "environ": environ}[path[6:]]
         else:
-            calls = {"input": lambda o: o.read(), "start": lambda o: o("200 OK", []), "write": lambda o: o(b"old")}
+            calls = {"input": lambda o: o.read(), "start": lambda o: o("200 OK", []), "write": lambda o: o(b"old"),
+                     "environ": lambda o: o["wsgi.input"].read()}
             for name, obj in kept.items():
-                assert obj is not {"input": inp, "start": start_response}.get(name)
+                assert obj is not {"input": inp, "start": start_response, "environ": environ}.get(name)
                 try:
                     calls[name](obj)
                     out.append(name + ": no error")
@@ -392,7 +393,8 @@ def test_objects_kept_past_their_request():
         f = s.makefile("rb")
         assert post(s, f, b"/", b"a") == b"a|"
         want = []
-        for name, err in (("input", "ValueError"), ("start", "RuntimeError"), ("write", "RuntimeError")):
+        for name, err in (("input", "ValueError"), ("start", "RuntimeError"), ("write", "RuntimeError"),
+                          ("environ", "ValueError")):
             assert post(s, f, b"/keep-" + name.encode(), b"unread") == b""
             want.append(f"{name}: {err}")
             for body in (b"first", b"second"):  # new objects, then those reused

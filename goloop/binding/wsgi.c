@@ -798,6 +798,7 @@ static int set_header(PyObject *env, PyObject *key, PyObject *value) {
 typedef struct {
     PyObject *src;  /* the template it was made from (strong: its address cannot be reused) */
     PyObject *tpl;
+    PyObject *in;   /* the thread's wsgi.input that tpl holds (borrowed: tpl's), or NULL */
     int sport, proto;
     Py_ssize_t shostlen, chostlen;
     char shost[64], chost[64];
@@ -810,7 +811,7 @@ static PyObject *protocol_str(const GLAsgiHead *h) {
 
 /* ftpl's template for h (TCP) if it fits it (borrowed), made now if it does not; NULL: none
  * (addresses too long to keep: the caller sets the items itself), or an error raised. */
-static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h) {
+static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
     filled_tpl *f = TLS_PTR(ftpl);
     int proto = h->major * 10 + h->minor;
     if (h->shostlen > (Py_ssize_t)sizeof f->shost || h->chostlen > (Py_ssize_t)sizeof f->chost) return NULL;
@@ -818,7 +819,7 @@ static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h) {
         f->shostlen == h->shostlen && f->chostlen == h->chostlen &&
         (h->shostlen == 0 || memcmp(f->shost, h->shost, h->shostlen) == 0) &&
         (h->chostlen == 0 || memcmp(f->chost, h->chost, h->chostlen) == 0))
-        return f->tpl;
+        goto fill_input;
     PyObject *d = PyDict_Copy(srv->environ_tpl);
     if (d == NULL) return NULL;
     if (PyDict_SetItem(d, WS(SERVER_PROTOCOL), protocol_str(h)) < 0 ||
@@ -832,14 +833,20 @@ static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h) {
     }
     Py_XSETREF(f->tpl, d);
     Py_XSETREF(f->src, Py_NewRef(srv->environ_tpl));
+    f->in = NULL;
     f->sport = h->sport, f->proto = proto, f->shostlen = h->shostlen, f->chostlen = h->chostlen;
     if (h->shostlen) memcpy(f->shost, h->shost, h->shostlen);
     if (h->chostlen) memcpy(f->chost, h->chost, h->chostlen);
-    return d;
+fill_input:  /* the thread's input, the same request after request but when an application kept one */
+    if (f->in != input) {
+        if (PyDict_SetItem(f->tpl, WS(input), input) < 0) return NULL;
+        f->in = input;
+    }
+    return f->tpl;
 }
 
 static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
-    PyObject *tpl = h->is_unix ? NULL : filled_template(srv, h);
+    PyObject *tpl = h->is_unix ? NULL : filled_template(srv, h, input);
     if (tpl == NULL && PyErr_Occurred()) return NULL;
     PyObject *env = PyDict_Copy(tpl != NULL ? tpl : srv->environ_tpl);
     if (env == NULL) return NULL;
@@ -853,15 +860,15 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
         path += srv->rootlen;
         plen -= srv->rootlen;
     }
-    /* the filled template has GET, "/" and "": set only when the request differs (~45
-     * instructions an item) */
+    /* the filled template has GET, "/", "" and the thread's input: set only when the request
+     * differs (a dict's item set is ~180 instructions) */
     const char *m = blob + (nends > 4 ? ends[nends - 5] : 0);
     Py_ssize_t mlen = ends[nends - 4] - (m - blob), qlen = ends[nends - 2] - ends[nends - 3];
     int get = mlen == 3 && m[0] == 'G' && m[1] == 'E' && m[2] == 'T';
     if ((!(tpl && get) && set_new(env, WS(REQUEST_METHOD), get ? Py_NewRef(WS(GET)) : gl_asgi_method(m, mlen)) < 0) ||
         (!(tpl && plen == 1 && path[0] == '/') && set_new(env, WS(PATH_INFO), latin1_str(path, plen)) < 0) ||
         (!(tpl && qlen == 0) && set_new(env, WS(QUERY_STRING), latin1_str(SEG(nends - 2))) < 0) ||
-        PyDict_SetItem(env, WS(input), input) < 0)
+        (tpl == NULL && PyDict_SetItem(env, WS(input), input) < 0))
         goto fail;
     if (tpl != NULL) {  /* the connection's items are in the template */
         if (set_new(env, WS(REMOTE_PORT), port_str(h->cport)) < 0) goto fail;
@@ -1066,10 +1073,16 @@ static void release_start(GLWsgiStart *st) {
 }
 
 static void release_thread_objects(void) {
+    ftpl.in = NULL;  /* (its template was cleared) */
     release_start((GLWsgiStart *)tobj.st);
     tobj.st = NULL;
     Py_CLEAR(tobj.in);
     hcache_free();
+}
+
+/* Only the thread refers to its input (and its filled template, which holds it): reusable. */
+static inline int input_unshared(GLWsgiInput *in) {
+    return Py_REFCNT(in) == 1 + (TLS_PTR(ftpl)->in == (PyObject *)in);
 }
 
 /* This thread's input and start_response for a new request (borrowed: the thread's), reset;
@@ -1077,7 +1090,7 @@ static void release_thread_objects(void) {
 static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
     __typeof__(&tobj) t = TLS_PTR(tobj);
     GLWsgiInput *in = (GLWsgiInput *)t->in;
-    if (in == NULL || Py_REFCNT(in) != 1) {  /* only the thread refers to it: reused */
+    if (in == NULL || !input_unshared(in)) {
         if ((in = PyObject_New(GLWsgiInput, &InputType)) == NULL) return -1;
         in->buf = NULL;
         Py_XSETREF(t->in, (PyObject *)in);
@@ -1146,7 +1159,7 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
     st->wid = -1;  /* kept by the application: its calls now fail without reaching Go */
     in->wid = -1;
     Py_XDECREF(env);
-    if (Py_REFCNT(in) == 1) Py_CLEAR(in->buf);  /* not kept: its last part is not held until the next request */
+    if (input_unshared(in)) Py_CLEAR(in->buf);  /* not kept: its last part is not held until the next request */
     return failed ? 2 : 1;
 }
 
