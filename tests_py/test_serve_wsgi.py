@@ -95,22 +95,24 @@ def test_environ_cgi_variables():
                 assert (e["REMOTE_PORT"], e["SERVER_PORT"]) == (str(s.getsockname()[1]), str(server.port))
 
 
-def test_method_path_query_set_only_when_not_the_templates():
-    """A pool thread's environ template has GET, "/" and "" (set only when a request differs):
-    each request of one thread, on one connection, sees its own."""
+def test_method_path_query_port_set_only_when_not_the_templates():
+    """A pool thread's environ template has GET, "/", "" and its last client's port (set only
+    when a request differs): each request of one thread, on two connections in turn, sees its own."""
     def app(environ, start_response):
         start_response("200 OK", [])
-        return [repr([environ[k] for k in ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING")]).encode()]
+        keys = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "REMOTE_PORT")
+        return [repr([environ[k] for k in keys]).encode()]
 
     reqs = [("GET", "/", ""), ("POST", "/x", "a=1"), ("GET", "/", "q"), ("GET", "/y", ""), ("PUT", "/", ""),
             ("DELETE", "/", ""), ("GET", "/", "")]
-    with serving(app, threads=1, **WSGI) as server, connect(server) as s:
-        f = s.makefile("rb")
-        for method, path, query in reqs:
+    with serving(app, threads=1, **WSGI) as server, connect(server) as s1, connect(server) as s2:
+        files = {s: s.makefile("rb") for s in (s1, s2)}
+        for i, (method, path, query) in enumerate(reqs + reqs):
+            s = (s1, s2)[i // 3 % 2]  # three requests on one, three on the other, ...
             target = path + ("?" + query if query else "")
             s.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode())
-            st, _, body = read_response(f)
-            assert (st, body) == (200, repr([method, path, query]).encode())
+            st, _, body = read_response(files[s])
+            assert (st, body) == (200, repr([method, path, query, str(s.getsockname()[1])]).encode())
 
 
 def test_header_keys_and_values_from_the_threads_caches():

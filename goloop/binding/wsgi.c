@@ -799,6 +799,7 @@ typedef struct {
     PyObject *src;  /* the template it was made from (strong: its address cannot be reused) */
     PyObject *tpl;
     PyObject *in;   /* the thread's wsgi.input that tpl holds (borrowed: tpl's), or NULL */
+    int cport;      /* the REMOTE_PORT tpl holds (its last request's), -1: none */
     int sport, proto;
     Py_ssize_t shostlen, chostlen;
     char shost[64], chost[64];
@@ -833,14 +834,19 @@ static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h, PyObjec
     }
     Py_XSETREF(f->tpl, d);
     Py_XSETREF(f->src, Py_NewRef(srv->environ_tpl));
-    f->in = NULL;
+    f->in = NULL, f->cport = -1;
     f->sport = h->sport, f->proto = proto, f->shostlen = h->shostlen, f->chostlen = h->chostlen;
     if (h->shostlen) memcpy(f->shost, h->shost, h->shostlen);
     if (h->chostlen) memcpy(f->chost, h->chost, h->chostlen);
-fill_input:  /* the thread's input, the same request after request but when an application kept one */
+fill_input:  /* the thread's input, the same request after request but when an application kept
+              * one; the client's port, the same for the requests of a connection */
     if (f->in != input) {
         if (PyDict_SetItem(f->tpl, WS(input), input) < 0) return NULL;
         f->in = input;
+    }
+    if (f->cport != h->cport) {
+        if (set_new(f->tpl, WS(REMOTE_PORT), port_str(h->cport)) < 0) return NULL;
+        f->cport = h->cport;
     }
     return f->tpl;
 }
@@ -870,8 +876,7 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
         (!(tpl && qlen == 0) && set_new(env, WS(QUERY_STRING), latin1_str(SEG(nends - 2))) < 0) ||
         (tpl == NULL && PyDict_SetItem(env, WS(input), input) < 0))
         goto fail;
-    if (tpl != NULL) {  /* the connection's items are in the template */
-        if (set_new(env, WS(REMOTE_PORT), port_str(h->cport)) < 0) goto fail;
+    if (tpl != NULL) {  /* the connection's items, its client's port too, are in the template */
     } else if (PyDict_SetItem(env, WS(SERVER_PROTOCOL), protocol_str(h)) < 0) {
         goto fail;
     } else if (h->is_unix) {
