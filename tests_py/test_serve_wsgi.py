@@ -95,6 +95,55 @@ def test_environ_cgi_variables():
                 assert (e["REMOTE_PORT"], e["SERVER_PORT"]) == (str(s.getsockname()[1]), str(server.port))
 
 
+def test_method_path_query_port_set_only_when_not_the_templates():
+    """A pool thread's environ template has GET, "/", "" and its last client's port (set only
+    when a request differs): each request of one thread, on two connections in turn, sees its own."""
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        keys = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "REMOTE_PORT")
+        return [repr([environ[k] for k in keys]).encode()]
+
+    reqs = [("GET", "/", ""), ("POST", "/x", "a=1"), ("GET", "/", "q"), ("GET", "/y", ""), ("PUT", "/", ""),
+            ("DELETE", "/", ""), ("GET", "/", "")]
+    with serving(app, threads=1, **WSGI) as server, connect(server) as s1, connect(server) as s2:
+        files = {s: s.makefile("rb") for s in (s1, s2)}
+        for i, (method, path, query) in enumerate(reqs + reqs):
+            s = (s1, s2)[i // 3 % 2]  # three requests on one, three on the other, ...
+            target = path + ("?" + query if query else "")
+            s.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode())
+            st, _, body = read_response(files[s])
+            assert (st, body) == (200, repr([method, path, query, str(s.getsockname()[1])]).encode())
+
+
+def test_header_keys_and_values_from_the_threads_caches():
+    """A pool thread keeps the strs of header keys and values for its next requests, in slots by
+    their first and last 8 bytes and length: names and values that differ only in the middle,
+    repeated ones joined (an identical repeat too), latin-1 ones, long ones are each right."""
+    def app(environ, start_response):
+        body = json.dumps({k: v for k, v in environ.items() if k.startswith("HTTP_")}).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+
+    mid = "aaaaaaaa%sbbbbbbbb"
+    long = "L" * 70
+    reqs = [
+        ([("X_Under", "dropped"), ("X-Multi", "same"), ("X-Multi", "same"), ("Cookie", "a=1"), ("Cookie", "b=\xe9"),
+          ("x-aaaaaaaa1bbbbbbbb", "k1"), ("x-aaaaaaaa2bbbbbbbb", "k2"), ("X-A", mid % 1), ("X-Long", long + "1")],
+         {"HTTP_X_MULTI": "same, same", "HTTP_COOKIE": "a=1; b=\xe9", "HTTP_X_AAAAAAAA1BBBBBBBB": "k1",
+          "HTTP_X_AAAAAAAA2BBBBBBBB": "k2", "HTTP_X_A": mid % 1, "HTTP_X_LONG": long + "1"}),
+        ([("X_Under", "dropped"), ("X-A", mid % 2), ("X-Long", long + "2"), ("X-Multi", "\xe9"), ("X-Multi", "same"), ("X-L1", "\xe9")],
+         {"HTTP_X_A": mid % 2, "HTTP_X_LONG": long + "2", "HTTP_X_MULTI": "\xe9, same", "HTTP_X_L1": "\xe9"}),
+        ([("X-A", mid % 1), ("Cookie", "a=1")], {"HTTP_X_A": mid % 1, "HTTP_COOKIE": "a=1"}),
+    ]
+    with serving(app, threads=1, **WSGI) as server, connect(server) as s:
+        f = s.makefile("rb")
+        for headers, want in reqs:
+            head = "".join(f"{n}: {v}\r\n" for n, v in headers).encode("latin-1")
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n")
+            st, _, body = read_response(f)
+            assert (st, json.loads(body)) == (200, {"HTTP_HOST": "x", **want})
+
+
 def reader_app(environ, start_response):
     """Reads the body with every method of wsgi.input; answers what each returned."""
     inp = environ["wsgi.input"]
@@ -310,6 +359,50 @@ def test_write_callable():
         assert get(server, "/")[::2] == (200, b"abcd")
 
 
+def test_objects_kept_past_their_request():
+    """wsgi.input, start_response and write kept by the application past their request: their
+    calls fail later, also while the thread serves another request, and do not touch it (a pool
+    thread reuses its objects for its next request only when nothing else refers to them)."""
+    kept = {}
+
+    def app(environ, start_response):
+        path, inp = environ["PATH_INFO"], environ["wsgi.input"]
+        out = []
+        if path.startswith("/keep-"):  # keeps one (its body left unread)
+            write = start_response("200 OK", [("Content-Type", "text/plain")])
+            kept[path[6:]] = {"input": inp, "start": start_response, "write": write, "environ": environ}[path[6:]]
+        else:
+            calls = {"input": lambda o: o.read(), "start": lambda o: o("200 OK", []), "write": lambda o: o(b"old"),
+                     "environ": lambda o: o["wsgi.input"].read()}
+            for name, obj in kept.items():
+                assert obj is not {"input": inp, "start": start_response, "environ": environ}.get(name)
+                try:
+                    calls[name](obj)
+                    out.append(name + ": no error")
+                except (ValueError, RuntimeError) as e:
+                    out.append(f"{name}: {type(e).__name__}")
+            write = start_response("200 OK", [("Content-Type", "text/plain")])
+            write(inp.read() + b"|")
+        return ["|".join(out).encode()]
+
+    def post(s, f, path, body):
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (path, len(body), body))
+        st, _, got = read_response(f)
+        assert st == 200
+        return got
+
+    with serving(app, threads=1, **WSGI) as server, connect(server) as s:
+        f = s.makefile("rb")
+        assert post(s, f, b"/", b"a") == b"a|"
+        want = []
+        for name, err in (("input", "ValueError"), ("start", "RuntimeError"), ("write", "RuntimeError"),
+                          ("environ", "ValueError")):
+            assert post(s, f, b"/keep-" + name.encode(), b"unread") == b""
+            want.append(f"{name}: {err}")
+            for body in (b"first", b"second"):  # new objects, then those reused
+                assert post(s, f, b"/", body) == body + b"|" + "|".join(want).encode()
+
+
 def test_exc_info(caplog):
     seen = []
 
@@ -367,6 +460,33 @@ def test_bad_status_or_headers_are_500(status, headers, caplog):
         st, hdrs, body = get(server, "/")
         assert (st, body) == (500, b"Internal Server Error") and "injected" not in hdrs
         assert any("Exception in WSGI application" in r.message for r in caplog.records)
+
+
+def test_status_and_header_checks_at_word_edges(caplog):
+    """Status reasons, header names and values are checked 8 bytes at a time, the last word
+    overlapping the one before: good ones of every length around a word pass, a bad byte
+    anywhere is a 500."""
+    good = [("200 " + "r" * n, [("X" * m if m else "X", "\t\xe9" + "v" * m)]) for n, m in
+            ((0, 0), (1, 6), (7, 7), (8, 8), (9, 9), (15, 15), (16, 16), (17, 17))]
+    good.append(("200 OK", [("!#$%&'*+-.^_`|~09azAZ", "a value with: colons, quotes \" and \x7f")]))
+    bad = [("200 Reason with\x01 a control byte", []), ("200 A long reason\x7f", []), ("000 Zero", []),
+           ("2x0 OK", []), ("200 OK", [("Content-Typ:", "v")]), ("200 OK", [("X-Eight\x7f", "v")]),
+           ("200 OK", [("X-Sixteen-Bytes ", "v")]), ("200 OK", [("X", "1234567\n")]),
+           ("200 OK", [("X", "0123456789\r1")]), ("200 OK", [("X", "01234567\x00")])]
+    cases = good + bad
+
+    def app(environ, start_response):
+        status, headers = cases[int(environ["PATH_INFO"][1:])]
+        start_response(status, headers)
+        return [b"ok"]
+
+    with serving(app, **WSGI) as server, caplog.at_level(logging.ERROR, "goloop.error"):
+        for i, (status, headers) in enumerate(cases):
+            st, hdrs, body = get(server, f"/{i}")  # (a 500 closes its connection)
+            if i < len(good):
+                assert (st, body, hdrs[headers[0][0].lower()]) == (int(status[:3]), b"ok", headers[0][1].strip()), status
+            else:
+                assert (st, body) == (500, b"Internal Server Error"), (status, headers)
 
 
 def test_status_reason_and_header_names_as_written():

@@ -35,7 +35,9 @@ static PyTypeObject WsgiServerType, StartType, WriteType, InputType;
     X(tell, "tell")                            \
     X(filelike, "filelike")                    \
     X(empty, "")                               \
-    X(zero, "0")
+    X(zero, "0")                               \
+    X(GET, "GET")                              \
+    X(slash, "/")
 static struct {
 #define WSGI_FIELD(name, text) PyObject *name;
     WSGI_STRINGS(WSGI_FIELD)
@@ -46,23 +48,89 @@ static PyObject *empty_bytes;
 
 /* ---------- per-thread caches ---------- */
 
-/* The environ keys of header names ("HTTP_USER_AGENT" for user-agent), per thread. */
+/* The address of a thread-local, computed once: GCC otherwise calls __tls_get_addr again (~15
+ * instructions in a shared library) at each use of the variable in a function. */
+#define TLS_PTR(var) ({ __typeof__(&(var)) p_ = &(var); __asm__("" : "+r"(p_)); p_; })
+
+/* A str of p[0:n] (latin-1): an ASCII one made directly (PyUnicode_DecodeLatin1 looks for the
+ * widest character first: ~200 instructions for a Host header's value, ~100 this way). */
+static PyObject *latin1_str(const char *p, Py_ssize_t n) {
+    if (n <= 1) return PyUnicode_DecodeLatin1(p, n, NULL);  /* its cached one-character strs */
+    uint64_t any = 0, x;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) memcpy(&x, p + i, 8), any |= x;
+    for (; i < n; i++) any |= (unsigned char)p[i];
+    if (any & 0x8080808080808080ULL) return PyUnicode_DecodeLatin1(p, n, NULL);
+    PyObject *s = PyUnicode_New(n, 127);
+    if (s != NULL) memcpy(PyUnicode_1BYTE_DATA(s), p, n);
+    return s;
+}
+
+/* The pool thread's caches of a header's environ key ("HTTP_USER_AGENT" for user-agent) and
+ * of its values (a client sends the same Host, Accept, User-Agent, ... on every request: the
+ * str of the last value of a slot is used again, not made and freed per request). */
 #define HKEY_SLOTS 128
 #define HKEY_MAX 40
+#define HVAL_SLOTS 64
+#define HVAL_MAX 64
 typedef struct {
     unsigned char len;
     char name[HKEY_MAX];
     PyObject *key;
 } hkey_entry;
-static _Thread_local hkey_entry *hkeys;  /* HKEY_SLOTS entries (PyMem), made at first use */
+typedef struct {
+    Py_ssize_t len;
+    PyObject *s;
+    char v[HVAL_MAX];
+} hval_entry;
+typedef struct {
+    hkey_entry keys[HKEY_SLOTS];
+    hval_entry vals[HVAL_SLOTS];
+} hcache;
 
-/* The key of header name (lower-case bytes): a new reference, or NULL with an error. */
-static PyObject *header_key(const char *name, Py_ssize_t n) {
-    if (hkeys == NULL && (hkeys = PyMem_Calloc(HKEY_SLOTS, sizeof(hkey_entry))) == NULL) return PyErr_NoMemory();
-    unsigned h = 2166136261u;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)name[i]) * 16777619u;
-    hkey_entry *e = &hkeys[h % HKEY_SLOTS];
+/* The pool thread's own objects, in one thread-local (each one read is a __tls_get_addr call
+ * in a shared library, ~15 instructions) */
+static _Thread_local struct {
+    hcache *hc;        /* made at first use (PyMem), freed when the thread leaves */
+    PyObject *in, *st; /* its last request's wsgi.input and start_response (request_objects) */
+    gbuf hdr;          /* the head of its response (GLWsgiStart's hdr) */
+} tobj;
+
+static hcache *hcache_get(void) {
+    hcache **slot = TLS_PTR(tobj.hc), *c = *slot;
+    if (c == NULL && (c = *slot = PyMem_Calloc(1, sizeof(hcache))) == NULL) PyErr_NoMemory();
+    return c;
+}
+
+static void hcache_free(void) {
+    hcache *c = tobj.hc;
+    if (c == NULL) return;
+    for (int i = 0; i < HKEY_SLOTS; i++) Py_XDECREF(c->keys[i].key);
+    for (int i = 0; i < HVAL_SLOTS; i++) Py_XDECREF(c->vals[i].s);
+    PyMem_Free(c);
+    tobj.hc = NULL;
+}
+
+/* A slot's hash of p[0:n]: its first and last 8 bytes and its length (a byte loop would cost
+ * ~7 instructions a byte); what it leaves out only makes two values share a slot. */
+static inline unsigned short_hash(const char *p, Py_ssize_t n) {
+    uint64_t a = 0, b = 0;
+    if (n >= 8) {
+        memcpy(&a, p, 8), memcpy(&b, p + n - 8, 8);
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) a = a << 8 | (unsigned char)p[i];
+    }
+    uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + (uint64_t)n) * 0xC2B2AE3D27D4EB4FULL;
+    return (unsigned)(h >> 40);
+}
+
+/* The key of header name (lower-case bytes): a new reference, or NULL: an error raised, or none
+ * (a name with '_': HTTP_X_Y would not say whether the client sent x-y or x_y: dropped, as
+ * gunicorn and nginx do; looked for only when the name is not in the cache, which keeps none). */
+static PyObject *header_key(hcache *c, const char *name, Py_ssize_t n) {
+    hkey_entry *e = &c->keys[short_hash(name, n) % HKEY_SLOTS];
     if (e->key != NULL && e->len == n && memcmp(e->name, name, n) == 0) return Py_NewRef(e->key);
+    if (memchr(name, '_', n) != NULL) return NULL;
     PyObject *k = PyUnicode_New(5 + n, 127);
     if (k == NULL) return NULL;
     Py_UCS1 *d = PyUnicode_1BYTE_DATA(k);
@@ -78,6 +146,20 @@ static PyObject *header_key(const char *name, Py_ssize_t n) {
         memcpy(e->name, name, n);
     }
     return k;
+}
+
+/* The str of a header value: a new reference, or NULL with an error. */
+static PyObject *header_value(hcache *c, const char *v, Py_ssize_t n) {
+    if (n > HVAL_MAX) return latin1_str(v, n);
+    hval_entry *e = &c->vals[short_hash(v, n) % HVAL_SLOTS];
+    if (e->s != NULL && e->len == n && memcmp(e->v, v, n) == 0) return Py_NewRef(e->s);
+    PyObject *s = latin1_str(v, n);
+    if (s != NULL) {
+        Py_XSETREF(e->s, Py_NewRef(s));
+        e->len = n;
+        memcpy(e->v, v, n);
+    }
+    return s;
 }
 
 /* A str of host (latin-1/ASCII), the last one of this slot when host is the same. */
@@ -99,10 +181,12 @@ static PyObject *cached_str(str_cache *c, const char *p, Py_ssize_t n) {
     return s;
 }
 
-/* The str of a port number (SERVER_PORT, REMOTE_PORT), from a per-thread table by the
- * port's low bits: a keep-alive connection's requests find their client's port there (no
- * printf: PyUnicode_FromFormat("%d") was ~1,300 instructions a request, snprintf ~700). */
-#define PORT_SLOTS 64
+/* The str of a port number (SERVER_PORT, REMOTE_PORT), from a per-thread table by the port
+ * modulo a prime: a keep-alive connection's requests find their client's port there (no
+ * printf: PyUnicode_FromFormat("%d") was ~1,300 instructions a request, snprintf ~700). Linux
+ * gives a client's connections ports two apart: modulo 64 they used half the slots, and ten
+ * connections of one client shared slots in turn (~20% misses in a -c10 run), modulo 67 none. */
+#define PORT_SLOTS 67
 typedef struct {
     int port;
     PyObject *s;
@@ -111,7 +195,7 @@ static _Thread_local port_entry ports[PORT_SLOTS];
 
 static PyObject *port_str(int port) {
     unsigned v = port > 0 ? (unsigned)port : 0;
-    port_entry *e = &ports[v % PORT_SLOTS];
+    port_entry *e = &TLS_PTR(ports)[0][v % PORT_SLOTS];
     if (e->s != NULL && e->port == (int)v) return Py_NewRef(e->s);
     char d[10];
     int n = 0;
@@ -310,11 +394,13 @@ typedef struct {
     long long body;   /* body bytes sent */
     gbuf *hdr;        /* the status's reason and "\r\n", then the header lines ("name: value\r\n",
                        * names as the application wrote them): glWsgiSend's hdr. The pool
-                       * thread's buffer (thread_hdr), used only while the request runs (wid >= 0):
+                       * thread's buffer (tobj.hdr), used only while the request runs (wid >= 0):
                        * no allocation per request */
+    PyObject *write;  /* the write callable start_response returns (made at its first call, kept
+                       * with this object for the thread's next requests); it refers to this
+                       * object too: the cycle is broken by release_start */
 } GLWsgiStart;
 
-static _Thread_local gbuf thread_hdr;
 
 typedef struct {
     PyObject_HEAD
@@ -323,6 +409,7 @@ typedef struct {
 } GLWsgiWrite;
 
 static void start_dealloc(GLWsgiStart *self) {
+    Py_CLEAR(self->write);
     PyObject_Free(self);
 }
 
@@ -331,35 +418,22 @@ static void write_dealloc(GLWsgiWrite *self) {
     PyObject_Free(self);
 }
 
-/* a latin-1 str's bytes (ASCII/latin-1 compact strs only: PEP 3333's native strings) */
-static int latin1(PyObject *o, const char *what, const char **p, Py_ssize_t *n) {
-    if (!PyUnicode_Check(o)) {
+/* latin1's error: o is not a str, or not a latin-1 one */
+static __attribute__((noinline, cold)) int latin1_error(PyObject *o, const char *what) {
+    if (!PyUnicode_Check(o))
         PyErr_Format(PyExc_TypeError, "WSGI %s must be a str, not %.100s", what, Py_TYPE(o)->tp_name);
-        return -1;
-    }
-    if (PyUnicode_KIND(o) != PyUnicode_1BYTE_KIND) {
+    else
         PyErr_Format(PyExc_ValueError, "WSGI %s must be latin-1: %R", what, o);
-        return -1;
-    }
+    return -1;
+}
+
+/* a latin-1 str's bytes (ASCII/latin-1 compact strs only: PEP 3333's native strings); inline,
+ * its errors apart (a call per string was ~27 instructions of start_response's five) */
+static inline int latin1(PyObject *o, const char *what, const char **p, Py_ssize_t *n) {
+    if (!PyUnicode_Check(o) || PyUnicode_KIND(o) != PyUnicode_1BYTE_KIND) return latin1_error(o, what);
     *p = (const char *)PyUnicode_1BYTE_DATA(o);
     *n = PyUnicode_GET_LENGTH(o);
     return 0;
-}
-
-/* The status's code ("200 OK": three digits, a space, a reason without control characters). */
-static int parse_status(PyObject *status) {
-    const char *p;
-    Py_ssize_t n;
-    if (latin1(status, "status", &p, &n) < 0) return -1;
-    int ok = n >= 4 && p[3] == ' ';
-    for (int i = 0; ok && i < 3; i++) ok = p[i] >= '0' && p[i] <= '9';
-    for (Py_ssize_t i = 4; ok && i < n; i++) ok = (unsigned char)p[i] >= ' ' && p[i] != 0x7f;
-    int code = ok ? (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0') : 0;
-    if (!ok || code < 100) {
-        PyErr_Format(PyExc_ValueError, "invalid WSGI status %R (\"NNN reason\")", status);
-        return -1;
-    }
-    return code;
 }
 
 /* Header checks a word (8 bytes) at a time: a name of token-ish bytes ('!'..'~' but ':'),
@@ -371,32 +445,64 @@ static int parse_status(PyObject *status) {
 #define HAS_MORE(x, n) ((((x) + ONES * (127 - (n))) | (x)) & HIGHS)      /* > n (n <= 127) */
 #define HAS_ZERO(x) HAS_LESS(x, 1)
 
-static int name_ok(const char *p, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x;
-        memcpy(&x, p + i, 8);
-        if (HAS_LESS(x, 0x21) | HAS_MORE(x, 0x7e) | HAS_ZERO(x ^ (ONES * ':'))) return 0;
-    }
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if ((unsigned char)(c - 0x21) >= 0x7f - 0x21 || c == ':') return 0;
-    }
-    return n > 0;
+static inline int name_word_bad(const char *p) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return (HAS_LESS(x, 0x21) | HAS_MORE(x, 0x7e) | HAS_ZERO(x ^ (ONES * ':'))) != 0;
 }
 
+static int name_ok(const char *p, Py_ssize_t n) {
+    if (n < 8) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)p[i];
+            if ((unsigned char)(c - 0x21) >= 0x7f - 0x21 || c == ':') return 0;
+        }
+        return n > 0;
+    }
+    for (Py_ssize_t i = 0; i + 8 < n; i += 8)
+        if (name_word_bad(p + i)) return 0;
+    return !name_word_bad(p + n - 8);  /* the last 8 bytes (overlapping): no byte loop for the tail */
+}
+
+/* No CR, LF or NUL in p[0:n] (n >= 8: a word at a time, the last one overlapping). */
 static int value_ok(const char *p, Py_ssize_t n) {
     Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x;
-        memcpy(&x, p + i, 8);
-        if (HAS_LESS(x, 14)) break;  /* a control byte: looked at one by one */
+    if (n >= 8) {
+        for (;; i += 8) {
+            if (i + 8 > n) i = n - 8;
+            uint64_t x;
+            memcpy(&x, p + i, 8);
+            if (HAS_LESS(x, 14)) break;  /* a control byte: looked at one by one from here */
+            if (i + 8 == n) return 1;
+        }
     }
     for (; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
         if (c < 14 && (c == '\r' || c == '\n' || c == 0)) return 0;
     }
     return 1;
+}
+
+/* The status's code ("200 OK": three digits, a space, a reason without control characters). */
+static int parse_status(PyObject *status) {
+    const char *p;
+    Py_ssize_t n;
+    if (latin1(status, "status", &p, &n) < 0) return -1;
+    unsigned d0 = (unsigned char)p[0] - '0', d1 = n > 1 ? (unsigned char)p[1] - '0' : 10,
+             d2 = n > 2 ? (unsigned char)p[2] - '0' : 10;
+    int ok = n >= 4 && p[3] == ' ' && (d0 <= 9) & (d1 <= 9) & (d2 <= 9) && d0 > 0;
+    Py_ssize_t i = 4;
+    for (; ok && i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        ok = !(HAS_LESS(x, 0x20) | HAS_ZERO(x ^ (ONES * 0x7f)));
+    }
+    for (; ok && i < n; i++) ok = (unsigned char)p[i] >= ' ' && p[i] != 0x7f;
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "invalid WSGI status %R (\"NNN reason\")", status);
+        return -1;
+    }
+    return (int)(d0 * 100 + d1 * 10 + d2);
 }
 
 /* name (14 bytes, a checked header name) is Content-Length in any case: two overlapping
@@ -421,6 +527,14 @@ static long long parse_clen(const char *p, Py_ssize_t n) {
     return v;
 }
 
+/* n bytes at the end of b, to fill (gbuf_put's call only when b must grow), or NULL with an error */
+static inline char *hdr_room(gbuf *b, Py_ssize_t n) {
+    if (b->n + n > b->cap) return gbuf_put(b, NULL, n) < 0 ? NULL : b->p + b->n - n;
+    char *o = b->p + b->n;
+    b->n += n;
+    return o;
+}
+
 /* The header lines of headers (a list of (name, value) str pairs), checked, appended to st's.
  * Names keep their case: HTTP/1.1 sends them as written (as gunicorn), HTTP/2 lower-cases them. */
 static int put_headers(GLWsgiStart *st, PyObject *headers) {
@@ -428,8 +542,10 @@ static int put_headers(GLWsgiStart *st, PyObject *headers) {
         PyErr_Format(PyExc_TypeError, "WSGI response headers must be a list, not %.100s", Py_TYPE(headers)->tp_name);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(headers); i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(headers, i);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(headers);  /* (no Python code runs in the loop) */
+    PyObject **items = PySequence_Fast_ITEMS(headers);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = items[i];
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
             PyErr_SetString(PyExc_TypeError, "WSGI response headers must be (name, value) tuples");
             return -1;
@@ -445,10 +561,8 @@ static int put_headers(GLWsgiStart *st, PyObject *headers) {
             return -1;
         }
         if (nn == 14 && is_content_length(np)) st->clen = st->clen == -1 ? parse_clen(vp, vn) : -2;
-        gbuf *b = st->hdr;  /* "name: value\r\n", room made once */
-        Py_ssize_t at = b->n;
-        if (gbuf_put(b, NULL, nn + vn + 4) < 0) return -1;
-        char *o = b->p + at;
+        char *o = hdr_room(st->hdr, nn + vn + 4);  /* "name: value\r\n", room made once */
+        if (o == NULL) return -1;
         memcpy(o, np, nn);
         o[nn] = ':', o[nn + 1] = ' ';
         memcpy(o + nn + 2, vp, vn);
@@ -505,12 +619,14 @@ static PyObject *start_call(GLWsgiStart *self, PyObject *const *args, size_t nar
     gbuf *b = self->hdr;
     b->n = 0;
     self->clen = -1;
-    if (code < 0 || gbuf_put(b, NULL, PyUnicode_GET_LENGTH(args[0]) - 2) < 0) goto fail;
-    memcpy(b->p, (const char *)PyUnicode_1BYTE_DATA(args[0]) + 4, b->n - 2);
-    b->p[b->n - 2] = '\r', b->p[b->n - 1] = '\n';
+    char *o;
+    if (code < 0 || (o = hdr_room(b, PyUnicode_GET_LENGTH(args[0]) - 2)) == NULL) goto fail;
+    memcpy(o, (const char *)PyUnicode_1BYTE_DATA(args[0]) + 4, b->n - 2);
+    o[b->n - 2] = '\r', o[b->n - 1] = '\n';
     if (put_headers(self, args[1]) < 0) goto fail;
     self->status = code;
-    return write_new(self);
+    if (self->write == NULL && (self->write = write_new(self)) == NULL) goto fail;
+    return Py_NewRef(self->write);
 fail:
     self->status = 0;
     self->hdr->n = 0;
@@ -652,18 +768,26 @@ static PyTypeObject WriteType = {
 
 static inline int set_new(PyObject *d, PyObject *k, PyObject *v) { return gl_set_new(d, k, v); }
 
-/* environ[key] = value, or joined to a value already there (a repeated header: ", ";
- * cookies, which HTTP/2 splits, "; "). */
-static int set_header(PyObject *env, PyObject *key, const char *v, Py_ssize_t vn) {
-    PyObject *old = PyDict_GetItemWithError(env, key);
-    if (old == NULL) {
-        if (PyErr_Occurred()) return -1;
-        return set_new(env, key, PyUnicode_DecodeLatin1(v, vn, NULL));
+/* environ[key] = value (stolen), or joined to a value already there (a repeated header: ", ";
+ * cookies, which HTTP/2 splits, "; "): one look-up of key when it is new (PyDict_SetDefault). */
+static int set_header(PyObject *env, PyObject *key, PyObject *value) {
+    if (value == NULL) return -1;
+    Py_ssize_t had = PyDict_GET_SIZE(env);
+    PyObject *old = PyDict_SetDefault(env, key, value);  /* borrowed */
+    if (old == NULL || PyDict_GET_SIZE(env) > had) {  /* an error, or value is in */
+        Py_DECREF(value);
+        return old == NULL ? -1 : 0;
     }
-    PyObject *add = PyUnicode_DecodeLatin1(v, vn, NULL);
-    if (add == NULL) return -1;
-    PyObject *r = PyUnicode_FromFormat(key == WS(HTTP_COOKIE) ? "%U; %U" : "%U, %U", old, add);
-    Py_DECREF(add);
+    Py_ssize_t on = PyUnicode_GET_LENGTH(old), vn = PyUnicode_GET_LENGTH(value);
+    int ascii = PyUnicode_IS_ASCII(old) && PyUnicode_IS_ASCII(value);
+    PyObject *r = PyUnicode_New(on + 2 + vn, ascii ? 127 : 255);  /* (both latin-1: made from bytes) */
+    if (r != NULL) {
+        Py_UCS1 *d = PyUnicode_1BYTE_DATA(r);
+        memcpy(d, PyUnicode_1BYTE_DATA(old), on);
+        d[on] = key == WS(HTTP_COOKIE) ? ';' : ',', d[on + 1] = ' ';
+        memcpy(d + on + 2, PyUnicode_1BYTE_DATA(value), vn);
+    }
+    Py_DECREF(value);
     return set_new(env, key, r);
 }
 
@@ -674,6 +798,8 @@ static int set_header(PyObject *env, PyObject *key, const char *v, Py_ssize_t vn
 typedef struct {
     PyObject *src;  /* the template it was made from (strong: its address cannot be reused) */
     PyObject *tpl;
+    PyObject *in;   /* the thread's wsgi.input that tpl holds (borrowed: tpl's), or NULL */
+    int cport;      /* the REMOTE_PORT tpl holds (its last request's), -1: none */
     int sport, proto;
     Py_ssize_t shostlen, chostlen;
     char shost[64], chost[64];
@@ -686,18 +812,20 @@ static PyObject *protocol_str(const GLAsgiHead *h) {
 
 /* ftpl's template for h (TCP) if it fits it (borrowed), made now if it does not; NULL: none
  * (addresses too long to keep: the caller sets the items itself), or an error raised. */
-static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h) {
-    filled_tpl *f = &ftpl;
+static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
+    filled_tpl *f = TLS_PTR(ftpl);
     int proto = h->major * 10 + h->minor;
     if (h->shostlen > (Py_ssize_t)sizeof f->shost || h->chostlen > (Py_ssize_t)sizeof f->chost) return NULL;
     if (f->tpl != NULL && f->src == srv->environ_tpl && f->sport == h->sport && f->proto == proto &&
         f->shostlen == h->shostlen && f->chostlen == h->chostlen &&
         (h->shostlen == 0 || memcmp(f->shost, h->shost, h->shostlen) == 0) &&
         (h->chostlen == 0 || memcmp(f->chost, h->chost, h->chostlen) == 0))
-        return f->tpl;
+        goto fill_input;
     PyObject *d = PyDict_Copy(srv->environ_tpl);
     if (d == NULL) return NULL;
     if (PyDict_SetItem(d, WS(SERVER_PROTOCOL), protocol_str(h)) < 0 ||
+        PyDict_SetItem(d, WS(REQUEST_METHOD), WS(GET)) < 0 || PyDict_SetItem(d, WS(PATH_INFO), WS(slash)) < 0 ||
+        PyDict_SetItem(d, WS(QUERY_STRING), WS(empty)) < 0 ||
         set_new(d, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
         set_new(d, WS(SERVER_PORT), port_str(h->sport)) < 0 ||
         set_new(d, WS(REMOTE_ADDR), cached_str(&c_remote, h->chost, h->chostlen)) < 0) {
@@ -706,14 +834,25 @@ static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h) {
     }
     Py_XSETREF(f->tpl, d);
     Py_XSETREF(f->src, Py_NewRef(srv->environ_tpl));
+    f->in = NULL, f->cport = -1;
     f->sport = h->sport, f->proto = proto, f->shostlen = h->shostlen, f->chostlen = h->chostlen;
     if (h->shostlen) memcpy(f->shost, h->shost, h->shostlen);
     if (h->chostlen) memcpy(f->chost, h->chost, h->chostlen);
-    return d;
+fill_input:  /* the thread's input, the same request after request but when an application kept
+              * one; the client's port, the same for the requests of a connection */
+    if (f->in != input) {
+        if (PyDict_SetItem(f->tpl, WS(input), input) < 0) return NULL;
+        f->in = input;
+    }
+    if (f->cport != h->cport) {
+        if (set_new(f->tpl, WS(REMOTE_PORT), port_str(h->cport)) < 0) return NULL;
+        f->cport = h->cport;
+    }
+    return f->tpl;
 }
 
 static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
-    PyObject *tpl = h->is_unix ? NULL : filled_template(srv, h);
+    PyObject *tpl = h->is_unix ? NULL : filled_template(srv, h, input);
     if (tpl == NULL && PyErr_Occurred()) return NULL;
     PyObject *env = PyDict_Copy(tpl != NULL ? tpl : srv->environ_tpl);
     if (env == NULL) return NULL;
@@ -727,13 +866,17 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
         path += srv->rootlen;
         plen -= srv->rootlen;
     }
-    if (set_new(env, WS(REQUEST_METHOD), gl_asgi_method(SEG(nends - 4))) < 0 ||
-        set_new(env, WS(PATH_INFO), PyUnicode_DecodeLatin1(path, plen, NULL)) < 0 ||
-        set_new(env, WS(QUERY_STRING), PyUnicode_DecodeLatin1(SEG(nends - 2), NULL)) < 0 ||
-        PyDict_SetItem(env, WS(input), input) < 0)
+    /* the filled template has GET, "/", "" and the thread's input: set only when the request
+     * differs (a dict's item set is ~180 instructions) */
+    const char *m = blob + (nends > 4 ? ends[nends - 5] : 0);
+    Py_ssize_t mlen = ends[nends - 4] - (m - blob), qlen = ends[nends - 2] - ends[nends - 3];
+    int get = mlen == 3 && m[0] == 'G' && m[1] == 'E' && m[2] == 'T';
+    if ((!(tpl && get) && set_new(env, WS(REQUEST_METHOD), get ? Py_NewRef(WS(GET)) : gl_asgi_method(m, mlen)) < 0) ||
+        (!(tpl && plen == 1 && path[0] == '/') && set_new(env, WS(PATH_INFO), latin1_str(path, plen)) < 0) ||
+        (!(tpl && qlen == 0) && set_new(env, WS(QUERY_STRING), latin1_str(SEG(nends - 2))) < 0) ||
+        (tpl == NULL && PyDict_SetItem(env, WS(input), input) < 0))
         goto fail;
-    if (tpl != NULL) {  /* the connection's items are in the template */
-        if (set_new(env, WS(REMOTE_PORT), port_str(h->cport)) < 0) goto fail;
+    if (tpl != NULL) {  /* the connection's items, its client's port too, are in the template */
     } else if (PyDict_SetItem(env, WS(SERVER_PROTOCOL), protocol_str(h)) < 0) {
         goto fail;
     } else if (h->is_unix) {
@@ -756,6 +899,8 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
              PyDict_SetItem(env, WS(REMOTE_PORT), WS(zero)) < 0))
             goto fail;
     }
+    hcache *hc = nh > 0 ? hcache_get() : NULL;
+    if (nh > 0 && hc == NULL) goto fail;
     for (int i = 0; i < 2 * nh; i += 2) {
         int32_t a = i > 0 ? ends[i - 1] : 0, b = ends[i], c = ends[i + 1];
         const char *name = blob + a;
@@ -765,12 +910,11 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
             key = Py_NewRef(WS(CONTENT_TYPE));
         } else if (nn == 14 && memcmp(name, "content-length", 14) == 0) {
             key = Py_NewRef(WS(CONTENT_LENGTH));
-        } else if (memchr(name, '_', nn) != NULL) {
-            continue;  /* HTTP_X_Y would not say whether the client sent x-y or x_y: dropped (gunicorn, nginx) */
-        } else if ((key = header_key(name, nn)) == NULL) {
-            goto fail;
+        } else if ((key = header_key(hc, name, nn)) == NULL) {
+            if (PyErr_Occurred()) goto fail;
+            continue;  /* a name with '_' */
         }
-        int rc = set_header(env, key, blob + b, c - b);
+        int rc = set_header(env, key, header_value(hc, blob + b, c - b));
         Py_DECREF(key);
         if (rc < 0) goto fail;
     }
@@ -921,22 +1065,69 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
     return 0;
 }
 
+/* The pool thread's wsgi.input and start_response (with its write) of its last request, reused
+ * by the next one when nothing else refers to them any more (no allocation and deallocation of
+ * three objects per request, ~350 instructions); an application that kept one gets new ones
+ * for the next request and its old ones stay ended (wid -1: their calls fail). */
+/* Drops a start_response the thread no longer reuses: the cycle with its write is broken
+ * (a write the application kept still refers to it, and fails: wid is -1). */
+static void release_start(GLWsgiStart *st) {
+    if (st == NULL) return;
+    Py_CLEAR(st->write);
+    Py_DECREF((PyObject *)st);
+}
+
+static void release_thread_objects(void) {
+    ftpl.in = NULL;  /* (its template was cleared) */
+    release_start((GLWsgiStart *)tobj.st);
+    tobj.st = NULL;
+    Py_CLEAR(tobj.in);
+    hcache_free();
+}
+
+/* Only the thread refers to its input (and its filled template, which holds it): reusable. */
+static inline int input_unshared(GLWsgiInput *in) {
+    return Py_REFCNT(in) == 1 + (TLS_PTR(ftpl)->in == (PyObject *)in);
+}
+
+/* This thread's input and start_response for a new request (borrowed: the thread's), reset;
+ * -1 with an error raised. */
+static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
+    __typeof__(&tobj) t = TLS_PTR(tobj);
+    GLWsgiInput *in = (GLWsgiInput *)t->in;
+    if (in == NULL || !input_unshared(in)) {
+        if ((in = PyObject_New(GLWsgiInput, &InputType)) == NULL) return -1;
+        in->buf = NULL;
+        Py_XSETREF(t->in, (PyObject *)in);
+    }
+    GLWsgiStart *st = (GLWsgiStart *)t->st;
+    if (st == NULL || Py_REFCNT(st) != 1 + (st->write != NULL) || (st->write != NULL && Py_REFCNT(st->write) != 1)) {
+        if ((st = PyObject_New(GLWsgiStart, &StartType)) == NULL) return -1;
+        st->vectorcall = (vectorcallfunc)start_call;
+        st->write = NULL;
+        release_start((GLWsgiStart *)t->st);
+        t->st = (PyObject *)st;
+    }
+    st->hdr = &t->hdr;
+    t->hdr.n = 0;
+    Py_CLEAR(in->buf);
+    in->pos = 0, in->eof = 0;
+    *inp = in, *stp = st;
+    return 0;
+}
+
 /* Runs the application for the request whose head is h: 1 answered, 2 it failed. */
 static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
-    GLWsgiInput *in = PyObject_New(GLWsgiInput, &InputType);
-    GLWsgiStart *st = in ? PyObject_New(GLWsgiStart, &StartType) : NULL;
+    GLWsgiInput *in;
+    GLWsgiStart *st;
     PyObject *env = NULL, *result = NULL;
     int failed = 1;
-    if (st == NULL) {
-        Py_XDECREF((PyObject *)in);
+    if (request_objects(&in, &st) < 0) {
         log_error(srv);
         return 2;
     }
-    in->wid = wid, in->gen = gen, in->buf = NULL, in->pos = 0, in->eof = 0;
-    st->vectorcall = (vectorcallfunc)start_call;
+    in->wid = wid, in->gen = gen;
     st->wid = wid, st->gen = gen, st->status = 0, st->sent = 0, st->done = 0, st->clen = -1, st->body = 0;
-    st->hdr = &thread_hdr;
-    thread_hdr.n = 0;
     if ((env = environ_new(srv, h, (PyObject *)in)) != NULL) {
         PyObject *args[2] = {env, (PyObject *)st};
         result = PyObject_Vectorcall(srv->app, args, 2, NULL);
@@ -973,8 +1164,7 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
     st->wid = -1;  /* kept by the application: its calls now fail without reaching Go */
     in->wid = -1;
     Py_XDECREF(env);
-    Py_DECREF((PyObject *)st);
-    Py_DECREF((PyObject *)in);
+    if (input_unshared(in)) Py_CLEAR(in->buf);  /* not kept: its last part is not held until the next request */
     return failed ? 2 : 1;
 }
 
@@ -1016,6 +1206,7 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
     }
     Py_CLEAR(ftpl.tpl);
     Py_CLEAR(ftpl.src);
+    release_thread_objects();
     glWsgiWorkerFree(wid);
     Py_RETURN_NONE;
 }
