@@ -80,7 +80,8 @@ end
 """
 
 
-def run(kind, pyshim, args, extra):
+def start(kind, pyshim, args, extra):
+    """Server `kind` (goloop from pyshim) on a free port, on core 0: (its Popen, the row's URL)."""
     port = free_port()
     env = dict(os.environ)
     if pyshim:
@@ -98,23 +99,34 @@ def run(kind, pyshim, args, extra):
                             env=env, cwd=APPS,
                             stdout=subprocess.DEVNULL, stderr=errf)
     proc.errf = errf
+    proc.port = port
+    return proc, f"http://127.0.0.1:{port}{path}"
+
+
+def result(label, out, cpu, switches):
+    """run's dict from wrk's output and the server tree's CPU seconds and context switches."""
+    r = parse_wrk(out)
+    pct = re.search(r"PCT (\d+) (\d+) (\d+)", out)
+    if not r or not r.get("n") or not pct:
+        raise SystemExit(f"{label}: {out}")
+    n = r["n"]
+    p50, p99, p999 = (int(x) / 1000 for x in pct.groups())
+    # errors (Granian's wrk timeouts on a loaded machine) are counted, not fatal
+    return {"rps": r["value"], "us": cpu / n * 1e6, "cs": switches / n, "err": r.get("errors") or 0,
+            "p50": p50, "p99": p99, "p999": p999}
+
+
+def run(kind, pyshim, args, extra):
+    proc, url = start(kind, pyshim, args, extra)
+    port = proc.port
     try:
         wait_port(port, proc)
-        wrk = ["taskset", "-c", "1", "wrk", "-t1", f"-c{args.conns}", "--latency", "-s", args.lua,
-               f"http://127.0.0.1:{port}{path}"]
+        wrk = ["taskset", "-c", "1", "wrk", "-t1", f"-c{args.conns}", "--latency", "-s", args.lua, url]
         subprocess.run(wrk + ["-d1s"], capture_output=True, check=True)
         c0, s0 = tree_cpu(proc.pid), ctx_switches(proc.pid)
         out = subprocess.run(wrk + [f"-d{args.duration}s"], capture_output=True, text=True, check=True).stdout
         c1, s1 = tree_cpu(proc.pid), ctx_switches(proc.pid)
-        r = parse_wrk(out)
-        n = r["n"]
-        pct = re.search(r"PCT (\d+) (\d+) (\d+)", out)
-        if n == 0 or not pct:
-            raise SystemExit(f"{kind}: {out}")
-        p50, p99, p999 = (int(x) / 1000 for x in pct.groups())
-        # errors (Granian's wrk timeouts on a loaded machine) are counted, not fatal
-        return {"rps": r["value"], "us": (c1 - c0) / n * 1e6, "cs": (s1 - s0) / n, "err": r.get("errors") or 0,
-                "p50": p50, "p99": p99, "p999": p999}
+        return result(kind, out, c1 - c0, s1 - s0)
     finally:
         proc.terminate()
         try:
@@ -196,26 +208,11 @@ def run_together(configs, args):
     alone = None
     try:
         for i, (label, (kind, pyshim, extra)) in enumerate(configs):
-            port = free_port()
-            env = dict(os.environ)
-            if pyshim:
-                env["PYTHONPATH"] = os.pathsep.join([pyshim, env.get("PYTHONPATH", "")])
-            env["PYTHONPATH"] = os.pathsep.join([env.get("PYTHONPATH", ""), APPS])
-            env.update(args.env)
-            env.update(extra)
-            threads = int(env.pop("THREADS", 0)) or args.threads
-            argv = server_argv(KINDS[kind], target, port, threads=threads)
-            if argv is None:
-                raise SystemExit(f"{kind}: not installed (make bench-deps)")
-            errf = tempfile.TemporaryFile()
-            proc = subprocess.Popen(["taskset", "-c", "0", *argv], env=env, cwd=APPS,
-                                    stdout=subprocess.DEVNULL, stderr=errf)
-            proc.errf = errf
+            proc, url = start(kind, pyshim, args, extra)
             procs.append(proc)
-            wait_port(port, proc)
+            wait_port(proc.port, proc)
             cgroup_add(cgroup_make(f"goloop-wsgi-ab-{i}"), proc.pid)
-            wrks.append(["taskset", "-c", "1", "wrk", "-t1", f"-c{args.conns}", "--latency", "-s", args.lua,
-                         f"http://127.0.0.1:{port}{path}"])
+            wrks.append(["taskset", "-c", "1", "wrk", "-t1", f"-c{args.conns}", "--latency", "-s", args.lua, url])
         if args.app_alone:
             alone = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", _ALONE, HERE, target, path],
                                      env=dict(os.environ, PYTHONPATH=APPS), stdout=subprocess.PIPE, text=True)
@@ -238,15 +235,8 @@ def run_together(configs, args):
             alone.send_signal(signal.SIGUSR1)
             calls = int(alone.communicate(timeout=30)[0].split()[-1])
             a_us = (a1 - a0) / calls * 1e6
-        res = []
-        for (label, (kind, _, _)), out, (t0, s0), (t1, s1) in zip(configs, outs, c0, c1):
-            r = parse_wrk(out)
-            pct = re.search(r"PCT (\d+) (\d+) (\d+)", out)
-            if not r or not r.get("n") or not pct:
-                raise SystemExit(f"{label}: {out}")
-            p50, p99, p999 = (int(x) / 1000 for x in pct.groups())
-            res.append({"rps": r["value"], "us": (t1 - t0) / r["n"] * 1e6, "cs": (s1 - s0) / r["n"],
-                        "err": r.get("errors") or 0, "p50": p50, "p99": p99, "p999": p999})
+        res = [result(label, out, t1 - t0, s1 - s0)
+               for (label, _), out, (t0, s0), (t1, s1) in zip(configs, outs, c0, c1)]
         return res, a_us
     finally:
         for p in procs + ([alone] if alone else []):
