@@ -59,3 +59,22 @@ def run_script(code: str, *, timeout: float = 30, env: dict | None = None,
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
+
+
+def fd_links() -> dict[int, str]:
+    """This process's open descriptors and what each is (an fd closed while they are read is
+    left out)."""
+    links = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links[int(fd)] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return links
+
+
+def fds_opened_since(before: dict[int, str]) -> dict[int, str]:
+    """The descriptors open now that were not open (as the same thing) in fd_links()'s
+    before: a leak check that an unrelated descriptor closing meanwhile (a thread of an
+    earlier test ending) does not fail."""
+    return {fd: link for fd, link in fd_links().items() if before.get(fd) != link}
