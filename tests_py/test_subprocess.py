@@ -18,7 +18,7 @@ import pytest
 
 import goloop
 from goloop import _unix
-from loophelpers import fd_links, fds_opened_since, is_goloop, open_fds
+from loophelpers import fd_links, fds_opened_since, is_goloop
 
 pytestmark = pytest.mark.timeout(60)
 
