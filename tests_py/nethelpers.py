@@ -27,7 +27,7 @@ import time
 import pytest
 
 import goloop
-from loophelpers import close_loop, open_fds
+from loophelpers import close_loop, fd_links, fds_opened_since, open_fds
 
 _warmed = False
 
@@ -49,16 +49,6 @@ def _warm_up() -> None:
         lp.run_until_complete(asyncio.sleep(0))
         close_loop(lp)
         _warmed = True
-
-
-def _fd_list() -> dict[int, str]:
-    out = {}
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            pass
-    return out
 
 
 _go_netpoll_seen = False
@@ -91,17 +81,16 @@ def _is_go_runtime_netpoll(extra: dict[int, str]) -> bool:
 def no_fd_leak():
     """Fails the test when it leaves a file descriptor open (checked after the loop closes)."""
     _warm_up()
-    before = _fd_list()
+    before = fd_links()
     n0 = open_fds()
     yield
     n1 = open_fds()
     if n1 > n0:
-        extra = {fd: tgt for fd, tgt in _fd_list().items() if before.get(fd) != tgt}
+        extra = fds_opened_since(before)
         if n1 == n0 + 2 and _is_go_runtime_netpoll(extra):
             return
         gc.collect()  # only to build a useful message; the leak is reported anyway
-        after = _fd_list()
-        extra = {fd: tgt for fd, tgt in after.items() if before.get(fd) != tgt}
+        extra = fds_opened_since(before)
         pytest.fail(f"file descriptors leaked: {n0} before, {n1} after: {extra}")
 
 
