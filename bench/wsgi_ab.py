@@ -116,6 +116,17 @@ def result(label, out, cpu, switches):
             "p50": p50, "p99": p99, "p999": p999}
 
 
+def stop(proc):
+    """Ends proc: SIGTERM, SIGKILL after 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def run(kind, pyshim, args, extra):
     proc, url = start(kind, pyshim, args, extra)
     port = proc.port
@@ -128,12 +139,7 @@ def run(kind, pyshim, args, extra):
         c1, s1 = tree_cpu(proc.pid), ctx_switches(proc.pid)
         return result(kind, out, c1 - c0, s1 - s0)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 # ---------- --together: every server at once, in CPU cgroups of equal weight ----------
@@ -240,13 +246,7 @@ def run_together(configs, args):
         return res, a_us
     finally:
         for p in procs + ([alone] if alone else []):
-            if p.poll() is None:
-                p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop(p)
 
 
 def main():
