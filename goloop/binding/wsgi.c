@@ -649,14 +649,13 @@ static PyObject *raise_send(GLWsgiStart *st, int rc) {
 }
 
 /* A pool thread's request handed on from the end of one request to its loop (serve_thread):
- * last: send_part's part with more 0 is the application's last act for the request (a list
- * or tuple answer's last part), so Go may end the request in the same call (glWsgiSendEnd);
- * ended: it did, next (gen): the request it took then, or NULL (its head is in the thread's
+ * ended: send_part's part with more 0 and end (the application's last act for the request:
+ * a list or tuple answer's last part) ended the request in the same call (glWsgiSendEnd), next (gen): the request it took then, or NULL (its head is in the thread's
  * head buffer, where the ended request's was: handle does not read its head after
  * send_result); idle: the last part sent found no request ready (glWsgiSend's
  * GL_WSGI_SENT_IDLE): glWsgiTake is not called. */
 static _Thread_local struct {
-    int last, ended, idle;
+    int ended, idle;
     GLAsgiHead *next;
     long gen;
 } pass;
@@ -666,8 +665,9 @@ static _Thread_local struct {
  * the last (more 0): the response is complete in that one call and write, without the
  * empty last part the end of an iterable would send in another call (Werkzeug's and
  * Django's responses are iterables with a Content-Length); what comes after it, if
- * anything, is too long. */
-static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush) {
+ * anything, is too long. end: the application is done with the request once this last part
+ * is sent (a list or tuple answer): Go may end it and take the next in the same call. */
+static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end) {
     if (st->done) return n > 0 ? GL_WSGI_TOO_LONG : GL_ASGI_OK;
     if (more && n > 0 && st->clen >= 0 && st->body + n == st->clen) more = 0, flush = 1;
     int status = st->sent ? 0 : st->status, rc;
@@ -675,7 +675,7 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
     rc = GL_WSGI_RELEASE;
     pass.idle = 0;
     if (n <= GL_WSGI_HOLD_MAX) {  /* with the GIL: one release and take fewer per response */
-        if (!more && pass.last) {  /* the request ends with this call, the next one taken */
+        if (!more && end) {  /* the request ends with this call, the next one taken */
             rc = glWsgiSendEnd(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, &pass.next, &pass.gen);
             pass.ended = rc == GL_ASGI_OK;
         } else {
@@ -726,7 +726,7 @@ static PyObject *write_call(GLWsgiWrite *self, PyObject *const *args, size_t nar
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     int rc = GL_ASGI_OK;
-    if (view.len > 0) rc = send_part(st, view.buf, view.len, 1, 1);
+    if (view.len > 0) rc = send_part(st, view.buf, view.len, 1, 1, 0);
     PyBuffer_Release(&view);
     if (rc != GL_ASGI_OK) return raise_send(st, rc);
     Py_RETURN_NONE;
@@ -1014,10 +1014,9 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
                 return -1;
             }
             int last = i >= n - 1;
-            pass.last = last;
-            rc = (PyBytes_GET_SIZE(b) == 0 && !last) ? GL_ASGI_OK
-                                                     : send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last);
-            pass.last = 0;
+            rc = (PyBytes_GET_SIZE(b) == 0 && !last)
+                     ? GL_ASGI_OK
+                     : send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last, last);
             Py_DECREF(b);
             if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
             if (rc != GL_ASGI_OK) {
@@ -1043,7 +1042,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
                 Py_DECREF(it);
                 return -1;
             }
-            rc = send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1);
+            rc = send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1, 0);
         }
         Py_DECREF(b);
         if (rc != GL_ASGI_OK) {
@@ -1056,7 +1055,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
     Py_DECREF(it);
     if (PyErr_Occurred()) return -1;
     if (need_start(st) < 0) return -1;
-    rc = send_part(st, NULL, 0, 0, 1);
+    rc = send_part(st, NULL, 0, 0, 1, 0);
     if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
     if (rc != GL_ASGI_OK) {
         raise_send(st, rc);

@@ -720,13 +720,7 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 			return C.GL_WSGI_RELEASE
 		}
 	}
-	r := wk.r
-	if status > 0 {
-		if err := wsgiStart(r, int(status), bytesFromC(hdr, hn)); err != nil {
-			return wk.err(err)
-		}
-	}
-	flags, err := r.Send(bytesFromC(body, n), more != 0)
+	flags, err := wk.put(status, hdr, hn, body, n, more != 0)
 	if err == nil && wait == 0 && flags&asgi.SendPaused != 0 {
 		if flush != 0 {
 			wk.w.sv.s.Flush()
@@ -737,6 +731,19 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 		return C.GL_WSGI_SENT_IDLE
 	}
 	return rc
+}
+
+// put starts wk's response if status > 0 (its header lines hdr) and sends a body part (the
+// last one unless more): Send's flags, or the error.
+func (wk *wsgiWorker) put(status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
+	more bool) (int, error) {
+	r := wk.r
+	if status > 0 {
+		if err := wsgiStart(r, int(status), bytesFromC(hdr, hn)); err != nil {
+			return 0, err
+		}
+	}
+	return r.Send(bytesFromC(body, n), more)
 }
 
 // alone: wk, which holds the GIL, may keep it through a send (free-threaded: always; with
@@ -775,13 +782,7 @@ func glWsgiSendEnd(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, 
 	if alone, _ := wk.alone(); !alone {
 		return C.GL_WSGI_RELEASE
 	}
-	r := wk.r
-	if status > 0 {
-		if err := wsgiStart(r, int(status), bytesFromC(hdr, hn)); err != nil {
-			return wk.err(err)
-		}
-	}
-	flags, err := r.Send(bytesFromC(body, n), false)
+	flags, err := wk.put(status, hdr, hn, body, n, false)
 	if err != nil {
 		return wk.err(err)
 	}
