@@ -587,6 +587,61 @@ def test_body_complete_at_its_content_length(caplog):
         assert "Response content longer than Content-Length" in text, text
 
 
+def test_iterable_ends_its_request_at_its_content_length(caplog):
+    """An iterable (not a generator) whose part completes its Content-Length ends its request
+    with that part (one call into Go per request, as Werkzeug's and Django's answers are):
+    what it does after (its close() here fails, logged) no longer concerns the response, and
+    the connection stays for the next request; a write() then is too long. A generator's request ends after its close(), which failing closes the connection."""
+    kept = {}
+
+    class Answer:
+        def __init__(self, environ, write):
+            self.environ, self.write, self.parts = environ, write, [b"ab", b"cd"]
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if not self.parts:
+                raise StopIteration
+            return self.parts.pop(0)
+
+        def close(self):
+            try:
+                self.write(b"late")
+            except Exception as e:
+                kept[self.environ["PATH_INFO"]] = repr(e)
+            raise RuntimeError("close failed")
+
+    def app(environ, start_response):
+        write = start_response("200 OK", [("Content-Length", "4")])
+        if environ["PATH_INFO"] == "/gen":
+            def gen():
+                try:
+                    yield b"abcd"
+                finally:
+                    raise RuntimeError("close failed")
+            return gen()
+        return Answer(environ, write)
+
+    with serving(app, threads=1, **WSGI) as server, caplog.at_level(logging.ERROR, "goloop.error"):
+        with connect(server) as s:
+            f = s.makefile("rb")
+            for path in ("/a", "/b"):
+                s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+                assert read_response(f)[::2] == (200, b"abcd")
+        with connect(server) as s:
+            s.sendall(b"GET /gen HTTP/1.1\r\nHost: x\r\n\r\n")
+            f = s.makefile("rb")
+            status, headers, body = read_response(f)
+            assert (status, body) == (200, b"abcd")
+            s.settimeout(30)
+            assert f.read() == b""  # closed after the generator's close() failed
+    assert all("longer than Content-Length" in kept[p] for p in ("/a", "/b")), kept
+    text = "\n".join(r.getMessage() + (str(r.exc_info[1]) if r.exc_info else "") for r in caplog.records)
+    assert text.count("close failed") >= 3, text
+
+
 def test_errors_500_with_traceback_and_wsgi_errors(caplog):
     def app(environ, start_response):
         environ["wsgi.errors"].write("to the log\n")

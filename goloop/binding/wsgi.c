@@ -649,10 +649,11 @@ static PyObject *raise_send(GLWsgiStart *st, int rc) {
 }
 
 /* A pool thread's request handed on from the end of one request to its loop (serve_thread):
- * ended: send_part's part with more 0 and end (the application's last act for the request:
- * a list or tuple answer's last part) ended the request in the same call (glWsgiSendEnd), next (gen): the request it took then, or NULL (its head is in the thread's
- * head buffer, where the ended request's was: handle does not read its head after
- * send_result); idle: the last part sent found no request ready (glWsgiSend's
+ * ended: send_part's part with more 0 and end (a list or tuple answer's last part, an
+ * iterable's part that completes its Content-Length) ended the request in the same call
+ * (glWsgiSendEnd), next (gen): the request it took then, or NULL (its head is in the
+ * thread's head buffer, where the ended request's was: neither handle nor send_result reads
+ * its head after its first send); idle: the last part sent found no request ready (glWsgiSend's
  * GL_WSGI_SENT_IDLE): glWsgiTake is not called. */
 static _Thread_local struct {
     int ended, idle;
@@ -665,8 +666,13 @@ static _Thread_local struct {
  * the last (more 0): the response is complete in that one call and write, without the
  * empty last part the end of an iterable would send in another call (Werkzeug's and
  * Django's responses are iterables with a Content-Length); what comes after it, if
- * anything, is too long. end: the application is done with the request once this last part
- * is sent (a list or tuple answer): Go may end it and take the next in the same call. */
+ * anything, is too long. end: the request may end with this part if it is the last (more 0
+ * here): a list or tuple answer's last part, or an iterable's part that completes its
+ * Content-Length (Werkzeug's and Django's answers; not a generator's): Go ends it and takes the next in the same
+ * call (glWsgiSendEnd; one call into Go per request fewer than a glWsgiTake after close()).
+ * What the application does after that no longer concerns the response: a part after it is
+ * logged as too long, a close() that fails is logged (the connection stays: its response is
+ * complete), and the request's objects fail as after its end. */
 static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end) {
     if (st->done) return n > 0 ? GL_WSGI_TOO_LONG : GL_ASGI_OK;
     if (more && n > 0 && st->clen >= 0 && st->body + n == st->clen) more = 0, flush = 1;
@@ -1026,6 +1032,10 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
         }
         return 0;
     }
+    /* the part that completes the Content-Length ends the request (send_part's end) unless
+     * the answer is a generator, whose code after its last yield (before its end) would
+     * hold up the request taken with it */
+    int end = !PyGen_CheckExact(result);
     PyObject *it = PyObject_GetIter(result), *b;
     if (it == NULL) return -1;
     while ((b = PyIter_Next(it)) != NULL) {
@@ -1042,7 +1052,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
                 Py_DECREF(it);
                 return -1;
             }
-            rc = send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1, 0);
+            rc = send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1, end);
         }
         Py_DECREF(b);
         if (rc != GL_ASGI_OK) {
