@@ -215,3 +215,41 @@ def test_other_python_threads_run_while_requests_keep_coming():
     finally:
         os.close(stop_r)
         os.close(stop_w)
+
+
+def test_held_answer_written_while_the_next_request_blocks():
+    """A thread that takes the next request at once holds the answer it ended, to write it
+    with the answers after it (wsgi.go's endTake); if the next request's application then
+    blocks, the held answer is still written (by the progress timer), not kept until that
+    application returns. Here the application of /b waits for the client to have read /a's
+    answer; three requests are ready when /a's ends (the thread answers /a while the backup
+    reads them), so /a's answer is held as the thread takes /b."""
+    a_read = threading.Event()
+    started = threading.Event()
+
+    def app(environ, start_response):
+        path = environ["PATH_INFO"]
+        if path == "/a":
+            started.set()
+            a_read.wait(0.5)  # the others arrive meanwhile (never set here: a pause)
+        # (without the timer's write, the answer left ~5 s later, with the keep-alive sweep)
+        body = b"late" if path == "/b" and not a_read.wait(3) else path.encode()
+        start_response("200 OK", [("Content-Length", str(len(body)))])
+        return [body]
+
+    with serving(app, threads=1, **WSGI) as server:
+        conns = [connect(server) for _ in range(3)]
+        try:
+            files = [c.makefile("rb") for c in conns]
+            conns[0].sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert started.wait(30)
+            for c, path in zip(conns[1:], (b"/b", b"/c")):
+                c.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_response(files[0])[::2] == (200, b"/a")
+            a_read.set()
+            assert read_response(files[1])[::2] == (200, b"/b")  # not b"late"
+            assert read_response(files[2])[::2] == (200, b"/c")
+        finally:
+            a_read.set()
+            for c in conns:
+                c.close()
