@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -221,19 +222,23 @@ def test_held_answer_written_while_the_next_request_blocks():
     """A thread that takes the next request at once holds the answer it ended, to write it
     with the answers after it (wsgi.go's endTake); if the next request's application then
     blocks, the held answer is still written (by the progress timer), not kept until that
-    application returns. Here the application of /b waits for the client to have read /a's
-    answer; three requests are ready when /a's ends (the thread answers /a while the backup
-    reads them), so /a's answer is held as the thread takes /b."""
-    a_read = threading.Event()
-    started = threading.Event()
+    application returns. One thread: while /slow runs, the backup reads /a (with /b
+    pipelined behind it) and then /c; /a, quick, ends with two requests ready (/c and /b,
+    parsed as /a ended), so its answer is held as the thread takes the next, whose
+    application waits for the client to have read /a's answer."""
+    go, started, a_done, a_read = (threading.Event() for _ in range(4))
 
     def app(environ, start_response):
         path = environ["PATH_INFO"]
-        if path == "/a":
+        body = path.encode()
+        if path == "/slow":
             started.set()
-            a_read.wait(0.5)  # the others arrive meanwhile (never set here: a pause)
-        # (without the timer's write, the answer left ~5 s later, with the keep-alive sweep)
-        body = b"late" if path == "/b" and not a_read.wait(3) else path.encode()
+            assert go.wait(30)
+        elif path == "/a":
+            a_done.set()
+        elif a_done.is_set() and not a_read.wait(3):
+            # (without the timer's write, the answer left ~5 s later, with the keep-alive sweep)
+            body = b"late"
         start_response("200 OK", [("Content-Length", str(len(body)))])
         return [body]
 
@@ -241,15 +246,20 @@ def test_held_answer_written_while_the_next_request_blocks():
         conns = [connect(server) for _ in range(3)]
         try:
             files = [c.makefile("rb") for c in conns]
-            conns[0].sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+            conns[0].sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
             assert started.wait(30)
-            for c, path in zip(conns[1:], (b"/b", b"/c")):
-                c.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert read_response(files[0])[::2] == (200, b"/a")
+            conns[1].sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.05)  # read before /c (not needed for the test to pass, to exercise the hold)
+            conns[2].sendall(b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.2)
+            go.set()
+            assert read_response(files[1])[::2] == (200, b"/a")
             a_read.set()
-            assert read_response(files[1])[::2] == (200, b"/b")  # not b"late"
-            assert read_response(files[2])[::2] == (200, b"/c")
+            assert read_response(files[2])[::2] == (200, b"/c")  # neither b"late"
+            assert read_response(files[1])[::2] == (200, b"/b")
+            assert read_response(files[0])[::2] == (200, b"/slow")
         finally:
+            go.set()
             a_read.set()
             for c in conns:
                 c.close()

@@ -98,6 +98,8 @@ type wsgiWorker struct {
 	rbuf unsafe.Pointer // the body part glWsgiRecv passes (C memory)
 	rcap int
 	emsg *C.char // the message of the last GL_ASGI_ERR_RUNTIME (C memory)
+
+	takenAt time.Time // when it took its request (endTake holds only a quick one's answer)
 }
 
 var (
@@ -439,6 +441,8 @@ func (w *wsgiSrv) stop() {
 	w.mu.Lock()
 	w.stopped = true
 	w.timer.Stop()
+	held := w.held > 0 // the timer no longer writes them: written below
+	w.held = 0
 	rest := w.ready[w.head:]
 	w.ready, w.head = nil, 0
 	for len(w.idle) > 0 {
@@ -454,6 +458,9 @@ func (w *wsgiSrv) stop() {
 	w.mu.Unlock()
 	for _, r := range rest {
 		r.Done(false)
+	}
+	if held {
+		w.sv.s.Flush()
 	}
 }
 
@@ -595,7 +602,8 @@ func glWsgiTake(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
 // answers leaves together (as a server loop writes what one turn of it made; bjoern writes
 // its answers one turn later), so that their clients, woken by the first, find the others
 // without a wake-up each (on loopback, a wake-up is the writer's CPU time: 4-6% of a Flask
-// request's CPU under load, measured). Bounds: maxHeld answers, the first held maxHeldFor;
+// request's CPU under load, measured). Bounds: maxHeld answers, the first held maxHeldFor,
+// held only after a quick request (quickApp: a slow application's answers are not held up);
 // the run is written before the last ready request is taken (its clients' next requests
 // then arrive before the thread next reads: written with the last one, they missed that
 // read, and waited a round more: p99 +40%, measured), by any other send of the thread, and
@@ -607,11 +615,7 @@ func (wk *wsgiWorker) endTake(finish C.int, gen *C.long) *C.GLAsgiHead {
 	w.mu.Lock()
 	w.busy -= busy
 	if !w.stopped && w.head < len(w.ready) && (w.eager || w.busy+w.woken+w.claims == 0) {
-		if busy == 1 && w.head+1 < len(w.ready) && w.held < maxHeld &&
-			(w.held == 0 || time.Since(w.heldAt) < maxHeldFor) {
-			if w.held == 0 {
-				w.heldAt = time.Now()
-			}
+		if busy == 1 && w.head+1 < len(w.ready) && w.held < maxHeld && wk.mayHold() {
 			w.held++
 			w.armLocked() // the writer if the thread does not come back
 			return wk.takeLocked(gen)
@@ -631,11 +635,28 @@ func (wk *wsgiWorker) endTake(finish C.int, gen *C.long) *C.GLAsgiHead {
 }
 
 // maxHeld, maxHeldFor: how many answers a thread that takes request after request may
-// hold before it writes them, and for how long the first (endTake).
+// hold before it writes them, and for how long the first; quickApp: an answer is held only
+// if its request took less (from its take to its end: the next one, held up by it, likely
+// takes as long; a slower application's answers leave one by one) (endTake).
 const (
 	maxHeld    = 16
-	maxHeldFor = time.Millisecond
+	maxHeldFor = 2 * time.Millisecond
+	quickApp   = time.Millisecond
 )
+
+// mayHold: wk's request, ending, was quick and the run held so far is young (w.mu held;
+// the first answer of a run sets its start).
+func (wk *wsgiWorker) mayHold() bool {
+	w := wk.w
+	now := time.Now()
+	if now.Sub(wk.takenAt) >= quickApp || (w.held > 0 && now.Sub(w.heldAt) >= maxHeldFor) {
+		return false
+	}
+	if w.held == 0 {
+		w.heldAt = now
+	}
+	return true
+}
 
 // end ends wk's request (finish 1: answered, 2: the application failed) and, if flush,
 // writes what that left: 1, or 0 if there was none to end (finish 0, or ended already).
@@ -692,6 +713,7 @@ func (wk *wsgiWorker) takeLocked(gen *C.long) *C.GLAsgiHead {
 	w.busy++
 	w.taken++
 	w.mu.Unlock()
+	wk.takenAt = time.Now()
 	select { // a wake-up left from the previous request
 	case <-wk.wake:
 	default:
