@@ -524,10 +524,9 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLAsg
 		return nil
 	}
 	w := wk.w
-	busy := wk.end(finish, true)
+	busy := wk.end(finish, true) // with the answers held (w.held may say more: harmless)
 	w.mu.Lock()
 	w.busy -= busy
-	w.held = 0 // written with its answer
 	for !w.stopped {
 		if w.head < len(w.ready) {
 			if w.eager || w.busy+w.claims == 0 {
