@@ -816,6 +816,15 @@ static PyObject *protocol_str(const GLAsgiHead *h) {
     return h->major == 2 ? WS(p2) : (h->major == 1 && h->minor == 0) ? WS(p10) : WS(p11);
 }
 
+/* A TCP connection's SERVER_NAME, SERVER_PORT and REMOTE_ADDR in d: 0, or -1 with an error. */
+static int set_tcp_items(PyObject *d, const GLAsgiHead *h) {
+    if (set_new(d, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
+        set_new(d, WS(SERVER_PORT), port_str(h->sport)) < 0 ||
+        set_new(d, WS(REMOTE_ADDR), cached_str(&c_remote, h->chost, h->chostlen)) < 0)
+        return -1;
+    return 0;
+}
+
 /* ftpl's template for h (TCP) if it fits it (borrowed), made now if it does not; NULL: none
  * (addresses too long to keep: the caller sets the items itself), or an error raised. */
 static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
@@ -831,10 +840,7 @@ static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h, PyObjec
     if (d == NULL) return NULL;
     if (PyDict_SetItem(d, WS(SERVER_PROTOCOL), protocol_str(h)) < 0 ||
         PyDict_SetItem(d, WS(REQUEST_METHOD), WS(GET)) < 0 || PyDict_SetItem(d, WS(PATH_INFO), WS(slash)) < 0 ||
-        PyDict_SetItem(d, WS(QUERY_STRING), WS(empty)) < 0 ||
-        set_new(d, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
-        set_new(d, WS(SERVER_PORT), port_str(h->sport)) < 0 ||
-        set_new(d, WS(REMOTE_ADDR), cached_str(&c_remote, h->chost, h->chostlen)) < 0) {
+        PyDict_SetItem(d, WS(QUERY_STRING), WS(empty)) < 0 || set_tcp_items(d, h) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -882,19 +888,16 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
         (!(tpl && qlen == 0) && set_new(env, WS(QUERY_STRING), latin1_str(SEG(nends - 2))) < 0) ||
         (tpl == NULL && PyDict_SetItem(env, WS(input), input) < 0))
         goto fail;
-    if (tpl != NULL) {  /* the connection's items, its client's port too, are in the template */
-    } else if (PyDict_SetItem(env, WS(SERVER_PROTOCOL), protocol_str(h)) < 0) {
-        goto fail;
-    } else if (h->is_unix) {
-        if (set_new(env, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
-            PyDict_SetItem(env, WS(SERVER_PORT), WS(zero)) < 0 || PyDict_SetItem(env, WS(REMOTE_ADDR), WS(empty)) < 0 ||
-            PyDict_SetItem(env, WS(REMOTE_PORT), WS(zero)) < 0)
+    if (tpl == NULL) {  /* (else the connection's items, its client's port too, are in the template) */
+        if (PyDict_SetItem(env, WS(SERVER_PROTOCOL), protocol_str(h)) < 0) goto fail;
+        if (h->is_unix) {
+            if (set_new(env, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
+                PyDict_SetItem(env, WS(SERVER_PORT), WS(zero)) < 0 || PyDict_SetItem(env, WS(REMOTE_ADDR), WS(empty)) < 0 ||
+                PyDict_SetItem(env, WS(REMOTE_PORT), WS(zero)) < 0)
+                goto fail;
+        } else if (set_tcp_items(env, h) < 0 || set_new(env, WS(REMOTE_PORT), port_str(h->cport)) < 0) {
             goto fail;
-    } else if (set_new(env, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
-               set_new(env, WS(SERVER_PORT), port_str(h->sport)) < 0 ||
-               set_new(env, WS(REMOTE_ADDR), cached_str(&c_remote, h->chost, h->chostlen)) < 0 ||
-               set_new(env, WS(REMOTE_PORT), port_str(h->cport)) < 0) {
-        goto fail;
+        }
     }
     if (h->proxy != NULL) {  /* "scheme\nclient" from a trusted proxy's headers */
         const char *nl = memchr(h->proxy, '\n', h->proxylen);
@@ -1074,10 +1077,6 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
     return 0;
 }
 
-/* The pool thread's wsgi.input and start_response (with its write) of its last request, reused
- * by the next one when nothing else refers to them any more (no allocation and deallocation of
- * three objects per request, ~350 instructions); an application that kept one gets new ones
- * for the next request and its old ones stay ended (wid -1: their calls fail). */
 /* Drops a start_response the thread no longer reuses: the cycle with its write is broken
  * (a write the application kept still refers to it, and fails: wid is -1). */
 static void release_start(GLWsgiStart *st) {
@@ -1086,8 +1085,11 @@ static void release_start(GLWsgiStart *st) {
     Py_DECREF((PyObject *)st);
 }
 
+/* The thread's objects, its filled template and caches, released as it leaves the pool. */
 static void release_thread_objects(void) {
-    ftpl.in = NULL;  /* (its template was cleared) */
+    Py_CLEAR(ftpl.tpl);
+    Py_CLEAR(ftpl.src);
+    ftpl.in = NULL;  /* (the template's) */
     release_start((GLWsgiStart *)tobj.st);
     tobj.st = NULL;
     Py_CLEAR(tobj.in);
@@ -1100,7 +1102,10 @@ static inline int input_unshared(GLWsgiInput *in) {
 }
 
 /* This thread's input and start_response for a new request (borrowed: the thread's), reset;
- * -1 with an error raised. */
+ * -1 with an error raised. Those of its last request are reused when nothing else refers to
+ * them any more (no allocation and deallocation of three objects per request, ~350
+ * instructions); an application that kept one gets new ones and its old ones stay ended (wid
+ * -1: their calls fail). */
 static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
     __typeof__(&tobj) t = TLS_PTR(tobj);
     GLWsgiInput *in = (GLWsgiInput *)t->in;
@@ -1213,8 +1218,6 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
          * input and start_response) may outlive it: they hold (wid, gen), which Go checks */
         finish = handle(self, wid, gen, h);
     }
-    Py_CLEAR(ftpl.tpl);
-    Py_CLEAR(ftpl.src);
     release_thread_objects();
     glWsgiWorkerFree(wid);
     Py_RETURN_NONE;

@@ -524,7 +524,10 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLAsg
 		return nil
 	}
 	w := wk.w
-	busy := wk.end(finish, true) // with the answers held (w.held may say more: harmless)
+	busy := wk.end(finish)
+	if busy == 1 { // its answer, with those held (w.held may then say more: a write comes early)
+		w.sv.s.Flush()
+	}
 	w.mu.Lock()
 	w.busy -= busy
 	for !w.stopped {
@@ -610,27 +613,27 @@ func glWsgiTake(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
 // blocked).
 func (wk *wsgiWorker) endTake(finish C.int, gen *C.long) *C.GLAsgiHead {
 	w := wk.w
-	busy := wk.end(finish, false)
+	busy := wk.end(finish)
 	w.mu.Lock()
 	w.busy -= busy
-	if !w.stopped && w.head < len(w.ready) && (w.eager || w.busy+w.woken+w.claims == 0) {
-		if busy == 1 && w.head+1 < len(w.ready) && w.held < maxHeld && wk.mayHold() {
-			w.held++
-			w.armLocked() // the writer if the thread does not come back
-			return wk.takeLocked(gen)
-		}
-		w.held = 0
-		h := wk.takeLocked(gen)
-		w.sv.s.Flush()
-		return h
+	take := !w.stopped && w.head < len(w.ready) && (w.eager || w.busy+w.woken+w.claims == 0)
+	if take && busy == 1 && w.head+1 < len(w.ready) && w.held < maxHeld && wk.mayHold() {
+		w.held++
+		w.armLocked() // the writer if the thread does not come back
+		return wk.takeLocked(gen)
 	}
 	flush := busy == 1 || w.held > 0
 	w.held = 0
-	w.mu.Unlock()
+	var h *C.GLAsgiHead
+	if take {
+		h = wk.takeLocked(gen)
+	} else {
+		w.mu.Unlock()
+	}
 	if flush {
 		w.sv.s.Flush()
 	}
-	return nil
+	return h
 }
 
 // maxHeld, maxHeldFor: how many answers a thread that takes request after request may
@@ -657,18 +660,15 @@ func (wk *wsgiWorker) mayHold() bool {
 	return true
 }
 
-// end ends wk's request (finish 1: answered, 2: the application failed) and, if flush,
-// writes what that left: 1, or 0 if there was none to end (finish 0, or ended already).
-func (wk *wsgiWorker) end(finish C.int, flush bool) int {
+// end ends wk's request (finish 1: answered, 2: the application failed), its output not yet
+// written (the caller flushes): 1, or 0 if there was none to end (finish 0, or ended already).
+func (wk *wsgiWorker) end(finish C.int) int {
 	r := wk.r
 	if r == nil || finish == 0 {
 		return 0
 	}
 	wk.r = nil
 	r.Done(finish == 2)
-	if flush {
-		wk.w.sv.s.Flush()
-	}
 	return 1
 }
 
