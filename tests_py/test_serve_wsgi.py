@@ -631,7 +631,8 @@ def test_iterable_ends_its_request_at_its_content_length(caplog):
                 s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
                 assert read_response(f)[::2] == (200, b"abcd")
         with connect(server) as s:
-            s.sendall(b"GET /gen HTTP/1.1\r\nHost: x\r\n\r\n")
+            # a request pipelined behind it: not answered (ended early, it would be)
+            s.sendall(b"GET /gen HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n")
             f = s.makefile("rb")
             status, headers, body = read_response(f)
             assert (status, body) == (200, b"abcd")
