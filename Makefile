@@ -123,7 +123,7 @@ test-oldglibc:
 
 vet:
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/asgi
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/httpserver
 
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...

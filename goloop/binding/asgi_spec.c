@@ -1,6 +1,6 @@
 /* goloop serve's binding: the ASGI messages of the spec's extensions,
  * http.response.trailers, http.response.pathsend and http.response.zerocopysend
- * (asgi_spec.go, goloop/asgi/spec.go). Loop thread only. */
+ * (asgi_spec.go, goloop/httpserver/spec.go). Loop thread only. */
 #include "asgi.h"
 #include "_cgo_export.h"
 

@@ -2,7 +2,7 @@ package main
 
 // goloop serve's TLS (binding): the options of AsgiServer.set_tls, the SIGHUP reload, and
 // the tls scope extension of each TLS connection. The handshakes and records are Go's
-// (goloop/asgi/tls.go), in the connections' goroutines.
+// (goloop/httpserver/tls.go), in the connections' goroutines.
 
 /*
 #include "asgi.h"
@@ -13,7 +13,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/goloop/goloop/goloop/asgi"
+	"github.com/goloop/goloop/goloop/httpserver"
 )
 
 func cstr(p *C.char) string {
@@ -29,10 +29,10 @@ func cstr(p *C.char) string {
 //export glAsgiSetTLS
 func glAsgiSetTLS(sid C.long, pairs *C.char, plen C.Py_ssize_t, password, cafile *C.char, certReqs C.int) (rc C.int) {
 	defer recoverInt(&rc)
-	o := asgi.TLSOptions{Password: cstr(password), CAFile: cstr(cafile), CertReqs: int(certReqs)}
+	o := httpserver.TLSOptions{Password: cstr(password), CAFile: cstr(cafile), CertReqs: int(certReqs)}
 	f := strings.Split(C.GoStringN(pairs, C.int(plen)), "\x00")
 	for i := 0; i+1 < len(f); i += 2 {
-		o.Certs = append(o.Certs, asgi.CertKey{CertFile: f[i], KeyFile: f[i+1]})
+		o.Certs = append(o.Certs, httpserver.CertKey{CertFile: f[i], KeyFile: f[i+1]})
 	}
 	err := getSrv(sid).s.SetTLS(o)
 	if err != nil {
@@ -59,7 +59,7 @@ func glAsgiReloadTLS(sid C.long) (rc C.int) {
 // closes (EvConnClosed: connClosed). nil otherwise, or on an error (reported: the scope goes
 // without "tls", the request is served). owned: the caller must release it (c closed
 // meanwhile: nothing keeps it).
-func (sv *asgiSrv) scopeExt(c *asgi.Conn) (ext pyObj, owned bool) {
+func (sv *asgiSrv) scopeExt(c *httpserver.Conn) (ext pyObj, owned bool) {
 	if !c.TLS() {
 		return nil, false
 	}
@@ -90,7 +90,7 @@ func (sv *asgiSrv) scopeExt(c *asgi.Conn) (ext pyObj, owned bool) {
 }
 
 // connClosed releases what was kept for connection c (loop thread).
-func (sv *asgiSrv) connClosed(c *asgi.Conn) {
+func (sv *asgiSrv) connClosed(c *httpserver.Conn) {
 	if o, ok := sv.tlsConns[c]; ok {
 		delete(sv.tlsConns, c)
 		C.gl_decref(o)

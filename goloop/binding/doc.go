@@ -19,7 +19,7 @@
 // The goloop.http parser binding (httptools' API over goloop/httpparser):
 //   - httpparser_py.go, httpparser_py.c, httpparser_py.h
 //
-// The server binding (goloop serve, over goloop/asgi):
+// The server binding (goloop serve, over goloop/httpserver):
 //   - asgi.go, asgi.c, asgi.h: the server, requests and HTTP scopes, the send/receive objects
 //   - asgi_ws.go, asgi_ws.c: WebSocket sessions
 //   - asgi_spec.go, asgi_spec.c: http.response.trailers, pathsend and zerocopysend

@@ -1,4 +1,4 @@
-"""goloop serve: an ASGI server whose HTTP engine is Go (goloop/asgi) and whose application
+"""goloop serve: an ASGI server whose HTTP engine is Go (goloop/httpserver) and whose application
 runs on goloop's loop.
 
     goloop.serve(app, host="127.0.0.1", port=8000)          # from a program
@@ -153,7 +153,7 @@ class _Lifespan:
         return await self.receive_queue.get()
 
 
-# What the end of an application's call found (goloop/asgi Finish*: send._done(), _fail()).
+# What the end of an application's call found (goloop/httpserver Finish*: send._done(), _fail()).
 _FINISH_LOST, _FINISH_NOT_STARTED, _FINISH_INCOMPLETE = 1, 2, 3
 
 
@@ -358,7 +358,7 @@ class Server:
         # application's own, run in a C wrapper (asgi_run.c): no Python frame around it.
         direct = not access and not cfg["limit_max_requests"]
         tls = bool(cfg["ssl_certfile"])
-        # the HTTP extensions Go implements (goloop/asgi/spec.go); a websocket scope gets
+        # the HTTP extensions Go implements (goloop/httpserver/spec.go); a websocket scope gets
         # its own (asgi_ws.c). zerocopysend: sendfile(2) needs the plain socket (HTTP/2
         # reads the file instead); TLS, where it cannot be zero-copy, does not offer it.
         extensions: dict[str, dict] = {"http.response.trailers": {}, "http.response.pathsend": {}}

@@ -25,7 +25,7 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "fd": None,
     "root_path": "",
     "timeout_keep_alive": 5,
-    # slow clients (goloop's own; goloop/asgi/deadline.go): a request head must be complete
+    # slow clients (goloop's own; goloop/httpserver/deadline.go): a request head must be complete
     # this many seconds after its first byte (else 408); a request body must then arrive at
     # this many bytes per second on average, after a grace of timeout_request_head (else 408
     # and the app sees http.disconnect); 0: no bound

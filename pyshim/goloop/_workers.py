@@ -258,7 +258,7 @@ class _Watcher:
 
 class _SharedMetrics:
     """The file in which the workers keep their metrics, one slot each, summed by whichever
-    answers (goloop/asgi/metrics.go has the layout). A memfd the workers inherit; a slot
+    answers (goloop/httpserver/metrics.go has the layout). A memfd the workers inherit; a slot
     freed by a worker's exit goes to the next worker started, so the counts go on from
     where they were (Prometheus counters never go back)."""
 

@@ -1,7 +1,7 @@
 """goloop serve --interface wsgi: WSGI applications (PEP 3333: Flask, Django ...) on goloop
 serve's Go engine (HTTP/1.1, HTTP/2, TLS).
 
-The engine is the ASGI server's (goloop/asgi, goloop/binding): Go reads, parses and writes
+The engine is the ASGI server's (goloop/httpserver, goloop/binding): Go reads, parses and writes
 every connection without the GIL. A pool of Python threads (--threads) answers the requests:
 each thread blocks in Go (GIL released) until Go hands it a request, builds its environ in C,
 calls the application with the GIL, and sends the response through Go (the GIL released
