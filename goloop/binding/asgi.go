@@ -32,7 +32,7 @@ type asgiSrv struct {
 	s      *httpserver.Server
 	evs    []httpserver.Event
 	tagged map[*httpserver.Request]struct{} // requests whose Tag holds a reference to their send object
-	// the extensions dict of each TLS connection's scopes, with "tls" (asgi_tls.go)
+	// the extensions dict of each TLS connection's scopes, with "tls" (server_tls.go)
 	tlsConns map[*httpserver.Conn]pyObj
 	headBuf  // the C memory head passes a request's scope fields in
 	// onRelease, if set, runs when the server is released (a WSGI server's pool: wsgi.go)
@@ -298,7 +298,7 @@ func (sv *headBuf) fill(r *httpserver.Request, ext pyObj) *C.GLAsgiHead {
 	}
 	var proxy []byte
 	if r.Proxy != nil {
-		proxy = r.Proxy.Enc // "scheme\nclient" (asgi_proxy_metrics.c)
+		proxy = r.Proxy.Enc // "scheme\nclient" (server_proxy_metrics.c)
 	}
 	ne := 4 * len(r.Ends) // first: the int32 ends, aligned
 	n := ne + len(r.Blob) + len(c.Remote.Host) + len(c.Local.Host) + len(protos) + len(proxy)

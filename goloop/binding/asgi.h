@@ -305,7 +305,7 @@ PyObject *gl_asgi_ws_message(GLAsgiSend *s);  /* receive()'s message (a gl_asgi_
 PyObject *gl_ws_text(const char *p, Py_ssize_t n);
 int gl_init_asgi_ws(PyObject *m);
 
-/* asgi_proxy_metrics.c: proxy headers, metrics, configuration (off the per-request path) */
+/* server_proxy_metrics.c: proxy headers, metrics, configuration (off the per-request path) */
 int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n);
 PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds);
 PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg);

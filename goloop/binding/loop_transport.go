@@ -3,7 +3,7 @@ package main
 // Stream transports (the loop, doc.go): the Go state of each SocketTransportCore (conn),
 // found by id from its C object; its write queue and the writev that sends it (at the end of
 // the iteration, or at once when nothing is queued); reads from the poller's events handed to
-// readpath.c; pausing and resuming reading and writing. The lifecycle (close, EOF, errors) is
+// loop_readpath.c; pausing and resuming reading and writing. The lifecycle (close, EOF, errors) is
 // pyshim/goloop/_transports.py's.
 
 /*
@@ -566,7 +566,7 @@ func glConnDetach(tr *C.GLTransport) (rc C.int) {
 }
 
 // flushDirty sends the writes queued during this iteration: first, in one call into C,
-// what write() staged there (transport.c); the transports C hands back (data left, an
+// what write() staged there (loop_transport.c); the transports C hands back (data left, an
 // error, or calls due: see gl_flush_staged) join Go's list.
 func (l *loop) flushDirty() bool {
 	if self := l.self; self.nwdirty > 0 {

@@ -1,6 +1,6 @@
 /* goloop._goloop.SocketTransportCore: the C type of goloop's stream transports, a subclass of
  * asyncio.Transport. Its methods normalize arguments and call the Go functions in
- * transport.go; the transport's lifecycle is Python code in pyshim/goloop/_transports.py. */
+ * loop_transport.go; the transport's lifecycle is Python code in pyshim/goloop/_transports.py. */
 #include "gl.h"
 #include "_cgo_export.h"
 #include <errno.h>
@@ -171,7 +171,7 @@ static PyObject *s_write;  /* "write", made by gl_init_transport_type */
 /* transport.write(b''.join(items)) for a list of non-empty bytes objects, without the join:
  * each is queued by reference, and Go checks the high-water mark (and may start sending)
  * after the last, so they leave together, with one writev. goloop's TLS protocol hands its
- * records over this way (sslfast.c). Returns 0, -1 with an exception set, or 1 when tr is
+ * records over this way (loop_sslfast.c). Returns 0, -1 with an exception set, or 1 when tr is
  * not a goloop socket transport whose write() is this file's (nothing done: the caller
  * makes asyncio's write() call). */
 int gl_transport_write_seq(PyObject *tr, PyObject *items) {

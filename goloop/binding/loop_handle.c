@@ -653,7 +653,7 @@ int gl_handle_run(PyObject *o) {
 }
 
 /* Drops the ready queue's reference to o, which left the queue: a Handle the queue held
- * out of the collector's lists (loopcore.c, stage) is tracked again if it lives on. */
+ * out of the collector's lists (loop_core.c, stage) is tracked again if it lives on. */
 void gl_handle_release(PyObject *o) {
 #ifndef Py_GIL_DISABLED
     if (Py_REFCNT(o) > 1 && !PyObject_GC_IsTracked(o)) PyObject_GC_Track(o);

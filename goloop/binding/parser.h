@@ -1,4 +1,4 @@
-/* goloop.http: the C layouts shared by httpparser_py.c and httpparser_py.go: the parser object, the batch of
+/* goloop.http: the C layouts shared by parser.c and parser.go: the parser object, the batch of
  * events Go records during one feed_data (C then calls the protocol's callbacks from it),
  * and parse_url's result. */
 #ifndef GOLOOP_HTTP_H

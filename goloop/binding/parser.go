@@ -2,10 +2,10 @@ package main
 
 // goloop.http (the parser binding, doc.go): httptools' HttpRequestParser/HttpResponseParser
 // and parse_url over goloop/httpparser. feed_data parses in Go and records the events in a C
-// batch that httpparser_py.c then delivers to the protocol's callbacks.
+// batch that parser.c then delivers to the protocol's callbacks.
 
 /*
-#include "httpparser_py.h"
+#include "parser.h"
 #include <stdlib.h>
 */
 import "C"

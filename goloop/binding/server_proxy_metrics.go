@@ -1,6 +1,6 @@
 package main
 
-// goloop serve's operations hooks (asgi_proxy_metrics.c): proxy headers and metrics, configured
+// goloop serve's operations hooks (server_proxy_metrics.c): proxy headers and metrics, configured
 // before the server listens; read on the loop thread.
 
 /*

@@ -69,7 +69,7 @@ int gl_call_fatal_in(PyObject *tr, const char *msg, PyObject *ctx) {
 void gl_tr_clear_ctx(GLTransport *tr) {
     Py_CLEAR(tr->rctx);
     Py_CLEAR(tr->wctx);
-    /* write()'s staging (transport.c): Go's detach emptied it (absorb, clearWrite); off the
+    /* write()'s staging (loop_transport.c): Go's detach emptied it (absorb, clearWrite); off the
      * loop's list, which does not own its entries */
     for (int i = 0; i < tr->nwstage; i++) Py_CLEAR(tr->wstage[i]);
     tr->nwstage = 0;
@@ -80,7 +80,7 @@ void gl_tr_clear_ctx(GLTransport *tr) {
             if (loop->wdirty[i] == (PyObject *)tr) loop->wdirty[i] = NULL;
     }
     tr->wlisted = 0;
-    tr->wloop = NULL;  /* borrowed (transport.c, tr_core_attach) */
+    tr->wloop = NULL;  /* borrowed (loop_transport.c, tr_core_attach) */
 }
 
 /* data_received(bytes(buf[:n])): returns 0, or -1 with the callback's exception set. */

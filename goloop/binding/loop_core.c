@@ -144,7 +144,7 @@ Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo) {
             self->ready_len--;
             if (gl_handle_run(h) < 0) return -1;
         }
-        /* the end of an iteration: what write() staged in C leaves now (transport.c); what
+        /* the end of an iteration: what write() staged in C leaves now (loop_transport.c); what
          * Go must see to sends Go (runOnce's flushDirty) */
         if (self->nwdirty > 0 && gl_flush_staged(self) > 0) return 0;
         if (self->ready_len == 0 || self->run_until == 0 || self->stopping || self->debug ||

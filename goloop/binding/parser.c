@@ -1,7 +1,7 @@
 /* goloop.http: the HTTP/1.1 parser's Python types (httptools' API). The C side holds the
  * type and method tables, the protocol's cached callbacks (so GC traversal is plain C) and
- * the helpers Go calls to deliver events; the parser and its state live in httpparser_py.go. */
-#include "httpparser_py.h"
+ * the helpers Go calls to deliver events; the parser and its state live in parser.go. */
+#include "parser.h"
 #include "_cgo_export.h"
 
 PyObject *gl_http_exc[GL_HEXC_COUNT];
