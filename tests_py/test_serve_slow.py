@@ -12,7 +12,7 @@ import time
 import pytest
 
 import goloop
-from goloop._serve_config import ConfigError, check_options
+from goloop.serve.config import ConfigError, check_options
 from test_serve_http import connect, read_response, serving
 
 # every test with both connection drivers (conftest.py)

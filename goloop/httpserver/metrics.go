@@ -32,7 +32,7 @@ import (
 // LatencyBuckets are the histogram's upper bounds in seconds (Prometheus' defaults).
 var LatencyBuckets = [...]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// The shared file's layout (pyshim/goloop/_workers.py writes the header).
+// The shared file's layout (pyshim/goloop/serve/workers.py writes the header).
 const (
 	SharedHeaderSize = 256
 	SharedSlotSize   = 256

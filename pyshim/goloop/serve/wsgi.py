@@ -152,7 +152,7 @@ def _access_logger(server: Any, max_requests: int | None, log: bool):
 
 
 def make_server(server: Any, app: Any, loop: Any, _goloop: Any, headers: list[str], max_head: int) -> Any:
-    """The Go server (a _goloop.WsgiServer) of goloop._serve.Server for app."""
+    """The Go server (a _goloop.WsgiServer) of goloop.serve.server.Server for app."""
     cfg = server.config
     tls = bool(cfg["ssl_certfile"])
     threads = cfg["threads"] or default_threads()

@@ -28,8 +28,8 @@ whose loop stays blocked is killed and restarted). With --metrics the workers co
 slots of a shared memory file the master creates (_SharedMetrics), so /metrics and
 goloop.serve_metrics() give the whole server's counts.
 
-This module imports goloop._serve_config only: a worker's entry (the command the master
-runs) hands worker_main goloop._serve.Server, and goloop._serve calls supervise().
+This module imports goloop.serve.config only: a worker's entry (the command the master
+runs) hands worker_main goloop.serve.server.Server, and goloop.serve.server calls supervise().
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ import sys
 import time
 from typing import Any
 
-from ._serve_config import (ConfigError, batch_scheduling, check_options, configure_logging, forwarded_allow_ips,
+from .config import (ConfigError, batch_scheduling, check_options, configure_logging, forwarded_allow_ips,
                             load_log_config, prepare)
 
 logger = logging.getLogger("goloop.error")
@@ -110,14 +110,14 @@ def _answer_pings(loop: Any, fd: int) -> None:
 
 def worker_main(server_class: Any, argv: list[str] | None = None) -> None:
     """Entry of a worker process: serves argv[0], the JSON of its configuration, with
-    server_class (goloop._serve.Server)."""
+    server_class (goloop.serve.server.Server)."""
     spec = json.loads((argv or sys.argv[1:])[0])
     master, ctl_fd, app = spec.pop("_master"), spec.pop("_ctl_fd"), spec.pop("_app")
     shared_metrics = spec.pop("_metrics", None)
     _set_pdeathsig()
     if os.getppid() != master:  # the master died before prctl
         sys.exit(0)
-    from . import run
+    from .. import run
 
     server = server_class(app, **spec)
     server.shared_metrics = shared_metrics
@@ -383,7 +383,7 @@ class Supervisor:
         if mslot is not None:
             spec["_metrics"] = [self.metrics.fd, mslot]
             fds.append(self.metrics.fd)
-        cmd = [sys.executable, "-c", "from goloop._serve import Server; from goloop._workers import worker_main; worker_main(Server)",
+        cmd = [sys.executable, "-c", "from goloop.serve.server import Server; from goloop.serve.workers import worker_main; worker_main(Server)",
                json.dumps(spec)]
         try:
             proc = subprocess.Popen(cmd, pass_fds=fds)

@@ -1,7 +1,7 @@
 """goloop serve's options, CLI, env file and log config: the names uvicorn gives them, their
 defaults and checks (check_options), the `goloop serve` argument parser, --env-file and
 --log-config, the logging set-up and --sched-batch. It imports no other goloop module:
-goloop._serve (the server) and goloop._workers (the master and its workers) both use it.
+goloop.serve.server (the server) and goloop.serve.workers (the master and its workers) both use it.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "factory": False,
     "app_dir": None,
     # the application's interface (uvicorn's --interface; auto: WSGI for a callable that is
-    # not an ASGI application) and the WSGI pool's threads (goloop._wsgi)
+    # not an ASGI application) and the WSGI pool's threads (goloop.serve.wsgi)
     "interface": "auto",
     "threads": None,
     # TLS (Go's crypto/tls; ALPN offers h2 and http/1.1)
@@ -65,8 +65,8 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "ssl_cert_reqs": 0,
     "ssl_ca_certs": None,
     "ssl_ciphers": "TLSv1",
-    # processes and operations (goloop._workers, and the proxy headers and metrics of
-    # goloop._serve.Server); metrics and metrics_path are goloop's own
+    # processes and operations (goloop.serve.workers, and the proxy headers and metrics of
+    # goloop.serve.server.Server); metrics and metrics_path are goloop's own
     "workers": None,
     "reload": False,
     "reload_dirs": None,
@@ -194,7 +194,7 @@ def tls_pairs(cfg: dict[str, Any]) -> list[tuple[Any, Any]]:
 
 
 def wants_supervisor(options: dict[str, Any]) -> bool:
-    """--workers N > 1 or --reload: a master (goloop._workers) runs instead of a server."""
+    """--workers N > 1 or --reload: a master (goloop.serve.workers) runs instead of a server."""
     return bool(options.get("reload")) or (options.get("workers") or 1) > 1
 
 

@@ -6,8 +6,8 @@ runs on goloop's loop.
 
 Options follow uvicorn's names and meanings. This module imports no part of the Go engine:
 the extension is loaded when serve() creates its loop. The options, the CLI's parser, the env
-file and the log config are goloop._serve_config's; --workers and --reload (a master and its
-worker processes) goloop._workers'. This module has the server (Server: lifespan, the
+file and the log config are goloop.serve.config's; --workers and --reload (a master and its
+worker processes) goloop.serve.workers'. This module has the server (Server: lifespan, the
 request runner, proxy headers and metrics), serve() and the CLI's main().
 """
 from __future__ import annotations
@@ -26,11 +26,13 @@ from http import HTTPStatus
 from typing import Any, Callable
 from urllib.parse import quote
 
-from . import ClientDisconnected, _workers, _wsgi
-from ._serve_config import (NOT_YET, SUPPORTED_OPTIONS, ConfigError, batch_scheduling, configure_logging,
+from .. import ClientDisconnected
+from . import workers as _workers
+from . import wsgi as _wsgi
+from .config import (NOT_YET, SUPPORTED_OPTIONS, ConfigError, batch_scheduling, configure_logging,
                             forwarded_allow_ips, prepare, tls_pairs, wants_supervisor)
-from ._serve_config import check_options as _check_options
-from ._serve_config import parser as _parser
+from .config import check_options as _check_options
+from .config import parser as _parser
 
 __all__ = ["serve", "Server", "main", "SUPPORTED_OPTIONS"]
 
@@ -282,7 +284,7 @@ class Server:
     async def serve(self, sockets: list[socket.socket] | None = None, install_signal_handlers: bool = False) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
-        from . import _goloop  # the engine is loaded by then: the loop is goloop's
+        from .. import _goloop  # the engine is loaded by then: the loop is goloop's
 
         if not isinstance(loop, _goloop.LoopCore):
             raise RuntimeError("goloop serve runs on a goloop loop (goloop.run, goloop.new_event_loop)")
@@ -370,7 +372,7 @@ class Server:
                     "extensions": extensions}
         max_head = cfg["h11_max_incomplete_event_size"] or 16 * 1024
         pool = None
-        if wsgi:  # the same engine, requests answered by a pool of threads (goloop._wsgi)
+        if wsgi:  # the same engine, requests answered by a pool of threads (goloop.serve.wsgi)
             srv = _wsgi.make_server(self, app, loop, _goloop, headers, max_head)
         else:
             srv = _goloop.AsgiServer(loop, runner, template, state or None, int(max_head),
@@ -500,7 +502,7 @@ def serve(app: Any, **options: Any) -> int:
     prepare(server.config)  # env file, log config
     configure_logging(server.config["log_level"] or "info")
     batch_scheduling(server.config)
-    from . import run
+    from .. import run
 
     try:
         run(server.serve(install_signal_handlers=True))
