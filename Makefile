@@ -6,7 +6,9 @@ PIP     := $(PY) -m pip --disable-pip-version-check -q
 export PIP_ROOT_USER_ACTION := ignore
 export PATH := $(dir $(GO)):$(PATH)
 PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
-export CGO_CFLAGS := -I$(PYINC) -O2
+# -Werror: the binding's C compiles with -Wall -Wextra (goloop/binding/doc.go), and a warning
+# fails every build made here (the wheels, built by tools/wheels.py, only show them)
+export CGO_CFLAGS := -I$(PYINC) -O2 -Werror
 export CGO_LDFLAGS := -Wl,--unresolved-symbols=ignore-all
 FUZZTIME ?= 20s
 # `make wheel` builds the x86-64 and aarch64 wheels of each interpreter of WHEEL_PYS found on the
@@ -55,7 +57,7 @@ bench-deps:
 	  $(PIP) install bjoern || echo "bjoern not installed: bench/wsgi_bench.py's bjoern column says so"
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || echo "wrk not installed: HTTP benchmarks will be skipped"
 
-# Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode.
+# Compile the engine (Go and C) into pyshim/goloop/_goloop*.so and install goloop in editable mode.
 build: deps
 	$(PIP) install --no-build-isolation -e .
 
@@ -91,7 +93,6 @@ ARCH ?= x86_64
 wheel-one: wheel-tools zig
 	$(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(ARCH) --python $(PY)
 
-# vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails here)
 # The aarch64 wheel of CPython 3.11 tested on aarch64 Linux: shared/pythons/arm64.sh (beside the
 # clone) runs a Debian bookworm arm64 root under qemu-user, where tools/wheel_tests.sh installs it
 # into a venv and runs ARM64_TESTS (emulation is 5-20x slower: these are chosen to fit CI's time;
@@ -121,9 +122,18 @@ test-oldglibc:
 	  [ -n "$$w" ] || { echo "goloop: no cp313 x86-64 wheel in $(WHEEL_DIR)/ (make wheel-one PY=.../3.13)"; exit 1; }; \
 	  tools/oldglibc.sh env GOLOOP_WHEEL="$(CURDIR)/$$w" bash tools/wheel_tests.sh "$$w" -q $(OLDGLIBC_TESTS)
 
+# go vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails
+# there); gofmt; the binding's C with -Werror; ruff over the Python package (pyproject.toml's
+# [tool.ruff]); every repository path cited in Markdown and comments exists (tools/check_paths.py).
+RUFF ?= ruff==0.17.5
 vet:
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/httpserver
+	@f=$$($(dir $(GO))gofmt -l goloop tests_go bench); [ -z "$$f" ] || { echo "goloop: gofmt -w these files: $$f"; exit 1; }
+	$(GO) build -buildmode=c-shared -o build/vet/_goloop.so ./goloop/binding
+	@$(PY) -m ruff --version >/dev/null 2>&1 || $(PIP) install $(RUFF)
+	$(PY) -m ruff check pyshim
+	$(PY) tools/check_paths.py
 
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...

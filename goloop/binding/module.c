@@ -61,7 +61,11 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef goloop_module = {
-    PyModuleDef_HEAD_INIT, "_goloop", "goloop's engine, written in Go.", -1, module_methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_goloop",
+    .m_doc = "goloop's engine, written in Go and C.",
+    .m_size = -1,
+    .m_methods = module_methods,
 };
 
 /* Registers the module function `hook` with registrar(hook) (kwname NULL) or

@@ -428,9 +428,13 @@ static __attribute__((noinline, cold)) int latin1_error(PyObject *o, const char 
 }
 
 /* a latin-1 str's bytes (ASCII/latin-1 compact strs only: PEP 3333's native strings); inline,
- * its errors apart (a call per string was ~27 instructions of start_response's five) */
+ * its errors apart (a call per string was ~27 instructions of start_response's five); on an
+ * error *p and *n are set too, so no caller reads them unset */
 static inline int latin1(PyObject *o, const char *what, const char **p, Py_ssize_t *n) {
-    if (!PyUnicode_Check(o) || PyUnicode_KIND(o) != PyUnicode_1BYTE_KIND) return latin1_error(o, what);
+    if (!PyUnicode_Check(o) || PyUnicode_KIND(o) != PyUnicode_1BYTE_KIND) {
+        *p = NULL, *n = 0;
+        return latin1_error(o, what);
+    }
     *p = (const char *)PyUnicode_1BYTE_DATA(o);
     *n = PyUnicode_GET_LENGTH(o);
     return 0;
