@@ -13,7 +13,7 @@ package main
 // Notify, which routes the queue under the pool's mutex: a request to the ready list (and
 // the leader is interrupted or a sleeping pool thread signalled), a wake-up to the channel
 // of the pool thread that handles that request. GOLOOP_WSGI_DRIVER=goroutine serves every
-// listener with the goroutine driver (the path before the leader/follower one).
+// listener with the goroutine driver instead (every connection read by a goroutine).
 // A pool thread blocks in glWsgiNext (GIL released) until a request is ready and leaves
 // with its head in its own C memory (under load it ends its request and takes a ready one
 // with the GIL kept instead: glWsgiTake, glWsgiSendEnd); its reads of the body, its sends
