@@ -47,7 +47,7 @@ deps:
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
 bench-deps:
-	$(PIP) install uvloop httptools fastapi pydantic
+	$(PIP) install uvloop httptools fastapi pydantic matplotlib
 	$(PIP) install granian || echo "granian not installed: bench/serve_bench.py's Granian rows will fail"
 	$(PIP) install flask django gunicorn waitress pyuwsgi
 	@# bjoern needs libev's headers; meinheld (greenlet<0.5) does not build on current CPythons
@@ -161,9 +161,12 @@ fuzz:
 	@for f in $$($(GO) test -list 'Fuzz.*' ./tests_go/ | grep ^Fuzz); do \
 	  echo "== $$f"; $(GO) test ./tests_go/ -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
+# Each driver writes its tables under bench/results/ (replacing only its own files), and
+# bench/render.py renders BENCHMARKS.md and docs/performance.md from every result there.
 bench: build bench-deps
-	$(PY) bench/run.py --write BENCHMARKS.md
-	$(PY) bench/serve_bench.py --duration 5 --rounds 2 --https
+	$(PY) bench/run.py --only echo,http,tls --results
+	$(PY) bench/serve_bench.py --duration 5 --rounds 2 --https --results
+	$(PY) bench/render.py
 
 demo: build bench-deps
 	$(PY) bench/run.py --quick
