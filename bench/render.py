@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Render every result under bench/results/ into BENCHMARKS.md and docs/performance.md.
+"""Render every result under bench/results/ into BENCHMARKS.md and docs/performance.md,
+and README.md's headline table (between its headline markers).
 
     python3 bench/render.py            # write both pages and the charts (docs/img/bench/)
     python3 bench/render.py --check    # exit 1 if the committed pages differ from a fresh render
@@ -14,6 +15,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -208,6 +210,38 @@ def render_performance(docs) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+# README's headline table: (result id, row, peer, what the row says)
+HEADLINE = [
+    ("loop-micro", "call_soon chain", "uvloop", "the event loop: `call_soon`, operations/s"),
+    ("loop-tls", "TLS 1 KiB", "uvloop", "the event loop: TLS echo, 1 KiB, requests/s"),
+    ("loop-http-cpu", "13 B", "uvloop + httptools", "the event loop: HTTP keep-alive, CPU per request"),
+    ("loop-uvicorn-cpu", "uvicorn, 13 B", "uvloop", "uvicorn on goloop's loop: server CPU per request"),
+    ("serve-asgi-cpu", "hello world", "uvicorn+uvloop", "goloop serve, ASGI hello world: CPU per request"),
+    ("serve-asgi-cpu", "FastAPI path param + Pydantic", "granian+uvloop", "goloop serve, FastAPI: CPU per request"),
+    ("wsgi-ab-together-bjoern", "Django hello world, -c50", "bjoern", "goloop serve, Django: CPU per request"),
+    ("wsgi-ab-together-bjoern", "Flask hello world, -c50", "bjoern", "goloop serve, Flask: CPU per request"),
+]
+README_BEGIN = "<!-- headline: rendered by bench/render.py -->"
+README_END = "<!-- /headline -->"
+
+
+def headline(docs) -> str:
+    by_id = {d["id"]: d for d in docs}
+    out = [README_BEGIN, "| workload | against | goloop's advantage (> 1: goloop better) |", "| --- | --- | ---: |"]
+    for rid, row, peer, what in HEADLINE:
+        d = by_id[rid]
+        r = next(x for x in d["rows"] if x["row"] == row)
+        out.append(f"| {what} | {re.sub(r'(?<! )[+](?! )', ' + ', peer)} | {fmt(ratio(d, r, peer), 'x')} |")
+    return "\n".join(out + [README_END])
+
+
+def with_headline(readme: str, docs) -> str:
+    a, b = readme.find(README_BEGIN), readme.find(README_END)
+    if a < 0 or b < 0:
+        return readme
+    return readme[:a] + headline(docs) + readme[b + len(README_END):]
+
+
 def draw(doc, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -248,6 +282,9 @@ def main(argv=None) -> int:
     docs = load()
     pages = {os.path.join(REPO, "BENCHMARKS.md"): render_benchmarks(docs),
              os.path.join(REPO, "docs", "performance.md"): render_performance(docs)}
+    readme = os.path.join(REPO, "README.md")
+    with open(readme, encoding="utf-8") as f:
+        pages[readme] = with_headline(f.read(), docs)
     if args.check:
         bad = [p for p, text in pages.items()
                if not os.path.exists(p) or open(p, encoding="utf-8").read() != text]

@@ -27,6 +27,10 @@ def test_committed_pages_are_a_render_of_the_committed_results():
         with open(path, encoding="utf-8") as f:
             assert f.read() == text, (f"{os.path.relpath(path, REPO)} is not what bench/render.py makes of "
                                       "bench/results/: edit the results and run python3 bench/render.py")
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert render.README_BEGIN in readme and render.with_headline(readme, docs) == readme, \
+        "README.md's headline table is not what bench/render.py makes of bench/results/"
 
 
 @pytest.mark.parametrize("path", FILES, ids=[os.path.basename(p) for p in FILES])
