@@ -23,7 +23,8 @@ The client runs the fastest loop available (uvloop unless --client-loop says oth
 that the server, which does the same TLS work, is what the figures measure; both ends being
 Python, compare loops by ratio within one run.
 
---results also writes bench/results/tls-echo-<loop>.json (one loop's figures per size) and
+--results also writes a result file, tls-echo-LOOP.json under bench/results/ (one loop's figures
+per size), and
 renders BENCHMARKS.md; `bench/run.py --only tls --results` measures the loops side by side.
 
 Internal roles (used by the driver): --role server | client.

@@ -336,7 +336,7 @@ def main():
         print(f"| {label} | {med('rps'):.0f} | {med('us'):.1f} ({rounds}) | {med('p50'):.2f} | {med('p99'):.2f} | "
               f"{med('p999'):.2f} | {med('cs'):.2f} |{tail}")
     # the first configuration's CPU per request over each other's, paired by round: the machine's
-    # drift between rounds (up to 1.6x here) cancels within a round
+    # drift between rounds (up to 1.6x on the benchmark machine) cancels within a round
     first, *others = res
     for label in others:
         ratios = [x["us"] / y["us"] for x, y in zip(res[first], res[label])]
