@@ -6,6 +6,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -165,3 +166,23 @@ def test_serve_bench_table_reads_right(capsys):
     assert "| hello world, 16 pipelined | uvicorn+uvloop | error [1] | n/a |" in out
     assert "[1] failed: connection refused" in out and "[2] wrk counted 7" in out
     assert "| goloop serve | 78,000 | 12.8 | (itself) | n/a | n/a |" in out
+
+
+def test_run_py_demo_table_reads_right():
+    """make demo's loop tables: n/a where a figure does not exist, ratios labelled so that
+    > 1 means goloop is better, an error in its cell with a footnote."""
+    import run
+    t = run.Table("HTTP keep-alive, requests/s (wrk -t1 -c100)",
+                  [("asyncio", "asyncio"), ("uvloop", "uvloop"), ("goloop", "goloop")], "response", latency=True)
+    t.add("13 B", {"asyncio": {"value": 1000.0, "cpu_us": 20.0, "p50_us": 100, "p99_us": None},
+                   "uvloop": {"error": "uvloop is not installed"},
+                   "goloop": {"value": 2000.0, "cpu_us": 10.0, "p50_us": 50, "p99_us": 90}})
+    notes = run.Notes()
+    text = t.markdown(notes)
+    assert "–" not in text and not re.search(r"(?<![\d.])0\.00\b", text)
+    assert "goloop vs asyncio (> 1: goloop faster)" in text
+    assert "asyncio's CPU / goloop's (> 1: goloop uses less)" in text
+    assert re.search(r"\| 13 B \| \S+ \| error \[1\] \| \S+ \| n/a \| 2\.00× \|", text), text
+    assert notes.items == ["uvloop is not installed"]
+    assert "| 13 B | 20.00 | n/a | 10.00 | n/a | 2.00× |" in text
+    assert "100 µs / n/a" in text
