@@ -12,7 +12,7 @@ import re
 import sys
 
 # The module whose parser() builds `goloop serve`'s arguments.
-SERVE_CONFIG = "goloop._serve_config"
+SERVE_CONFIG = "goloop.serve.config"
 
 MARKER = "<!-- goloop-serve-options -->"
 

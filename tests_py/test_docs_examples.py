@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 from nethelpers import free_port, wait_listening
 
-from goloop import _serve_config as serve_config  # the module whose parser() is goloop serve's
+from goloop.serve import config as serve_config  # the module whose parser() is goloop serve's
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(REPO, "docs", "examples")

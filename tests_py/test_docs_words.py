@@ -83,6 +83,8 @@ def documents():
     """(path, [(line, text)]) of every tracked Markdown file and source file's comments."""
     for p in tracked():
         full = os.path.join(REPO, p)
+        if p == "tests_py/test_docs_words.py":  # the rules themselves quote what they forbid
+            continue
         if p.endswith(".md"):
             text = open(full, encoding="utf-8", errors="replace").read()
             lines = list(enumerate(text.splitlines(), 1))

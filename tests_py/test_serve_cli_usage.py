@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from goloop import _serve_config as serve_config  # the parser's module (no Go runtime started)
+from goloop.serve import config as serve_config  # the module whose parser() is goloop serve's
 
 
 def goloop_serve(*args):
