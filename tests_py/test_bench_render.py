@@ -186,3 +186,17 @@ def test_run_py_demo_table_reads_right():
     assert notes.items == ["uvloop is not installed"]
     assert "| 13 B | 20.00 | n/a | 10.00 | n/a | 2.00× |" in text
     assert "100 µs / n/a" in text
+
+
+DRIVERS = ["run", "serve_bench", "wsgi_bench", "wsgi_ab", "tls_bench", "granian_bench", "sched_table", "io_ab",
+           "gil_bench"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_every_driver_writes_results(driver):
+    """Each driver offers --results (its tables under bench/results/, then a render)."""
+    import subprocess
+    p = subprocess.run([sys.executable, os.path.join(BENCH, f"{driver}.py"), "--help"], capture_output=True,
+                       text=True, timeout=60, cwd=BENCH)
+    assert p.returncode == 0, p.stderr
+    assert "--results" in p.stdout
