@@ -96,7 +96,39 @@ def options_markdown() -> str:
     return "\n".join(out)
 
 
+def lists(markdown: str) -> str:
+    """GitHub's Markdown starts a list right after a paragraph and nests items indented by
+    two spaces; Python-Markdown wants a blank line before a list and four spaces. Pages
+    included from elsewhere in the repository (the server's DESIGN.md) are written for
+    GitHub: give them what Python-Markdown wants (outside code blocks)."""
+    out: list[str] = []
+    fence = False
+    for line in markdown.split("\n"):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        elif not fence:
+            if re.match(r"^  [-*] ", line):
+                line = "  " + line
+            elif re.match(r"^[-*] |^\d+\. ", line) and out and out[-1].strip() \
+                    and not re.match(r"^([-*] |\d+\. |\s|\|)", out[-1]) and not out[-1].startswith("#"):
+                out.append("")
+        out.append(line)
+    return "\n".join(out)
+
+
+def include_markdown(markdown: str) -> str:
+    """A page that is another Markdown file of the repository (`--8<-- "path.md"` alone on a
+    line) gets it here, before lists() (pymdownx.snippets would include it after the hooks)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def read(m):
+        with open(os.path.join(root, m.group(1)), encoding="utf-8") as f:
+            return f.read()
+    return re.sub(r'^--8<-- "([^"]+\.md)"$', read, markdown, flags=re.M)
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    markdown = include_markdown(markdown)
     if MARKER in markdown:
         markdown = markdown.replace(MARKER, options_markdown())
-    return markdown
+    return lists(markdown)
