@@ -205,7 +205,8 @@ def render_performance(docs) -> str:
            "gunicorn and uWSGI. Each table says when it was measured, how, and the command that "
            "reproduces it; the charts show goloop against each peer, row by row, as a ratio "
            "where more than 1 means goloop is better. Where the time goes and what bounds each "
-           "figure: [Where the time goes](analysis.md) and [Bounds](bounds.md).", ""]
+           "figure: [Where the time goes](analysis.md), [Where the instructions go](instructions.md) and "
+           "[Bounds](bounds.md).", ""]
     out += machines(docs) + body(docs, "img/bench/")
     return "\n".join(out).rstrip() + "\n"
 
