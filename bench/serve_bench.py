@@ -214,7 +214,9 @@ def print_table(best, rows, servers, args):
     notes: list[str] = []
 
     def note(msg):
-        msg = " ".join(str(msg).split())[:300]
+        msg = " ".join(str(msg).split())
+        if len(msg) > 300:  # a traceback: its end says what failed
+            msg = "... " + msg[-300:]
         if msg not in notes:
             notes.append(msg)
         return f"[{notes.index(msg) + 1}]"
@@ -242,7 +244,8 @@ def print_table(best, rows, servers, args):
                   f"| {fmt_ms(r.get('p99_us'))} |")
     print()
     if any(ROWS[r][3] > 1 for r in rows):
-        print("Latency is n/a on pipelined rows: wrk's script sends those requests, and wrk times none of them.")
+        print("Pipelined rows: wrk's script sends 16 requests per write and wrk times few of them: "
+              "their latency, n/a where wrk timed none, is not comparable with the other rows'.")
     for i, n in enumerate(notes, 1):
         print(f"[{i}] {n}")
 
