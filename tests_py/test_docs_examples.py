@@ -43,9 +43,9 @@ def header(path):
 
 
 def command(run, port):
-    argv = shlex.split(run)
+    argv = shlex.split(run.replace("{port}", str(port)))
     if argv[0] == "goloop":  # the console script, run through the interpreter under test
-        return [sys.executable, "-m", "goloop", *argv[1:], "--port", str(port)]
+        return [sys.executable, "-m", "goloop", *argv[1:]] + ([] if "{port}" in run else ["--port", str(port)])
     assert argv[0] == "python", run
     return [sys.executable, *argv[1:]]
 
