@@ -36,3 +36,26 @@ def test_help_lists_every_option():
         for opt in action.option_strings:
             assert opt in p.stdout, opt
     assert len(p.stdout.splitlines()) > 60
+
+
+def test_settings_page_lists_every_option_with_its_default():
+    """docs/settings.md's tables come from the same parser (docs/hooks.py): every option of
+    --help is there, each with a default."""
+    import importlib.util
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("docs_hooks", os.path.join(root, "docs", "hooks.py"))
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    assert hooks.SERVE_CONFIG == serve_config.__name__
+    page = hooks.on_page_markdown(open(os.path.join(root, "docs", "settings.md"), encoding="utf-8").read(),
+                                  None, None, None)
+    rows = [line for line in page.splitlines() if line.startswith('| <span id="')]
+    for action in serve_config.parser()._actions:
+        for opt in action.option_strings:
+            if opt in ("-h", "--help"):
+                continue
+            row = next((r for r in rows if f"`{opt}`" in r), None)
+            assert row, f"{opt} is not on the Settings page"
+            default = row.split(" | ")[1]
+            assert default.strip(), f"{opt} has no default on the Settings page"
+    assert "timeout-keep-alive" in page and "| 5 |" in next(r for r in rows if "`--timeout-keep-alive`" in r)
