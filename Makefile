@@ -124,7 +124,8 @@ test-oldglibc:
 
 # go vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails
 # there); gofmt; the binding's C with -Werror; ruff over the Python package (pyproject.toml's
-# [tool.ruff]); every repository path cited in Markdown and comments exists (tools/check_paths.py).
+# [tool.ruff]); the words and cited paths of
+# Markdown and comments (tests_py/test_docs_words.py: no history, every cited path exists).
 RUFF ?= ruff==0.17.5
 vet:
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
@@ -133,7 +134,7 @@ vet:
 	$(GO) build -buildmode=c-shared -o build/vet/_goloop.so ./goloop/binding
 	@$(PY) -m ruff --version >/dev/null 2>&1 || $(PIP) install $(RUFF)
 	$(PY) -m ruff check pyshim
-	$(PY) tools/check_paths.py
+	$(PY) -P -m pytest -q -p no:cacheprovider -n 0 tests_py/test_docs_words.py
 
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...
