@@ -23,20 +23,26 @@
 //   - parser.go, parser.c, parser.h (parser_* for any further file)
 //
 // The server binding (goloop serve, over goloop/httpserver). Shared by both interfaces
-// (server_*):
-//   - server_tls.go: set_tls, the SIGHUP reload, and the TLS extension of scopes
-//   - server_proxy_metrics.go, server_proxy_metrics.c: proxy headers and metrics
+// (server*), used by both and using neither:
+//   - server.c, server.h: HttpServer, the type of the Go server's handle (listen, close,
+//     stats, TLS ...) whose subtypes are AsgiServer and WsgiServer; the request head Go
+//     passes to C (GLHead), Go's answer codes, and the helpers both use (gbuf, gl_bytes,
+//     gl_method, ClientDisconnected)
+//   - server_tls.go: set_tls and the SIGHUP reload
+//   - server_proxy_metrics.go, server_proxy_metrics.c: configure() (proxy headers, metrics,
+//     slow clients) and metrics()
 //
 // ASGI (asgi*):
-//   - asgi.go, asgi.c, asgi.h: the server (AsgiServer, which WSGI's extends), requests and
-//     HTTP scopes, the send/receive objects
+//   - asgi.go, asgi.c, asgi.h: AsgiServer and the Go server's registry (asgi.go's asgiSrv,
+//     which WSGI's server uses too), requests and HTTP scopes, the send/receive objects
 //   - asgi_ws.go, asgi_ws.c: WebSocket sessions
-//   - asgi_spec.go, asgi_spec.c: http.response.trailers, pathsend and zerocopysend
+//   - asgi_spec.go, asgi_spec.c: http.response.trailers, pathsend and zerocopysend, and the
+//     scopes' tls extension
 //   - asgi_run.c: the request Task's creation and start
 //
 // WSGI (wsgi*):
-//   - wsgi.go, wsgi.c, wsgi.h: WSGI (WsgiServer, a subtype of AsgiServer): the pool threads'
-//     wait in Go for the next exchange, the environ built in C, start_response, wsgi.input
+//   - wsgi.go, wsgi.c, wsgi.h: WsgiServer: the pool threads' wait in Go for the next
+//     exchange, the environ built in C, start_response, wsgi.input
 //
 // Shared by the three:
 //   - module.c: the module's init, calling each part's init

@@ -238,12 +238,12 @@ static int input_fill(GLWsgiInput *self) {
         st = glWsgiRecv(self->wid, self->gen, 1, &p, &n);
         Py_END_ALLOW_THREADS
     }
-    if (st == GL_ASGI_ERR_GONE) {
+    if (st == GL_ERR_GONE) {
         PyErr_SetString(PyExc_ValueError, "wsgi.input read after its request ended");
         return -1;
     }
     if (st == GL_RECV_DISCONNECT) {
-        gl_asgi_raise_disconnected();
+        gl_raise_disconnected();
         return -1;
     }
     if (st == GL_RECV_LAST) self->eof = 1;
@@ -638,8 +638,8 @@ fail:
 }
 
 static PyObject *raise_send(GLWsgiStart *st, int rc) {
-    if (rc == GL_ASGI_ERR_DISCONNECTED) return gl_asgi_raise_disconnected();
-    if (rc == GL_ASGI_ERR_GONE) {
+    if (rc == GL_ERR_DISCONNECTED) return gl_raise_disconnected();
+    if (rc == GL_ERR_GONE) {
         PyErr_SetString(PyExc_RuntimeError, "the WSGI request already ended");
         return NULL;
     }
@@ -661,11 +661,11 @@ static PyObject *raise_send(GLWsgiStart *st, int rc) {
  * GL_WSGI_SENT_IDLE): glWsgiTake is not called. */
 static _Thread_local struct {
     int ended, idle;
-    GLAsgiHead *next;
+    GLHead *next;
     long gen;
 } pass;
 
-/* Sends a body part (the head with the first): GL_ASGI_OK or an error code (nothing raised).
+/* Sends a body part (the head with the first): GL_OK or an error code (nothing raised).
  * The part that completes the body the application's Content-Length declared is sent as
  * the last (more 0): the response is complete in that one call and write, without the
  * empty last part the end of an iterable would send in another call (Werkzeug's and
@@ -678,7 +678,7 @@ static _Thread_local struct {
  * logged as too long, a close() that fails is logged (the connection stays: its response is
  * complete), and the request's objects fail as after its end. */
 static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end) {
-    if (st->done) return n > 0 ? GL_WSGI_TOO_LONG : GL_ASGI_OK;
+    if (st->done) return n > 0 ? GL_WSGI_TOO_LONG : GL_OK;
     if (more && n > 0 && st->clen >= 0 && st->body + n == st->clen) more = 0, flush = 1;
     int status = st->sent ? 0 : st->status, rc;
     long wid = st->wid, gen = st->gen;
@@ -687,11 +687,11 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
     if (n <= GL_WSGI_HOLD_MAX) {  /* with the GIL: one release and take fewer per response */
         if (!more && end) {  /* the request ends with this call, the next one taken */
             rc = glWsgiSendEnd(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, &pass.next, &pass.gen);
-            pass.ended = rc == GL_ASGI_OK;
+            pass.ended = rc == GL_OK;
         } else {
             rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 0);
         }
-        if ((pass.idle = rc == GL_WSGI_SENT_IDLE)) rc = GL_ASGI_OK;
+        if ((pass.idle = rc == GL_WSGI_SENT_IDLE)) rc = GL_OK;
         if (rc == GL_WSGI_PAUSED) {
             st->sent = 1;
             Py_BEGIN_ALLOW_THREADS
@@ -704,8 +704,8 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
         rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 1);
         Py_END_ALLOW_THREADS
     }
-    if (rc != GL_ASGI_ERR_RUNTIME && rc != GL_ASGI_ERR_GONE) st->sent = 1;
-    if (rc == GL_ASGI_OK) {
+    if (rc != GL_ERR_RUNTIME && rc != GL_ERR_GONE) st->sent = 1;
+    if (rc == GL_OK) {
         st->body += n;
         st->done = !more;
     }
@@ -735,10 +735,10 @@ static PyObject *write_call(GLWsgiWrite *self, PyObject *const *args, size_t nar
     if (need_start(st) < 0) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
-    int rc = GL_ASGI_OK;
+    int rc = GL_OK;
     if (view.len > 0) rc = send_part(st, view.buf, view.len, 1, 1, 0);
     PyBuffer_Release(&view);
-    if (rc != GL_ASGI_OK) return raise_send(st, rc);
+    if (rc != GL_OK) return raise_send(st, rc);
     Py_RETURN_NONE;
 }
 
@@ -816,12 +816,12 @@ typedef struct {
 } filled_tpl;
 static _Thread_local filled_tpl ftpl;
 
-static PyObject *protocol_str(const GLAsgiHead *h) {
+static PyObject *protocol_str(const GLHead *h) {
     return h->major == 2 ? WS(p2) : (h->major == 1 && h->minor == 0) ? WS(p10) : WS(p11);
 }
 
 /* A TCP connection's SERVER_NAME, SERVER_PORT and REMOTE_ADDR in d: 0, or -1 with an error. */
-static int set_tcp_items(PyObject *d, const GLAsgiHead *h) {
+static int set_tcp_items(PyObject *d, const GLHead *h) {
     if (set_new(d, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
         set_new(d, WS(SERVER_PORT), port_str(h->sport)) < 0 ||
         set_new(d, WS(REMOTE_ADDR), cached_str(&c_remote, h->chost, h->chostlen)) < 0)
@@ -831,7 +831,7 @@ static int set_tcp_items(PyObject *d, const GLAsgiHead *h) {
 
 /* ftpl's template for h (TCP) if it fits it (borrowed), made now if it does not; NULL: none
  * (addresses too long to keep: the caller sets the items itself), or an error raised. */
-static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
+static PyObject *filled_template(GLWsgiServer *srv, const GLHead *h, PyObject *input) {
     filled_tpl *f = TLS_PTR(ftpl);
     int proto = h->major * 10 + h->minor;
     if (h->shostlen > (Py_ssize_t)sizeof f->shost || h->chostlen > (Py_ssize_t)sizeof f->chost) return NULL;
@@ -867,7 +867,7 @@ fill_input:  /* the thread's input, the same request after request but when an a
     return f->tpl;
 }
 
-static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
+static PyObject *environ_new(GLWsgiServer *srv, const GLHead *h, PyObject *input) {
     PyObject *tpl = h->is_unix ? NULL : filled_template(srv, h, input);
     if (tpl == NULL && PyErr_Occurred()) return NULL;
     PyObject *env = PyDict_Copy(tpl != NULL ? tpl : srv->environ_tpl);
@@ -887,7 +887,7 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
     const char *m = blob + (nends > 4 ? ends[nends - 5] : 0);
     Py_ssize_t mlen = ends[nends - 4] - (m - blob), qlen = ends[nends - 2] - ends[nends - 3];
     int get = mlen == 3 && m[0] == 'G' && m[1] == 'E' && m[2] == 'T';
-    if ((!(tpl && get) && set_new(env, WS(REQUEST_METHOD), get ? Py_NewRef(WS(GET)) : gl_asgi_method(m, mlen)) < 0) ||
+    if ((!(tpl && get) && set_new(env, WS(REQUEST_METHOD), get ? Py_NewRef(WS(GET)) : gl_method(m, mlen)) < 0) ||
         (!(tpl && plen == 1 && path[0] == '/') && set_new(env, WS(PATH_INFO), latin1_str(path, plen)) < 0) ||
         (!(tpl && qlen == 0) && set_new(env, WS(QUERY_STRING), latin1_str(SEG(nends - 2))) < 0) ||
         (tpl == NULL && PyDict_SetItem(env, WS(input), input) < 0))
@@ -942,7 +942,7 @@ fail:
 
 /* Logs the exception being raised (the application's) with srv->on_error. */
 static void log_error(GLWsgiServer *srv) {
-    PyObject *exc = gl_asgi_take_exception();
+    PyObject *exc = gl_take_exception();
     if (exc == NULL) return;
     PyObject *r = PyObject_CallOneArg(srv->on_error, exc);
     if (r == NULL) PyErr_WriteUnraisable(srv->on_error);
@@ -997,11 +997,11 @@ static int send_wrapped_file(GLWsgiStart *st, PyObject *wrapper) {
     rc = glWsgiSendFD(wid, gen, status, st->hdr->p, st->hdr->n, (int)fd, off, -1);
     Py_END_ALLOW_THREADS
     if (rc == GL_WSGI_NOT_FILE) return 0;
-    if (rc == GL_ASGI_OK) {
+    if (rc == GL_OK) {
         st->sent = 1;
         return 1;
     }
-    if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
+    if (rc == GL_ERR_DISCONNECTED) return -2;
     raise_send(st, rc);
     return -1;
 }
@@ -1028,11 +1028,11 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
             }
             int last = i >= n - 1;
             rc = (PyBytes_GET_SIZE(b) == 0 && !last)
-                     ? GL_ASGI_OK
+                     ? GL_OK
                      : send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last, last);
             Py_DECREF(b);
-            if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
-            if (rc != GL_ASGI_OK) {
+            if (rc == GL_ERR_DISCONNECTED) return -2;
+            if (rc != GL_OK) {
                 raise_send(st, rc);
                 return -1;
             }
@@ -1052,7 +1052,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
             Py_DECREF(it);
             return -1;
         }
-        rc = GL_ASGI_OK;
+        rc = GL_OK;
         if (PyBytes_GET_SIZE(b) > 0) {  /* the head waits for the first non-empty part (PEP 3333) */
             if (need_start(st) < 0) {
                 Py_DECREF(b);
@@ -1062,9 +1062,9 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
             rc = send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1, end);
         }
         Py_DECREF(b);
-        if (rc != GL_ASGI_OK) {
+        if (rc != GL_OK) {
             Py_DECREF(it);
-            if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
+            if (rc == GL_ERR_DISCONNECTED) return -2;
             raise_send(st, rc);
             return -1;
         }
@@ -1073,8 +1073,8 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
     if (PyErr_Occurred()) return -1;
     if (need_start(st) < 0) return -1;
     rc = send_part(st, NULL, 0, 0, 1, 0);
-    if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
-    if (rc != GL_ASGI_OK) {
+    if (rc == GL_ERR_DISCONNECTED) return -2;
+    if (rc != GL_OK) {
         raise_send(st, rc);
         return -1;
     }
@@ -1135,7 +1135,7 @@ static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
 }
 
 /* Runs the application for the request whose head is h: 1 answered, 2 it failed. */
-static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
+static int handle(GLWsgiServer *srv, long wid, long gen, const GLHead *h) {
     GLWsgiInput *in;
     GLWsgiStart *st;
     PyObject *env = NULL, *result = NULL;
@@ -1197,7 +1197,7 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
     if (wid < 0) Py_RETURN_NONE;
     int finish = 0;
     for (;;) {
-        GLAsgiHead *h = NULL;
+        GLHead *h = NULL;
         long gen = 0;
         int claim = 0;
         /* the request just answered ended and the next taken with the GIL kept when this
@@ -1245,14 +1245,11 @@ static int wsrv_init(GLWsgiServer *self, PyObject *args, PyObject *kwds) {
                                      &max_head, &ka, &limit, &server_header, &date_header, &headers, &hlen,
                                      &on_error, &file_wrapper, &root, &rootlen, &access))
         return -1;
-    if (!PyObject_TypeCheck(loop, gl_asgi_loop_type())) {
+    if (!PyObject_TypeCheck(loop, gl_loop_type())) {
         PyErr_SetString(PyExc_TypeError, "WsgiServer needs a goloop loop");
         return -1;
     }
     self->base.loop = Py_NewRef(loop);
-    self->base.runner = Py_NewRef(Py_None);
-    self->base.template = PyDict_New();
-    if (self->base.template == NULL) return -1;
     self->app = Py_NewRef(app);
     self->environ_tpl = Py_NewRef(env);
     self->on_error = Py_NewRef(on_error);
@@ -1285,7 +1282,7 @@ static int wsrv_traverse(GLWsgiServer *self, visitproc visit, void *arg) {
     Py_VISIT(self->on_error);
     Py_VISIT(self->file_wrapper);
     Py_VISIT(self->access);
-    return gl_asgi_server_type()->tp_traverse((PyObject *)self, visit, arg);
+    return gl_server_traverse(&self->base, visit, arg);
 }
 
 static int wsrv_clear(GLWsgiServer *self) {
@@ -1294,11 +1291,12 @@ static int wsrv_clear(GLWsgiServer *self) {
     Py_CLEAR(self->on_error);
     Py_CLEAR(self->file_wrapper);
     Py_CLEAR(self->access);
-    return gl_asgi_server_type()->tp_clear((PyObject *)self);
+    return 0;
 }
 
 static void wsrv_dealloc(GLWsgiServer *self) {
     PyObject_GC_UnTrack(self);
+    gl_server_release(&self->base);
     Py_CLEAR(self->app);
     Py_CLEAR(self->environ_tpl);
     Py_CLEAR(self->on_error);
@@ -1306,7 +1304,7 @@ static void wsrv_dealloc(GLWsgiServer *self) {
     Py_CLEAR(self->access);
     PyMem_Free(self->root);
     self->root = NULL;
-    gl_asgi_server_type()->tp_dealloc((PyObject *)self);
+    gl_server_dealloc(&self->base);
 }
 
 static PyMethodDef wsrv_methods[] = {
@@ -1319,7 +1317,7 @@ static PyTypeObject WsgiServerType = {
     .tp_name = "goloop._goloop.WsgiServer",
     .tp_basicsize = sizeof(GLWsgiServer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "goloop serve's WSGI server: the ASGI server's engine, requests answered by pool threads (goloop.serve.wsgi).",
+    .tp_doc = "goloop serve's WSGI server on a goloop loop: requests answered by pool threads (goloop.serve.wsgi).",
     .tp_init = (initproc)wsrv_init,
     .tp_dealloc = (destructor)wsrv_dealloc,
     .tp_traverse = (traverseproc)wsrv_traverse,
@@ -1332,7 +1330,7 @@ int gl_init_wsgi(PyObject *m) {
     WSGI_STRINGS(WSGI_INTERN)
 #undef WSGI_INTERN
     if ((empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL) return -1;
-    WsgiServerType.tp_base = gl_asgi_server_type();
+    WsgiServerType.tp_base = gl_server_type();
     if (PyType_Ready(&WsgiServerType) < 0 || PyType_Ready(&StartType) < 0 || PyType_Ready(&WriteType) < 0 ||
         PyType_Ready(&InputType) < 0)
         return -1;

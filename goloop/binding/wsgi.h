@@ -1,13 +1,13 @@
 /* goloop serve --interface wsgi: the C objects of the WSGI server (wsgi.c) and what wsgi.go
- * calls. A WsgiServer is an AsgiServer (its listening, TLS, limits, proxy headers, metrics,
- * close/abort/stats are the same Go server's) whose requests are answered by a pool of
+ * calls. A WsgiServer is an HttpServer (server.h: its listening, TLS, limits, proxy headers,
+ * metrics, close/abort/stats are the Go server's) whose requests are answered by a pool of
  * Python threads, each in WsgiServer.serve_thread(). */
 #ifndef GOLOOP_WSGI_H
 #define GOLOOP_WSGI_H
-#include "asgi.h"
+#include "server.h"
 
 typedef struct {
-    GLAsgiServer base;
+    GLServer base;
     long wsid;               /* Go pool id (wsgi.go) */
     PyObject *app;           /* the WSGI application */
     PyObject *environ_tpl;   /* the environ's constant items, and None for each per-request key */
@@ -29,7 +29,7 @@ int gl_init_wsgi(PyObject *m);
 /* glWsgiSend with wait 0: another pool thread may want the GIL: nothing done, call again
  * with the GIL released */
 #define GL_WSGI_RELEASE (-8)
-/* glWsgiSend with wait 0: GL_ASGI_OK, and no request was ready (glWsgiTake would find none) */
+/* glWsgiSend with wait 0: GL_OK, and no request was ready (glWsgiTake would find none) */
 #define GL_WSGI_SENT_IDLE (-9)
 /* a body part up to this size is sent with the GIL held while no other pool thread runs (the
  * socket is written, the thread waits only if the output is over its bound: then without
