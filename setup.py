@@ -125,7 +125,7 @@ class GoBuildExt(build_ext):
 
 
 class BdistWheel(bdist_wheel):
-    """A wheel for GOLOOP_ARCH's platform when it is not this machine's (auditwheel repair then
+    """A wheel for GOLOOP_ARCH's platform when it is not the build machine's (auditwheel repair then
     gives it its manylinux tag)."""
 
     def finalize_options(self):
