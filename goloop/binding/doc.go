@@ -41,8 +41,11 @@
 //   - asgi_run.c: the request Task's creation and start
 //
 // WSGI (wsgi*):
-//   - wsgi.go, wsgi.c, wsgi.h: WsgiServer: the pool threads' wait in Go for the next
-//     exchange, the environ built in C, start_response, wsgi.input
+//   - wsgi.go, wsgi.c, wsgi.h: WsgiServer, its pool threads (their wait in Go for the next
+//     exchange) and each request's run: the application called, its result sent
+//   - wsgi_environ.c: the environ, built in C from the head, with the thread's caches
+//   - wsgi_response.c: start_response and write
+//   - wsgi_input.c: wsgi.input
 //
 // Shared by the three:
 //   - module.c: the module's init, calling each part's init
