@@ -129,6 +129,8 @@ type Server struct {
 	metrics *metrics                 // counters (metrics.go), nil: off
 	static  *staticServer            // static files served by Go (static.go), nil: none
 
+	tlsExtra TLSExtra // SetTLSExtra (tlsops.go)
+
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
 
 	// loop mode (loopdriver.go)

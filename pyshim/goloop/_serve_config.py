@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Any
 
+from . import _serve_ops, _serve_static
+
 logger = logging.getLogger("goloop.error")
 
 LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": logging.WARNING,
@@ -83,6 +85,8 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "timeout_worker_healthcheck": 5,
     "sched_batch": True,
 }
+SUPPORTED_OPTIONS.update(_serve_static.OPTIONS)  # --static-path-* (goloop._serve_static)
+SUPPORTED_OPTIONS.update(_serve_ops.OPTIONS)  # worker controls, access-log format, TLS (goloop._serve_ops)
 
 _SSL_PROTOCOL_TLS, _SSL_PROTOCOL_TLS_SERVER = 2, 17  # ssl.PROTOCOL_TLS, ssl.PROTOCOL_TLS_SERVER
 
@@ -147,6 +151,11 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     t = cfg.get("timeout_worker_healthcheck")
     if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0):
         raise ConfigError("timeout_worker_healthcheck must be a number of seconds (0: off)")
+    try:
+        _serve_ops.check(cfg)
+        _serve_static.mounts(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     return cfg
 
 
@@ -439,4 +448,6 @@ def parser() -> argparse.ArgumentParser:
                         "do not preempt each other on every wake-up (default)")
     p.add_argument("--no-sched-batch", dest="sched_batch", action="store_false",
                    help="leave the threads' scheduling policy alone (default: SCHED_BATCH)")
+    _serve_static.add_arguments(p)
+    _serve_ops.add_arguments(p)
     return p
