@@ -203,8 +203,10 @@ def tls_pairs(cfg: dict[str, Any]) -> list[tuple[Any, Any]]:
 
 
 def wants_supervisor(options: dict[str, Any]) -> bool:
-    """--workers N > 1 or --reload: a master (goloop._workers) runs instead of a server."""
-    return bool(options.get("reload")) or (options.get("workers") or 1) > 1
+    """--workers N > 1, --reload, --workers-max-rss or --workers-lifetime: a master
+    (goloop._workers) runs instead of a server."""
+    return bool(options.get("reload")) or (options.get("workers") or 1) > 1 or \
+        bool(options.get("workers_max_rss") or options.get("workers_lifetime"))  # (the master recycles them)
 
 
 class _Formatter(logging.Formatter):
