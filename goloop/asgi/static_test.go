@@ -455,3 +455,21 @@ func TestStaticLogBounded(t *testing.T) {
 	_ = bufio.NewReader
 	_ = bytes.Equal
 }
+
+// Static responses are counted by the metrics as the application's are.
+func TestStaticMetrics(t *testing.T) {
+	dir, _ := staticTree(t)
+	a, addr := startServerWith(t, Config{}, func(s *Server) {
+		s.EnableMetrics("")
+		if err := s.SetStatic([]StaticMount{{Route: "/static", Dir: dir}}, false); err != nil {
+			t.Fatal(err)
+		}
+	}, hello)
+	staticDo(t, addr, "GET", "/static/hello.txt", "")
+	staticDo(t, addr, "GET", "/static/nope", "")
+	staticDo(t, addr, "GET", "/app", "")
+	m := a.s.Metrics()
+	if m.Requests != 3 || m.Count != 3 || m.Status[2] != 2 || m.Status[4] != 1 {
+		t.Fatalf("metrics %+v", m)
+	}
+}
