@@ -61,7 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --workers: a worker is replaced gracefully after this many seconds, each "
                         "worker's lifetime offset by its index so that they do not restart together "
                         "(default: no limit)")
-    p.add_argument("--access-log-fmt", dest="access_log_fmt", default=None, help=_serve_accesslog.HELP)
+    p.add_argument("--access-log-fmt", dest="access_log_fmt", default=None,
+                   help=_serve_accesslog.HELP.replace("%", "%%"))  # (argparse formats help with %)
     p.add_argument("--pid-file", dest="pid_file", default=None,
                    help="write the server's (the master's, with --workers) process id to this file at start; "
                         "removed at exit (default: none)")
