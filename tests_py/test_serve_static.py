@@ -249,5 +249,5 @@ def test_static_access_log_fmt(serve, tmp_path):
     m = s.out.wait_for(r"AL\|127\.0\.0\.1:\d+\|GET\|/static/hello\.txt\?v=1\|HTTP/1\.1\|200\|11\|[\d.]+\|ua/1\|http://r/",
                        timeout=30)
     assert m
-    s.out.wait_for(r"AL\|127\.0\.0\.1:\d+\|GET\|/other\|HTTP/1\.1\|200\|-\|[\d.]+\|-\|-", timeout=30)
+    s.out.wait_for(r"AL\|127\.0\.0\.1:\d+\|GET\|/other\|HTTP/1\.1\|200\|10\|[\d.]+\|-\|-", timeout=30)
     assert re.search(r"\|HTTP/1\.1\|", s.out.log())

@@ -182,9 +182,9 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
     log or a request limit, HTTP requests do this in C (AsgiServer's app and on_error) and
     only WebSocket sessions come here."""
 
-    async def run(scope, receive, send):
+    async def run(scope, receive, send, app_send=None):
         try:
-            await app(scope, receive, send)
+            await app(scope, receive, app_send or send)
         except BaseException as exc:
             found = send._fail()  # a 500 closes its connection; a session closes with 1011
             if not isinstance(exc, Exception):
@@ -203,13 +203,23 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
     fmt = server.config.get("access_log_fmt") if access_log else None
     line = _serve_accesslog.formatter(fmt) if fmt is not None else None
     timed = _serve_accesslog.needs(fmt, "dt_ms")
+    sized = _serve_accesslog.needs(fmt, "size")
     loop = asyncio.get_event_loop() if timed else None
 
     async def run_logged(scope, receive, send):
         nonlocal count
         t0 = loop.time() if timed else 0.0
+        size = None
+        if sized and scope["type"] == "http":  # the body bytes of http.response.body messages
+            size = 0
+
+            async def counting_send(message):
+                nonlocal size
+                if message.get("type") == "http.response.body":
+                    size += len(message.get("body", b""))
+                return await send(message)
         try:
-            await run(scope, receive, send)
+            await run(scope, receive, send, counting_send if size is not None else None)
         finally:
             if access_log:
                 client = scope.get("client")
@@ -225,7 +235,7 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
                     h = scope["headers"]
                     access_logger.info(*line(addr, scope["method"], quote(scope["root_path"] + scope["path"]),
                                              scope["query_string"].decode("ascii", "replace"), scope["http_version"],
-                                             send._status() or 500, None, (loop.time() - t0) * 1e3 if t0 else 0.0,
+                                             send._status() or 500, size, (loop.time() - t0) * 1e3 if t0 else 0.0,
                                              _serve_accesslog.header(h, b"user-agent"),
                                              _serve_accesslog.header(h, b"referer")))
                 else:  # uvicorn's line: 127.0.0.1:50000 - "GET / HTTP/1.1" 200 OK

@@ -19,7 +19,7 @@ PLACEHOLDERS = {
     "query_string": "the query string alone",
     "protocol": "HTTP/1.0, HTTP/1.1 or HTTP/2",
     "status": "the response's status (an integer)",
-    "size": "the response body's bytes (static files; '-' for the application's responses)",
+    "size": "the response body's bytes (static files, ASGI's http.response.body messages; '-' for WSGI)",
     "dt_ms": "milliseconds from the request's start to its end (a float)",
     "user_agent": "the User-Agent header ('-' if none)",
     "referer": "the Referer header ('-' if none)",
