@@ -205,7 +205,8 @@ def main():
         "machine": f"{cpus} cores, {platform.machine()}, Go {subprocess.run(['go', 'env', 'GOVERSION'], capture_output=True, text=True).stdout.strip() if shutil.which('go') else '?'}, CPython {platform.python_version()}",
         "versions": {"goloop": version("goloop"), "granian": version("granian"), "nginx": nginx_version(),
                      "whitenoise": version("whitenoise"), "gunicorn": version("gunicorn")},
-        "command": "python bench/static_bench.py " + " ".join(sys.argv[1:]),
+        "command": "python bench/static_bench.py " + " ".join(
+            f"--{k} {v}" for k, v in (("duration", args.duration), ("rounds", args.rounds), ("conns", args.conns))),
         "method": (f"Each server serves the same directory at /static from a fresh process tree pinned to core 0; "
                    f"after a 1 s warm-up, wrk -t1 -c{args.conns} -d{args.duration}s on core 1 fetches one file "
                    f"over keep-alive HTTP/1.1. CPU per request: utime+stime of the server's whole tree from /proc "
@@ -213,11 +214,11 @@ def main():
                    f"request. goloop serve (--static-path-mount, sendfile(2)), Granian (--static-path-mount, "
                    f"ASGI, 1 worker, 1 runtime thread), nginx (one worker, sendfile on), WhiteNoise under "
                    f"gunicorn (1 worker, gthread, 8 threads); no access logs."),
-        "better": "higher",
+        "better": None,  # requests/s: higher; CPU per request: lower
         "columns": cols,
         "units": {c: ("req/s" if c.endswith("req/s") else "µs") for c in cols[1:]},
         "rows": rows,
-        "notes": args.note,
+        "notes": ["requests/s: higher is better; CPU µs per request: lower is better."] + args.note,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
