@@ -11,16 +11,14 @@ per request (utime+stime of every thread of every process of its tree, from /pro
 measured run, divided by the requests wrk counted). With --rounds N each cell is the run with
 the least CPU per request. nginx is Debian's, started with a generated configuration in a
 temporary directory (one worker, sendfile on, access log off); every server runs without an
-access log. Results: bench/results/static-files.json (and a table on stdout).
+access log. Results: bench/results/static-files-rps.json and static-files-cpu.json (and lines on stdout).
 Needs wrk, nginx, granian, gunicorn, whitenoise.
 """
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -156,7 +154,6 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--conns", type=int, default=50)
     ap.add_argument("--servers", default=",".join(SERVERS))
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "static-files.json"))
     ap.add_argument("--note", action="append", default=[], help="a note line for the results file")
     args = ap.parse_args()
     servers = args.servers.split(",")
@@ -184,47 +181,33 @@ def main():
                 if best:
                     print(f"{label:24} {name:22} {best['value']:10.0f} req/s {best['cpu_us']:8.1f} µs CPU/req "
                           f"errors {best['errors']}", flush=True)
-    cols = ["row"]
-    for name in servers:
-        cols += [f"{name} req/s", f"{name} CPU µs/req"]
-    rows = []
-    for key, (label, _, _) in FILES.items():
-        row = {"row": label}
-        for name in servers:
-            r = results.get((key, name))
-            row[f"{name} req/s"] = round(r["value"]) if r else None
-            row[f"{name} CPU µs/req"] = round(r["cpu_us"], 1) if r else None
-        rows.append(row)
-    cpus = os.cpu_count()
-    doc = {
-        "schema": 1,
-        "id": "static-files",
-        "group": "Static files",
-        "title": "Static files: a small file and a 1 MiB file, requests/s and server CPU per request",
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{cpus} cores, {platform.machine()}, Go {subprocess.run(['go', 'env', 'GOVERSION'], capture_output=True, text=True).stdout.strip() if shutil.which('go') else '?'}, CPython {platform.python_version()}",
-        "versions": {"goloop": version("goloop"), "granian": version("granian"), "nginx": nginx_version(),
-                     "whitenoise": version("whitenoise"), "gunicorn": version("gunicorn")},
-        "command": "python bench/static_bench.py " + " ".join(
-            f"--{k} {v}" for k, v in (("duration", args.duration), ("rounds", args.rounds), ("conns", args.conns))),
-        "method": (f"Each server serves the same directory at /static from a fresh process tree pinned to core 0; "
-                   f"after a 1 s warm-up, wrk -t1 -c{args.conns} -d{args.duration}s on core 1 fetches one file "
-                   f"over keep-alive HTTP/1.1. CPU per request: utime+stime of the server's whole tree from /proc "
-                   f"over the run, divided by wrk's request count; best of {args.rounds} round(s) by CPU per "
-                   f"request. goloop serve (--static-path-mount, sendfile(2)), Granian (--static-path-mount, "
-                   f"ASGI, 1 worker, 1 runtime thread), nginx (one worker, sendfile on), WhiteNoise under "
-                   f"gunicorn (1 worker, gthread, 8 threads); no access logs."),
-        "better": None,  # requests/s: higher; CPU per request: lower
-        "columns": cols,
-        "units": {c: ("req/s" if c.endswith("req/s") else "µs") for c in cols[1:]},
-        "rows": rows,
-        "notes": ["requests/s: higher is better; CPU µs per request: lower is better."] + args.note,
-    }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    print("wrote", args.out)
+    from results import write_result
+
+    peers = [n for n in servers if n != "goloop"]
+    method = (f"Each server serves the same directory at /static from a fresh process tree pinned to core 0; "
+              f"after a 1 s warm-up, wrk -t1 -c{args.conns} -d{args.duration}s on core 1 fetches one file over "
+              f"keep-alive HTTP/1.1. CPU per request: utime+stime of the server's whole tree from /proc over the "
+              f"run, divided by wrk's request count; each cell is the best of {args.rounds} round(s) by CPU per "
+              f"request. goloop serve (--static-path-mount: sendfile(2) from the loop thread), Granian "
+              f"(--static-path-mount, ASGI, 1 worker, 1 runtime thread), nginx (one worker, sendfile on), "
+              f"WhiteNoise under gunicorn (1 worker, gthread, 8 threads); no access logs.")
+    command = f"python bench/static_bench.py --duration {args.duration} --rounds {args.rounds} --conns {args.conns}"
+    for suffix, title, key, unit, better, nd in (
+            ("rps", "Static files: requests/s", "value", "req/s", "higher", 0),
+            ("cpu", "Static files: server CPU per request", "cpu_us", "µs", "lower", 1)):
+        rows = []
+        for fkey, (label, _, _) in FILES.items():
+            row = {"row": label}
+            for name in servers:
+                r = results.get((fkey, name))
+                row[name] = round(r[key], nd) if r else None
+            rows.append(row)
+        write_result(f"static-files-{suffix}", group="goloop serve: static files", title=title, command=command,
+                     method=method, columns=["row"] + servers, units={n: unit for n in servers}, rows=rows,
+                     better=better, notes=list(args.note), compare=peers, order=10 if suffix == "rps" else 20,
+                     versions={"goloop": version("goloop"), "granian": version("granian"),
+                               "nginx": nginx_version(), "whitenoise": version("whitenoise"),
+                               "gunicorn": version("gunicorn")})
 
 
 if __name__ == "__main__":

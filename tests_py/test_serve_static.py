@@ -232,7 +232,7 @@ def test_static_options_checked(tmp_path):
 
 
 def test_expires_parsing():
-    from goloop._serve_static import expires_seconds
+    from goloop.serve.static import expires_seconds
     assert [expires_seconds(v) for v in ("0", "30", "30s", "5m", "1h", "1d", "2w", 7)] == \
         [0, 30, 30, 300, 3600, 86400, 2 * 604800, 7]
     for bad in ("-1", "1y", "x", True):

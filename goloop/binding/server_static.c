@@ -1,4 +1,4 @@
-/* goloop serve's static files (server_static.go, goloop/asgi/static.go): their configuration
+/* goloop serve's static files (server_static.go, goloop/httpserver/static.go): their configuration
  * and the access log's records of what Go answered, and the TLS controls beyond the files,
  * as module functions on an AsgiServer (or a WsgiServer, its subtype). */
 #include "asgi.h"

@@ -1,9 +1,9 @@
 package main
 
 // goloop serve's static files (server_static.c): the mounts Go serves before the
-// application is called (goloop/asgi/static.go), and the records the access log takes of
+// application is called (goloop/httpserver/static.go), and the records the access log takes of
 // their responses (Python logs them: the format and the logger are Python's). And the TLS
-// controls beyond the files (--ssl-protocol-min, --ssl-crl: goloop/asgi/tlsops.go).
+// controls beyond the files (--ssl-protocol-min, --ssl-crl: goloop/httpserver/tlsops.go).
 
 /*
 #include "asgi.h"
@@ -15,7 +15,7 @@ import (
 	"encoding/json"
 	"unsafe"
 
-	"github.com/goloop/goloop/goloop/asgi"
+	"github.com/goloop/goloop/goloop/httpserver"
 )
 
 // glStaticConfig: spec is a JSON list of {"route", "dir", "index", "max_age"}; log: keep
@@ -34,9 +34,9 @@ func glStaticConfig(sid C.long, spec *C.char, n C.Py_ssize_t, log C.int) (rc C.i
 		raise(C.PyExc_ValueError, "static mounts: "+err.Error())
 		return -1
 	}
-	mounts := make([]asgi.StaticMount, len(ms))
+	mounts := make([]httpserver.StaticMount, len(ms))
 	for i, m := range ms {
-		mounts[i] = asgi.StaticMount{Route: m.Route, Dir: m.Dir, Index: m.Index, MaxAge: m.MaxAge}
+		mounts[i] = httpserver.StaticMount{Route: m.Route, Dir: m.Dir, Index: m.Index, MaxAge: m.MaxAge}
 	}
 	if err := getSrv(sid).s.SetStatic(mounts, log != 0); err != nil {
 		raise(C.PyExc_OSError, "static files: "+err.Error())
@@ -64,12 +64,12 @@ func glStaticLog(sid C.long) (ret pyObj) {
 }
 
 // glTLSExtra sets the lowest TLS version (minVer "1.3"; "" or "1.2": 1.2) and the CRL file
-// ("" none) checked against client certificates, before set_tls (goloop/asgi/tlsops.go).
+// ("" none) checked against client certificates, before set_tls (goloop/httpserver/tlsops.go).
 //
 //export glTLSExtra
 func glTLSExtra(sid C.long, minVer, crl *C.char) (rc C.int) {
 	defer recoverInt(&rc)
-	x := asgi.TLSExtra{CRLFile: C.GoString(crl)}
+	x := httpserver.TLSExtra{CRLFile: C.GoString(crl)}
 	if C.GoString(minVer) == "1.3" {
 		x.MinVersion = tls.VersionTLS13
 	}
