@@ -28,11 +28,11 @@ from importlib import metadata
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from harness import free_port, parse_wrk, stop, tree_cpu, wait_port  # noqa: E402
+import serve_bench  # noqa: E402
+from harness import free_port  # noqa: E402
 
 PY = sys.executable
 BIN = os.path.dirname(PY)
-SERVER_CPU, CLIENT_CPU = "0", "1"
 FILES = {"small": ("small file (1 KiB CSS)", "site.css", 1024), "1mib": ("1 MiB file", "big.bin", 1 << 20)}
 SERVERS = ["goloop", "granian", "nginx", "whitenoise+gunicorn"]
 
@@ -103,34 +103,14 @@ def server_argv(name, port, tmp, static_dir):
 
 
 def run_one(name, tmp, static_dir, path, duration, conns):
+    """One measured run (serve_bench.run_one: pinned server tree, wrk warm-up, CPU from /proc)."""
     port = free_port()
     argv = server_argv(name, port, tmp, static_dir)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([tmp, os.path.join(REPO, "pyshim")]), STATIC_DIR=static_dir)
-    errf = tempfile.TemporaryFile()
-    proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, *argv], env=env, stdout=subprocess.DEVNULL, stderr=errf,
-                            cwd=tmp)
-    proc.errf = errf
-    try:
-        wait_port(port, proc, 60)
-        url = f"http://127.0.0.1:{port}/static/{path}"
-        check = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", url], capture_output=True,
-                               text=True) if shutil.which("curl") else None
-        if check is not None and check.stdout != "200":
-            raise RuntimeError(f"{name}: {url} answered {check.stdout}")
-        wrk = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c", str(conns), "--latency"]
-        subprocess.run(wrk + ["-d1s", url], capture_output=True, timeout=60)
-        c0 = tree_cpu(proc.pid)
-        out = subprocess.run(wrk + [f"-d{duration}s", url], capture_output=True, text=True,
-                             timeout=duration + 60).stdout
-        c1 = tree_cpu(proc.pid)
-        res = parse_wrk(out)
-        if res is None or not res.get("n"):
-            raise RuntimeError("wrk output: " + out[-400:])
-        res["cpu_us"] = (c1 - c0) * 1e6 / res["n"]
-        return res
-    finally:
-        stop(proc, 10)
-        errf.close()
+    res = serve_bench.run_one(argv, port, f"/static/{path}", duration, conns, 1, False, env=env)
+    if res.get("errors"):
+        raise RuntimeError(f"{name}: {res['errors']} errors or non-2xx answers")
+    return res
 
 
 def version(dist):

@@ -13,23 +13,9 @@ import pytest
 
 from test_serve_http import PYSHIM
 from test_serve_static import Serve, raw
-from test_serve_workers import APP, WAIT, Master, children
+from test_serve_workers import APP, WAIT, children, master_factory  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
-
-
-@pytest.fixture
-def master_factory(tmp_path):
-    made = []
-
-    def make(*args, src=APP):
-        m = Master(tmp_path, *args, src=src)
-        made.append(m)
-        return m
-
-    yield make
-    for m in made:
-        m.stop()
 
 
 def wait_until(cond, what, timeout=WAIT):
