@@ -473,3 +473,11 @@ func TestStaticMetrics(t *testing.T) {
 		t.Fatalf("metrics %+v", m)
 	}
 }
+
+// Without openat2(2) (kernels before 5.6): os.Root opens the files, with the same answers.
+func TestStaticWithoutOpenat2(t *testing.T) {
+	noOpenat2.Store(true)
+	defer noOpenat2.Store(false)
+	TestStatic(t)
+	TestStaticIndex(t)
+}
