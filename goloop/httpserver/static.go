@@ -178,7 +178,8 @@ const staticInline = 16 * 1024
 var errStaticPath = errors.New("bad static path")
 
 // staticName is the file name under the mount of rest (the decoded path after the
-// route), or errStaticPath; dir: it ends with '/'.
+// route; raw: the path as it came, for its encoded separators), or errStaticPath; "." for
+// the mount's directory itself.
 func staticName(raw, rest []byte) (name string, err error) {
 	if bytes.IndexByte(rest, 0) >= 0 || bytes.IndexByte(rest, '\\') >= 0 {
 		return "", errStaticPath
@@ -402,7 +403,7 @@ func (st *staticServer) reply(m *staticMount, r *Request, rest []byte, rp *stati
 		f.Close()
 		rp.f = nil
 		rp.line("content-range", "bytes */"+strconv.FormatInt(size, 10))
-		rp.text(416, "Range Not Satisfiable")
+		rp.status, rp.body = 416, nil // (the file's content-type stays: RFC 9110 15.5.17)
 	default:
 		rp.status, rp.off, rp.n = 206, start, n
 		rp.line("content-range", "bytes "+strconv.FormatInt(start, 10)+"-"+

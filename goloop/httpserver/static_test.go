@@ -125,7 +125,7 @@ var staticCases = []staticCase{
 	{name: "range past end clamped", method: "GET", path: "/static/hello.txt", hdr: "Range: bytes=6-100\r\n", status: 206, body: "world", checkBd: true,
 		want: map[string]string{"Content-Range": "bytes 6-10/11"}},
 	{name: "range unsatisfiable", method: "GET", path: "/static/hello.txt", hdr: "Range: bytes=20-30\r\n", status: 416,
-		want: map[string]string{"Content-Range": "bytes */11"}},
+		want: map[string]string{"Content-Range": "bytes */11", "Content-Type": "text/plain; charset=utf-8", "Content-Length": "0"}},
 	{name: "range on empty", method: "GET", path: "/static/empty.txt", hdr: "Range: bytes=0-\r\n", status: 416},
 	{name: "multiple ranges: whole", method: "GET", path: "/static/hello.txt", hdr: "Range: bytes=0-1,3-4\r\n", status: 200, body: "hello world", checkBd: true},
 	{name: "malformed range: whole", method: "GET", path: "/static/hello.txt", hdr: "Range: bytes=5-2\r\n", status: 200, body: "hello world", checkBd: true},
@@ -211,6 +211,11 @@ func runStaticCases(t *testing.T, addr string, do func(method, path, hdr string)
 		}
 		if tc.checkBd && body != tc.body {
 			t.Errorf("%s: body %q, want %q", tc.name, body, tc.body)
+		}
+		for k, vs := range resp.Header {
+			if len(vs) > 1 {
+				t.Errorf("%s: %d %s headers", tc.name, len(vs), k)
+			}
 		}
 		if tc.noBody && body != "" {
 			t.Errorf("%s: a body %q", tc.name, body)
