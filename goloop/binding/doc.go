@@ -31,6 +31,8 @@
 //   - server_tls.go: set_tls and the SIGHUP reload
 //   - server_proxy_metrics.go, server_proxy_metrics.c: configure() (proxy headers, metrics,
 //     slow clients) and metrics()
+//   - server_static.go, server_static.c: static files (the mounts, the access log's records) and
+//     the TLS controls beyond the files (lowest version, CRL)
 //
 // ASGI (asgi*):
 //   - asgi.go, asgi.c, asgi.h: AsgiServer and the Go server's registry (asgi.go's asgiSrv,

@@ -25,6 +25,7 @@ void gl_server_dealloc(GLServer *self);
 PyTypeObject *gl_server_type(void);      /* HttpServer, the subtypes' tp_base */
 PyTypeObject *gl_loop_type(void);        /* _goloop.LoopCore: what a server's loop must be */
 int gl_init_server(PyObject *m);
+int gl_init_server_static(PyObject *m);  /* server_static.c: static files, TLS controls */
 /* server_proxy_metrics.c: the configure() and metrics() methods (off the per-request path) */
 PyObject *gl_server_configure(GLServer *self, PyObject *args, PyObject *kwds);
 PyObject *gl_server_metrics(GLServer *self, PyObject *arg);
