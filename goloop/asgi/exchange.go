@@ -177,6 +177,21 @@ func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held 
 	return r.x.send(bodyPart{b: body, rel: rel}, more, ErrNotStarted)
 }
 
+// Holds tells whether SendHeld would hold a body of n bytes now instead of copying it
+// (a loop-mode HTTP/1.1 connection answering r, its first request in flight). A sender
+// that can keep its body alive for longer than a call (WSGI's bytes objects) holds it;
+// otherwise it copies it in slices, waiting for the socket between them (the output's
+// bound), rather than all at once.
+func (r *Request) Holds(n int) bool {
+	if _, ok := r.x.(h1Exchange); !ok || n < HoldMin {
+		return false
+	}
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lp != nil && r.firstLocked() && !r.lost
+}
+
 // bodyPart is a response body part: bytes b, or n bytes of file f from offset off.
 type bodyPart struct {
 	b      []byte

@@ -20,8 +20,9 @@ package main
 // (with the flush: the thread writes to the socket itself; a small part with the GIL held)
 // and its waits for body or backpressure are Go calls (the waits with the GIL released,
 // wsgi.c); a wait leads the poller when nobody does. No Python
-// object is touched by Go here: errors travel as codes and messages in the thread's C
-// memory, which wsgi.c raises.
+// object is touched by Go here (but the references to the large bodies it holds, which
+// the loop thread releases: wsgi_held.go): errors travel as codes and messages in the
+// thread's C memory, which wsgi.c raises.
 
 /*
 #include "wsgi.h"
@@ -78,6 +79,8 @@ type wsgiSrv struct {
 	dispatching bool
 	kicked      bool
 	idleLead    bool // the leader is a pool thread with no request (glWsgiNext)
+
+	refs heldRefs // held bodies' references to release on the loop thread (wsgi_held.go)
 }
 
 // wakeDelay: how long requests wait for busy threads that make no progress before an idle
@@ -137,9 +140,10 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	if w.pp != nil {
 		w.sv.s.SetLoop(w.pp)
 	}
-	w.sv.onRelease = func() {
+	w.sv.onRelease = func() { // (the loop thread: the connections were aborted)
 		l.removeHook(wsgiHook{w})
 		w.stop()
+		w.dropHeld()
 		wsgiServers.Del(id)
 	}
 	l.addHook(wsgiHook{w})
@@ -170,10 +174,11 @@ func wsgiWakeDelay() time.Duration {
 
 var cWsgiWakeDelayEnv = C.CString("GOLOOP_WSGI_WAKE_DELAY")
 
-// wsgiHook: the loop's end releases the server (the pool threads leave their wait).
+// wsgiHook: the loop thread releases the held bodies the engine is done with; the loop's
+// end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
 
-func (h wsgiHook) take()  {}
+func (h wsgiHook) take()  { h.w.dropHeld() }
 func (h wsgiHook) flush() {}
 func (h wsgiHook) loopClosed() {
 	h.w.sv.s.Abort()
