@@ -165,6 +165,7 @@ func New(cfg Config) *Server {
 		cfg.WriteBuffer = 256 * 1024
 	}
 	s := &Server{cfg: cfg, conns: make(map[*Conn]struct{})}
+	startMemWatch()
 	s.useCounters(&counters{})
 	s.lt.fd = -1
 	if cfg.ServerHeader {

@@ -1,8 +1,11 @@
 package asgi
 
 import (
+	"bytes"
+	"compress/flate"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -141,4 +144,59 @@ func testHeldRespMinRate(t *testing.T) {
 	fmt.Fprintf(c, "GET /%d?parts=1 HTTP/1.1\r\nHost: x\r\n\r\n", 32<<20)
 	waitFor(t, "the response timeout", func() bool { return a.s.Metrics().RespTimeouts == 1 })
 	waitFor(t, "the connection's end", func() bool { return a.s.Connections() == 0 })
+}
+
+// A decompression bomb (64 MiB of zeros, compressed) against a 1 MiB message bound: the
+// inflater stops past the bound having allocated about the bound and a piece, not a
+// buffer doubled past it (1009).
+func TestWSInflateBombBounded(t *testing.T) {
+	var zb bytes.Buffer
+	fw, _ := flate.NewWriter(&zb, flate.BestCompression)
+	zero := make([]byte, 1<<20)
+	for i := 0; i < 64; i++ {
+		fw.Write(zero)
+	}
+	fw.Flush()
+	p := bytes.TrimSuffix(zb.Bytes(), []byte{0, 0, 0xff, 0xff})
+	w := &WS{}
+	w.inflate([]byte{}, 1<<20) // the flate reader's own allocations, pooled
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	_, code := w.inflate(p, 1<<20)
+	runtime.ReadMemStats(&m1)
+	if code != 1009 {
+		t.Fatalf("code %d", code)
+	}
+	if got := m1.TotalAlloc - m0.TotalAlloc; got > 1<<20+256<<10 {
+		t.Fatalf("%d bytes allocated for a 1 MiB bound", got)
+	}
+	// a message within the bound comes back whole
+	data, code := w.inflate(bytes.TrimSuffix(deflateMessage(bytes.Repeat([]byte("ab"), 300<<10), 15), nil), 1<<20)
+	if code != 0 || !bytes.Equal(data, bytes.Repeat([]byte("ab"), 300<<10)) {
+		t.Fatalf("code %d, %d bytes", code, len(data))
+	}
+}
+
+// The memory watcher frees after a spike: a heap grown by a garbage spike is released
+// (its collection and scavenge called), and a small steady heap is left alone.
+func TestMemWatchFreesAfterSpike(t *testing.T) {
+	freed := make(chan struct{}, 16)
+	go memWatch(20*time.Millisecond, func() {
+		runtime.GC()
+		select {
+		case freed <- struct{}{}:
+		default:
+		}
+	})
+	var spike [][]byte
+	for i := 0; i < 64; i++ {
+		spike = append(spike, make([]byte, 1<<20))
+	}
+	spike = nil
+	select {
+	case <-freed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a 64 MiB spike was not released")
+	}
+	_ = spike
 }
