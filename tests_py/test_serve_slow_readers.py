@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import types
+import zlib
 
 from nethelpers import free_port, wait_listening
 from test_serve_http import get, serving
@@ -208,3 +209,61 @@ def test_asgi_reader_slower_than_min_response_rate_gets_http_disconnect():
             assert ASGI_EVENTS == ["http.disconnect"]
         finally:
             socks[0].close()
+
+
+async def ws_app(scope, receive, send):
+    if scope["type"] != "websocket":
+        return
+    await receive()
+    await send({"type": "websocket.accept"})
+    while (await receive())["type"] != "websocket.disconnect":
+        pass
+
+
+def bomb(port, payload, codes):
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                  b"Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += s.recv(4096)
+        assert b"permessage-deflate" in head.split(b"\r\n\r\n")[0]
+        data = head.split(b"\r\n\r\n", 1)[1]
+        # FIN, RSV1 (compressed), binary, masked with a zero key
+        s.sendall(bytes([0xC2, 0x80 | 127]) + len(payload).to_bytes(8, "big") + b"\0\0\0\0" + payload)
+        while len(data) < 4:
+            b = s.recv(4096)
+            if not b:
+                break
+            data += b
+        codes.append(int.from_bytes(data[2:4], "big") if len(data) >= 4 and data[0] & 0x0F == 8 else None)
+
+
+def test_websocket_decompression_bomb_is_cut_at_the_bound():
+    """Four permessage-deflate messages of 256 MiB of zeros (256 KiB compressed) at once against
+    the default 16 MiB --ws-max-size: each closed 1009, and the server grows by about the bound
+    each (under 90 MiB together), not by buffers doubled past it (~35 MiB each). The server runs
+    in a process of its own."""
+    z = zlib.compressobj(1, zlib.DEFLATED, -15)
+    zero = bytes(MiB)
+    payload = b"".join([z.compress(zero) for _ in range(256)] + [z.flush(zlib.Z_SYNC_FLUSH)])[:-4]
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "goloop", "serve", "--port", str(port),
+                             "test_serve_slow_readers:ws_app"],
+                            cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(proc, port, "goloop serve", timeout=60)
+        before = rss(proc.pid)
+        codes = []
+        ts = [threading.Thread(target=bomb, args=(port, payload, codes)) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        assert codes == [1009] * 4
+        grown = rss(proc.pid) - before
+        assert grown < 90 * MiB, grown
+    finally:
+        proc.terminate()
+        proc.wait(20)
