@@ -3,7 +3,7 @@ package main
 // wsgi_held.go: a WSGI response's large body parts (over GL_WSGI_HOLD_MAX; sent with the
 // GIL released), bounded in memory whatever the client reads:
 //   - on a loop-mode HTTP/1.1 connection answering its first request in flight, the part's
-//     bytes object is held, not copied (asgi.Request.SendHeld): wsgi.c gives Go a strong
+//     bytes object is held, not copied (httpserver.Request.SendHeld): wsgi.c gives Go a strong
 //     reference, the engine writes from the object's buffer as the socket takes it, and
 //     when it is done with it (written, or the connection lost) the reference goes to the
 //     server's release list, which the loop thread empties with the GIL (the loop hook's
@@ -16,7 +16,7 @@ package main
 //     waits (GIL released) for the socket between them, so a connection never holds more
 //     than the bound and a slice queued.
 // A client that reads too slowly is dropped by the engine's minimum response rate
-// (asgi/writerate.go): its held body is released and a waiting thread is freed.
+// (httpserver/writerate.go): its held body is released and a waiting thread is freed.
 
 /*
 #include "wsgi.h"
