@@ -152,6 +152,7 @@ def run_readers(server, scenario, args):
         row = {"rss_idle_mib": round(idle / MiB, 1), "rss_peak_mib": round(peak / MiB, 1),
                "rss_after_mib": round(after / MiB, 1), "held_s": round(held_for, 1)}
         row.update(probe_stats(lat))
+        row["probe_ms"] = [None if x is None else round(x * 1e3, 1) for x in lat]
         return row
     finally:
         harness.stop(proc, 20)
