@@ -61,8 +61,13 @@ func (c *Conn) wrote(n int) {
 	}
 }
 
-// unstall: the output drained; the clock stops.
-func (c *Conn) unstall() { c.wAt.Store(0) }
+// unstall: the output drained; the clock stops (a load, not a store, when it did not run:
+// every drained response passes here).
+func (c *Conn) unstall() {
+	if c.wAt.Load() != 0 {
+		c.wAt.Store(0)
+	}
+}
 
 // writeDeadline is when the output must have made its progress (zero: no clock).
 func (c *Conn) writeDeadline() time.Time {
