@@ -50,7 +50,7 @@ def rss(pid):
     return total
 
 
-def command(server, scenario, port):
+def command(server, scenario, port, extra=()):
     target = {"wsgi-bytes": "slow_apps:flask_big", "wsgi-gen": "slow_apps:wsgi_gen"}.get(scenario,
                                                                                         "slow_apps:asgi_app")
     wsgi = scenario.startswith("wsgi")
@@ -58,7 +58,7 @@ def command(server, scenario, port):
         cmd = [sys.executable, "-m", "goloop", "serve", target, "--port", str(port), "--no-access-log"]
         if wsgi:
             cmd += ["--interface", "wsgi"]
-        return cmd
+        return cmd + list(extra)
     cmd = [sys.executable, "-m", "uvicorn", target, "--port", str(port), "--no-access-log",
            "--lifespan", "off", "--log-level", "warning"]
     if wsgi:
@@ -96,16 +96,19 @@ def get_small(port, timeout=30.0):
     return time.monotonic() - t0
 
 
-def prober(port, stop, out):
+def prober(port, stop, out, timeout, done_at):
     while not stop.is_set():
-        out.append(get_small(port))
+        lat = get_small(port, timeout)
+        out.append(lat)
+        if lat is not None and not done_at:
+            done_at.append(time.monotonic())
         stop.wait(0.25)
 
 
-def start(server, scenario):
+def start(server, scenario, extra=()):
     port = harness.free_port()
     errf = tempfile.TemporaryFile()
-    proc = subprocess.Popen(command(server, scenario, port), cwd=SERVERS_DIR, stdout=subprocess.DEVNULL, stderr=errf)
+    proc = subprocess.Popen(command(server, scenario, port, extra), cwd=SERVERS_DIR, stdout=subprocess.DEVNULL, stderr=errf)
     proc.errf = errf
     harness.wait_port(port, proc, timeout=60)
     for _ in range(5):  # warm
@@ -123,7 +126,7 @@ def probe_stats(lat):
 
 
 def run_readers(server, scenario, args):
-    proc, port = start(server, scenario)
+    proc, port = start(server, scenario, args.goloop_args.split() if server == "goloop" else ())
     try:
         idle = rss(proc.pid)
         sampler = Sampler(proc.pid)
@@ -136,12 +139,12 @@ def run_readers(server, scenario, args):
             s.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
             socks.append(s)
         t0 = time.monotonic()
-        stop, lat = threading.Event(), []
-        pt = threading.Thread(target=prober, args=(port, stop, lat), daemon=True)
+        stop, lat, done_at = threading.Event(), [], []
+        pt = threading.Thread(target=prober, args=(port, stop, lat, args.probe_timeout, done_at), daemon=True)
         pt.start()
         time.sleep(args.hold)
         stop.set()
-        pt.join(40)
+        pt.join(args.probe_timeout + 10)
         held_for = time.monotonic() - t0
         peak = sampler.peak
         for s in socks:
@@ -150,7 +153,8 @@ def run_readers(server, scenario, args):
         sampler.stop.set()
         after = rss(proc.pid)
         row = {"rss_idle_mib": round(idle / MiB, 1), "rss_peak_mib": round(peak / MiB, 1),
-               "rss_after_mib": round(after / MiB, 1), "held_s": round(held_for, 1)}
+               "rss_after_mib": round(after / MiB, 1), "held_s": round(held_for, 1),
+               "first_answer_s": round(done_at[0] - t0, 1) if done_at else None}
         row.update(probe_stats(lat))
         row["probe_ms"] = [None if x is None else round(x * 1e3, 1) for x in lat]
         return row
@@ -277,6 +281,8 @@ def main():
     ap.add_argument("--after", type=float, default=20, help="seconds after they closed, RSS measured")
     ap.add_argument("--spike-after", type=float, default=60, help="seconds after a spike, RSS measured")
     ap.add_argument("--bombs", type=int, default=4)
+    ap.add_argument("--probe-timeout", type=float, default=30)
+    ap.add_argument("--goloop-args", default="", help="more options of goloop serve (e.g. --min-response-grace 1)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     results = {}
@@ -297,7 +303,7 @@ def write_json(args, results):
         spike = scenario in ("ws-bomb", "h2-stall")
         keys = (["rss_idle_mib", "rss_peak_mib", "rss_after_mib", "probe_after_ms"] if spike else
                 ["rss_idle_mib", "rss_peak_mib", "rss_after_mib", "p50_ms", "max_ms", "over_100ms", "answered",
-                 "probes"])
+                 "probes", "first_answer_s"])
         for k in keys:
             row = {"row": f"{scenario}: {k}"}
             for sv in servers:

@@ -21,7 +21,7 @@ package main
 // and its waits for body or backpressure are Go calls (the waits with the GIL released,
 // wsgi.c); a wait leads the poller when nobody does. No Python
 // object is touched by Go here (but the references to the large bodies it holds, which
-// the loop thread releases: wsgi_held.go): errors travel as codes and messages in the
+// the loop thread releases: server_held.go): errors travel as codes and messages in the
 // thread's C memory, which wsgi.c raises.
 
 /*
@@ -79,8 +79,6 @@ type wsgiSrv struct {
 	dispatching bool
 	kicked      bool
 	idleLead    bool // the leader is a pool thread with no request (glWsgiNext)
-
-	refs heldRefs // held bodies' references to release on the loop thread (wsgi_held.go)
 }
 
 // wakeDelay: how long requests wait for busy threads that make no progress before an idle
@@ -143,7 +141,6 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	w.sv.onRelease = func() { // (the loop thread: the connections were aborted)
 		l.removeHook(wsgiHook{w})
 		w.stop()
-		w.dropHeld()
 		wsgiServers.Del(id)
 	}
 	l.addHook(wsgiHook{w})
@@ -178,7 +175,7 @@ var cWsgiWakeDelayEnv = C.CString("GOLOOP_WSGI_WAKE_DELAY")
 // end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
 
-func (h wsgiHook) take()  { h.w.dropHeld() }
+func (h wsgiHook) take()  { h.w.sv.dropHeld() }
 func (h wsgiHook) flush() {}
 func (h wsgiHook) loopClosed() {
 	h.w.sv.s.Abort()

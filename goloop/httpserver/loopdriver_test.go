@@ -169,7 +169,7 @@ var loopTests = []struct {
 	{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
 	{"HeldLost", testHeld(testHeldLost)}, {"HeldManyParts", testHeld(testHeldManyParts)},
 	{"RespMinRate", TestRespMinRate}, {"RespMinRateOff", TestRespMinRateOff},
-	{"HeldRespMinRate", testHeld(testHeldRespMinRate)},
+	{"HeldRespMinRate", testHeld(testHeldRespMinRate)}, {"H2HeldBody", TestH2HeldBody},
 }
 
 // dialSmall connects with a small receive buffer, so that large responses fill the

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // streamer answers /N with N bytes in 64 KiB parts, each sent when the output has room
@@ -199,4 +201,63 @@ func TestMemWatchFreesAfterSpike(t *testing.T) {
 		t.Fatal("a 64 MiB spike was not released")
 	}
 	_ = spike
+}
+
+// An HTTP/2 stream whose client's window is shut holds a large body sent with
+// SendHeldAnywhere (no copy): released once its DATA left when the window opened (the bytes
+// received are the body's: none written after the release, which overwrites them), or when
+// the connection is lost.
+func TestH2HeldBody(t *testing.T) {
+	var held, released atomic.Int32
+	sent := make(chan struct{}, 4)
+	_, addr := startServer(t, Config{RespMinRate: -1}, func(a *fakeApp, r *Request) {
+		body := bytes.Repeat([]byte("y"), 1<<20)
+		r.Start(200, nil)
+		flags, h, err := r.SendHeldAnywhere(body, false, func() {
+			released.Add(1)
+			for i := range body {
+				body[i] = 'Z'
+			}
+		})
+		if h {
+			held.Add(1)
+		}
+		sent <- struct{}{}
+		a.waitRoom(r, flags, err)
+		r.Done(false)
+	})
+	c := dialH2(t, addr)
+	c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	c.headers(1, true, "GET", "/held")
+	<-sent
+	if held.Load() != 1 || released.Load() != 0 {
+		t.Fatalf("held %d released %d", held.Load(), released.Load())
+	}
+	c.fr.WriteWindowUpdate(0, 1<<20)
+	c.fr.WriteWindowUpdate(1, 1<<20)
+	got := 0
+	c.until(t, func(f http2.Frame) bool {
+		if d, ok := f.(*http2.DataFrame); ok {
+			if bytes.IndexByte(d.Data(), 'Z') >= 0 {
+				t.Fatal("a released body was written")
+			}
+			got += len(d.Data())
+			return d.StreamEnded()
+		}
+		return false
+	})
+	if got != 1<<20 {
+		t.Fatalf("%d bytes", got)
+	}
+	waitFor(t, "the release", func() bool { return released.Load() == 1 })
+	// lost with its body held
+	c2 := dialH2(t, addr)
+	c2.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	c2.headers(1, true, "GET", "/held")
+	<-sent
+	if held.Load() != 2 {
+		t.Fatalf("held %d", held.Load())
+	}
+	c2.nc.Close()
+	waitFor(t, "the release of a lost stream's body", func() bool { return released.Load() == 2 })
 }

@@ -1,16 +1,19 @@
 package main
 
-// wsgi_held.go: a WSGI response's large body parts (over GL_WSGI_HOLD_MAX; sent with the
-// GIL released), bounded in memory whatever the client reads:
-//   - on a loop-mode HTTP/1.1 connection answering its first request in flight, the part's
-//     bytes object is held, not copied (httpserver.Request.SendHeld): wsgi.c gives Go a strong
+// server_held.go: large response bodies held from their bytes objects, released on the loop
+// thread (both interfaces: an ASGI body on an HTTP/2 stream, asgi.go's sendBody; WSGI's
+// large parts, below). A WSGI response's large body parts (over GL_WSGI_HOLD_MAX; sent with
+// the GIL released) are bounded in memory whatever the client reads:
+//   - on a loop-mode HTTP/1.1 connection answering its first request in flight, and on an
+//     HTTP/2 stream with nothing pending, the part's
+//     bytes object is held, not copied (httpserver.Request.SendHeldAnywhere): wsgi.c gives Go a strong
 //     reference, the engine writes from the object's buffer as the socket takes it, and
 //     when it is done with it (written, or the connection lost) the reference goes to the
 //     server's release list, which the loop thread empties with the GIL (the loop hook's
 //     take; the list's first entry wakes the loop). The pool thread does not wait for the
 //     client: a Flask app returning one 10 MiB bytes object to 200 clients that do not read
 //     costs no copy, and the threads answer other clients meanwhile;
-//   - anywhere else (HTTP/2 streams, TLS, a pipelined request, memory that is not an
+//   - anywhere else (TLS, a pipelined request, memory that is not an
 //     immutable bytes object: write()'s buffer), the part is copied in slices of
 //     wsgiSlice, each sent when the output is under its bound (WriteBuffer): the thread
 //     waits (GIL released) for the socket between them, so a connection never holds more
@@ -41,22 +44,24 @@ type heldRefs struct {
 	n    atomic.Int32 // len(objs): the loop hook's look without the lock
 }
 
-// put queues obj's release (any thread, no GIL); the first one wakes the loop.
-func (w *wsgiSrv) releaseHeld(obj *C.PyObject) {
-	h := &w.refs
+// releaseLater queues obj's release (any thread, no GIL; perhaps with a connection's lock
+// held: it takes only the queue's); the first one wakes the loop.
+func (sv *asgiSrv) releaseLater(obj *C.PyObject) {
+	h := &sv.refs
 	h.mu.Lock()
 	h.objs = append(h.objs, obj)
 	first := len(h.objs) == 1
 	h.n.Store(int32(len(h.objs)))
 	h.mu.Unlock()
 	if first {
-		w.sv.l.poll.Wake()
+		sv.l.poll.Wake()
 	}
 }
 
-// dropHeld releases the queued references (the loop thread, with the GIL).
-func (w *wsgiSrv) dropHeld() {
-	h := &w.refs
+// dropHeld releases the queued references (the loop thread, with the GIL: the hooks' take,
+// the server's release).
+func (sv *asgiSrv) dropHeld() {
+	h := &sv.refs
 	if h.n.Load() == 0 {
 		return
 	}
@@ -96,9 +101,9 @@ func glWsgiSendLarge(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 			return wk.err(err)
 		}
 	}
-	if obj != nil && r.Holds(len(b)) {
-		w := wk.w
-		flags, h, err := r.SendHeld(b, more != 0, func() { w.releaseHeld(obj) })
+	if obj != nil && (r.Holds(len(b)) || r.H2()) {
+		sv := wk.w.sv
+		flags, h, err := r.SendHeldAnywhere(b, more != 0, func() { sv.releaseLater(obj) })
 		if h {
 			*held = 1
 		}
