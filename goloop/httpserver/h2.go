@@ -990,6 +990,9 @@ func (st *h2Stream) trailersLocked() error {
 // readyLocked: the stream's pending body and the connection's output are under
 // WriteBuffer, and no zerocopysend part is still going out.
 func (st *h2Stream) readyLocked() bool {
+	if st.endSent || st.gone { // its response left: nothing to wait for (removed, it is woken no more)
+		return true
+	}
 	c := st.h.c
 	wb := c.s.cfg.WriteBuffer
 	return !(len(st.pending) > wb || (len(c.out) > wb && c.writing) || st.file != nil)
@@ -1145,6 +1148,9 @@ func (h *h2Conn) writeDataLocked(st *h2Stream) {
 				r.body = nil
 			}
 			r.bodyDone, r.bodyTaken = true, true
+		}
+		if st.r.waitSend { // its last part left: a sender paused by it goes on
+			h.c.wakeLocked(st.r, nil)
 		}
 		h.removeLocked(st)
 	}

@@ -209,8 +209,13 @@ func TestMemWatchFreesAfterSpike(t *testing.T) {
 // the connection is lost.
 func TestH2HeldBody(t *testing.T) {
 	var held, released atomic.Int32
-	sent := make(chan struct{}, 4)
+	sent, done := make(chan struct{}, 4), make(chan struct{}, 4)
 	_, addr := startServer(t, Config{RespMinRate: -1}, func(a *fakeApp, r *Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				panic(fmt.Sprint(p, " ", string(r.Path())))
+			}
+		}()
 		body := bytes.Repeat([]byte("y"), 1<<20)
 		r.Start(200, nil)
 		flags, h, err := r.SendHeldAnywhere(body, false, func() {
@@ -225,6 +230,7 @@ func TestH2HeldBody(t *testing.T) {
 		sent <- struct{}{}
 		a.waitRoom(r, flags, err)
 		r.Done(false)
+		done <- struct{}{}
 	})
 	c := dialH2(t, addr)
 	c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
@@ -253,11 +259,13 @@ func TestH2HeldBody(t *testing.T) {
 	// lost with its body held
 	c2 := dialH2(t, addr)
 	c2.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
-	c2.headers(1, true, "GET", "/held")
+	c2.headers(1, true, "GET", "/held2")
 	<-sent
 	if held.Load() != 2 {
 		t.Fatalf("held %d", held.Load())
 	}
 	c2.nc.Close()
 	waitFor(t, "the release of a lost stream's body", func() bool { return released.Load() == 2 })
+	<-done // both handlers returned before the server stops
+	<-done
 }
