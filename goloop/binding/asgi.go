@@ -32,7 +32,7 @@ type asgiSrv struct {
 	s      *httpserver.Server
 	evs    []httpserver.Event
 	tagged map[*httpserver.Request]struct{} // requests whose Tag holds a reference to their send object
-	refs   heldRefs                          // held bodies' references to release on the loop thread (server_held.go)
+	refs   heldRefs                         // held bodies' references to release on the loop thread (server_held.go)
 	// the extensions dict of each TLS connection's scopes, with "tls" (server_tls.go)
 	tlsConns map[*httpserver.Conn]pyObj
 	headBuf  // the C memory head passes a request's scope fields in
