@@ -12,7 +12,8 @@ Scenarios (each a server subprocess on loopback, bounded in time, stopping by it
 - ws-bomb: --bombs WebSocket connections each send one permessage-deflate message of 1 GiB
   of zeros (about 1 MiB compressed): RSS peak and 60 s after (the close code is recorded).
 - h2-stall: 50 connections x 10 streams of 10 MiB (64 KiB parts) with a zero flow-control
-  window (goloop only: uvicorn has no HTTP/2): RSS peak and 60 s after.
+  window (goloop only: uvicorn has no HTTP/2): RSS peak and 60 s after; h2-stall-big: the
+  same with the 10 MiB body in one part (held by reference, not copied per stream).
 
 python bench/slow_readers.py [--scenarios wsgi-bytes,...] [--servers goloop,uvicorn]
   [--clients 200] [--hold 15] [--after 20] [--json bench/results/slow-readers.json]
@@ -200,7 +201,7 @@ def bomb(port, payload, codes):
         codes.append(type(exc).__name__)
 
 
-def h2_stall(port, conns):
+def h2_stall(port, conns, path=b"/stream"):
     import h2.config
     import h2.connection
     import h2.settings
@@ -210,7 +211,7 @@ def h2_stall(port, conns):
         c.initiate_connection()
         c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
         for i in range(10):
-            c.send_headers(1 + 2 * i, [(":method", "GET"), (":path", "/stream"), (":scheme", "http"),
+            c.send_headers(1 + 2 * i, [(":method", "GET"), (":path", path), (":scheme", "http"),
                                        (":authority", "x")], end_stream=True)
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -221,7 +222,7 @@ def h2_stall(port, conns):
 
 
 def run_spike(server, scenario, args):
-    if scenario == "h2-stall" and server != "goloop":
+    if scenario.startswith("h2-stall") and server != "goloop":
         return None
     proc, port = start(server, scenario)
     try:
@@ -240,7 +241,7 @@ def run_spike(server, scenario, args):
             extra["close_codes"] = codes
             extra["compressed_mib"] = round(len(payload) / MiB, 2)
         else:
-            socks = h2_stall(port, 50)
+            socks = h2_stall(port, 50, b"/big" if scenario == "h2-stall-big" else b"/stream")
             time.sleep(args.hold)
             for s in socks:
                 s.close()
@@ -288,7 +289,7 @@ def main():
     results = {}
     for scenario in args.scenarios.split(","):
         for server in args.servers.split(","):
-            spike = scenario in ("ws-bomb", "h2-stall")
+            spike = scenario in ("ws-bomb", "h2-stall", "h2-stall-big")
             row = (run_spike if spike else run_readers)(server, scenario, args)
             results[f"{scenario}/{server}"] = row
             print(scenario, server, json.dumps(row), flush=True)
@@ -300,7 +301,7 @@ def write_json(args, results):
     servers = args.servers.split(",")
     rows = []
     for scenario in args.scenarios.split(","):
-        spike = scenario in ("ws-bomb", "h2-stall")
+        spike = scenario in ("ws-bomb", "h2-stall", "h2-stall-big")
         keys = (["rss_idle_mib", "rss_peak_mib", "rss_after_mib", "probe_after_ms"] if spike else
                 ["rss_idle_mib", "rss_peak_mib", "rss_after_mib", "p50_ms", "max_ms", "over_100ms", "answered",
                  "probes", "first_answer_s"])

@@ -267,3 +267,35 @@ def test_websocket_decompression_bomb_is_cut_at_the_bound():
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+async def big_app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", b"%d" % len(BIG))]})
+    await send({"type": "http.response.body", "body": BIG})
+
+
+def test_h2_stream_with_a_shut_window_holds_the_body_not_a_copy():
+    """Ten HTTP/2 streams (h2c, prior knowledge) whose client keeps its window shut, each
+    answered one 8 MiB body: the server holds ten references to the one object (no copy
+    per stream), released once the client leaves."""
+    import h2.config
+    import h2.connection
+    import h2.settings
+    base = sys.getrefcount(BIG)
+    with serving(big_app, min_response_rate=0) as server:
+        c = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
+        c.initiate_connection()
+        c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        for i in range(10):
+            c.send_headers(1 + 2 * i, [(":method", "GET"), (":path", "/"), (":scheme", "http"),
+                                       (":authority", "x")], end_stream=True)
+        s = socket.create_connection(("127.0.0.1", server.port))
+        try:
+            s.sendall(c.data_to_send())
+            wait_for("ten held references", lambda: sys.getrefcount(BIG) - base >= 10)
+        finally:
+            s.close()
+        wait_for("the references released", lambda: sys.getrefcount(BIG) == base)
