@@ -1,5 +1,5 @@
-"""goloop serve and clients that do not read their responses (goloop/asgi/writerate.go,
-goloop/binding/wsgi_held.go; README, goloop serve, "Slow clients"): a WSGI whole-bytes body is
+"""goloop serve and clients that do not read their responses (goloop/httpserver/writerate.go,
+goloop/binding/server_held.go; docs/server-behaviour.md, "Slow clients"): a WSGI whole-bytes body is
 sent from its bytes object (a reference held, not a copy), other large parts are copied a
 slice at a time as the socket takes them, so a connection holds a bounded amount; a client
 reading slower than min_response_rate after min_response_grace is dropped: its ASGI

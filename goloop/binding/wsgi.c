@@ -674,7 +674,7 @@ static _Thread_local struct {
  * logged as too long, a close() that fails is logged (the connection stays: its response is
  * complete), and the request's objects fail as after its end. obj: the part's bytes object
  * (NULL: memory that may change after the call): a large part (over GL_WSGI_HOLD_MAX) may be
- * sent from it, Go keeping a reference until the socket took it (wsgi_held.go); a large
+ * sent from it, Go keeping a reference until the socket took it (server_held.go); a large
  * part is otherwise copied a slice at a time as the socket takes the output. */
 static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end, PyObject *obj) {
     if (st->done) return n > 0 ? GL_WSGI_TOO_LONG : GL_ASGI_OK;

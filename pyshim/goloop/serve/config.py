@@ -34,7 +34,7 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     # a response waiting for its client (the socket takes no more) must be read at this many
     # bytes per second on average after a grace of min_response_grace seconds (Kestrel's
     # MinResponseDataRate), else the connection is dropped, the app sees http.disconnect /
-    # its WSGI iterable is closed; 0: no bound (goloop/asgi/writerate.go)
+    # its WSGI iterable is closed; 0: no bound (goloop/httpserver/writerate.go)
     "min_response_rate": 240,
     "min_response_grace": 5,
     # "auto": HTTP/1.1 and HTTP/2; uvicorn's h11 and httptools mean goloop's own HTTP/1.1 (and
