@@ -33,6 +33,8 @@
 //     slow clients) and metrics()
 //   - server_static.go, server_static.c: static files (the mounts, the access log's records) and
 //     the TLS controls beyond the files (lowest version, CRL)
+//   - server_held.go: large bodies held from their bytes objects (references released on the
+//     loop thread), WSGI's large parts (glWsgiSendLarge)
 //
 // ASGI (asgi*):
 //   - asgi.go, asgi.c, asgi.h: AsgiServer and the Go server's registry (asgi.go's asgiSrv,

@@ -118,7 +118,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
             int last = i >= n - 1;
             rc = (PyBytes_GET_SIZE(b) == 0 && !last)
                      ? GL_OK
-                     : gl_wsgi_send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last, last);
+                     : gl_wsgi_send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last, last, b);
             Py_DECREF(b);
             if (rc == GL_ERR_DISCONNECTED) return -2;
             if (rc != GL_OK) {
@@ -148,7 +148,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
                 Py_DECREF(it);
                 return -1;
             }
-            rc = gl_wsgi_send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1, end);
+            rc = gl_wsgi_send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1, end, b);
         }
         Py_DECREF(b);
         if (rc != GL_OK) {
@@ -161,7 +161,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
     Py_DECREF(it);
     if (PyErr_Occurred()) return -1;
     if (gl_wsgi_need_start(st) < 0) return -1;
-    rc = gl_wsgi_send_part(st, NULL, 0, 0, 1, 0);
+    rc = gl_wsgi_send_part(st, NULL, 0, 0, 1, 0, NULL);
     if (rc == GL_ERR_DISCONNECTED) return -2;
     if (rc != GL_OK) {
         gl_wsgi_raise_send(st, rc);

@@ -19,9 +19,10 @@ package main
 // with the GIL kept instead: glWsgiTake, glWsgiSendEnd); its reads of the body, its sends
 // (with the flush: the thread writes to the socket itself; a small part with the GIL held)
 // and its waits for body or backpressure are Go calls (the waits with the GIL released,
-// wsgi.c); a wait leads the poller when nobody does. No Python
-// object is touched by Go here: errors travel as codes and messages in the thread's C
-// memory, which wsgi.c raises.
+// wsgi_input.c, wsgi_response.c); a wait leads the poller when nobody does. No Python
+// object is touched by Go here (but the references to the large bodies it holds, which
+// the loop thread releases: server_held.go): errors travel as codes and messages in the
+// thread's C memory, which wsgi*.c raise.
 
 /*
 #include "wsgi.h"
@@ -137,7 +138,7 @@ func glWsgiServerNew(py *C.GLServer, lp *C.GLLoop, maxHead, keepAliveMs, limitCo
 	if w.pp != nil {
 		w.sv.s.SetLoop(w.pp)
 	}
-	w.sv.onRelease = func() {
+	w.sv.onRelease = func() { // (the loop thread: the connections were aborted)
 		l.removeHook(wsgiHook{w})
 		w.stop()
 		wsgiServers.Del(id)
@@ -170,10 +171,11 @@ func wsgiWakeDelay() time.Duration {
 
 var cWsgiWakeDelayEnv = C.CString("GOLOOP_WSGI_WAKE_DELAY")
 
-// wsgiHook: the loop's end releases the server (the pool threads leave their wait).
+// wsgiHook: the loop thread releases the held bodies the engine is done with; the loop's
+// end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
 
-func (h wsgiHook) take()  {}
+func (h wsgiHook) take()  { h.w.sv.dropHeld() }
 func (h wsgiHook) flush() {}
 func (h wsgiHook) loopClosed() {
 	h.w.sv.s.Abort()
@@ -768,7 +770,7 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 // waiting it returns GL_WSGI_PAUSED (the part was taken), and glWsgiSendWait, GIL
 // released, does the wait; and with the GIL, when another pool thread may want it (one
 // busy or woken, or leading the poller), it returns GL_WSGI_RELEASE at once, nothing
-// done: wsgi.c calls again with the GIL released, so that thread does not wait for the
+// done: wsgi_response.c calls again with the GIL released, so that thread does not wait for the
 // GIL through this write (nor does one claiming a ready request: glWsgiClaim). Sent with
 // wait 0 when no request was ready (with the GIL), it returns GL_WSGI_SENT_IDLE for
 // GL_OK: wsgi.c then skips glWsgiTake at the request's end (a call that would find
@@ -901,7 +903,7 @@ func glWsgiSendFD(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, f
 	return wk.sent(flags, err, true)
 }
 
-// wsgiStart starts r's response from start_response's head (wsgi.c): the status's reason
+// wsgiStart starts r's response from start_response's head (wsgi_response.c): the status's reason
 // phrase and "\r\n", then the header lines.
 func wsgiStart(r *httpserver.Request, status int, head []byte) error {
 	i := bytes.IndexByte(head, '\n')

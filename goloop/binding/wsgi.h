@@ -22,7 +22,7 @@ int gl_init_wsgi(PyObject *m);
 
 /* Go's answer to a file wrapper that is not a regular file: iterate it instead */
 #define GL_WSGI_NOT_FILE (-5)
-/* (wsgi.c) a body part past the response's Content-Length, once the body it declared was sent */
+/* (wsgi_response.c) a body part past the response's Content-Length, once the body it declared was sent */
 #define GL_WSGI_TOO_LONG (-6)
 /* glWsgiSend with wait 0: the part was taken, the output is over its bound (glWsgiSendWait) */
 #define GL_WSGI_PAUSED (-7)
@@ -127,7 +127,7 @@ typedef struct {
 extern PyTypeObject gl_wsgi_start_type, gl_wsgi_write_type;
 PyObject *gl_wsgi_start_call(GLWsgiStart *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 PyObject *gl_wsgi_raise_send(GLWsgiStart *st, int rc);  /* a send's error code raised: NULL */
-int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end);
+int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end, PyObject *obj);
 int gl_wsgi_need_start(GLWsgiStart *st);
 
 /* wsgi_environ.c: the environ */
