@@ -108,10 +108,12 @@ func serverConfig(maxHead, keepAliveMs, limitConc C.long, serverHdr, dateHdr C.i
 // newAsgiSrv makes the Go server of py (cfg.Notify: the loop's wake-up unless set) and
 // registers it (py.sid).
 func newAsgiSrv(py *C.GLAsgiServer, l *loop, cfg asgi.Config) *asgiSrv {
+	poll := l.poll
 	if cfg.Notify == nil {
-		poll := l.poll
 		cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
 	}
+	// the loop thread logs the engine's warnings (its hook's take: logWarnings)
+	cfg.OnWarning = func() { poll.Wake() }
 	sv := &asgiSrv{l: l, py: py, s: asgi.New(cfg), tagged: map[*asgi.Request]struct{}{},
 		tlsConns: map[*asgi.Conn]pyObj{}, headBuf: newHeadBuf()}
 	id, _ := asgiServers.Add(sv)
@@ -208,6 +210,9 @@ func (sv *asgiSrv) loopClosed() {
 // at the iteration's start and after the poll's events (the loop driver's reads queue
 // requests).
 func (sv *asgiSrv) take() {
+	if sv.s.HasWarnings() {
+		sv.logWarnings()
+	}
 	if !sv.s.Pending() {
 		return
 	}
@@ -226,6 +231,16 @@ func (sv *asgiSrv) take() {
 		case asgi.EvConnClosed:
 			sv.connClosed(ev.Req.Conn())
 		}
+	}
+}
+
+// logWarnings logs the engine's warnings for the operator (accept errors: EMFILE ...) on
+// the "goloop.error" logger (asgi_proxy_metrics.c's gl_asgi_warn; loop thread).
+func (sv *asgiSrv) logWarnings() {
+	for _, msg := range sv.s.TakeWarnings() {
+		cs := C.CString(msg)
+		C.gl_asgi_warn(cs)
+		C.free(unsafe.Pointer(cs))
 	}
 }
 

@@ -300,6 +300,7 @@ PyObject *gl_bytes(const char *p, Py_ssize_t n);
 PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh);  /* the scope's headers */
 PyObject *gl_asgi_addr(const char *host, Py_ssize_t hlen, int port, int is_unix);  /* (host, port|None) */
 int gl_init_asgi(PyObject *m);
+void gl_asgi_warn(const char *msg);
 PyTypeObject *gl_asgi_server_type(void);
 PyTypeObject *gl_asgi_loop_type(void);                /* _goloop.LoopCore */             /* AsgiServer (WsgiServer's base: wsgi.c) */
 PyObject *gl_asgi_method(const char *p, Py_ssize_t n);  /* a method's str (interned when common) */

@@ -173,7 +173,12 @@ var cWsgiWakeDelayEnv = C.CString("GOLOOP_WSGI_WAKE_DELAY")
 // wsgiHook: the loop's end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
 
-func (h wsgiHook) take()  {}
+// take logs the engine's warnings, which the loop thread logs for the pool (asgiSrv's).
+func (h wsgiHook) take() {
+	if h.w.sv.s.HasWarnings() {
+		h.w.sv.logWarnings()
+	}
+}
 func (h wsgiHook) flush() {}
 func (h wsgiHook) loopClosed() {
 	h.w.sv.s.Abort()
