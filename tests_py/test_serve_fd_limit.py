@@ -40,7 +40,7 @@ async def wait_for(cond, what, limit=30):
 """
 
 SERVE = COMMON + r"""
-from goloop import _serve
+from goloop.serve import server as _serve
 
 records = []
 class Keep(logging.Handler):

@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent(r"""
     import asyncio
     import goloop
     import goloop._goloop  # the engine: the import that needs static TLS
-    from goloop import _serve
+    from goloop.serve import server as _serve
 
     async def asgi_app(scope, receive, send):
         if scope["type"] != "http":
