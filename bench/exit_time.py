@@ -26,8 +26,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+# (tests_py/test_exit_prompt.py runs it too)
 CHILD = r"""
-import asyncio, os, ssl, sys, threading, time
+import asyncio, faulthandler, os, ssl, sys, threading, time
+faulthandler.dump_traceback_later(60, exit=True)  # a hang: every thread's stack, then exit 1
 kind, n, key, crt = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 if kind == "goloop":
     import goloop
@@ -40,6 +42,7 @@ cctx = ssl.create_default_context()
 cctx.check_hostname = False
 cctx.verify_mode = ssl.CERT_NONE
 kept = []
+before = set(threading.enumerate())
 
 async def use(i):
     loop = asyncio.get_running_loop()
@@ -54,7 +57,7 @@ async def use(i):
     port = srv.sockets[0].getsockname()[1]
     r, w = await asyncio.open_connection("127.0.0.1", port, ssl=cctx if tls else None)
     w.write(b"x\n")
-    await r.readline()
+    assert await r.readline() == b"x\n"
     w.close()
     if i % 3 == 0:
         kept.append(srv)  # left open
@@ -70,7 +73,9 @@ for i in range(n):
     else:
         loop.run_until_complete(loop.shutdown_default_executor())
         loop.close()
-print("END", time.time(), sum(1 for t in threading.enumerate() if not t.daemon), flush=True)
+# the threads the interpreter's shutdown joins (non-daemon), by name
+joined = [t.name for t in threading.enumerate() if t not in before and not t.daemon]
+print("END", time.time(), ",".join(joined) or "-", flush=True)
 """
 
 
@@ -83,8 +88,8 @@ def one(kind: str, n: int, key: str, crt: str) -> tuple[float, int]:
     end = [line for line in out.splitlines() if line.startswith("END ")]
     if p.returncode != 0 or not end:
         raise SystemExit(f"{kind}: the child failed (status {p.returncode}): {out[-500:]}")
-    _, stamp, nondaemon = end[0].split()
-    return gone - float(stamp), int(nondaemon)
+    _, stamp, joined = end[0].split()
+    return gone - float(stamp), 0 if joined == "-" else len(joined.split(","))
 
 
 def main() -> None:
@@ -104,7 +109,7 @@ def main() -> None:
             t, nd = one(kind, args.loops, key, crt)
             times[kind].append(t)
             threads[kind] = nd
-            print(f"round {r} {kind}: exit {t * 1000:.0f} ms, {nd} non-daemon threads at the end", flush=True)
+            print(f"round {r} {kind}: exit {t * 1000:.0f} ms, {nd} threads for shutdown to join", flush=True)
     med = {k: statistics.median(v) * 1000 for k, v in times.items()}
     print(f"median exit: goloop {med['goloop']:.0f} ms, asyncio {med['asyncio']:.0f} ms")
     if args.no_write:
@@ -121,7 +126,7 @@ def main() -> None:
         better="lower", columns=["row", "goloop", "asyncio"], units={"goloop": "ms", "asyncio": "ms"},
         rows=[{"row": "interpreter exit (median)", "goloop": round(med["goloop"]),
                "asyncio": round(med["asyncio"])},
-              {"row": "non-daemon threads left at the end", "goloop": threads["goloop"],
+              {"row": "threads the shutdown joins (idle executor workers)", "goloop": threads["goloop"],
                "asyncio": threads["asyncio"]}],
         rounds={k: [round(x * 1000) for x in v] for k, v in times.items()},
         modules=("goloop",))
