@@ -155,3 +155,29 @@ def test_forked_worker_serves_while_the_parent_keeps_goloop():
     r = run_script(PROXY_PATTERN, timeout=100)
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "worker-loop asyncio.unix_events" in r.stdout, (r.stdout, r.stderr)
+
+
+GET_EVENT_LOOP = r"""
+import asyncio, os, warnings
+import goloop
+
+goloop.install()
+loop = asyncio.new_event_loop()
+asyncio.set_event_loop(loop)  # the parent's goloop loop, current in the main thread
+loop.run_until_complete(asyncio.sleep(0))
+pid = os.fork()
+if pid == 0:
+    warnings.simplefilter("ignore")
+    l = asyncio.get_event_loop()  # not the parent's loop, whose Go half is gone
+    print("child", type(l).__module__, l.run_until_complete(asyncio.sleep(0, "ok")), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent", type(asyncio.get_event_loop()).__module__, flush=True)
+"""
+
+
+def test_get_event_loop_in_a_forked_child():
+    r = run_script(GET_EVENT_LOOP, timeout=60)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "child asyncio.unix_events ok" in r.stdout, (r.stdout, r.stderr)
+    assert "parent goloop._loop" in r.stdout

@@ -88,7 +88,8 @@ class EventLoopPolicy(_compat.BasePolicy):
         if _go_lost():  # the parent's goloop loop, set for this thread, is unusable here
             local = getattr(self, "_local", None)
             if getattr(local, "_loop", None) is not None and type(local._loop).__module__.startswith("goloop"):
-                local._loop = None
+                local._loop = None  # as if never set: the main thread gets a new (asyncio) loop
+                local._set_called = False
         return super().get_event_loop()
 
     def __repr__(self) -> str:
