@@ -24,6 +24,8 @@
 //   - server_tls.go: set_tls, the SIGHUP reload, and the TLS extension of scopes
 //   - server_proxy_metrics.go, server_proxy_metrics.c: proxy headers, metrics, and logging
 //     the engine's warnings (accept errors)
+//   - server_static.go, server_static.c: static files (the mounts, the access log's records) and
+//     the TLS controls beyond the files (lowest version, CRL)
 //   - server_thread.c: the per-thread state (one thread-local pointer to a heap block: the
 //     library takes almost no static TLS, a reserve other libraries share)
 //

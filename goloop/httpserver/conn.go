@@ -241,6 +241,9 @@ func (c *Conn) pushBatch(notify bool) {
 	if len(c.batch) == 0 {
 		return
 	}
+	if c.s.static != nil {
+		c.staticBatch() // answered by Go (static.go), before the application sees them
+	}
 	if c.s.pushQuiet(c.batch) && notify && c.s.cfg.Notify != nil {
 		c.s.cfg.Notify()
 	}

@@ -130,6 +130,9 @@ type Server struct {
 	h2      h2Server                 // h2.go
 	proxy   *proxyTrust              // proxy headers (proxy.go), nil: off
 	metrics *metrics                 // counters (metrics.go), nil: off
+	static  *staticServer            // static files served by Go (static.go), nil: none
+
+	tlsExtra TLSExtra // SetTLSExtra (tlsops.go)
 
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
 	warn  warnings                 // for the operator's log (accepterr.go)

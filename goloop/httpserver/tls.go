@@ -160,6 +160,11 @@ func (s *Server) loadTLS(o TLSOptions) (*tlsLoaded, error) {
 			return nil, fmt.Errorf("%s: no PEM certificate found", o.CAFile)
 		}
 		cfg.ClientCAs = pool
+		if err := s.tlsExtra.apply(cfg, ca); err != nil { // --ssl-crl (tlsops.go)
+			return nil, err
+		}
+	} else if err := s.tlsExtra.apply(cfg, nil); err != nil { // --ssl-protocol-min (tlsops.go)
+		return nil, err
 	}
 	switch o.CertReqs {
 	case 1:

@@ -12,6 +12,9 @@ import os
 import sys
 from typing import Any
 
+from . import ops as _serve_ops
+from . import static as _serve_static
+
 logger = logging.getLogger("goloop.error")
 
 LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": logging.WARNING,
@@ -83,6 +86,8 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "timeout_worker_healthcheck": 5,
     "sched_batch": True,
 }
+SUPPORTED_OPTIONS.update(_serve_static.OPTIONS)  # --static-path-* (goloop.serve.static)
+SUPPORTED_OPTIONS.update(_serve_ops.OPTIONS)  # worker controls, access-log format, TLS (goloop.serve.ops)
 
 _SSL_PROTOCOL_TLS, _SSL_PROTOCOL_TLS_SERVER = 2, 17  # ssl.PROTOCOL_TLS, ssl.PROTOCOL_TLS_SERVER
 
@@ -147,6 +152,11 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     t = cfg.get("timeout_worker_healthcheck")
     if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0):
         raise ConfigError("timeout_worker_healthcheck must be a number of seconds (0: off)")
+    try:
+        _serve_ops.check(cfg)
+        _serve_static.mounts(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     return cfg
 
 
@@ -194,8 +204,10 @@ def tls_pairs(cfg: dict[str, Any]) -> list[tuple[Any, Any]]:
 
 
 def wants_supervisor(options: dict[str, Any]) -> bool:
-    """--workers N > 1 or --reload: a master (goloop.serve.workers) runs instead of a server."""
-    return bool(options.get("reload")) or (options.get("workers") or 1) > 1
+    """--workers N > 1, --reload, --workers-max-rss or --workers-lifetime: a master
+    (goloop.serve.workers) runs instead of a server."""
+    return bool(options.get("reload")) or (options.get("workers") or 1) > 1 or \
+        bool(options.get("workers_max_rss") or options.get("workers_lifetime"))  # (the master recycles them)
 
 
 class _Formatter(logging.Formatter):
@@ -442,4 +454,6 @@ def parser() -> argparse.ArgumentParser:
                         "do not preempt each other on every wake-up (default)")
     p.add_argument("--no-sched-batch", dest="sched_batch", action="store_false",
                    help="leave the threads' scheduling policy alone (default: SCHED_BATCH)")
+    _serve_static.add_arguments(p)
+    _serve_ops.add_arguments(p)
     return p
