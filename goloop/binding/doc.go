@@ -26,6 +26,8 @@
 //     the engine's warnings (accept errors)
 //   - server_static.go, server_static.c: static files (the mounts, the access log's records) and
 //     the TLS controls beyond the files (lowest version, CRL)
+//   - server_held.go: large bodies held from their bytes objects (references released on the
+//     loop thread), WSGI's large parts (glWsgiSendLarge)
 //   - server_thread.c: the per-thread state (one thread-local pointer to a heap block: the
 //     library takes almost no static TLS, a reserve other libraries share)
 //

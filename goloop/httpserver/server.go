@@ -40,6 +40,13 @@ type Config struct {
 	// (10 s if that is off).
 	BodyMinRate int
 	BodyGrace   time.Duration
+	// RespMinRate is the average rate (bytes per second) at which a client must read a
+	// response whose output waits for its socket, once RespGrace (default 5 s) has passed
+	// since the socket stopped taking bytes; slower: the connection is dropped and its
+	// requests see a disconnect (writerate.go). Default 240 (Kestrel's
+	// MinResponseDataRate); negative: no minimum.
+	RespMinRate int
+	RespGrace   time.Duration
 	// MaxPipeline is how many requests of one connection may be in flight (dispatched,
 	// response incomplete) before the connection stops reading (default 32).
 	MaxPipeline int
@@ -154,6 +161,7 @@ func New(cfg Config) *Server {
 		cfg.KeepAliveTimeout = 5 * time.Second
 	}
 	cfg.setDeadlineDefaults()
+	cfg.setRespDefaults()
 	if cfg.MaxPipeline <= 0 {
 		cfg.MaxPipeline = 32
 	}
@@ -164,6 +172,7 @@ func New(cfg Config) *Server {
 		cfg.WriteBuffer = 256 * 1024
 	}
 	s := &Server{cfg: cfg, conns: make(map[*Conn]struct{})}
+	startMemWatch()
 	s.useCounters(&counters{})
 	s.lt.fd = -1
 	if cfg.ServerHeader {

@@ -409,7 +409,9 @@ class Server:
         try:
             srv.configure(timeout_request_head=float(cfg["timeout_request_head"] or 0),
                           min_request_body_rate=int(math.ceil(cfg["min_request_body_rate"] or 0)),
-                          h2_only=cfg["http"] == "h2")
+                          h2_only=cfg["http"] == "h2",
+                          min_response_rate=int(math.ceil(cfg["min_response_rate"] or 0)),
+                          min_response_grace=float(cfg["min_response_grace"] or 0))
             if tls:
                 pw = cfg["ssl_keyfile_password"]
                 pairs = b"\0".join(os.fsencode(p) for cert, key in tls_pairs(cfg) for p in (cert, key or cert))
@@ -517,7 +519,8 @@ def serve_metrics() -> dict | None:
             continue
         m = json.loads(srv.metrics("json"))
         out = {"requests": m["Requests"], "in_flight": m["InFlight"], "connections": m["Connections"],
-               "enabled": m["Enabled"], "timeouts": {"head": m["HeadTimeouts"], "body": m["BodyTimeouts"]}}
+               "enabled": m["Enabled"], "timeouts": {"head": m["HeadTimeouts"], "body": m["BodyTimeouts"],
+                                                    "response": m["RespTimeouts"]}}
         # accepts that failed for want of a resource (EMFILE: the open files limit, ENFILE ...)
         out["accept_errors"] = m["AcceptErrors"]
         if m["Enabled"]:
