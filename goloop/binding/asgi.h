@@ -24,7 +24,7 @@ typedef struct {
 } GLAsgiServer;
 
 /* `send` of one request (and the state receive shares). */
-typedef struct {
+typedef struct GLAsgiSend {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     long rid;              /* Go request id; -1 once released */
@@ -76,7 +76,6 @@ typedef struct {
 
 /* The message receive() returns now, or NULL: an error, or (none set) nothing yet. */
 typedef PyObject *(*gl_asgi_message_fn)(GLAsgiSend *s);
-
 
 /* message[key] of a dict (or any mapping), or NULL without an error when it is missing. */
 static inline PyObject *gl_asgi_get(PyObject *msg, PyObject *key) {
@@ -163,7 +162,6 @@ static inline int gl_set_new(PyObject *d, PyObject *k, PyObject *v) {
     return rc;
 }
 
-
 /* The server binding's interned strings, in one table (gl_init_asgi interns them):
  * GLS(name) is the str object of X(name, text). */
 #define GL_ASGI_STRINGS(X) \
@@ -236,7 +234,6 @@ typedef struct {
 extern GLAsgiStrings gl_asgi_str;
 #define GLS(name) (gl_asgi_str.name)
 
-
 /* what the end of an application's call found (httpserver.Finish*) */
 #define GL_ASGI_FINISH_OK 0
 #define GL_ASGI_FINISH_LOST 1           /* the client went away */
@@ -279,6 +276,5 @@ int gl_init_asgi_ws(PyObject *m);
 
 /* what a trusted proxy's headers changed, applied to a scope (asgi.go passes it then) */
 int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n);
-
 
 #endif

@@ -30,11 +30,13 @@
 //     gl_method, ClientDisconnected)
 //   - server_tls.go: set_tls and the SIGHUP reload
 //   - server_proxy_metrics.go, server_proxy_metrics.c: configure() (proxy headers, metrics,
-//     slow clients) and metrics()
+//     slow clients), metrics(), and logging the engine's warnings (accept errors)
 //   - server_static.go, server_static.c: static files (the mounts, the access log's records) and
 //     the TLS controls beyond the files (lowest version, CRL)
 //   - server_held.go: large bodies held from their bytes objects (references released on the
 //     loop thread), WSGI's large parts (glWsgiSendLarge)
+//   - server_thread.c: the per-thread state (one thread-local pointer to a heap block: the
+//     library takes almost no static TLS, a reserve other libraries share)
 //
 // ASGI (asgi*):
 //   - asgi.go, asgi.c, asgi.h: AsgiServer and the Go server's registry (asgi.go's asgiSrv,

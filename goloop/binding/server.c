@@ -33,7 +33,7 @@ PyObject *gl_method(const char *p, Py_ssize_t n) {
 int gbuf_put(gbuf *b, const char *s, Py_ssize_t n) {
     if (b->n + n > b->cap) {
         Py_ssize_t cap = b->cap * 2 + n + 256;
-        char *p = PyMem_Realloc(b->p, cap);
+        char *p = PyMem_RawRealloc(b->p, cap);
         if (p == NULL) {
             PyErr_NoMemory();
             return -1;
@@ -200,6 +200,7 @@ static PyTypeObject ServerType = {
 /* ---------- init ---------- */
 
 int gl_init_server(PyObject *m) {
+    if (gl_init_thread_state() < 0) return -1;
     for (int i = 0; i < NMETHODS; i++)
         if ((method_objs[i] = PyUnicode_InternFromString(method_names[i])) == NULL) return -1;
     if ((empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL) return -1;

@@ -29,6 +29,7 @@ int gl_init_server_static(PyObject *m);  /* server_static.c: static files, TLS c
 /* server_proxy_metrics.c: the configure() and metrics() methods (off the per-request path) */
 PyObject *gl_server_configure(GLServer *self, PyObject *args, PyObject *kwds);
 PyObject *gl_server_metrics(GLServer *self, PyObject *arg);
+void gl_server_warn(const char *msg);  /* logs an engine's warning on "goloop.error" */
 
 /* What Go passes to start a request (an ASGI request or WebSocket session, asgi.go's head;
  * a WSGI request, wsgi.go): its head, the connection's addresses, what a trusted proxy
@@ -64,13 +65,38 @@ typedef struct {
 #define GL_RECV_LAST 2
 #define GL_RECV_DISCONNECT 3
 
-/* A growing byte buffer (PyMem): gbuf_put appends (s NULL: n bytes of room, to fill), -1 with
+/* A growing byte buffer (PyMem's raw allocator: freed by a thread's exit without the GIL,
+ * server_thread.c): gbuf_put appends (s NULL: n bytes of room, to fill), -1 with
  * MemoryError. */
 typedef struct {
     char *p;
     Py_ssize_t n, cap;
 } gbuf;
 int gbuf_put(gbuf *b, const char *s, Py_ssize_t n);
+
+/* The server binding's per-thread state (server_thread.c): a block on the heap behind ONE
+ * thread-local pointer, made at the thread's first use and freed when the thread exits.
+ * Static thread-local storage is a reserve glibc keeps small for libraries loaded after
+ * start-up (512 bytes by default, shared with every other such library: OpenMP's libgomp,
+ * Mesa's libEGL ...): a library that takes more than a pointer of it can fail to import.
+ * Several threads serve at once (a loop in each, or WSGI pool threads on a free-threaded
+ * build): the state is per thread, never shared. */
+typedef struct {
+    gbuf hdrbuf;             /* the header lines of the ASGI response being started
+                                (asgi.c's gl_asgi_header_lines); raw memory: freed without the GIL */
+    struct GLAsgiSend *held_start;  /* ASGI: the request whose http.response.start is held (borrowed: the
+                                request lets go of it before it is freed, release_own_start) */
+    void *wsgi;              /* a WSGI pool thread's caches (wsgi.h's wsgi_thread), owned by its
+                                serve_thread() and freed by it, with the GIL, as it returns */
+} gl_thread_state;
+extern __thread gl_thread_state *gl_ts __attribute__((tls_model("initial-exec")));
+gl_thread_state *gl_thread_state_new(void);
+int gl_init_thread_state(void);
+/* The calling thread's state, made now at its first use; NULL with MemoryError. */
+static inline gl_thread_state *gl_thread(void) {
+    gl_thread_state *t = gl_ts;
+    return t != NULL ? t : gl_thread_state_new();
+}
 
 /* Shared helpers (server.c). */
 PyObject *gl_bytes(const char *p, Py_ssize_t n);        /* bytes (the empty one shared) */

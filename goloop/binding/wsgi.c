@@ -5,9 +5,10 @@
  * until a request is ready (or, one being ready when it finishes the last, takes it with the
  * GIL kept: glWsgiTake), runs the application with the GIL, and sends through Go (the socket
  * is written by this thread, in Go; a part up to GL_WSGI_HOLD_MAX with the GIL held, the GIL
- * released for bigger ones and for waiting). Per-thread state is _Thread_local: on a
- * free-threaded build the threads run the application at once and share nothing but
- * immutable objects. */
+ * released for bigger ones and for waiting). Per-thread state is a pool thread's wsgi_thread
+ * (wsgi.h; made and freed by its serve_thread, reached through the thread's gl_thread_state,
+ * server.h): on a free-threaded build the threads run the application at once and share
+ * nothing here but immutable objects. */
 #include "wsgi.h"
 #include "_cgo_export.h"
 
@@ -16,16 +17,6 @@ static PyTypeObject WsgiServerType;
 /* interned strings (wsgi.h) */
 GLWsgiStrings gl_wsgi_str;
 static PyObject *empty_bytes;
-
-/* The pool thread's own objects, in one thread-local (each one read is a __tls_get_addr call
- * in a shared library, ~15 instructions); its caches are wsgi_environ.c's */
-static _Thread_local struct {
-    PyObject *in, *st; /* its last request's wsgi.input and start_response (request_objects) */
-    gbuf hdr;          /* the head of its response (GLWsgiStart's hdr) */
-} tobj;
-
-/* What the thread's last send ended or took (GLWsgiPass, wsgi.h): its GLWsgiStart points here. */
-static _Thread_local GLWsgiPass pass;
 
 /* ---------- one request ---------- */
 
@@ -170,25 +161,43 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
     return 0;
 }
 
-/* Drops a start_response the thread no longer reuses: the cycle with its write is broken
- * (a write the application kept still refers to it, and fails: wid is -1). */
-static void release_start(GLWsgiStart *st) {
-    if (st == NULL) return;
-    Py_CLEAR(st->write);
-    Py_DECREF((PyObject *)st);
+/* A pool thread's block for serve_thread, made now (with the GIL): 0, or -1 with an error. */
+static int wsgi_thread_new(void) {
+    gl_thread_state *ts = gl_thread();
+    if (ts == NULL) return -1;
+    if ((ts->wsgi = PyMem_Calloc(1, sizeof(wsgi_thread))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
 }
 
-/* The thread's objects, its filled template and caches, released as it leaves the pool. */
-static void release_thread_objects(void) {
-    gl_wsgi_environ_release();
-    release_start((GLWsgiStart *)tobj.st);
-    tobj.st = NULL;
-    Py_CLEAR(tobj.in);
+/* The thread's objects, its filled template and caches, released as it leaves the pool
+ * (with the GIL: it owns them), and its block freed. */
+static void wsgi_thread_free(void) {
+    wsgi_thread *t = wt();
+    Py_CLEAR(t->ftpl.tpl);
+    Py_CLEAR(t->ftpl.src);
+    t->ftpl.in = NULL;  /* (the template's) */
+    gl_wsgi_release_start((GLWsgiStart *)t->st);
+    t->st = NULL;
+    Py_CLEAR(t->in);
+    if (t->hc != NULL) {
+        for (int i = 0; i < HKEY_SLOTS; i++) Py_XDECREF(t->hc->keys[i].key);
+        for (int i = 0; i < HVAL_SLOTS; i++) Py_XDECREF(t->hc->vals[i].s);
+        PyMem_Free(t->hc);
+    }
+    Py_CLEAR(t->c_remote.s);
+    Py_CLEAR(t->c_server.s);
+    for (int i = 0; i < PORT_SLOTS; i++) Py_CLEAR(t->ports[i].s);
+    PyMem_RawFree(t->hdr.p);  /* (gbuf: raw) */
+    gl_ts->wsgi = NULL;
+    PyMem_Free(t);
 }
 
 /* Only the thread refers to its input (and its filled template, which holds it): reusable. */
 static inline int input_unshared(GLWsgiInput *in) {
-    return Py_REFCNT(in) == 1 + gl_wsgi_environ_holds((PyObject *)in);
+    return Py_REFCNT(in) == 1 + (wt()->ftpl.in == (PyObject *)in);
 }
 
 /* This thread's input and start_response for a new request (borrowed: the thread's), reset;
@@ -197,7 +206,7 @@ static inline int input_unshared(GLWsgiInput *in) {
  * instructions); an application that kept one gets new ones and its old ones stay ended (wid
  * -1: their calls fail). */
 static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
-    __typeof__(&tobj) t = TLS_PTR(tobj);
+    wsgi_thread *t = wt();
     GLWsgiInput *in = (GLWsgiInput *)t->in;
     if (in == NULL || !input_unshared(in)) {
         if ((in = PyObject_New(GLWsgiInput, &gl_wsgi_input_type)) == NULL) return -1;
@@ -209,11 +218,10 @@ static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
         if ((st = PyObject_New(GLWsgiStart, &gl_wsgi_start_type)) == NULL) return -1;
         st->vectorcall = (vectorcallfunc)gl_wsgi_start_call;
         st->write = NULL;
-        release_start((GLWsgiStart *)t->st);
+        gl_wsgi_release_start((GLWsgiStart *)t->st);
         t->st = (PyObject *)st;
     }
     st->hdr = &t->hdr;
-    st->pass = TLS_PTR(pass);
     t->hdr.n = 0;
     Py_CLEAR(in->buf);
     in->pos = 0, in->eof = 0;
@@ -280,8 +288,13 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLHead *h) {
 static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
     if (self->base.sid < 0) Py_RETURN_NONE;
+    if (wsgi_thread_new() < 0) return NULL;
     long wid = glWsgiWorkerNew(self->wsid);
-    if (wid < 0) Py_RETURN_NONE;
+    if (wid < 0) {
+        wsgi_thread_free();
+        Py_RETURN_NONE;
+    }
+    wsgi_thread *t = wt();
     int finish = 0;
     for (;;) {
         GLHead *h = NULL;
@@ -290,9 +303,9 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
         /* the request just answered ended and the next taken with the GIL kept when this
          * thread may (wsgi.go's glWsgiTake; in the call that sent the last part: pass);
          * else wait for one with the GIL released */
-        if (pass.ended) {
-            h = pass.next, gen = pass.gen;
-        } else if (finish && !pass.idle) {
+        if (t->pass.ended) {
+            h = t->pass.next, gen = t->pass.gen;
+        } else if (finish && !t->pass.idle) {
             h = glWsgiTake(wid, finish, &gen);
         }
         if (h == NULL) {
@@ -300,7 +313,7 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
             h = glWsgiNext(wid, finish, &gen, &claim);
             Py_END_ALLOW_THREADS
         }
-        finish = 0, pass.ended = 0, pass.idle = 0, pass.next = NULL;
+        finish = 0, t->pass.ended = 0, t->pass.idle = 0, t->pass.next = NULL;
         /* a request is ready while other pool threads run the app: taken only now that this
          * thread holds the GIL (none if another thread took it first) */
         if (h == NULL && claim && (h = glWsgiClaim(wid, &gen)) == NULL) continue;
@@ -309,7 +322,7 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
          * input and start_response) may outlive it: they hold (wid, gen), which Go checks */
         finish = handle(self, wid, gen, h);
     }
-    release_thread_objects();
+    wsgi_thread_free();
     glWsgiWorkerFree(wid);
     Py_RETURN_NONE;
 }

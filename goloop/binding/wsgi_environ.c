@@ -1,8 +1,7 @@
 /* goloop serve --interface wsgi: the environ of each request, built from the head Go passes
- * (GLHead) on the server's template: the pool thread's caches of header keys and values,
- * addresses and ports (a client sends the same ones on every request) and a filled copy of
- * the template per connection's constant items. The caches are the thread's own
- * (_Thread_local), released as it leaves the pool (gl_wsgi_environ_release). */
+ * (GLHead) on the server's template, with the pool thread's caches (wsgi.h's wsgi_thread):
+ * header keys and values, addresses and ports (a client sends the same ones on every
+ * request), and a filled copy of the template per connection's constant items. */
 #include "wsgi.h"
 #include "_cgo_export.h"
 
@@ -22,45 +21,10 @@ static PyObject *latin1_str(const char *p, Py_ssize_t n) {
     return s;
 }
 
-/* The pool thread's caches of a header's environ key ("HTTP_USER_AGENT" for user-agent) and
- * of its values (a client sends the same Host, Accept, User-Agent, ... on every request: the
- * str of the last value of a slot is used again, not made and freed per request). */
-#define HKEY_SLOTS 128
-#define HKEY_MAX 40
-#define HVAL_SLOTS 64
-#define HVAL_MAX 64
-typedef struct {
-    unsigned char len;
-    char name[HKEY_MAX];
-    PyObject *key;
-} hkey_entry;
-typedef struct {
-    Py_ssize_t len;
-    PyObject *s;
-    char v[HVAL_MAX];
-} hval_entry;
-typedef struct {
-    hkey_entry keys[HKEY_SLOTS];
-    hval_entry vals[HVAL_SLOTS];
-} hcache;
-
-/* The pool thread's header caches: made at first use (PyMem), freed when the thread leaves
- * (gl_wsgi_environ_release). */
-static _Thread_local hcache *thread_hc;
-
-static hcache *hcache_get(void) {
-    hcache **slot = TLS_PTR(thread_hc), *c = *slot;
-    if (c == NULL && (c = *slot = PyMem_Calloc(1, sizeof(hcache))) == NULL) PyErr_NoMemory();
+static hcache *hcache_get(wsgi_thread *t) {
+    hcache *c = t->hc;
+    if (c == NULL && (c = t->hc = PyMem_Calloc(1, sizeof(hcache))) == NULL) PyErr_NoMemory();
     return c;
-}
-
-static void hcache_free(void) {
-    hcache *c = thread_hc;
-    if (c == NULL) return;
-    for (int i = 0; i < HKEY_SLOTS; i++) Py_XDECREF(c->keys[i].key);
-    for (int i = 0; i < HVAL_SLOTS; i++) Py_XDECREF(c->vals[i].s);
-    PyMem_Free(c);
-    thread_hc = NULL;
 }
 
 /* A slot's hash of p[0:n]: its first and last 8 bytes and its length (a byte loop would cost
@@ -114,14 +78,6 @@ static PyObject *header_value(hcache *c, const char *v, Py_ssize_t n) {
     return s;
 }
 
-/* A str of host (latin-1/ASCII), the last one of this slot when host is the same. */
-typedef struct {
-    PyObject *s;
-    char key[64];
-    Py_ssize_t len;
-} str_cache;
-static _Thread_local str_cache c_remote, c_server;
-
 static PyObject *cached_str(str_cache *c, const char *p, Py_ssize_t n) {
     if (c->s != NULL && c->len == n && (n == 0 || memcmp(c->key, p, n) == 0)) return Py_NewRef(c->s);
     PyObject *s = PyUnicode_DecodeLatin1(p ? p : "", n, NULL);
@@ -133,21 +89,9 @@ static PyObject *cached_str(str_cache *c, const char *p, Py_ssize_t n) {
     return s;
 }
 
-/* The str of a port number (SERVER_PORT, REMOTE_PORT), from a per-thread table by the port
- * modulo a prime: a keep-alive connection's requests find their client's port there (no
- * printf: PyUnicode_FromFormat("%d") was ~1,300 instructions a request, snprintf ~700). Linux
- * gives a client's connections ports two apart: modulo 64 they used half the slots, and ten
- * connections of one client shared slots in turn (~20% misses in a -c10 run), modulo 67 none. */
-#define PORT_SLOTS 67
-typedef struct {
-    int port;
-    PyObject *s;
-} port_entry;
-static _Thread_local port_entry ports[PORT_SLOTS];
-
 static PyObject *port_str(int port) {
     unsigned v = port > 0 ? (unsigned)port : 0;
-    port_entry *e = &TLS_PTR(ports)[0][v % PORT_SLOTS];
+    port_entry *e = &wt()->ports[v % PORT_SLOTS];
     if (e->s != NULL && e->port == (int)v) return Py_NewRef(e->s);
     char d[10];
     int n = 0;
@@ -193,30 +137,16 @@ static int set_header(PyObject *env, PyObject *key, PyObject *value) {
     return set_new(env, key, r);
 }
 
-/* The server's template with the items a TCP connection keeps from request to request
- * filled in (SERVER_NAME, SERVER_PORT, SERVER_PROTOCOL, REMOTE_ADDR), per pool thread, made
- * again when they change: copying it costs what copying the template costs, and each
- * request sets four items fewer (~600 instructions). Cleared when the thread leaves. */
-typedef struct {
-    PyObject *src;  /* the template it was made from (strong: its address cannot be reused) */
-    PyObject *tpl;
-    PyObject *in;   /* the thread's wsgi.input that tpl holds (borrowed: tpl's), or NULL */
-    int cport;      /* the REMOTE_PORT tpl holds (its last request's), -1: none */
-    int sport, proto;
-    Py_ssize_t shostlen, chostlen;
-    char shost[64], chost[64];
-} filled_tpl;
-static _Thread_local filled_tpl ftpl;
-
 static PyObject *protocol_str(const GLHead *h) {
     return h->major == 2 ? WS(p2) : (h->major == 1 && h->minor == 0) ? WS(p10) : WS(p11);
 }
 
 /* A TCP connection's SERVER_NAME, SERVER_PORT and REMOTE_ADDR in d: 0, or -1 with an error. */
 static int set_tcp_items(PyObject *d, const GLHead *h) {
-    if (set_new(d, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
+    wsgi_thread *t = wt();
+    if (set_new(d, WS(SERVER_NAME), cached_str(&t->c_server, h->shost, h->shostlen)) < 0 ||
         set_new(d, WS(SERVER_PORT), port_str(h->sport)) < 0 ||
-        set_new(d, WS(REMOTE_ADDR), cached_str(&c_remote, h->chost, h->chostlen)) < 0)
+        set_new(d, WS(REMOTE_ADDR), cached_str(&t->c_remote, h->chost, h->chostlen)) < 0)
         return -1;
     return 0;
 }
@@ -224,7 +154,7 @@ static int set_tcp_items(PyObject *d, const GLHead *h) {
 /* ftpl's template for h (TCP) if it fits it (borrowed), made now if it does not; NULL: none
  * (addresses too long to keep: the caller sets the items itself), or an error raised. */
 static PyObject *filled_template(GLWsgiServer *srv, const GLHead *h, PyObject *input) {
-    filled_tpl *f = TLS_PTR(ftpl);
+    filled_tpl *f = &wt()->ftpl;
     int proto = h->major * 10 + h->minor;
     if (h->shostlen > (Py_ssize_t)sizeof f->shost || h->chostlen > (Py_ssize_t)sizeof f->chost) return NULL;
     if (f->tpl != NULL && f->src == srv->environ_tpl && f->sport == h->sport && f->proto == proto &&
@@ -287,7 +217,7 @@ PyObject *gl_wsgi_environ(GLWsgiServer *srv, const GLHead *h, PyObject *input) {
     if (tpl == NULL) {  /* (else the connection's items, its client's port too, are in the template) */
         if (PyDict_SetItem(env, WS(SERVER_PROTOCOL), protocol_str(h)) < 0) goto fail;
         if (h->is_unix) {
-            if (set_new(env, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
+            if (set_new(env, WS(SERVER_NAME), cached_str(&wt()->c_server, h->shost, h->shostlen)) < 0 ||
                 PyDict_SetItem(env, WS(SERVER_PORT), WS(zero)) < 0 || PyDict_SetItem(env, WS(REMOTE_ADDR), WS(empty)) < 0 ||
                 PyDict_SetItem(env, WS(REMOTE_PORT), WS(zero)) < 0)
                 goto fail;
@@ -304,7 +234,7 @@ PyObject *gl_wsgi_environ(GLWsgiServer *srv, const GLHead *h, PyObject *input) {
              PyDict_SetItem(env, WS(REMOTE_PORT), WS(zero)) < 0))
             goto fail;
     }
-    hcache *hc = nh > 0 ? hcache_get() : NULL;
+    hcache *hc = nh > 0 ? hcache_get(wt()) : NULL;
     if (nh > 0 && hc == NULL) goto fail;
     for (int i = 0; i < 2 * nh; i += 2) {
         int32_t a = i > 0 ? ends[i - 1] : 0, b = ends[i], c = ends[i + 1];
@@ -329,17 +259,3 @@ fail:
     return NULL;
 }
 #undef SEG
-
-/* Whether the thread's filled template holds in (its wsgi.input): the thread then shares it
- * with nobody else. */
-int gl_wsgi_environ_holds(PyObject *in) {
-    return TLS_PTR(ftpl)->in == in;
-}
-
-/* The thread's filled template and caches, released as it leaves the pool. */
-void gl_wsgi_environ_release(void) {
-    Py_CLEAR(ftpl.tpl);
-    Py_CLEAR(ftpl.src);
-    ftpl.in = NULL;  /* (the template's) */
-    hcache_free();
-}

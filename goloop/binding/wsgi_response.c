@@ -271,16 +271,18 @@ int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, in
     if (more && n > 0 && st->clen >= 0 && st->body + n == st->clen) more = 0, flush = 1;
     int status = st->sent ? 0 : st->status, rc;
     long wid = st->wid, gen = st->gen;
+    wsgi_thread *t = gl_ts != NULL ? gl_ts->wsgi : NULL;  /* NULL: write() from another thread */
+    pass_state other, *pass = t != NULL ? &t->pass : &other;
     rc = GL_WSGI_RELEASE;
-    st->pass->idle = 0;
+    pass->idle = 0;
     if (n <= GL_WSGI_HOLD_MAX) {  /* with the GIL: one release and take fewer per response */
         if (!more && end) {  /* the request ends with this call, the next one taken */
-            rc = glWsgiSendEnd(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, &st->pass->next, &st->pass->gen);
-            st->pass->ended = rc == GL_OK;
+            rc = glWsgiSendEnd(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, &pass->next, &pass->gen);
+            pass->ended = rc == GL_OK;
         } else {
             rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 0);
         }
-        if ((st->pass->idle = rc == GL_WSGI_SENT_IDLE)) rc = GL_OK;
+        if ((pass->idle = rc == GL_WSGI_SENT_IDLE)) rc = GL_OK;
         if (rc == GL_WSGI_PAUSED) {
             st->sent = 1;
             Py_BEGIN_ALLOW_THREADS
@@ -368,3 +370,11 @@ PyTypeObject gl_wsgi_write_type = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(GLWsgiWrite, vectorcall),
 };
+
+/* Drops a start_response the thread no longer reuses: the cycle with its write is broken
+ * (a write the application kept still refers to it, and fails: wid is -1). */
+void gl_wsgi_release_start(GLWsgiStart *st) {
+    if (st == NULL) return;
+    Py_CLEAR(st->write);
+    Py_DECREF((PyObject *)st);
+}

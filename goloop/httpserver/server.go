@@ -70,6 +70,9 @@ type Config struct {
 	LimitConcurrency int
 	// Notify is called (from any goroutine) when an event is queued to an empty queue.
 	Notify func()
+	// OnWarning is called (from any goroutine) when a warning for the operator is queued
+	// (TakeWarnings: accept errors, accepterr.go).
+	OnWarning func()
 	// ReuseRequests: the application's side keeps no reference to a Request once its Done
 	// returned, nor calls it again (goloop's WSGI pool). A loop-mode HTTP/1.1 connection
 	// then reuses its finished request for its next one (Request.reuseLocked): no
@@ -143,6 +146,7 @@ type Server struct {
 	tlsExtra TLSExtra // SetTLSExtra (tlsops.go)
 
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
+	warn  warnings                 // for the operator's log (accepterr.go)
 
 	// loop mode (loopdriver.go)
 	lp    LoopPoller
@@ -237,6 +241,7 @@ func (s *Server) acceptLoop(ln net.Listener) {
 				return
 			}
 			// EMFILE and friends: back off as net/http does.
+			s.acceptFailed(err)
 			if delay == 0 {
 				delay = 5 * time.Millisecond
 			} else if delay *= 2; delay > time.Second {

@@ -191,12 +191,7 @@ def _check_ssl(cfg: dict[str, Any]) -> None:
         tls_pairs(cfg)
 
 
-def _paths(v: Any) -> list:
-    if v is None:
-        return []
-    if isinstance(v, (str, bytes, os.PathLike)):
-        return [v]
-    return list(v)
+_paths = _serve_static.path_list
 
 
 def tls_pairs(cfg: dict[str, Any]) -> list[tuple[Any, Any]]:

@@ -509,7 +509,7 @@ def configure_server(server: Any, srv: Any) -> None:
 
 def serve_metrics() -> dict | None:
     """The metrics of this process' running goloop serve server (None if none runs):
-    requests, in_flight, connections and, with metrics on (--metrics or --metrics-path),
+    requests, in_flight, connections, accept_errors and, with metrics on (--metrics or --metrics-path),
     responses by status class and the latency histogram (seconds; cumulative buckets).
     Counted in Go: no Python code runs per request for them. With --workers they are the
     whole server's: every worker counts in its slot of a file the master shares with them,
@@ -522,6 +522,8 @@ def serve_metrics() -> dict | None:
         out = {"requests": m["Requests"], "in_flight": m["InFlight"], "connections": m["Connections"],
                "enabled": m["Enabled"], "timeouts": {"head": m["HeadTimeouts"], "body": m["BodyTimeouts"],
                                                     "response": m["RespTimeouts"]}}
+        # accepts that failed for want of a resource (EMFILE: the open files limit, ENFILE ...)
+        out["accept_errors"] = m["AcceptErrors"]
         if m["Enabled"]:
             bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")]
             out["responses"] = {f"{i}xx": m["Status"][i] for i in range(1, 6)}
