@@ -1,0 +1,297 @@
+package httpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+)
+
+// startH3 is startTLSWith plus HTTP/3 on a UDP port of its own; it returns the app and
+// the https:// base of the HTTP/3 port.
+func startH3(t *testing.T, cfg Config, o H3Options, h func(a *fakeApp, r *Request)) (*fakeApp, string, *testPKI) {
+	t.Helper()
+	p := newPKI(t)
+	a, _ := startTLSWith(t, p, cfg, h)
+	if err := a.s.ServeH3("127.0.0.1:0", o); err != nil {
+		t.Fatal(err)
+	}
+	return a, "https://" + a.s.H3Addr().String(), p
+}
+
+// h3Client is quic-go's HTTP/3 client trusting the test CA.
+func h3Client(t *testing.T, p *testPKI, qc *quic.Config) *http.Client {
+	tr := &http3.Transport{TLSClientConfig: p.client(), QUICConfig: qc}
+	t.Cleanup(func() { tr.Close() })
+	return &http.Client{Transport: tr, Timeout: 60 * time.Second}
+}
+
+// hashApp answers a request with its method, HTTP major version, body length and the
+// body's SHA-256; /stream answers 64 parts of 64 KiB.
+func hashApp(a *fakeApp, r *Request) {
+	body := a.readBody(r, false)
+	sum := sha256.Sum256(body)
+	r.Start(200, []byte("content-type: text/plain\r\nx-version: "+fmt.Sprint(r.Major)+"\r\n"))
+	if string(r.Path()) == "/stream" {
+		chunk := bytes.Repeat([]byte("y"), 64<<10)
+		for i := 0; i < 64; i++ {
+			if err := a.send(r, chunk, true); err != nil {
+				return
+			}
+		}
+		a.send(r, nil, false)
+		return
+	}
+	a.send(r, fmt.Appendf(nil, "%s %d %s", r.Method(), len(body), hex.EncodeToString(sum[:])), false)
+}
+
+func TestH3GetPostStream(t *testing.T) {
+	_, base, p := startH3(t, Config{}, H3Options{}, hashApp)
+	cl := h3Client(t, p, nil)
+	resp, err := cl.Get(base + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 3 || resp.Header.Get("x-version") != "3" || !strings.HasPrefix(string(b), "GET 0 ") {
+		t.Fatalf("%s %v %q", resp.Proto, resp.Header, b)
+	}
+	if _, ok := resp.Header["Date"]; ok {
+		t.Fatalf("date header without DateHeader: %v", resp.Header)
+	}
+	big := pattern(5 << 20)
+	sum := sha256.Sum256(big)
+	resp, err = cl.Post(base+"/up", "application/octet-stream", bytes.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("POST %d %s", len(big), hex.EncodeToString(sum[:])); string(b) != want {
+		t.Fatalf("%q, want %q", b, want)
+	}
+	resp, err = cl.Get(base + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != 64*64<<10 {
+		t.Fatal(n, err)
+	}
+}
+
+// 100 streams at once on one connection, each with a body, each answered with its own.
+func TestH3ManyStreams(t *testing.T) {
+	_, base, p := startH3(t, Config{}, H3Options{}, hashApp)
+	cl := h3Client(t, p, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			body := bytes.Repeat([]byte{byte(i)}, 1000+i)
+			sum := sha256.Sum256(body)
+			resp, err := cl.Post(base+"/s", "x/y", bytes.NewReader(body))
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := fmt.Sprintf("POST %d %s", len(body), hex.EncodeToString(sum[:])); string(b) != want {
+				errs <- fmt.Errorf("%q, want %q", b, want)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// More streams than the limit: QUIC's stream limit holds the client back, none fails,
+// and the application never has more than the limit in flight.
+func TestH3StreamLimit(t *testing.T) {
+	var cur, peak atomic.Int64
+	app := func(a *fakeApp, r *Request) {
+		n := cur.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(time.Millisecond) // (keeps streams overlapping; nothing depends on it)
+		cur.Add(-1)
+		a.respond(r, 200, "", "ok")
+	}
+	_, base, p := startH3(t, Config{}, H3Options{MaxStreams: 5}, app)
+	cl := h3Client(t, p, nil)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range 60 {
+		wg.Go(func() {
+			resp, err := cl.Get(base + "/")
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	if failed.Load() != 0 || peak.Load() > 5 {
+		t.Fatalf("failed %d, peak in flight %d (limit 5)", failed.Load(), peak.Load())
+	}
+}
+
+// Tiny flow-control windows: a large body still arrives whole, in both directions.
+func TestH3TinyWindows(t *testing.T) {
+	_, base, p := startH3(t, Config{BodyBuffer: 4096, WriteBuffer: 8192}, H3Options{StreamWindow: 16 << 10, ConnWindow: 32 << 10}, hashApp)
+	cl := h3Client(t, p, &quic.Config{InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10,
+		InitialConnectionReceiveWindow: 32 << 10, MaxConnectionReceiveWindow: 32 << 10})
+	big := pattern(1 << 20)
+	sum := sha256.Sum256(big)
+	resp, err := cl.Post(base+"/up", "x/y", bytes.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("POST %d %s", len(big), hex.EncodeToString(sum[:])); string(b) != want {
+		t.Fatalf("%q, want %q", b, want)
+	}
+	resp, err = cl.Get(base + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if n != 64*64<<10 {
+		t.Fatal(n)
+	}
+}
+
+// A client that resets its stream mid-body: the application sees a disconnect.
+func TestH3ResetMidBody(t *testing.T) {
+	got := make(chan RecvState, 1)
+	app := func(a *fakeApp, r *Request) {
+		var st RecvState
+		for {
+			_, st = a.receive(r)
+			if st != RecvBody {
+				break
+			}
+		}
+		got <- st
+		quiet(a, r)
+	}
+	_, base, p := startH3(t, Config{}, H3Options{}, app)
+	cl := h3Client(t, p, nil)
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/up", pr)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := cl.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	pw.Write(make([]byte, 1000))
+	pw.Write(make([]byte, 1000))
+	cancel() // the client's stream is reset
+	if st := <-got; st != RecvDisconnect {
+		t.Fatalf("receive after the reset: %d, want RecvDisconnect", st)
+	}
+	pw.Close()
+	<-done
+}
+
+// A client that stops reading: the application's sends pause (SendPaused) long before a
+// 64 MiB response is all queued; what the engine holds is bounded.
+func TestH3SlowReaderBounded(t *testing.T) {
+	paused := make(chan int64, 1)
+	app := func(a *fakeApp, r *Request) {
+		a.readBody(r, false)
+		r.Start(200, nil)
+		chunk := make([]byte, 64<<10)
+		var sent int64
+		for sent < 64<<20 {
+			fl, err := r.Send(chunk, true)
+			if err != nil {
+				return
+			}
+			sent += int64(len(chunk))
+			if fl&SendPaused != 0 {
+				select {
+				case paused <- sent:
+				default:
+				}
+				if a.waitRoom(r, fl, nil) != nil {
+					return
+				}
+			}
+		}
+		r.Send(nil, false)
+	}
+	_, base, p := startH3(t, Config{}, H3Options{}, app)
+	cl := h3Client(t, p, &quic.Config{MaxStreamReceiveWindow: 64 << 10, MaxConnectionReceiveWindow: 128 << 10})
+	resp, err := cl.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := <-paused // the client read nothing of the body
+	if sent >= 64<<20 {
+		t.Fatalf("the application queued %d bytes without a pause", sent)
+	}
+	resp.Body.Close()
+}
+
+// Server shutdown with a stream in flight: GOAWAY; the stream finishes whole; a new
+// connection is refused.
+func TestH3ShutdownMidStream(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	app := func(a *fakeApp, r *Request) {
+		a.readBody(r, false)
+		r.Start(200, nil)
+		a.send(r, []byte("first "), true)
+		close(started)
+		<-release
+		a.send(r, []byte("last"), false)
+	}
+	a, base, p := startH3(t, Config{}, H3Options{}, app)
+	cl := h3Client(t, p, nil)
+	resp, err := cl.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	a.s.Close()
+	close(release)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "first last" {
+		t.Fatalf("%q %v", b, err)
+	}
+	cl2 := h3Client(t, p, &quic.Config{HandshakeIdleTimeout: 2 * time.Second})
+	if resp, err := cl2.Get(base + "/"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a new connection after shutdown was answered %d", resp.StatusCode)
+	}
+}
