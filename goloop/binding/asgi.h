@@ -207,6 +207,7 @@ int gbuf_put(gbuf *b, const char *s, Py_ssize_t n);
     X(v10, "1.0") \
     X(v11, "1.1") \
     X(v2, "2") \
+    X(v3, "3") \
     X(copy, "copy") \
     X(extensions, "extensions") \
     X(websocket, "websocket") \

@@ -30,6 +30,7 @@ static PyTypeObject WsgiServerType, StartType, WriteType, InputType;
     X(p10, "HTTP/1.0")                         \
     X(p11, "HTTP/1.1")                         \
     X(p2, "HTTP/2")                            \
+    X(p3, "HTTP/3")                            \
     X(close, "close")                          \
     X(fileno, "fileno")                        \
     X(tell, "tell")                            \
@@ -813,7 +814,7 @@ typedef struct {
 static _Thread_local filled_tpl ftpl;
 
 static PyObject *protocol_str(const GLAsgiHead *h) {
-    return h->major == 2 ? WS(p2) : (h->major == 1 && h->minor == 0) ? WS(p10) : WS(p11);
+    return h->major == 3 ? WS(p3) : h->major == 2 ? WS(p2) : (h->major == 1 && h->minor == 0) ? WS(p10) : WS(p11);
 }
 
 /* A TCP connection's SERVER_NAME, SERVER_PORT and REMOTE_ADDR in d: 0, or -1 with an error. */

@@ -133,14 +133,14 @@ func (s *Server) ServeH3(addr string, o H3Options) error {
 	return nil
 }
 
-// H3Addr is the UDP address of the first HTTP/3 socket (nil: none).
+// H3Addr is the UDP address of the last HTTP/3 socket ServeH3 opened (nil: none).
 func (s *Server) H3Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.h3) == 0 {
 		return nil
 	}
-	return s.h3[0].pc.LocalAddr()
+	return s.h3[len(s.h3)-1].pc.LocalAddr()
 }
 
 // h3ConfigFor is the QUIC handshakes' GetConfigForClient: the certificate picked as for
