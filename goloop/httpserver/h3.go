@@ -260,6 +260,13 @@ func (s *Server) h3Serve(w http.ResponseWriter, hr *http.Request) {
 	s.requests.Add(1)
 	stop := context.AfterFunc(hr.Context(), st.gone) // STOP_SENDING, the connection lost
 	defer stop()
+	if s.static != nil && r.ws == nil {
+		if m, rest := s.static.match(r.Path()); m != nil { // answered by Go (static.go)
+			s.static.serve(m, r, rest)
+			st.write(w)
+			return
+		}
+	}
 	s.push(Event{Kind: EvRequest, Req: r})
 	go st.readBody(hr.Body)
 	st.write(w)

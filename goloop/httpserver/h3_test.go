@@ -189,7 +189,9 @@ func TestH3TinyWindows(t *testing.T) {
 // A client that resets its stream mid-body: the application sees a disconnect.
 func TestH3ResetMidBody(t *testing.T) {
 	got := make(chan RecvState, 1)
+	began := make(chan struct{})
 	app := func(a *fakeApp, r *Request) {
+		close(began)
 		var st RecvState
 		for {
 			_, st = a.receive(r)
@@ -213,6 +215,7 @@ func TestH3ResetMidBody(t *testing.T) {
 		}
 	}()
 	pw.Write(make([]byte, 1000))
+	<-began  // the request reached the application
 	pw.Write(make([]byte, 1000))
 	cancel() // the client's stream is reset
 	if st := <-got; st != RecvDisconnect {
@@ -293,5 +296,46 @@ func TestH3ShutdownMidStream(t *testing.T) {
 	if resp, err := cl2.Get(base + "/"); err == nil {
 		resp.Body.Close()
 		t.Fatalf("a new connection after shutdown was answered %d", resp.StatusCode)
+	}
+}
+
+// Static files are answered by Go over HTTP/3 too: a whole file, a range, a traversal
+// refused; other paths reach the application.
+func TestH3Static(t *testing.T) {
+	dir, big := staticTree(t)
+	p := newPKI(t)
+	a, _ := startTLSWith(t, p, Config{}, hashApp)
+	if err := a.s.SetStatic([]StaticMount{{Route: "/static", Dir: dir}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.s.ServeH3("127.0.0.1:0", H3Options{}); err != nil {
+		t.Fatal(err)
+	}
+	base := "https://" + a.s.H3Addr().String()
+	cl := h3Client(t, p, nil)
+	get := func(path, rng string) (*http.Response, []byte) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if rng != "" {
+			req.Header.Set("Range", rng)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, b
+	}
+	if resp, b := get("/static/big.bin", ""); resp.StatusCode != 200 || !bytes.Equal(b, big) {
+		t.Fatalf("%d, %d bytes", resp.StatusCode, len(b))
+	}
+	if resp, b := get("/static/big.bin", "bytes=10-19"); resp.StatusCode != 206 || !bytes.Equal(b, big[10:20]) {
+		t.Fatalf("%d %q", resp.StatusCode, b)
+	}
+	if resp, _ := get("/static/%2e%2e/h3_test.go", ""); resp.StatusCode < 400 {
+		t.Fatalf("traversal answered %d", resp.StatusCode)
+	}
+	if _, b := get("/other", ""); !strings.HasPrefix(string(b), "GET 0 ") || a.seenCount() != 1 {
+		t.Fatalf("%q, the application saw %d", b, a.seenCount())
 	}
 }
