@@ -513,10 +513,7 @@ func (st *h3Stream) send(part bodyPart, more bool, notStarted error) (flags int,
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := r.partErrLocked(notStarted); err != nil {
-		if part.f != nil {
-			part.f.Close()
-		}
+	if err := r.refuseLocked(part, notStarted); err != nil {
 		return 0, false, err
 	}
 	if part.clamp && part.f != nil { // pathsend: the rest of the body

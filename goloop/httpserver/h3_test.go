@@ -56,6 +56,34 @@ func hashApp(a *fakeApp, r *Request) {
 	a.send(r, fmt.Appendf(nil, "%s %d %s", r.Method(), len(body), hex.EncodeToString(sum[:])), false)
 }
 
+// postHashed POSTs body and checks hashApp's answer; getStream checks /stream's length.
+func postHashed(t *testing.T, cl *http.Client, base string, body []byte) {
+	t.Helper()
+	sum := sha256.Sum256(body)
+	resp, err := cl.Post(base+"/up", "application/octet-stream", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("POST %d %s", len(body), hex.EncodeToString(sum[:])); string(b) != want {
+		t.Fatalf("%q, want %q", b, want)
+	}
+}
+
+func getStream(t *testing.T, cl *http.Client, base string) {
+	t.Helper()
+	resp, err := cl.Get(base + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != 64*64<<10 {
+		t.Fatal(n, err)
+	}
+}
+
 func TestH3GetPostStream(t *testing.T) {
 	_, base, p := startH3(t, Config{}, H3Options{}, hashApp)
 	cl := h3Client(t, p, nil)
@@ -71,26 +99,8 @@ func TestH3GetPostStream(t *testing.T) {
 	if _, ok := resp.Header["Date"]; ok {
 		t.Fatalf("date header without DateHeader: %v", resp.Header)
 	}
-	big := pattern(5 << 20)
-	sum := sha256.Sum256(big)
-	resp, err = cl.Post(base+"/up", "application/octet-stream", bytes.NewReader(big))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if want := fmt.Sprintf("POST %d %s", len(big), hex.EncodeToString(sum[:])); string(b) != want {
-		t.Fatalf("%q, want %q", b, want)
-	}
-	resp, err = cl.Get(base + "/stream")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if err != nil || n != 64*64<<10 {
-		t.Fatal(n, err)
-	}
+	postHashed(t, cl, base, pattern(5<<20))
+	getStream(t, cl, base)
 }
 
 // 100 streams at once on one connection, each with a body, each answered with its own.
@@ -164,26 +174,8 @@ func TestH3TinyWindows(t *testing.T) {
 	_, base, p := startH3(t, Config{BodyBuffer: 4096, WriteBuffer: 8192}, H3Options{StreamWindow: 16 << 10, ConnWindow: 32 << 10}, hashApp)
 	cl := h3Client(t, p, &quic.Config{InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10,
 		InitialConnectionReceiveWindow: 32 << 10, MaxConnectionReceiveWindow: 32 << 10})
-	big := pattern(1 << 20)
-	sum := sha256.Sum256(big)
-	resp, err := cl.Post(base+"/up", "x/y", bytes.NewReader(big))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if want := fmt.Sprintf("POST %d %s", len(big), hex.EncodeToString(sum[:])); string(b) != want {
-		t.Fatalf("%q, want %q", b, want)
-	}
-	resp, err = cl.Get(base + "/stream")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if n != 64*64<<10 {
-		t.Fatal(n)
-	}
+	postHashed(t, cl, base, pattern(1<<20))
+	getStream(t, cl, base)
 }
 
 // A client that resets its stream mid-body: the application sees a disconnect.
@@ -215,7 +207,7 @@ func TestH3ResetMidBody(t *testing.T) {
 		}
 	}()
 	pw.Write(make([]byte, 1000))
-	<-began  // the request reached the application
+	<-began // the request reached the application
 	pw.Write(make([]byte, 1000))
 	cancel() // the client's stream is reset
 	if st := <-got; st != RecvDisconnect {
