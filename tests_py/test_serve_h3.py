@@ -317,3 +317,30 @@ def test_h3_options_checked(certs):
         _serve.Server(h3_app, http3=True)
     with pytest.raises(ConfigError, match="http3_port"):
         _serve.Server(h3_app, http3_port=70000, **h3_options(certs))
+
+
+def test_h3_access_log_and_proxy_headers(certs):
+    import logging
+    from test_serve_runner import _Records
+    h = _Records()
+    log = logging.getLogger("goloop.access")
+    log.addHandler(h)
+    old = log.level
+    log.setLevel(logging.INFO)
+
+    async def main(port):
+        async with client(certs, port) as c:
+            r = await c.request("GET", "/scope", headers=[(b"x-forwarded-for", b"203.0.113.9"),
+                                                          (b"x-forwarded-proto", b"http")])
+            return json.loads(r.data)
+
+    try:
+        with serving(h3_app, access_log=True, proxy_headers=True, forwarded_allow_ips="127.0.0.1",
+                     **h3_options(certs)) as server:
+            sc = run(main(server.http3_ports[0]))
+    finally:
+        log.removeHandler(h)
+        log.setLevel(old)
+    lines = [r.getMessage() for r in h.records]
+    assert any('"GET /scope HTTP/3" 200' in x for x in lines), lines
+    assert sc["client"][0] == "203.0.113.9" and sc["scheme"] == "http"

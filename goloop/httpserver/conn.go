@@ -29,6 +29,8 @@ func addrOf(a net.Addr) Addr {
 	switch a := a.(type) {
 	case *net.TCPAddr:
 		return Addr{Host: a.IP.String(), Port: a.Port}
+	case *net.UDPAddr: // QUIC (h3.go)
+		return Addr{Host: a.IP.String(), Port: a.Port}
 	case *net.UnixAddr:
 		return Addr{Host: a.Name, Unix: true}
 	}

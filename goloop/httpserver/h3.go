@@ -176,6 +176,9 @@ func (s *Server) h3ConnContext(ctx context.Context, qc *quic.Conn) context.Conte
 	c.wake = make(chan struct{}, 1)
 	c.q = &h3Conn{qc: qc}
 	c.served = true
+	if s.proxy != nil {
+		c.connTrusted() // decided now, read by the streams' goroutines (applyProxy)
+	}
 	s.mu.Lock()
 	s.addConnLocked(c)
 	s.mu.Unlock()
