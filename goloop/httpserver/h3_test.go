@@ -331,3 +331,36 @@ func TestH3Static(t *testing.T) {
 		t.Fatalf("%q, the application saw %d", b, a.seenCount())
 	}
 }
+
+// --limit-concurrency: a stream arriving while the limit is in flight is answered 503.
+func TestH3LimitConcurrency(t *testing.T) {
+	began, release := make(chan struct{}), make(chan struct{})
+	app := func(a *fakeApp, r *Request) {
+		close(began)
+		<-release
+		a.respond(r, 200, "", "ok")
+	}
+	_, base, p := startH3(t, Config{LimitConcurrency: 1}, H3Options{}, app)
+	cl := h3Client(t, p, nil)
+	first := make(chan int, 1)
+	go func() {
+		resp, err := cl.Get(base + "/1")
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-began
+	resp, err := cl.Get(base + "/2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	close(release)
+	if resp.StatusCode != 503 || string(b) != "Service Unavailable" || <-first != 200 {
+		t.Fatalf("%d %q", resp.StatusCode, b)
+	}
+}
