@@ -26,7 +26,8 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # only (--only-binary): a source build fails anyway, after ~15 s each.
 # kosoku: the Autobahn fuzzing client of tests_py/test_serve_autobahn.py (pinned: the test works
 # around a bug of 0.1.0; an abi3 wheel, so none for 3.13t)
-OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0
+# aioquic: the HTTP/3 client of tests_py/test_serve_h3.py (compiled parts: optional as well)
+OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0 aioquic
 
 .PHONY: all setup deps bench-deps docs-deps docs docs-check build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench demo fuzz vet clean
 
@@ -50,6 +51,7 @@ bench-deps:
 	$(PIP) install uvloop httptools fastapi pydantic matplotlib
 	$(PIP) install granian || echo "granian not installed: bench/serve_bench.py's Granian rows will fail"
 	$(PIP) install flask django gunicorn waitress pyuwsgi
+	$(PIP) install hypercorn aioquic || echo "hypercorn or aioquic not installed: bench/h3_bench.py's Hypercorn column will fail"
 	@# bjoern needs libev's headers; meinheld (greenlet<0.5) does not build on current CPythons
 	@{ test -e /usr/include/ev.h || { apt-get update -qq && apt-get install -y -qq libev-dev >/dev/null; }; } 2>/dev/null; \
 	  $(PIP) install bjoern || echo "bjoern not installed: bench/wsgi_bench.py's bjoern column says so"
