@@ -221,6 +221,7 @@ func TestH3ResetMidBody(t *testing.T) {
 // 64 MiB response is all queued; what the engine holds is bounded.
 func TestH3SlowReaderBounded(t *testing.T) {
 	paused := make(chan int64, 1)
+	ended := make(chan error, 1)
 	app := func(a *fakeApp, r *Request) {
 		a.readBody(r, false)
 		r.Start(200, nil)
@@ -237,12 +238,14 @@ func TestH3SlowReaderBounded(t *testing.T) {
 				case paused <- sent:
 				default:
 				}
-				if a.waitRoom(r, fl, nil) != nil {
+				if err := a.waitRoom(r, fl, nil); err != nil {
+					ended <- err
 					return
 				}
 			}
 		}
 		r.Send(nil, false)
+		ended <- nil
 	}
 	_, base, p := startH3(t, Config{}, H3Options{}, app)
 	cl := h3Client(t, p, &quic.Config{MaxStreamReceiveWindow: 64 << 10, MaxConnectionReceiveWindow: 128 << 10})
@@ -254,7 +257,10 @@ func TestH3SlowReaderBounded(t *testing.T) {
 	if sent >= 64<<20 {
 		t.Fatalf("the application queued %d bytes without a pause", sent)
 	}
-	resp.Body.Close()
+	resp.Body.Close() // STOP_SENDING: the paused application sees the client go away
+	if err := <-ended; err != ErrDisconnected {
+		t.Fatalf("the paused sender ended with %v, want ErrDisconnected", err)
+	}
 }
 
 // Server shutdown with a stream in flight: GOAWAY; the stream finishes whole; a new
