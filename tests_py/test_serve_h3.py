@@ -114,6 +114,7 @@ EVENTS: list = []
 SERVER: list = []  # the server of the test whose app starts its shutdown
 STARTED = threading.Event()
 RELEASE = threading.Event()
+SENT = [0]  # /big's parts sent
 
 
 async def h3_app(scope, receive, send):
@@ -139,6 +140,18 @@ async def h3_app(scope, receive, send):
             await asyncio.sleep(0.01)
         await send({"type": "http.response.body", "body": b"last"})
         EVENTS.append("sent")
+        return
+    if path == "/big":  # 64 MiB in 64 KiB parts, to a client that stops reading
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        try:
+            for _ in range(1024):
+                await send({"type": "http.response.body", "body": b"b" * 65536, "more_body": True})
+                SENT[0] += 1
+            await send({"type": "http.response.body", "body": b""})
+        except OSError:
+            EVENTS.append("disconnected")
+            return
+        EVENTS.append("complete")
         return
     if path == "/trailers":
         await send({"type": "http.response.start", "status": 200, "headers": [], "trailers": True})
@@ -344,3 +357,27 @@ def test_h3_access_log_and_proxy_headers(certs):
     lines = [r.getMessage() for r in h.records]
     assert any('"GET /scope HTTP/3" 200' in x for x in lines), lines
     assert sc["client"][0] == "203.0.113.9" and sc["scheme"] == "http"
+
+
+def test_h3_client_stops_reading_is_bounded(certs):
+    """A client that stops reading (its loop blocked: no datagram read, no credit granted):
+    the application's send waits; what it sent is bounded by the windows and the write
+    buffer, not by the response's 64 MiB; closing the connection is its disconnect."""
+    EVENTS.clear()
+    SENT[0] = 0
+
+    async def main(port):
+        async with client(certs, port) as c:
+            c.start("GET", "/big")
+            while SENT[0] == 0:
+                await asyncio.sleep(0.01)
+            time.sleep(1)  # the client's loop does not run: nothing is read, no credit granted
+            sent = SENT[0]
+            assert "complete" not in EVENTS and sent * 65536 < 16 << 20, sent
+        deadline = time.monotonic() + 30  # (closed: the server's next send fails)
+        while "disconnected" not in EVENTS and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    with serving(h3_app, **h3_options(certs)) as server:
+        run(main(server.http3_ports[0]))
+    assert EVENTS == ["disconnected"]
