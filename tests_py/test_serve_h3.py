@@ -115,6 +115,7 @@ SERVER: list = []  # the server of the test whose app starts its shutdown
 STARTED = threading.Event()
 RELEASE = threading.Event()
 SENT = [0]  # /big's parts sent
+HOLD = [0, 0]  # /hold's streams in flight, and their peak
 
 
 async def h3_app(scope, receive, send):
@@ -152,6 +153,14 @@ async def h3_app(scope, receive, send):
             EVENTS.append("disconnected")
             return
         EVENTS.append("complete")
+        return
+    if path == "/hold":  # counts the streams in flight at once
+        HOLD[0] += 1
+        HOLD[1] = max(HOLD[1], HOLD[0])
+        await asyncio.sleep(0.05)  # (keeps streams overlapping; nothing depends on it)
+        HOLD[0] -= 1
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"held"})
         return
     if path == "/trailers":
         await send({"type": "http.response.start", "status": 200, "headers": [], "trailers": True})
@@ -381,3 +390,27 @@ def test_h3_client_stops_reading_is_bounded(certs):
     with serving(h3_app, **h3_options(certs)) as server:
         run(main(server.http3_ports[0]))
     assert EVENTS == ["disconnected"]
+
+
+def test_h3_stream_flood_beyond_the_limit(certs):
+    """A client that opens more streams than the server's limit allows (aioquic made to
+    ignore it): the connection is closed (QUIC's STREAM_LIMIT_ERROR), the application never
+    has more than the limit in flight, and the server goes on serving other clients."""
+    HOLD[:] = [0, 0]
+
+    async def flood(port):
+        async with client(certs, port) as c:
+            c._quic._remote_max_streams_bidi = 1000  # past what the server announced
+            for _ in range(60):
+                c.start("GET", "/hold")
+            await asyncio.wait_for(c.wait_closed(), 30)
+
+    async def after(port):
+        async with client(certs, port) as c:
+            return await c.request("GET", "/hold")
+
+    with serving(h3_app, http3_max_streams=10, **h3_options(certs)) as server:
+        run(flood(server.http3_ports[0]))
+        r = run(after(server.http3_ports[0]))
+    assert bytes(r.data) == b"held"
+    assert 1 <= HOLD[1] <= 10, HOLD
