@@ -28,7 +28,7 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # around a bug of 0.1.0; an abi3 wheel, so none for 3.13t)
 OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0
 
-.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race test-asan bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race test-asan coverage-c bench demo fuzz vet clean
 
 all: build
 
@@ -178,6 +178,12 @@ test-asan: deps
 	  $(PY) -P -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(ASAN_TESTS)
 	@if ls build/asan/report.* >/dev/null 2>&1; then echo "goloop: the sanitizers reported:"; \
 	  cat build/asan/report.*; exit 1; else echo "goloop: ASan/UBSan: no report"; fi
+
+# Which lines and functions of each C file of goloop/binding the test-asan files run (gcc
+# --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/x.json records it.
+COV_TESTS ?= $(ASAN_TESTS)
+coverage-c: deps
+	$(PY) tools/coverage_c.py $(if $(COV_JSON),--json $(COV_JSON)) -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(COV_TESTS)
 
 # CPython's own asyncio test suite, pointed at goloop (see tests_py/cpython_suite.py).
 test-cpython: build
