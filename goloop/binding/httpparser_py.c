@@ -95,8 +95,9 @@ static void raise_callback_error(int slot) {
     }
     if (value != NULL) {
         Py_INCREF(value);
-        PyException_SetContext(exc, value); /* steals */
-        PyException_SetCause(exc, value);   /* steals */
+        PyException_SetContext(exc, value); /* steals the reference just made */
+        PyException_SetCause(exc, value);   /* steals the one PyErr_Fetch gave */
+        value = NULL;
     }
     Py_XDECREF(type);
     Py_XDECREF(value);
