@@ -28,7 +28,7 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # around a bug of 0.1.0; an abi3 wheel, so none for 3.13t)
 OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0
 
-.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race test-asan coverage-c bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
 
 all: build
 
@@ -148,6 +148,32 @@ test-race: deps
 	  $(PY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
 	@if ls build/race/report.* >/dev/null 2>&1; then echo "goloop: the race detector reported:"; \
 	  cat build/race/report.*; exit 1; else echo "goloop: race detector: no report"; fi
+
+# The loop, transport, TLS, parser and server files on a debug CPython 3.13 (--with-pydebug:
+# reference-count and GIL assertions in every C-API call, the allocator's debug hooks), with the
+# reference-leak checks of tests_py/test_refleaks.py, which need its sys.gettotalrefcount().
+# tools/pydebug.sh builds the interpreter once per machine (PYDEBUG_PREFIX, default
+# /opt/python/3.13d; from the source in PYTHONS_SRC); its venv is build/venv-pydebug, the
+# extension (built against its headers: Py_DEBUG changes its macros) goes to build/pydebug. Only
+# the test files' own dependencies are installed: binary wheels of release builds install on a
+# debug interpreter, but only abi3 (or pure Python) ones load, under its '313d' suffix.
+PYDEBUG_TESTS ?= tests_py/test_refleaks.py tests_py/test_loop_basics.py tests_py/test_run_phase.py \
+  tests_py/test_handle_reuse.py tests_py/test_tcp_echo.py tests_py/test_transports.py \
+  tests_py/test_sock_ops.py tests_py/test_udp.py tests_py/test_pipes.py tests_py/test_subprocess.py \
+  tests_py/test_tls.py tests_py/test_tls_records.py tests_py/test_start_tls_buffer.py \
+  tests_py/test_http_parser.py tests_py/test_serve_http.py tests_py/test_serve_h2_tls.py \
+  tests_py/test_serve_ws.py tests_py/test_serve_wsgi.py tests_py/test_serve_wsgi_take.py
+PYDEBUG_DEPS := pytest pytest-timeout pytest-xdist websockets 'httpx[http2]' h2 anyio cryptography
+PYDEBUG_VENV := build/venv-pydebug
+test-pydebug:
+	@py=$$(bash tools/pydebug.sh | tail -1) && { test -x $(PYDEBUG_VENV)/bin/python || $$py -m venv $(PYDEBUG_VENV); }
+	$(MAKE) --no-print-directory pydebug-run PY=$(CURDIR)/$(PYDEBUG_VENV)/bin/python
+pydebug-run:
+	$(PIP) install setuptools $(PYDEBUG_DEPS)
+	rm -rf build/pydebug && mkdir -p build/pydebug/lib
+	$(PY) setup.py -q build_ext --build-lib build/pydebug/lib
+	cp pyshim/goloop/*.py pyshim/goloop/py.typed build/pydebug/lib/goloop/
+	PYTHONPATH=$(CURDIR)/build/pydebug/lib $(PY) -P -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) $(PYDEBUG_TESTS)
 
 # The C under AddressSanitizer + UndefinedBehaviorSanitizer, and Go under Go's -asan, in
 # build/asan (the editable install is left alone). The interpreter is not instrumented: it loads
