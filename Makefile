@@ -28,7 +28,7 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # around a bug of 0.1.0; an abi3 wheel, so none for 3.13t)
 OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0
 
-.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps docs-deps docs docs-check build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
 
 all: build
 
@@ -47,7 +47,7 @@ deps:
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
 bench-deps:
-	$(PIP) install uvloop httptools fastapi pydantic
+	$(PIP) install uvloop httptools fastapi pydantic matplotlib
 	$(PIP) install granian || echo "granian not installed: bench/serve_bench.py's Granian rows will fail"
 	$(PIP) install flask django gunicorn waitress pyuwsgi
 	@# bjoern needs libev's headers; meinheld (greenlet<0.5) does not build on current CPythons
@@ -123,7 +123,7 @@ test-oldglibc:
 
 vet:
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/asgi
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/httpserver
 
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...
@@ -135,6 +135,12 @@ PYTEST_WORKERS ?= 2
 test-py: build wheel-one
 	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*x86_64.whl)" $(PY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
 
+# The Python package beside an extension built into $(1)/goloop (test-race, test-pydebug, test-asan)
+define copy_pyshim
+cp pyshim/goloop/*.py pyshim/goloop/py.typed $(1)/goloop/
+mkdir -p $(1)/goloop/serve && cp pyshim/goloop/serve/*.py $(1)/goloop/serve/
+endef
+
 # The threaded tests (and the loop/transport basics) against an extension built with Go's race
 # detector, in build/race (the editable install is left alone). A report file fails the run:
 # a c-shared library never exits with the detector's status. Worth most on a free-threaded
@@ -143,7 +149,7 @@ RACE_TESTS ?= tests_py/test_free_threading.py tests_py/test_loop_threads_signals
 test-race: deps
 	rm -rf build/race && mkdir -p build/race/lib
 	GOLOOP_RACE=1 $(PY) setup.py -q build_ext --build-lib build/race/lib
-	cp pyshim/goloop/*.py pyshim/goloop/py.typed build/race/lib/goloop/
+	$(call copy_pyshim,build/race/lib)
 	GORACE="log_path=$(CURDIR)/build/race/report" PYTHONPATH=$(CURDIR)/build/race/lib \
 	  $(PY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
 	@if ls build/race/report.* >/dev/null 2>&1; then echo "goloop: the race detector reported:"; \
@@ -162,7 +168,8 @@ PYDEBUG_TESTS ?= tests_py/test_refleaks.py tests_py/test_loop_basics.py tests_py
   tests_py/test_sock_ops.py tests_py/test_udp.py tests_py/test_pipes.py tests_py/test_subprocess.py \
   tests_py/test_tls.py tests_py/test_tls_records.py tests_py/test_start_tls_buffer.py \
   tests_py/test_http_parser.py tests_py/test_serve_http.py tests_py/test_serve_h2_tls.py \
-  tests_py/test_serve_ws.py tests_py/test_serve_wsgi.py tests_py/test_serve_wsgi_take.py
+  tests_py/test_serve_ws.py tests_py/test_serve_wsgi.py tests_py/test_serve_wsgi_take.py \
+  tests_py/test_serve_static.py
 PYDEBUG_DEPS := pytest pytest-timeout pytest-xdist websockets 'httpx[http2]' h2 anyio cryptography
 PYDEBUG_VENV := build/venv-pydebug
 test-pydebug:
@@ -172,7 +179,7 @@ pydebug-run:
 	$(PIP) install setuptools $(PYDEBUG_DEPS)
 	rm -rf build/pydebug && mkdir -p build/pydebug/lib
 	$(PY) setup.py -q build_ext --build-lib build/pydebug/lib
-	cp pyshim/goloop/*.py pyshim/goloop/py.typed build/pydebug/lib/goloop/
+	$(call copy_pyshim,build/pydebug/lib)
 	PYTHONPATH=$(CURDIR)/build/pydebug/lib $(PY) -P -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) $(PYDEBUG_TESTS)
 
 # The C under AddressSanitizer + UndefinedBehaviorSanitizer, and Go under Go's -asan, in
@@ -191,13 +198,13 @@ ASAN_TESTS ?= tests_py/test_loop_basics.py tests_py/test_run_phase.py tests_py/t
   tests_py/test_pipes.py tests_py/test_subprocess.py tests_py/test_tls.py tests_py/test_tls_records.py \
   tests_py/test_start_tls_buffer.py tests_py/test_http_parser.py tests_py/test_serve_http.py \
   tests_py/test_serve_h2_tls.py tests_py/test_serve_ws.py tests_py/test_serve_wsgi.py \
-  tests_py/test_serve_wsgi_take.py
+  tests_py/test_serve_wsgi_take.py tests_py/test_serve_static.py
 ASAN_DESELECT := -k 'not curl and not (reaped_by_transport_close_before_loop_notices and asyncio)'
 ASAN_RT := $(shell gcc -print-file-name=libasan.so)
 test-asan: deps
 	rm -rf build/asan && mkdir -p build/asan/lib
 	GOLOOP_ASAN=1 $(PY) setup.py -q build_ext --build-lib build/asan/lib
-	cp pyshim/goloop/*.py pyshim/goloop/py.typed build/asan/lib/goloop/
+	$(call copy_pyshim,build/asan/lib)
 	LD_PRELOAD=$(ASAN_RT) PYTHONPATH=$(CURDIR)/build/asan/lib \
 	  ASAN_OPTIONS=detect_leaks=0:log_path=$(CURDIR)/build/asan/report \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/build/asan/report \
@@ -215,17 +222,35 @@ coverage-c: deps
 test-cpython: build
 	$(PY) tests_py/cpython_suite.py
 
-# GO_CHECKS= leaves out the Go-only checks, which do not depend on $(PY) (.ci/run runs them once).
-GO_CHECKS ?= vet test-go
+# GO_CHECKS= leaves out the checks that do not depend on $(PY): Go's, and the manual's build
+# and browser check (.ci/run runs them once).
+GO_CHECKS ?= vet test-go docs-check
 test: build $(GO_CHECKS) test-py test-cpython
 
 fuzz:
 	@for f in $$($(GO) test -list 'Fuzz.*' ./tests_go/ | grep ^Fuzz); do \
 	  echo "== $$f"; $(GO) test ./tests_go/ -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
+# Each driver writes its tables under bench/results/ (replacing only its own files), and
+# bench/render.py renders BENCHMARKS.md and docs/performance.md from every result there.
+# The manual (docs/, mkdocs.yml): its packages, the site (build/site), and the site loaded
+# page by page in headless Chromium (Debian's chromium; Playwright drives it, its own
+# browser download is never used).
+docs-deps:
+	$(PIP) install -q -r docs/requirements.txt
+
+docs: docs-deps
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+docs-check: docs-deps
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+	  || { echo "docs-check: chromium does not install (apt-get install chromium)"; exit 1; }
+	$(PY) docs/check_site.py
+
 bench: build bench-deps
-	$(PY) bench/run.py --write BENCHMARKS.md
-	$(PY) bench/serve_bench.py --duration 5 --rounds 2 --https
+	$(PY) bench/run.py --only echo,http,tls --results
+	$(PY) bench/serve_bench.py --duration 5 --rounds 2 --https --results
+	$(PY) bench/render.py
 
 demo: build bench-deps
 	$(PY) bench/run.py --quick

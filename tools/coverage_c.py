@@ -31,6 +31,8 @@ def build() -> str:
     for f in glob.glob(os.path.join(HERE, "pyshim", "goloop", "*.py")) + [
             os.path.join(HERE, "pyshim", "goloop", "py.typed")]:
         shutil.copy(f, lib)
+    shutil.copytree(os.path.join(HERE, "pyshim", "goloop", "serve"), os.path.join(lib, "serve"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
     env = dict(os.environ, CGO_ENABLED="1")
     inc = sysconfig.get_paths()["include"]
     # atomic counters: loops and server threads run C at once
