@@ -161,8 +161,10 @@ test-race: deps
 # tools/pydebug.sh builds the interpreter once per machine (PYDEBUG_PREFIX, default
 # /opt/python/3.13d; from the source in PYTHONS_SRC); its venv is build/venv-pydebug, the
 # extension (built against its headers: Py_DEBUG changes its macros) goes to build/pydebug. Only
-# the test files' own dependencies are installed: binary wheels of release builds install on a
-# debug interpreter, but only abi3 (or pure Python) ones load, under its '313d' suffix.
+# the test files' own dependencies are installed. A debug build has the release ABI since 3.8
+# (Py_TRACE_REFS, which changes the object layout, is not part of --with-pydebug): pip takes
+# release wheels (cp313, abi3) and 3.13d imports them (its EXTENSION_SUFFIXES list the release
+# suffix after its own '313d' one), so httptools and cryptography come as wheels.
 PYDEBUG_TESTS ?= tests_py/test_refleaks.py tests_py/test_loop_basics.py tests_py/test_run_phase.py \
   tests_py/test_handle_reuse.py tests_py/test_tcp_echo.py tests_py/test_transports.py \
   tests_py/test_sock_ops.py tests_py/test_udp.py tests_py/test_pipes.py tests_py/test_subprocess.py \
@@ -170,7 +172,7 @@ PYDEBUG_TESTS ?= tests_py/test_refleaks.py tests_py/test_loop_basics.py tests_py
   tests_py/test_http_parser.py tests_py/test_serve_http.py tests_py/test_serve_h2_tls.py \
   tests_py/test_serve_ws.py tests_py/test_serve_wsgi.py tests_py/test_serve_wsgi_take.py \
   tests_py/test_serve_static.py
-PYDEBUG_DEPS := pytest pytest-timeout pytest-xdist websockets 'httpx[http2]' h2 anyio cryptography
+PYDEBUG_DEPS := pytest pytest-timeout pytest-xdist websockets 'httpx[http2]' h2 anyio cryptography httptools starlette
 PYDEBUG_VENV := build/venv-pydebug
 test-pydebug:
 	@py=$$(bash tools/pydebug.sh | tail -1) && { test -x $(PYDEBUG_VENV)/bin/python || $$py -m venv $(PYDEBUG_VENV); }

@@ -5,8 +5,8 @@ A debug interpreter (./configure --with-pydebug) counts every reference it holds
 allocator. Each test runs one operation N times to warm up (first-use caches, free lists,
 interned names, the server's per-thread templates), takes both counts, runs it N times more
 and counts, then 2N times more and counts: an operation that leaks one reference or block a
-time shows N, then 2N. Both deltas must be zero: the counts are read once the process is quiet
-(no request in flight; read until two readings agree).
+time shows N, then 2N. Neither count may grow: they are read once the process is quiet (no
+request in flight; read until two readings agree).
 
 `make test-pydebug` runs this file on a debug 3.13 (tools/pydebug.sh builds it); on a regular
 interpreter it skips.
@@ -59,7 +59,9 @@ def assert_no_growth(step, n: int) -> None:
     m = marks.tolist()
     deltas = {"references after N": m[2] - m[0], "references after 2N more": m[4] - m[2],
               "blocks after N": m[3] - m[1], "blocks after 2N more": m[5] - m[3]}
-    assert not any(deltas.values()), f"N={n}: {deltas}"
+    # None may grow. One may shrink: an object of the warm-up (a finished thread's state, a
+    # cache entry CPython drops) may go between two readings; a leak only ever grows.
+    assert max(deltas.values()) <= 0, f"N={n}: {deltas}"
 
 
 @pytest.fixture
