@@ -193,8 +193,7 @@ pydebug-run:
 # were chosen to run every C file of goloop/binding (`make coverage-c` shows by how much).
 # Left out: curl's test (curl hangs at start-up under a preloaded ASan runtime), and the asyncio
 # side of one subprocess test, where 3.11's child-watcher thread and Popen.poll() race to reap
-# the child and the slower start of a child under ASan lets the watcher lose (asyncio's loop,
-# not goloop's C).
+# the child, which a loaded machine lets the watcher lose (asyncio's loop, not goloop's C).
 ASAN_TESTS ?= tests_py/test_loop_basics.py tests_py/test_run_phase.py tests_py/test_handle_reuse.py \
   tests_py/test_tcp_echo.py tests_py/test_transports.py tests_py/test_sock_ops.py tests_py/test_udp.py \
   tests_py/test_pipes.py tests_py/test_subprocess.py tests_py/test_tls.py tests_py/test_tls_records.py \
