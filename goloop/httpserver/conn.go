@@ -71,6 +71,9 @@ type connOut struct {
 	heldN    int        // bytes of the held bodies in files (loop mode, SendHeld)
 	writing  bool       // a flush or the writer goroutine owns the output (loop mode: it waits for writable)
 	isDirty  bool       // in the server's dirty list
+	// the minimum response rate's clock (writerate.go; atomics, any thread): since when
+	// the output waits for the socket (monoNow, 0: it does not) and what it took since
+	wAt, wN atomic.Int64
 }
 
 // connLife is a connection's lifecycle (Conn.mu).
@@ -146,6 +149,9 @@ func newConn(s *Server, nc net.Conn) *Conn {
 // setNetConn makes nc the connection's socket (goroutine mode).
 func (c *Conn) setNetConn(nc net.Conn) {
 	c.nc = nc
+	if t, ok := nc.(*tlsConn); ok {
+		t.sink.conn = c // its blocking writes report progress to the rate clock (writerate.go)
+	}
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.rc, _ = sc.SyscallConn()
 	}
@@ -159,7 +165,9 @@ func (c *Conn) init() {
 	c.p = httpparser.NewRequestParser(c)
 	c.p.MaxHeaderSize = s.cfg.MaxHeadSize
 	c.p.UpgradeSkipsBody = true
-	c.p.SetLeniencies(httpparser.LenientDataAfterClose)
+	// LenientVersion: any HTTP/<digit>.<digit> is parsed, so that OnHeadersComplete can
+	// answer one other than 1.0 and 1.1 with 505 (a malformed version stays a 400)
+	c.p.SetLeniencies(httpparser.LenientDataAfterClose | httpparser.LenientVersion)
 	c.p.Want = httpparser.WantMessageBegin | httpparser.WantURL | httpparser.WantHeader |
 		httpparser.WantHeadersComplete | httpparser.WantBody | httpparser.WantMessageComplete
 }
@@ -402,6 +410,14 @@ func (c *Conn) OnHeadersComplete() error {
 	r.Major, r.Minor = p.Major(), p.Minor()
 	r.keepAlive = p.ShouldKeepAlive() && !p.ShouldUpgrade()
 	r.head = p.Method()[0] == 'H' && string(p.Method()) == "HEAD"
+	if r.Major != 1 || r.Minor > 1 {
+		// HTTP/2.0 (or 0.9, 1.2, 3.0 ...) as HTTP/1 text: not a version this connection
+		// speaks (HTTP/2 comes as its preface or an upgrade), never the application's
+		// (RFC 9110 15.6.6). An HTTP/0.9 request (no version) is answered the same way.
+		c.answer(505, "HTTP Version Not Supported")
+		c.stopRead = true
+		return nil
+	}
 	if p.IsConnect() {
 		// CONNECT asks for a tunnel (RFC 9110 9.3.6), with an authority-form target
 		// (RFC 9112 3.2.3) that has no path: not an ASGI request. 400, as uvicorn.

@@ -40,6 +40,13 @@ type Config struct {
 	// (10 s if that is off).
 	BodyMinRate int
 	BodyGrace   time.Duration
+	// RespMinRate is the average rate (bytes per second) at which a client must read a
+	// response whose output waits for its socket, once RespGrace (default 5 s) has passed
+	// since the socket stopped taking bytes; slower: the connection is dropped and its
+	// requests see a disconnect (writerate.go). Default 240 (Kestrel's
+	// MinResponseDataRate); negative: no minimum.
+	RespMinRate int
+	RespGrace   time.Duration
 	// MaxPipeline is how many requests of one connection may be in flight (dispatched,
 	// response incomplete) before the connection stops reading (default 32).
 	MaxPipeline int
@@ -59,6 +66,9 @@ type Config struct {
 	LimitConcurrency int
 	// Notify is called (from any goroutine) when an event is queued to an empty queue.
 	Notify func()
+	// OnWarning is called (from any goroutine) when a warning for the operator is queued
+	// (TakeWarnings: accept errors, accepterr.go).
+	OnWarning func()
 	// ReuseRequests: the application's side keeps no reference to a Request once its Done
 	// returned, nor calls it again (goloop's WSGI pool). A loop-mode HTTP/1.1 connection
 	// then reuses its finished request for its next one (Request.reuseLocked): no
@@ -132,6 +142,7 @@ type Server struct {
 	tlsExtra TLSExtra // SetTLSExtra (tlsops.go)
 
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
+	warn  warnings                 // for the operator's log (accepterr.go)
 
 	// loop mode (loopdriver.go)
 	lp    LoopPoller
@@ -150,6 +161,7 @@ func New(cfg Config) *Server {
 		cfg.KeepAliveTimeout = 5 * time.Second
 	}
 	cfg.setDeadlineDefaults()
+	cfg.setRespDefaults()
 	if cfg.MaxPipeline <= 0 {
 		cfg.MaxPipeline = 32
 	}
@@ -160,6 +172,7 @@ func New(cfg Config) *Server {
 		cfg.WriteBuffer = 256 * 1024
 	}
 	s := &Server{cfg: cfg, conns: make(map[*Conn]struct{})}
+	startMemWatch()
 	s.useCounters(&counters{})
 	s.lt.fd = -1
 	if cfg.ServerHeader {
@@ -224,6 +237,7 @@ func (s *Server) acceptLoop(ln net.Listener) {
 				return
 			}
 			// EMFILE and friends: back off as net/http does.
+			s.acceptFailed(err)
 			if delay == 0 {
 				delay = 5 * time.Millisecond
 			} else if delay *= 2; delay > time.Second {

@@ -34,6 +34,12 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     # and the app sees http.disconnect); 0: no bound
     "timeout_request_head": 10,
     "min_request_body_rate": 240,
+    # a response waiting for its client (the socket takes no more) must be read at this many
+    # bytes per second on average after a grace of min_response_grace seconds (Kestrel's
+    # MinResponseDataRate), else the connection is dropped, the app sees http.disconnect /
+    # its WSGI iterable is closed; 0: no bound (goloop/httpserver/writerate.go)
+    "min_response_rate": 240,
+    "min_response_grace": 5,
     # "auto": HTTP/1.1 and HTTP/2; uvicorn's h11 and httptools mean goloop's own HTTP/1.1 (and
     # HTTP/2) as well; "h2": HTTP/2 only (plain ports: prior knowledge only, TLS: ALPN h2 only)
     "http": "auto",
@@ -123,7 +129,7 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"ws must be one of {', '.join(WS_CHOICES)}")
     if cfg["http"] not in HTTP_CHOICES:
         raise ConfigError(f"http must be one of {', '.join(HTTP_CHOICES)}")
-    for name in ("timeout_request_head", "min_request_body_rate"):
+    for name in ("timeout_request_head", "min_request_body_rate", "min_response_rate", "min_response_grace"):
         v = cfg[name]
         if v is None:
             cfg[name] = 0
@@ -185,12 +191,7 @@ def _check_ssl(cfg: dict[str, Any]) -> None:
         tls_pairs(cfg)
 
 
-def _paths(v: Any) -> list:
-    if v is None:
-        return []
-    if isinstance(v, (str, bytes, os.PathLike)):
-        return [v]
-    return list(v)
+_paths = _serve_static.path_list
 
 
 def tls_pairs(cfg: dict[str, Any]) -> list[tuple[Any, Any]]:
@@ -349,6 +350,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--min-request-body-rate", type=float, default=240,
                    help="bytes per second a request body must average once --timeout-request-head has "
                         "passed since its head, else 408 and the app sees http.disconnect; 0: no limit "
+                        "(default: %(default)s)")
+    p.add_argument("--min-response-rate", type=float, default=240,
+                   help="bytes per second a client must read a response at, on average, once it stopped "
+                        "reading for --min-response-grace seconds, else the connection is dropped and the "
+                        "app sees http.disconnect (WSGI: its iterable is closed); 0: no limit "
+                        "(default: %(default)s)")
+    p.add_argument("--min-response-grace", type=float, default=5,
+                   help="seconds a client may read a response slower than --min-response-rate "
                         "(default: %(default)s)")
     p.add_argument("--http", choices=list(HTTP_CHOICES), default="auto",
                    help="auto: HTTP/1.1 and HTTP/2 (h11, httptools: the same); h2: HTTP/2 only "

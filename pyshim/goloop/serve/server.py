@@ -409,7 +409,9 @@ class Server:
         try:
             srv.configure(timeout_request_head=float(cfg["timeout_request_head"] or 0),
                           min_request_body_rate=int(math.ceil(cfg["min_request_body_rate"] or 0)),
-                          h2_only=cfg["http"] == "h2")
+                          h2_only=cfg["http"] == "h2",
+                          min_response_rate=int(math.ceil(cfg["min_response_rate"] or 0)),
+                          min_response_grace=float(cfg["min_response_grace"] or 0))
             if tls:
                 pw = cfg["ssl_keyfile_password"]
                 pairs = b"\0".join(os.fsencode(p) for cert, key in tls_pairs(cfg) for p in (cert, key or cert))
@@ -506,7 +508,7 @@ def configure_server(server: Any, srv: Any) -> None:
 
 def serve_metrics() -> dict | None:
     """The metrics of this process' running goloop serve server (None if none runs):
-    requests, in_flight, connections and, with metrics on (--metrics or --metrics-path),
+    requests, in_flight, connections, accept_errors and, with metrics on (--metrics or --metrics-path),
     responses by status class and the latency histogram (seconds; cumulative buckets).
     Counted in Go: no Python code runs per request for them. With --workers they are the
     whole server's: every worker counts in its slot of a file the master shares with them,
@@ -517,7 +519,10 @@ def serve_metrics() -> dict | None:
             continue
         m = json.loads(srv.metrics("json"))
         out = {"requests": m["Requests"], "in_flight": m["InFlight"], "connections": m["Connections"],
-               "enabled": m["Enabled"], "timeouts": {"head": m["HeadTimeouts"], "body": m["BodyTimeouts"]}}
+               "enabled": m["Enabled"], "timeouts": {"head": m["HeadTimeouts"], "body": m["BodyTimeouts"],
+                                                    "response": m["RespTimeouts"]}}
+        # accepts that failed for want of a resource (EMFILE: the open files limit, ENFILE ...)
+        out["accept_errors"] = m["AcceptErrors"]
         if m["Enabled"]:
             bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")]
             out["responses"] = {f"{i}xx": m["Status"][i] for i in range(1, 6)}
