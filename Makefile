@@ -29,7 +29,7 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # aioquic: the HTTP/3 client of tests_py/test_serve_h3.py (compiled parts: optional as well)
 OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0 aioquic
 
-.PHONY: all setup deps bench-deps docs-deps docs docs-check build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps docs-deps docs docs-check build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
 
 all: build
 
@@ -137,6 +137,12 @@ PYTEST_WORKERS ?= 2
 test-py: build wheel-one
 	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*x86_64.whl)" $(PY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
 
+# The Python package beside an extension built into $(1)/goloop (test-race, test-pydebug, test-asan)
+define copy_pyshim
+cp pyshim/goloop/*.py pyshim/goloop/py.typed $(1)/goloop/
+mkdir -p $(1)/goloop/serve && cp pyshim/goloop/serve/*.py $(1)/goloop/serve/
+endef
+
 # The threaded tests (and the loop/transport basics) against an extension built with Go's race
 # detector, in build/race (the editable install is left alone). A report file fails the run:
 # a c-shared library never exits with the detector's status. Worth most on a free-threaded
@@ -145,12 +151,75 @@ RACE_TESTS ?= tests_py/test_free_threading.py tests_py/test_loop_threads_signals
 test-race: deps
 	rm -rf build/race && mkdir -p build/race/lib
 	GOLOOP_RACE=1 $(PY) setup.py -q build_ext --build-lib build/race/lib
-	cp pyshim/goloop/*.py pyshim/goloop/py.typed build/race/lib/goloop/
-	mkdir -p build/race/lib/goloop/serve && cp pyshim/goloop/serve/*.py build/race/lib/goloop/serve/
+	$(call copy_pyshim,build/race/lib)
 	GORACE="log_path=$(CURDIR)/build/race/report" PYTHONPATH=$(CURDIR)/build/race/lib \
 	  $(PY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
 	@if ls build/race/report.* >/dev/null 2>&1; then echo "goloop: the race detector reported:"; \
 	  cat build/race/report.*; exit 1; else echo "goloop: race detector: no report"; fi
+
+# The loop, transport, TLS, parser and server files on a debug CPython 3.13 (--with-pydebug:
+# reference-count and GIL assertions in every C-API call, the allocator's debug hooks), with the
+# reference-leak checks of tests_py/test_refleaks.py, which need its sys.gettotalrefcount().
+# tools/pydebug.sh builds the interpreter once per machine (PYDEBUG_PREFIX, default
+# /opt/python/3.13d; from the source in PYTHONS_SRC); its venv is build/venv-pydebug, the
+# extension (built against its headers: Py_DEBUG changes its macros) goes to build/pydebug. Only
+# the test files' own dependencies are installed. A debug build has the release ABI since 3.8
+# (Py_TRACE_REFS, which changes the object layout, is not part of --with-pydebug): pip takes
+# release wheels (cp313, abi3) and 3.13d imports them (its EXTENSION_SUFFIXES list the release
+# suffix after its own '313d' one), so httptools and cryptography come as wheels.
+PYDEBUG_TESTS ?= tests_py/test_refleaks.py tests_py/test_loop_basics.py tests_py/test_run_phase.py \
+  tests_py/test_handle_reuse.py tests_py/test_tcp_echo.py tests_py/test_transports.py \
+  tests_py/test_sock_ops.py tests_py/test_udp.py tests_py/test_pipes.py tests_py/test_subprocess.py \
+  tests_py/test_tls.py tests_py/test_tls_records.py tests_py/test_start_tls_buffer.py \
+  tests_py/test_http_parser.py tests_py/test_serve_http.py tests_py/test_serve_h2_tls.py \
+  tests_py/test_serve_ws.py tests_py/test_serve_wsgi.py tests_py/test_serve_wsgi_take.py \
+  tests_py/test_serve_static.py
+PYDEBUG_DEPS := pytest pytest-timeout pytest-xdist websockets 'httpx[http2]' h2 anyio cryptography httptools starlette
+PYDEBUG_VENV := build/venv-pydebug
+test-pydebug:
+	@py=$$(bash tools/pydebug.sh | tail -1) && { test -x $(PYDEBUG_VENV)/bin/python || $$py -m venv $(PYDEBUG_VENV); }
+	$(MAKE) --no-print-directory pydebug-run PY=$(CURDIR)/$(PYDEBUG_VENV)/bin/python
+pydebug-run:
+	$(PIP) install setuptools $(PYDEBUG_DEPS)
+	rm -rf build/pydebug && mkdir -p build/pydebug/lib
+	$(PY) setup.py -q build_ext --build-lib build/pydebug/lib
+	$(call copy_pyshim,build/pydebug/lib)
+	PYTHONPATH=$(CURDIR)/build/pydebug/lib $(PY) -P -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) $(PYDEBUG_TESTS)
+
+# The C under AddressSanitizer + UndefinedBehaviorSanitizer, and Go under Go's -asan, in
+# build/asan (the editable install is left alone). The interpreter is not instrumented: it loads
+# the sanitizer runtime first (LD_PRELOAD), every child process inherits it; LeakSanitizer is
+# off (CPython's own allocations at exit would flood it: the reference-leak checks are
+# tests_py/test_refleaks.py's, on the debug interpreter). A report stops the process
+# (halt_on_error) and is written to build/asan/report.*: a file there fails the run. The files
+# were chosen to run every C file of goloop/binding (`make coverage-c` shows by how much).
+# Left out: curl's test (curl hangs at start-up under a preloaded ASan runtime), and the asyncio
+# side of one subprocess test, where 3.11's child-watcher thread and Popen.poll() race to reap
+# the child, which a loaded machine lets the watcher lose (asyncio's loop, not goloop's C).
+ASAN_TESTS ?= tests_py/test_loop_basics.py tests_py/test_run_phase.py tests_py/test_handle_reuse.py \
+  tests_py/test_tcp_echo.py tests_py/test_transports.py tests_py/test_sock_ops.py tests_py/test_udp.py \
+  tests_py/test_pipes.py tests_py/test_subprocess.py tests_py/test_tls.py tests_py/test_tls_records.py \
+  tests_py/test_start_tls_buffer.py tests_py/test_http_parser.py tests_py/test_serve_http.py \
+  tests_py/test_serve_h2_tls.py tests_py/test_serve_ws.py tests_py/test_serve_wsgi.py \
+  tests_py/test_serve_wsgi_take.py tests_py/test_serve_static.py
+ASAN_DESELECT := -k 'not curl and not (reaped_by_transport_close_before_loop_notices and asyncio)'
+ASAN_RT := $(shell gcc -print-file-name=libasan.so)
+test-asan: deps
+	rm -rf build/asan && mkdir -p build/asan/lib
+	GOLOOP_ASAN=1 $(PY) setup.py -q build_ext --build-lib build/asan/lib
+	$(call copy_pyshim,build/asan/lib)
+	LD_PRELOAD=$(ASAN_RT) PYTHONPATH=$(CURDIR)/build/asan/lib \
+	  ASAN_OPTIONS=detect_leaks=0:log_path=$(CURDIR)/build/asan/report \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/build/asan/report \
+	  $(PY) -P -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(ASAN_TESTS)
+	@if ls build/asan/report.* >/dev/null 2>&1; then echo "goloop: the sanitizers reported:"; \
+	  cat build/asan/report.*; exit 1; else echo "goloop: ASan/UBSan: no report"; fi
+
+# Which lines and functions of each C file of goloop/binding the test-asan files run (gcc
+# --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/x.json records it.
+COV_TESTS ?= $(ASAN_TESTS)
+coverage-c: deps
+	$(PY) tools/coverage_c.py $(if $(COV_JSON),--json $(COV_JSON)) -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(COV_TESTS)
 
 # CPython's own asyncio test suite, pointed at goloop (see tests_py/cpython_suite.py).
 test-cpython: build

@@ -9,6 +9,8 @@ import gc
 import inspect
 import weakref
 
+import sys
+
 import pytest
 
 from goloop import http as gh
@@ -556,6 +558,25 @@ def test_base_exceptions_in_callbacks_are_wrapped_like_httptools():
     with pytest.raises(gh.HttpParserCallbackError) as ei:
         p.feed_data(REQUESTS["get"])
     assert isinstance(ei.value.__cause__, KeyboardInterrupt)
+
+
+def test_callback_error_owns_its_cause():
+    # The wrapping error holds the callback's exception twice (__cause__, __context__): two
+    # references more than before, not one (a debug build then fails in its collector).
+    class Proto:
+        exc = ValueError("from the callback")
+
+        def on_message_complete(self):
+            raise self.exc
+
+    before = sys.getrefcount(Proto.exc)
+    with pytest.raises(gh.HttpParserCallbackError) as ei:
+        gh.HttpRequestParser(Proto()).feed_data(REQUESTS["get"])
+    Proto.exc.__traceback__ = None  # its frames hold none of it
+    after = sys.getrefcount(Proto.exc)  # (before an assert's temporaries hold it too)
+    assert ei.value.__cause__ is Proto.exc
+    assert ei.value.__context__ is Proto.exc
+    assert after == before + 2
 
 
 def test_feed_data_from_a_callback_is_refused():
