@@ -4,7 +4,7 @@
 # interpreters share a clone), where `make deps` installs requirements/*.txt and an editable goloop.
 PY      ?= python3
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
-export PATH := $(dir $(GO)):$(PATH)
+export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
 export CGO_CFLAGS := -I$(PYINC) -O2
 export CGO_LDFLAGS := -Wl,--unresolved-symbols=ignore-all
