@@ -1139,6 +1139,11 @@ def test_io_and_timers_not_starved_by_busy_callbacks(loop, sockpair):
 
     def chain():  # a ready queue that never empties
         state["n"] += 1
+        if state["n"] == 10:
+            # busy for ten iterations already: only now the data and the timer, so the chain
+            # provably runs before and while they are due, however slowly the machine goes
+            b.send(b"x")
+            loop.call_later(0.01, on_timer)
         if not state["stop"]:
             loop.call_soon(chain)
 
@@ -1159,8 +1164,6 @@ def test_io_and_timers_not_starved_by_busy_callbacks(loop, sockpair):
 
     loop.add_reader(a.fileno(), on_read)
     loop.call_soon(chain)
-    loop.call_later(0.02, b.send, b"x")
-    loop.call_later(0.03, on_timer)
     loop.call_later(10, loop.stop)
     start = time.monotonic()
     loop.run_forever()
