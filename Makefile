@@ -28,7 +28,7 @@ PIP     := $(VPY) -m pip --disable-pip-version-check -q
 # (pip warns on every call as root, as CI runs it)
 export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: all setup venv deps bench-deps build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race stage-pytest stage-cpython bench demo fuzz vet clean
+.PHONY: all setup venv deps bench-deps docs-deps docs docs-check build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race stage-pytest stage-cpython bench demo fuzz vet clean
 
 all: build
 
@@ -120,7 +120,7 @@ test-oldglibc:
 
 vet:
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/asgi
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/httpserver
 
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...
@@ -145,6 +145,7 @@ test-race: deps
 	rm -rf build/race && mkdir -p build/race/lib
 	GOLOOP_RACE=1 $(VPY) setup.py -q build_ext --build-lib build/race/lib
 	cp pyshim/goloop/*.py pyshim/goloop/py.typed build/race/lib/goloop/
+	mkdir -p build/race/lib/goloop/serve && cp pyshim/goloop/serve/*.py build/race/lib/goloop/serve/
 	GORACE="log_path=$(CURDIR)/build/race/report" PYTHONPATH=$(CURDIR)/build/race/lib \
 	  $(VPY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
 	@if ls build/race/report.* >/dev/null 2>&1; then echo "goloop: the race detector reported:"; \
@@ -160,8 +161,9 @@ stage-cpython:
 # test-py installs), GO_CHECKS, pytest (h2spec and Autobahn are among its files), CPython's
 # asyncio suite. Each stage runs even when one before it failed; a summary line each at the end;
 # the exit status fails if any stage did.
-# GO_CHECKS= leaves out the Go-only checks, which do not depend on $(PY) (.ci/run runs them once).
-GO_CHECKS ?= vet test-go
+# GO_CHECKS= leaves out the checks that do not depend on $(PY): Go's, and the manual's build
+# and browser check (.ci/run runs them once).
+GO_CHECKS ?= vet test-go docs-check
 STAGE   := $(MAKE) --no-print-directory
 test: venv
 	@$(VPY) tools/stages.py "build=$(STAGE) build wheel-one" $(foreach c,$(GO_CHECKS),"$(c)=$(STAGE) $(c)") \
@@ -171,9 +173,26 @@ fuzz:
 	@for f in $$($(GO) test -list 'Fuzz.*' ./tests_go/ | grep ^Fuzz); do \
 	  echo "== $$f"; $(GO) test ./tests_go/ -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
+# Each driver writes its tables under bench/results/ (replacing only its own files), and
+# bench/render.py renders BENCHMARKS.md and docs/performance.md from every result there.
+# The manual (docs/, mkdocs.yml): its packages, the site (build/site), and the site loaded
+# page by page in headless Chromium (Debian's chromium; Playwright drives it, its own
+# browser download is never used).
+docs-deps: venv
+	$(PIP) install -q -r docs/requirements.txt
+
+docs: docs-deps
+	NO_MKDOCS_2_WARNING=1 $(VPY) -m mkdocs build --strict
+
+docs-check: docs-deps
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+	  || { echo "docs-check: chromium does not install (apt-get install chromium)"; exit 1; }
+	$(VPY) docs/check_site.py
+
 bench: build bench-deps
-	$(VPY) bench/run.py --write BENCHMARKS.md
-	$(VPY) bench/serve_bench.py --duration 5 --rounds 2 --https
+	$(VPY) bench/run.py --only echo,http,tls --results
+	$(VPY) bench/serve_bench.py --duration 5 --rounds 2 --https --results
+	$(VPY) bench/render.py
 
 demo: build bench-deps
 	$(VPY) bench/run.py --quick

@@ -1,10 +1,10 @@
 package main
 
-// goloop serve --interface wsgi (Go side): an asgi.Server whose exchanges are answered by a
+// goloop serve --interface wsgi (Go side): an httpserver.Server whose exchanges are answered by a
 // pool of Python threads running a WSGI application (wsgi.c), not by tasks on the loop.
 //
 // The engine runs in Go without the GIL. Plain listeners are served by the loop driver
-// over a poller of the server's own (asgi.PoolPoller) that the pool threads run
+// over a poller of the server's own (httpserver.PoolPoller) that the pool threads run
 // themselves, leader/follower: a pool thread with no request to answer and nobody leading
 // waits in its epoll_wait, runs the handlers of what came (accept, read, parse, write,
 // deadlines), takes the server's queue and answers the first request itself; the others
@@ -20,8 +20,9 @@ package main
 // (with the flush: the thread writes to the socket itself; a small part with the GIL held)
 // and its waits for body or backpressure are Go calls (the waits with the GIL released,
 // wsgi.c); a wait leads the poller when nobody does. No Python
-// object is touched by Go here: errors travel as codes and messages in the thread's C
-// memory, which wsgi.c raises.
+// object is touched by Go here (but the references to the large bodies it holds, which
+// the loop thread releases: server_held.go): errors travel as codes and messages in the
+// thread's C memory, which wsgi.c raises.
 
 /*
 #include "wsgi.h"
@@ -35,7 +36,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/goloop/goloop/goloop/asgi"
+	"github.com/goloop/goloop/goloop/httpserver"
 	"github.com/goloop/goloop/goloop/idtable"
 )
 
@@ -45,14 +46,14 @@ type wsgiSrv struct {
 	// the idle threads, the last to go idle on top: it is woken first (its caches are warm)
 	idle []*wsgiWorker
 	// ready requests, in arrival order: ready[head:]
-	ready   []*asgi.Request
+	ready   []*httpserver.Request
 	head    int
 	busy    int   // pool threads answering a request
 	woken   int   // idle threads woken that have not taken a request yet
 	claims  int   // threads taking the GIL to claim a ready request (glWsgiClaim)
 	taken   int64 // requests taken by the pool so far
 	stopped bool
-	evs     []asgi.Event
+	evs     []httpserver.Event
 	// With the GIL, a request that arrives while a thread is busy is left for that thread
 	// (it takes the next request when it finishes, with no wake-up and no fight for the
 	// GIL) unless the pool makes no progress for wakeDelay: then an idle thread is woken
@@ -70,7 +71,7 @@ type wsgiSrv struct {
 	// taken (leads; lmark when the timer was armed), whether the leader is running
 	// handlers (dispatching: Notify routes without waking anyone, the leader looks at the
 	// ready list after its round) and whether it was interrupted since it last did.
-	pp          *asgi.PoolPoller
+	pp          *httpserver.PoolPoller
 	leader      *wsgiWorker
 	bk          *wsgiWorker
 	leads       int64
@@ -90,7 +91,7 @@ const wakeDelay = time.Millisecond
 type wsgiWorker struct {
 	w    *wsgiSrv
 	id   int
-	r    *asgi.Request
+	r    *httpserver.Request
 	gen  int64
 	wake chan struct{} // an EvWake for its request
 	run  chan struct{} // woken from the idle stack
@@ -120,7 +121,7 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	w.timer = time.AfterFunc(time.Hour, w.progress)
 	w.timer.Stop()
 	if !wsgiGoroutineDriver() {
-		pp, err := asgi.NewPoolPoller()
+		pp, err := httpserver.NewPoolPoller()
 		if err != nil {
 			raiseErr(err)
 			return -1
@@ -137,7 +138,7 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	if w.pp != nil {
 		w.sv.s.SetLoop(w.pp)
 	}
-	w.sv.onRelease = func() {
+	w.sv.onRelease = func() { // (the loop thread: the connections were aborted)
 		l.removeHook(wsgiHook{w})
 		w.stop()
 		wsgiServers.Del(id)
@@ -170,10 +171,11 @@ func wsgiWakeDelay() time.Duration {
 
 var cWsgiWakeDelayEnv = C.CString("GOLOOP_WSGI_WAKE_DELAY")
 
-// wsgiHook: the loop's end releases the server (the pool threads leave their wait).
+// wsgiHook: the loop thread releases the held bodies the engine is done with; the loop's
+// end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
 
-func (h wsgiHook) take()  {}
+func (h wsgiHook) take()  { h.w.sv.dropHeld() }
 func (h wsgiHook) flush() {}
 func (h wsgiHook) loopClosed() {
 	h.w.sv.s.Abort()
@@ -215,16 +217,16 @@ func (w *wsgiSrv) routeLocked() int {
 	w.evs = w.sv.s.Take(w.evs[:0])
 	n := 0
 	for i, ev := range w.evs {
-		w.evs[i] = asgi.Event{}
+		w.evs[i] = httpserver.Event{}
 		switch ev.Kind {
-		case asgi.EvRequest:
+		case httpserver.EvRequest:
 			if w.stopped { // after the pool stopped: lost with the server (not under a Conn's lock)
 				go ev.Req.Done(false)
 				continue
 			}
 			w.ready = append(w.ready, ev.Req)
 			n++
-		case asgi.EvWake:
+		case httpserver.EvWake:
 			if wk := (*wsgiWorker)(ev.Req.Tag); wk != nil {
 				select {
 				case wk.wake <- struct{}{}:
@@ -739,13 +741,13 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 		return C.GL_ASGI_ERR_GONE
 	}
 	b, st := wk.r.Receive()
-	if st == asgi.RecvWait {
+	if st == httpserver.RecvWait {
 		if wait == 0 {
 			return C.GL_RECV_WAIT
 		}
 		wk.await(func() bool {
 			b, st = wk.r.Receive()
-			return st != asgi.RecvWait
+			return st != httpserver.RecvWait
 		})
 	}
 	if len(b) > wk.rcap {
@@ -790,7 +792,7 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 		}
 	}
 	flags, err := wk.put(status, hdr, hn, body, n, more != 0)
-	if err == nil && wait == 0 && flags&asgi.SendPaused != 0 {
+	if err == nil && wait == 0 && flags&httpserver.SendPaused != 0 {
 		if flush != 0 {
 			wk.w.sv.s.Flush()
 		}
@@ -855,7 +857,7 @@ func glWsgiSendEnd(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, 
 	if err != nil {
 		return wk.err(err)
 	}
-	if flags&asgi.SendPaused != 0 {
+	if flags&httpserver.SendPaused != 0 {
 		wk.w.sv.s.Flush()
 		return C.GL_WSGI_PAUSED
 	}
@@ -873,12 +875,12 @@ func glWsgiSendWait(wid, gen C.long) (rc C.int) {
 	if wk == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	return wk.sent(asgi.SendPaused, nil, false)
+	return wk.sent(httpserver.SendPaused, nil, false)
 }
 
 // glWsgiSendFD (GIL released) is glWsgiSend of count bytes (-1: to the end) of the regular
 // file open as fd, from offset (wsgi.file_wrapper): the last part of the response, sent
-// with sendfile(2) on plain HTTP/1.1 (asgi.Request.SendFD).
+// with sendfile(2) on plain HTTP/1.1 (httpserver.Request.SendFD).
 //
 //export glWsgiSendFD
 func glWsgiSendFD(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, fd C.int, offset, count C.longlong) (rc C.int) {
@@ -903,7 +905,7 @@ func glWsgiSendFD(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, f
 
 // wsgiStart starts r's response from start_response's head (wsgi.c): the status's reason
 // phrase and "\r\n", then the header lines.
-func wsgiStart(r *asgi.Request, status int, head []byte) error {
+func wsgiStart(r *httpserver.Request, status int, head []byte) error {
 	i := bytes.IndexByte(head, '\n')
 	if i < 1 {
 		return r.Start(status, head)
@@ -918,7 +920,7 @@ func (wk *wsgiWorker) sent(flags int, err error, flush bool) C.int {
 	if flush {
 		wk.w.sv.s.Flush()
 	}
-	if flags&asgi.SendPaused == 0 {
+	if flags&httpserver.SendPaused == 0 {
 		return C.GL_ASGI_OK
 	}
 	var gone error
@@ -934,7 +936,7 @@ func (wk *wsgiWorker) sent(flags int, err error, flush bool) C.int {
 }
 
 func (wk *wsgiWorker) err(err error) C.int {
-	if err == asgi.ErrDisconnected {
+	if err == httpserver.ErrDisconnected {
 		return C.GL_ASGI_ERR_DISCONNECTED
 	}
 	C.free(unsafe.Pointer(wk.emsg))

@@ -1,0 +1,84 @@
+/* goloop serve's operations hooks: proxy headers applied to a scope, and the
+ * server's configure()/metrics() methods. Nothing here runs per request unless a trusted
+ * proxy's headers changed the request (asgi.go passes them then). Loop thread only. */
+#include "asgi.h"
+#include "_cgo_export.h"
+
+/* enc is "scheme\nclient" (either part may be empty: unchanged). */
+int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n) {
+    const char *nl = memchr(enc, '\n', (size_t)n);
+    Py_ssize_t slen = nl ? nl - enc : n;
+    if (slen > 0) {
+        PyObject *v = PyUnicode_DecodeLatin1(enc, slen, NULL);
+        if (v == NULL) return -1;
+        int rc = PyDict_SetItem(scope, GLS(scheme), v);
+        Py_DECREF(v);
+        if (rc < 0) return -1;
+    }
+    if (nl != NULL && n - slen - 1 > 0) {
+        PyObject *v = Py_BuildValue("(Ni)", PyUnicode_DecodeLatin1(nl + 1, n - slen - 1, NULL), 0);
+        if (v == NULL) return -1;
+        int rc = PyDict_SetItem(scope, GLS(client), v);
+        Py_DECREF(v);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"proxy_headers", "metrics", "metrics_path", "metrics_fd", "metrics_slot",
+                             "timeout_request_head", "min_request_body_rate", "h2_only",
+                             "min_response_rate", "min_response_grace", NULL};
+    const char *proxy = NULL, *path = NULL;
+    Py_ssize_t plen = 0, pathlen = 0;
+    int metrics = 0, mfd = -1, mslot = 0, h2only = 0;
+    double head = -2; /* not given */
+    long rate = 0, resp_rate = -2; /* not given */
+    double resp_grace = 0;
+    GL_FORK_GUARD(NULL);
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|z#pz#iidlpld:configure", kwlist, &proxy, &plen, &metrics, &path,
+                                     &pathlen, &mfd, &mslot, &head, &rate, &h2only, &resp_rate, &resp_grace))
+        return NULL;
+    if (self->sid < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
+        return NULL;
+    }
+    if (head != -2) { /* slow clients and --http: before set_tls and listen */
+        if (!(head >= 0 && head < 1e9) || rate < 0) {
+            PyErr_SetString(PyExc_ValueError, "timeout_request_head and min_request_body_rate must be >= 0 (0: none)");
+            return NULL;
+        }
+        if (glAsgiSlowClients(self->sid, (long long)(head * 1e9), rate, h2only) < 0) return NULL;
+    }
+    if (resp_rate != -2) { /* clients slow to read responses: before listen */
+        if (resp_rate < 0 || !(resp_grace >= 0 && resp_grace < 1e9)) {
+            PyErr_SetString(PyExc_ValueError, "min_response_rate and min_response_grace must be >= 0");
+            return NULL;
+        }
+        if (glAsgiRespRate(self->sid, resp_rate, (long long)(resp_grace * 1e9)) < 0) return NULL;
+    }
+    if (glAsgiConfigure(self->sid, (char *)proxy, proxy ? plen : -1, metrics || path != NULL || mfd >= 0,
+                        (char *)path, pathlen, mfd, mslot) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg) {
+    GL_FORK_GUARD(NULL);
+    if (self->sid < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
+        return NULL;
+    }
+    const char *fmt = PyUnicode_AsUTF8(arg);
+    if (fmt == NULL) return NULL;
+    int json;
+    if (strcmp(fmt, "json") == 0) {
+        json = 1;
+    } else if (strcmp(fmt, "prometheus") == 0) {
+        json = 0;
+    } else {
+        PyErr_SetString(PyExc_ValueError, "metrics format must be 'prometheus' or 'json'");
+        return NULL;
+    }
+    return glAsgiMetrics(self->sid, json);
+}
