@@ -23,7 +23,7 @@ TAG_CODE := import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%
 PYTAG   := $(shell $(PY) -c '$(TAG_CODE)')
 # The project's venv for $(PY) (tools/venv.py makes it, or reuses it when its stamp is current)
 VENV    ?= .venv/$(PYTAG)
-VPY     := $(CURDIR)/$(VENV)/bin/python
+VPY     := $(abspath $(VENV))/bin/python
 PIP     := $(VPY) -m pip --disable-pip-version-check -q
 # (pip warns on every call as root, as CI runs it)
 export PIP_ROOT_USER_ACTION := ignore
