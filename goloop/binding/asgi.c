@@ -755,7 +755,7 @@ static PyObject *http_scope(GLAsgiServer *srv, const GLHead *h) {
     const int32_t *ends = h->ends;
     int nends = h->nends, major = h->major, minor = h->minor;
 #define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
-    if (PyDict_SetItem(scope, GLS(http_version), major == 2 ? GLS(v2) : (major == 1 && minor == 0) ? GLS(v10) : GLS(v11)) < 0 ||
+    if (PyDict_SetItem(scope, GLS(http_version), major == 3 ? GLS(v3) : major == 2 ? GLS(v2) : (major == 1 && minor == 0) ? GLS(v10) : GLS(v11)) < 0 ||
         gl_set_new(scope, GLS(method), gl_method(SEG(nends - 4))) < 0 || gl_asgi_fill_scope(srv, scope, h) < 0)
         goto fail;
 #undef SEG

@@ -196,6 +196,7 @@ static inline int gl_set_new(PyObject *d, PyObject *k, PyObject *v) {
     X(v10, "1.0") \
     X(v11, "1.1") \
     X(v2, "2") \
+    X(v3, "3") \
     X(copy, "copy") \
     X(extensions, "extensions") \
     X(websocket, "websocket") \

@@ -57,6 +57,7 @@ int gl_init_wsgi(PyObject *m);
     X(p10, "HTTP/1.0")                         \
     X(p11, "HTTP/1.1")                         \
     X(p2, "HTTP/2")                            \
+    X(p3, "HTTP/3")                            \
     X(close, "close")                          \
     X(fileno, "fileno")                        \
     X(tell, "tell")                            \

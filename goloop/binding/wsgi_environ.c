@@ -138,7 +138,7 @@ static int set_header(PyObject *env, PyObject *key, PyObject *value) {
 }
 
 static PyObject *protocol_str(const GLHead *h) {
-    return h->major == 2 ? WS(p2) : (h->major == 1 && h->minor == 0) ? WS(p10) : WS(p11);
+    return h->major == 3 ? WS(p3) : h->major == 2 ? WS(p2) : (h->major == 1 && h->minor == 0) ? WS(p10) : WS(p11);
 }
 
 /* A TCP connection's SERVER_NAME, SERVER_PORT and REMOTE_ADDR in d: 0, or -1 with an error. */

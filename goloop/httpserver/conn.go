@@ -29,6 +29,8 @@ func addrOf(a net.Addr) Addr {
 	switch a := a.(type) {
 	case *net.TCPAddr:
 		return Addr{Host: a.IP.String(), Port: a.Port}
+	case *net.UDPAddr: // QUIC (h3.go)
+		return Addr{Host: a.IP.String(), Port: a.Port}
 	case *net.UnixAddr:
 		return Addr{Host: a.Name, Unix: true}
 	}
@@ -59,6 +61,8 @@ type Conn struct {
 	// *WS (a WebSocket session, from its handshake request on) or *h2cUpgrade (an
 	// `Upgrade: h2c` request being read, then *h2Conn).
 	next switched
+
+	q *h3Conn // an HTTP/3 connection's QUIC state (h3.go); nil: TCP
 
 	connLoop // loop mode (loopdriver.go)
 }
@@ -633,6 +637,10 @@ func (c *Conn) lost() {
 }
 
 func (c *Conn) lostLocked() {
+	if c.q != nil { // HTTP/3: its streams see the QUIC connection close (h3.go)
+		go c.q.qc.CloseWithError(0, "")
+		return
+	}
 	if c.next != nil {
 		c.next.lostLocked()
 	}
@@ -660,6 +668,9 @@ func (c *Conn) lostLocked() {
 // shutdown: the server closes. An idle connection closes now; a busy one after its
 // requests in flight are answered.
 func (c *Conn) shutdown() {
+	if c.q != nil {
+		return // HTTP/3: the server's GOAWAY (h3Close); its streams finish
+	}
 	c.mu.Lock()
 	if h, ok := c.next.(*h2Conn); ok { // GOAWAY; its streams finish (HTTP/1.1's is below)
 		c.mu.Unlock()

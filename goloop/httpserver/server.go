@@ -142,6 +142,7 @@ type Server struct {
 	proxy   *proxyTrust              // proxy headers (proxy.go), nil: off
 	metrics *metrics                 // counters (metrics.go), nil: off
 	static  *staticServer            // static files served by Go (static.go), nil: none
+	h3      []h3Server               // HTTP/3 (h3.go), under mu
 
 	tlsExtra TLSExtra // SetTLSExtra (tlsops.go)
 
@@ -288,6 +289,7 @@ func (s *Server) Close() {
 	s.listeners = nil
 	lls := s.lls
 	s.lls = nil
+	h3 := s.h3
 	conns := make([]*Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
@@ -303,6 +305,7 @@ func (s *Server) Close() {
 	for _, ll := range lls {
 		ll.close()
 	}
+	s.h3Close(h3) // GOAWAY
 	for _, c := range conns {
 		c.shutdown()
 	}
@@ -323,6 +326,7 @@ func (s *Server) Idle() <-chan struct{} {
 func (s *Server) Abort() {
 	s.Close()
 	s.mu.Lock()
+	s.h3Abort(s.h3)
 	conns := make([]*Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
