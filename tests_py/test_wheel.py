@@ -89,11 +89,44 @@ def wheel(request) -> str:
     return request.getfixturevalue("built_from_sdist")
 
 
+def _version() -> str:
+    """The version, as pyshim/goloop/_version.py writes it (the one place it is written)."""
+    import re
+    with open(os.path.join(REPO, "pyshim", "goloop", "_version.py")) as f:
+        (v,) = re.findall(r'^__version__ = "([^"]+)"$', f.read(), re.M)
+    return v
+
+
+def _check_metadata(metadata: str) -> None:
+    """The release metadata of METADATA or PKG-INFO: PEP 639's license fields, one version."""
+    lines = metadata.split("\n\n", 1)[0].splitlines()
+    assert f"Version: {_version()}" in lines, lines
+    assert "License-Expression: MIT" in lines, lines
+    assert "License-File: LICENSE" in lines and "License-File: THIRD_PARTY_NOTICES.md" in lines, lines
+    assert not [ln for ln in lines if ln.startswith(("License:", "Classifier: License ::"))], lines
+    assert "Requires-Python: >=3.11" in lines, lines
+    urls = {ln.split(":", 1)[1].split(",")[0].strip() for ln in lines if ln.startswith("Project-URL:")}
+    assert urls == {"Homepage", "Documentation", "Source", "Issues", "Changelog"}, urls
+    for minor in range(11, 16):
+        assert f"Classifier: Programming Language :: Python :: 3.{minor}" in lines
+    assert "Description-Content-Type: text/markdown" in lines
+    # the long description is the README
+    with open(os.path.join(REPO, "README.md")) as f:
+        assert metadata.split("\n\n", 1)[1].strip() == f.read().strip()
+
+
 def _check_wheel_contents(path: str) -> None:
     assert os.path.basename(path).split("-")[2:4] == PYTAG.split("-"), (path, PYTAG)
+    assert os.path.basename(path).split("-")[1] == _version(), path
     with zipfile.ZipFile(path) as z:
         names = z.namelist()
         metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        info = f"goloop-{_version()}.dist-info"
+        for lic in ("LICENSE", "THIRD_PARTY_NOTICES.md"):
+            assert f"{info}/licenses/{lic}" in names, names
+            with open(os.path.join(REPO, lic), "rb") as f:
+                assert z.read(f"{info}/licenses/{lic}") == f.read(), lic
+    _check_metadata(metadata)
     pyfiles = sorted(f"goloop/{f}" for f in os.listdir(os.path.join(REPO, "pyshim", "goloop"))
                      if f.endswith(".py") or f == "py.typed")
     missing = [f for f in pyfiles if f not in names]
@@ -125,6 +158,11 @@ def test_sdist_has_the_go_sources_and_builds(sdist, built_from_sdist):
             for d, _, fs in os.walk(os.path.join(REPO, "goloop")) for f in fs
             if f.endswith((".go", ".c", ".h")) and f != "_goloop.h"}
     assert want <= names, f"sdist lacks {sorted(want - names)}"
+    for f in ("LICENSE", "THIRD_PARTY_NOTICES.md", "README.md", "CHANGELOG.md", "pyshim/goloop/_version.py"):
+        assert f in names, f"sdist lacks {f}"
+    assert os.path.basename(sdist) == f"goloop-{_version()}.tar.gz", sdist
+    with tarfile.open(sdist) as t:
+        _check_metadata(t.extractfile(f"goloop-{_version()}/PKG-INFO").read().decode())
     _check_wheel_contents(built_from_sdist)
 
 
@@ -255,6 +293,9 @@ def test_wheel_runs_in_fresh_venv_without_go(wheel, tmp_path):
     assert p.returncode == 0 and "ECHO-OK" in p.stdout, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     engine = p.stdout.split("ECHO-OK", 1)[1].strip()
     assert engine.startswith(str(venv)) and engine.endswith(EXT_SUFFIX), engine
+    # the console script: the same version as the wheel's name and METADATA
+    p = _run([str(venv / "bin" / "goloop"), "--version"], env=env, cwd=str(outside), timeout=60)
+    assert p.stdout == f"goloop {_version()}\n", p.stdout
 
 
 def test_build_without_go_says_what_to_install(sdist, tmp_path):
