@@ -141,7 +141,7 @@ test-oldglibc:
 
 vet:
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/asgi
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/httpserver
 
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...
@@ -162,6 +162,7 @@ test-race: deps
 	rm -rf build/race && mkdir -p build/race/lib
 	GOLOOP_RACE=1 $(PY) setup.py -q build_ext --build-lib build/race/lib
 	cp pyshim/goloop/*.py pyshim/goloop/py.typed build/race/lib/goloop/
+	mkdir -p build/race/lib/goloop/serve && cp pyshim/goloop/serve/*.py build/race/lib/goloop/serve/
 	GORACE="log_path=$(CURDIR)/build/race/report" PYTHONPATH=$(CURDIR)/build/race/lib \
 	  $(PY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
 	@if ls build/race/report.* >/dev/null 2>&1; then echo "goloop: the race detector reported:"; \

@@ -135,7 +135,7 @@ class BdistWheel(bdist_wheel):
 
 
 setup(
-    packages=["goloop"],
+    packages=["goloop", "goloop.serve"],
     package_dir={"goloop": "pyshim/goloop"},
     package_data={"goloop": ["py.typed", "*.pyi"]},
     # An in-place build (build_ext --inplace, pip install -e) leaves one _goloop*.so per

@@ -75,7 +75,7 @@ def ceiling_binary():
 def goloop_serve_has_tls() -> bool:
     sys.path.insert(0, os.path.join(REPO, "pyshim"))
     try:
-        from goloop import _serve
+        from goloop.serve import server as _serve
     except ImportError:
         return False
     return "ssl_certfile" in getattr(_serve, "SUPPORTED_OPTIONS", {})

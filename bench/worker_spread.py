@@ -6,7 +6,7 @@ worker spread table.
                                    [--rounds 1] [--pyshim DIR]
 
 (--pyshim: the goloop package to run, default this checkout's pyshim/: a copy with another
-_workers.py compares two versions.)
+serve/workers.py compares two versions.)
 
 For each worker count and load, a fresh `goloop serve --workers N` (its process tree pinned
 to core 0) serves an app that answers its worker's PID and counts its requests; each worker

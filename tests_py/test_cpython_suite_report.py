@@ -17,7 +17,7 @@ FATAL = ("test output\nsignal 23 received on thread with no signal stack\n"
          + "\n".join(GOROUTINE.format(n=n) for n in range(200)))
 
 PANIC = ("panic: runtime error: index out of range [3] with length 3\n\n"
-         "goroutine 7 [running]:\ngoloop/binding.glConnWrite(...)\n\tgoloop/binding/transport.go:10\n\n"
+         "goroutine 7 [running]:\ngoloop/binding.glConnWrite(...)\n\tgoloop/binding/loop_transport.go:10\n\n"
          + "\n".join(GOROUTINE.format(n=n) for n in range(200)))
 
 
@@ -27,7 +27,7 @@ def test_go_crash_keeps_the_cause_and_the_crashing_stack():
     assert "runtime/panic.go:1229" in g and "goroutine 0 " not in g
     g = cpython_suite.go_crash(PANIC)
     assert g.startswith("panic: runtime error: index out of range")
-    assert "goloop/binding/transport.go:10" in g and "goroutine 0 " not in g
+    assert "goloop/binding/loop_transport.go:10" in g and "goroutine 0 " not in g
     assert cpython_suite.go_crash("Traceback (most recent call last):\nValueError: x\n") == ""
 
 

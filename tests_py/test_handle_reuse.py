@@ -1,4 +1,4 @@
-"""Freed handles are reused (GIL builds: handle.c keeps up to 256 freed Handles and
+"""Freed handles are reused (GIL builds: loop_handle.c keeps up to 256 freed Handles and
 TimerHandles for the next call_soon/call_later). Reuse must be invisible: a handle is
 reused only once nothing refers to it, and a reused one carries nothing of its past (its
 context, type, `when`, cancelled state). The checks run on asyncio's loop (the oracle) and

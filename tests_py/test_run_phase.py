@@ -1,5 +1,5 @@
 """The run phase: goloop runs the ready handles in one call into C, and keeps running the
-iterations that follow there while only ready handles need the loop (loopcore.c,
+iterations that follow there while only ready handles need the loop (loop_core.c,
 gl_run_ready). These tests pin what asyncio's _run_once does at every iteration boundary
 inside such a run of chained callbacks: timers that fall due, stop(), debug mode switched
 on, exceptions, cancellation and contexts. Each runs on asyncio's loop (the oracle) and
@@ -266,7 +266,7 @@ def test_other_threads_handles_reach_a_chain(loop):
 
 # ---------------------------------------------------------------------------------------
 # A handle made without a context gets a copy of the current one (on GIL builds goloop
-# keeps the copy's variables and makes the Context only when asked: handle.c)
+# keeps the copy's variables and makes the Context only when asked: loop_handle.c)
 # ---------------------------------------------------------------------------------------
 
 
@@ -375,7 +375,7 @@ def test_values_set_by_callbacks_are_released_with_their_handles(loop):
 # Queued handles and the collector: goloop takes a Handle queued by call_soon out of the
 # collector's lists while it waits (a fan-out of a million handles is not walked by every
 # collection); the loop reports what such a handle refers to while the queue is its only
-# owner (loopcore.c, stage and loop_traverse).
+# owner (loop_core.c, stage and loop_traverse).
 
 def test_dropped_loop_with_a_queued_handle_held_elsewhere(loop):
     """A dropped, unclosed loop whose queued callback refers back to it: while the test

@@ -1,7 +1,7 @@
 """The scheduler's hot paths and what must not change with them: the C Task's
 call_soon(step, context=ctx) (on 3.11 the running loop's call_soon is bound once), the
 callback check's fast path for C callables, create_task's Task(coro, loop=), and the run
-phase's clock read every few iterations (loopcore.c, gl_run_ready). Each runs on
+phase's clock read every few iterations (loop_core.c, gl_run_ready). Each runs on
 asyncio's loop (the oracle) and goloop's, but for the goloop-only checks.
 """
 from __future__ import annotations

@@ -23,7 +23,7 @@ import time
 import pytest
 
 import goloop
-from goloop import _serve
+from goloop.serve import server as _serve
 from test_serve_http import PYSHIM, scope_app, serving
 from test_serve_runner import _Records
 from test_tls import make_certs

@@ -1,6 +1,6 @@
 """goloop serve (HTTP/1.1): real clients (raw sockets, http.client) against the server.
 
-Most tests run goloop._serve.Server on a goloop loop in a thread of this process; the CLI
+Most tests run goloop.serve.server.Server on a goloop loop in a thread of this process; the CLI
 and signal tests run `python -m goloop serve` in a subprocess."""
 import asyncio
 import http.client
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import pytest
 
 import goloop
-from goloop import _serve
+from goloop.serve import server as _serve
 from nethelpers import OutputLines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -606,7 +606,7 @@ def test_cli_rejects_unknown_options():
 
 @pytest.mark.serve_one_driver  # no connection
 def test_import_goloop_loads_no_go_runtime():
-    code = "import sys, goloop, goloop._serve; assert 'goloop._goloop' not in sys.modules, sys.modules.keys()"
+    code = "import sys, goloop, goloop.serve.server; assert 'goloop._goloop' not in sys.modules, sys.modules.keys()"
     env = dict(os.environ, PYTHONPATH=PYSHIM)
     subprocess.run([sys.executable, "-P", "-c", code], check=True, env=env, timeout=60)
 

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import goloop
-from goloop import _serve_config
+from goloop.serve import config as _serve_config
 from nethelpers import free_port, interrupt, wait_listening
 from test_serve_http import PYSHIM, read_response, serving
 from test_serve_runner import _Records

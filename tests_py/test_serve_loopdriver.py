@@ -1,4 +1,4 @@
-"""goloop serve's connection drivers (goloop/asgi/loopdriver.go): partial writes, many
+"""goloop serve's connection drivers (goloop/httpserver/loopdriver.go): partial writes, many
 connections, client resets, descriptors, and both drivers in one process.
 
 The loop driver (the default) reads and writes on the loop thread; GOLOOP_SERVE_READERS=

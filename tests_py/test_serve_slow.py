@@ -1,4 +1,4 @@
-"""goloop serve and slow clients (goloop/asgi/deadline.go; README, goloop serve, "Slow
+"""goloop serve and slow clients (goloop/httpserver/deadline.go; README, goloop serve, "Slow
 clients"): a request head trickled a byte at a time is answered 408 once
 timeout_request_head has passed since its first byte; a request body slower than
 min_request_body_rate (after a grace of timeout_request_head) is answered 408 and its
@@ -12,7 +12,7 @@ import time
 import pytest
 
 import goloop
-from goloop._serve_config import ConfigError, check_options
+from goloop.serve.config import ConfigError, check_options
 from test_serve_http import connect, read_response, serving
 
 # every test with both connection drivers (conftest.py)

@@ -1,4 +1,4 @@
-"""goloop serve: the HTTP side of the ASGI spec beyond the plain exchange (goloop/asgi/spec.go):
+"""goloop serve: the HTTP side of the ASGI spec beyond the plain exchange (goloop/httpserver/spec.go):
 Expect: 100-continue, response trailers (HTTP/1.1 and HTTP/2), http.response.pathsend (and
 Starlette's FileResponse over it), the lingering close after an error answer, the bound on
 output held behind a pipelined response, 426 for an unknown WebSocket version."""

@@ -566,7 +566,7 @@ def test_env_file_and_access_log_format(master_factory, tmp_path):
 
 
 def test_options_checked():
-    from goloop import _serve
+    from goloop.serve import server as _serve
 
     with pytest.raises(_serve.ConfigError, match="import string"):
         _serve.serve(lambda s, r, c: None, workers=2)

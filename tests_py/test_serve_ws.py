@@ -1,5 +1,5 @@
 """goloop serve (WebSocket): the `websockets` library as the client, raw sockets for bad
-frames, against goloop._serve.Server on a goloop loop in a thread (test_serve_http's
+frames, against goloop.serve.server.Server on a goloop loop in a thread (test_serve_http's
 `serving`)."""
 import asyncio
 import base64
@@ -610,7 +610,7 @@ def test_starlette_websocket_endpoint():
 
 
 def test_cli_ws_options():
-    from goloop import _serve
+    from goloop.serve import server as _serve
     p = _serve._parser()
     a = p.parse_args(["x:app", "--ws-max-size", "10", "--ws-ping-interval", "1.5", "--ws-per-message-deflate", "false",
                       "--ws", "none"])

@@ -18,7 +18,8 @@ from wsgiref.validate import validator
 
 import pytest
 
-from goloop import _serve, _wsgi
+from goloop.serve import server as _serve
+from goloop.serve import wsgi as _wsgi
 from nethelpers import free_port, interrupt, wait_listening
 from test_serve_http import PYSHIM, connect, get, read_response, serving
 

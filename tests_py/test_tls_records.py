@@ -1,5 +1,5 @@
 """goloop's TLS record path: goloop's own copy of asyncio's SSLProtocol
-(goloop/_sslproto.py) with its per-record methods ported to C (goloop/binding/sslfast.c).
+(goloop/_sslproto.py) with its per-record methods ported to C (goloop/binding/loop_sslfast.c).
 asyncio's own SSLProtocol and loop are the oracle: the same inputs must give the app
 protocol the same events and bytes, on every CPython goloop supports."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from test_tls import _serve, certs, run  # noqa: F401  (certs is a fixture)
 
 pytestmark = pytest.mark.timeout(60)
 
-# The methods sslfast.c ports (asyncio's names).
+# The methods loop_sslfast.c ports (asyncio's names).
 PORTED = ("get_buffer", "buffer_updated", "_do_read", "_do_read__copied", "_process_outgoing",
           "_control_app_writing", "_control_ssl_reading", "_write_appdata")
 

@@ -1,5 +1,5 @@
 """write()'s fast path on goloop's stream transports: small bytes writes wait in C for the
-end of the loop iteration and leave with one writev (transport.c, wstage). Each case runs on
+end of the loop iteration and leave with one writev (loop_transport.c, wstage). Each case runs on
 asyncio's loop (the oracle) and goloop's, and covers a way the staged data is handed on: to
 the socket, back to Go's queue (a mutable buffer written after it, more writes than the
 stage holds, a partial send, close, write_eof, abort), or to the error path.

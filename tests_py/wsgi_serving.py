@@ -42,7 +42,7 @@ class Served:
 
 
 def _has_interface_option() -> bool:
-    from goloop import _serve_config
+    from goloop.serve import config as _serve_config
     return "--interface" in _serve_config.parser().format_help()
 
 

@@ -230,7 +230,7 @@ static PyObject *srv_set_state(GLAsgiServer *self, PyObject *state) {
 }
 
 /* set_tls(pairs, password, ca_certs, cert_reqs): TLS for every connection accepted from now
- * on (asgi_tls.go); pairs is b"cert\0key\0cert\0key..." (file system encoding; an empty key:
+ * on (server_tls.go); pairs is b"cert\0key\0cert\0key..." (file system encoding; an empty key:
  * in the cert's file). */
 static PyObject *srv_set_tls(GLAsgiServer *self, PyObject *args) {
     SRV_CHECK(self);
@@ -264,7 +264,7 @@ static PyMethodDef srv_methods[] = {
     {"_flush", (PyCFunction)srv_flush, METH_NOARGS, NULL},
     {"configure", (PyCFunction)(void (*)(void))gl_asgi_srv_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(proxy_headers=None, metrics=False, metrics_path=None, timeout_request_head=None, "
-     "min_request_body_rate=0, h2_only=False), before set_tls and listen (asgi_proxy_metrics.c)."},
+     "min_request_body_rate=0, h2_only=False), before set_tls and listen (server_proxy_metrics.c)."},
     {"metrics", (PyCFunction)gl_asgi_srv_metrics, METH_O, "metrics(fmt): 'prometheus' (str) or 'json' (str)."},
     {NULL}};
 
@@ -273,7 +273,7 @@ static PyTypeObject ServerType = {
     .tp_name = "goloop._goloop.AsgiServer",
     .tp_basicsize = sizeof(GLAsgiServer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "goloop serve's HTTP server on a goloop loop (see goloop._serve).",
+    .tp_doc = "goloop serve's HTTP server on a goloop loop (see goloop.serve.server).",
     .tp_new = srv_new,
     .tp_init = (initproc)srv_init,
     .tp_dealloc = (destructor)srv_dealloc,

@@ -1,6 +1,6 @@
 package main
 
-// goloop serve's binding (Go side): an asgi.Server attached to a loop as a loop hook
+// goloop serve's binding (Go side): an httpserver.Server attached to a loop as a loop hook
 // (loop.go). The engine queues its events (requests, wakes, closed connections): with the
 // default loop driver its handlers run on the loop thread from the poll's dispatch; with
 // GOLOOP_SERVE_READERS=goroutines, connection goroutines queue them and Notify wakes the
@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/goloop/goloop/goloop/asgi"
+	"github.com/goloop/goloop/goloop/httpserver"
 	"github.com/goloop/goloop/goloop/idtable"
 )
 
@@ -29,11 +29,11 @@ type asgiSrv struct {
 	id     int
 	l      *loop
 	py     *C.GLAsgiServer
-	s      *asgi.Server
-	evs    []asgi.Event
-	tagged map[*asgi.Request]struct{} // requests whose Tag holds a reference to their send object
-	// the extensions dict of each TLS connection's scopes, with "tls" (asgi_tls.go)
-	tlsConns map[*asgi.Conn]pyObj
+	s      *httpserver.Server
+	evs    []httpserver.Event
+	tagged map[*httpserver.Request]struct{} // requests whose Tag holds a reference to their send object
+	// the extensions dict of each TLS connection's scopes, with "tls" (server_tls.go)
+	tlsConns map[*httpserver.Conn]pyObj
 	headBuf  // the C memory head passes a request's scope fields in
 	// onRelease, if set, runs when the server is released (a WSGI server's pool: wsgi.go)
 	onRelease func()
@@ -57,7 +57,7 @@ func (b *headBuf) free() {
 
 var (
 	asgiServers idtable.Table[asgiSrv]
-	asgiReqs    idtable.Table[asgi.Request]
+	asgiReqs    idtable.Table[httpserver.Request]
 )
 
 func getSrv(sid C.long) *asgiSrv {
@@ -87,8 +87,8 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 
 // serverConfig is the engine's configuration from the server's constructor arguments.
 func serverConfig(maxHead, keepAliveMs, limitConc C.long, serverHdr, dateHdr C.int, headers *C.char,
-	hlen C.Py_ssize_t) asgi.Config {
-	cfg := asgi.Config{
+	hlen C.Py_ssize_t) httpserver.Config {
+	cfg := httpserver.Config{
 		MaxHeadSize:      int(maxHead),
 		KeepAliveTimeout: time.Duration(keepAliveMs) * time.Millisecond,
 		LimitConcurrency: int(limitConc),
@@ -107,13 +107,13 @@ func serverConfig(maxHead, keepAliveMs, limitConc C.long, serverHdr, dateHdr C.i
 
 // newAsgiSrv makes the Go server of py (cfg.Notify: the loop's wake-up unless set) and
 // registers it (py.sid).
-func newAsgiSrv(py *C.GLAsgiServer, l *loop, cfg asgi.Config) *asgiSrv {
+func newAsgiSrv(py *C.GLAsgiServer, l *loop, cfg httpserver.Config) *asgiSrv {
 	if cfg.Notify == nil {
 		poll := l.poll
 		cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
 	}
-	sv := &asgiSrv{l: l, py: py, s: asgi.New(cfg), tagged: map[*asgi.Request]struct{}{},
-		tlsConns: map[*asgi.Conn]pyObj{}, headBuf: newHeadBuf()}
+	sv := &asgiSrv{l: l, py: py, s: httpserver.New(cfg), tagged: map[*httpserver.Request]struct{}{},
+		tlsConns: map[*httpserver.Conn]pyObj{}, headBuf: newHeadBuf()}
 	id, _ := asgiServers.Add(sv)
 	sv.id = id
 	py.sid = C.long(id)
@@ -214,16 +214,16 @@ func (sv *asgiSrv) take() {
 	sv.evs = sv.s.Take(sv.evs[:0])
 	for j := range sv.evs {
 		ev := sv.evs[j]
-		sv.evs[j] = asgi.Event{}
+		sv.evs[j] = httpserver.Event{}
 		if sv.py.sid < 0 { // released by the previous event's Python code
 			continue
 		}
 		switch ev.Kind {
-		case asgi.EvRequest:
+		case httpserver.EvRequest:
 			sv.start(ev.Req)
-		case asgi.EvWake:
+		case httpserver.EvWake:
 			sv.wake(ev.Req)
-		case asgi.EvConnClosed:
+		case httpserver.EvConnClosed:
 			sv.connClosed(ev.Req.Conn())
 		}
 	}
@@ -240,7 +240,7 @@ func goroutineReaders() bool {
 
 var cReadersEnv = C.CString("GOLOOP_SERVE_READERS")
 
-// drvPoller is goloop serve's loop driver's poller (asgi.LoopPoller): the loop's epoll
+// drvPoller is goloop serve's loop driver's poller (httpserver.LoopPoller): the loop's epoll
 // and fdTable; the engine's handlers run from dispatch, on the loop thread.
 type drvPoller struct{ l *loop }
 
@@ -286,9 +286,11 @@ func (sv *asgiSrv) flush() {
 // connection's extensions (ext, or nil). Go copies them into the server's C scratch (a few
 // hundred bytes): C memory holds no Go pointer, and a call with one pointer argument checks
 // less than one with six Go pointers.
-func (sv *asgiSrv) head(r *asgi.Request, ext pyObj) *C.GLAsgiHead { return sv.headBuf.fill(r, ext) }
+func (sv *asgiSrv) head(r *httpserver.Request, ext pyObj) *C.GLAsgiHead {
+	return sv.headBuf.fill(r, ext)
+}
 
-func (sv *headBuf) fill(r *asgi.Request, ext pyObj) *C.GLAsgiHead {
+func (sv *headBuf) fill(r *httpserver.Request, ext pyObj) *C.GLAsgiHead {
 	c := r.Conn()
 	var protos string
 	if ws := r.WS(); ws != nil {
@@ -296,7 +298,7 @@ func (sv *headBuf) fill(r *asgi.Request, ext pyObj) *C.GLAsgiHead {
 	}
 	var proxy []byte
 	if r.Proxy != nil {
-		proxy = r.Proxy.Enc // "scheme\nclient" (asgi_proxy_metrics.c)
+		proxy = r.Proxy.Enc // "scheme\nclient" (server_proxy_metrics.c)
 	}
 	ne := 4 * len(r.Ends) // first: the int32 ends, aligned
 	n := ne + len(r.Blob) + len(c.Remote.Host) + len(c.Local.Host) + len(protos) + len(proxy)
@@ -330,7 +332,7 @@ func (sv *headBuf) fill(r *asgi.Request, ext pyObj) *C.GLAsgiHead {
 	return h
 }
 
-func (sv *asgiSrv) start(r *asgi.Request) {
+func (sv *asgiSrv) start(r *httpserver.Request) {
 	if r.WS() != nil {
 		sv.startWS(r) // a WebSocket handshake (asgi_ws.go)
 		return
@@ -347,7 +349,7 @@ func (sv *asgiSrv) start(r *asgi.Request) {
 	}
 }
 
-func (sv *asgiSrv) wake(r *asgi.Request) {
+func (sv *asgiSrv) wake(r *httpserver.Request) {
 	if r.Tag == nil {
 		return
 	}
@@ -359,7 +361,7 @@ func (sv *asgiSrv) wake(r *asgi.Request) {
 	}
 }
 
-func getReq(rid C.long) *asgi.Request {
+func getReq(rid C.long) *httpserver.Request {
 	return asgiReqs.Get(int(rid))
 }
 
@@ -379,7 +381,7 @@ func asgiErr(err error) C.int {
 	switch err {
 	case nil:
 		return C.GL_ASGI_OK
-	case asgi.ErrDisconnected:
+	case httpserver.ErrDisconnected:
 		return C.GL_ASGI_ERR_DISCONNECTED
 	}
 	raise(C.PyExc_RuntimeError, err.Error())
@@ -417,9 +419,9 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 
 // sendBody sends a body part. obj, when not NULL, is the body's bytes object (immutable):
 // a large body is then held by the loop driver instead of copied, with a strong reference
-// released on the loop thread once the kernel took the bytes (asgi.Request.SendHeld).
-func sendBody(r *asgi.Request, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) C.int {
-	if obj == nil || int(n) < asgi.HoldMin {
+// released on the loop thread once the kernel took the bytes (httpserver.Request.SendHeld).
+func sendBody(r *httpserver.Request, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) C.int {
+	if obj == nil || int(n) < httpserver.HoldMin {
 		return sendRC(r.Send(bytesFromC(body, n), more != 0))
 	}
 	C.gl_incref(obj)
@@ -435,7 +437,7 @@ func sendRC(flags int, err error) C.int {
 	if err != nil {
 		return asgiErr(err)
 	}
-	if flags&asgi.SendPaused != 0 {
+	if flags&httpserver.SendPaused != 0 {
 		return C.GL_ASGI_PAUSED
 	}
 	return C.GL_ASGI_OK
@@ -453,7 +455,7 @@ func glAsgiRecv(rid C.long, state *C.int) (ret pyObj) {
 	}
 	b, st := r.Receive()
 	*state = C.int(st)
-	if st != asgi.RecvBody && st != asgi.RecvLast {
+	if st != httpserver.RecvBody && st != httpserver.RecvLast {
 		return C.gl_none()
 	}
 	if len(b) == 0 {
@@ -502,7 +504,7 @@ func glAsgiWait(sid, rid C.long, o *C.GLAsgiSend) (rc C.int) {
 
 // glAsgiDone: the application's call for a request or a WebSocket session returned
 // (failed: it raised): a response not started is answered 500, an accepted session closes
-// (1011 when failed). Returns what was found (asgi.Finish*: what the server logs).
+// (1011 when failed). Returns what was found (httpserver.Finish*: what the server logs).
 //
 //export glAsgiDone
 func glAsgiDone(sid, rid C.long, failed C.int) (rc C.int) {
@@ -510,7 +512,7 @@ func glAsgiDone(sid, rid C.long, failed C.int) (rc C.int) {
 	if r := getReq(rid); r != nil {
 		return C.int(r.Finish(failed != 0))
 	}
-	return asgi.FinishOK
+	return httpserver.FinishOK
 }
 
 // glAsgiFinish is glAsgiDone that also forgets the request (asgi.c gl_asgi_finish: the
@@ -519,7 +521,7 @@ func glAsgiDone(sid, rid C.long, failed C.int) (rc C.int) {
 //export glAsgiFinish
 func glAsgiFinish(rid C.long, failed C.int) (rc C.int) {
 	defer recoverInt(&rc)
-	rc = asgi.FinishOK
+	rc = httpserver.FinishOK
 	if r := getReq(rid); r != nil {
 		rc = C.int(r.Finish(failed != 0))
 		asgiReqs.Del(int(rid))

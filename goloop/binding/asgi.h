@@ -4,7 +4,7 @@
 #define GOLOOP_ASGI_H
 #include "gl.h"
 
-/* _goloop.AsgiServer: Python's handle on a Go asgi.Server attached to a loop. */
+/* _goloop.AsgiServer: Python's handle on a Go httpserver.Server attached to a loop. */
 typedef struct {
     PyObject_HEAD
     long sid;              /* Go server id; -1 once released */
@@ -249,7 +249,7 @@ extern GLAsgiStrings gl_asgi_str;
  * its head, the connection's addresses, what a trusted proxy changed, the scope's extensions.
  * All of it is C memory (the server's scratch, Go copies into it), valid for the call. */
 typedef struct {
-    const char *blob;        /* asgi.Request.Blob: the headers' names and values, then the method, */
+    const char *blob;        /* httpserver.Request.Blob: the headers' names and values, then the method, */
     const int32_t *ends;     /* raw path, query string and path; segment i ends at ends[i] */
     int nends;
     int major, minor;        /* the HTTP version (HTTP scopes) */
@@ -305,7 +305,7 @@ PyObject *gl_asgi_ws_message(GLAsgiSend *s);  /* receive()'s message (a gl_asgi_
 PyObject *gl_ws_text(const char *p, Py_ssize_t n);
 int gl_init_asgi_ws(PyObject *m);
 
-/* asgi_proxy_metrics.c: proxy headers, metrics, configuration (off the per-request path) */
+/* server_proxy_metrics.c: proxy headers, metrics, configuration (off the per-request path) */
 int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n);
 PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds);
 PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg);
@@ -316,12 +316,12 @@ PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg);
 #define GL_ASGI_ERR_DISCONNECTED (-2)
 #define GL_ASGI_ERR_RUNTIME (-3)     /* message in a RuntimeError */
 #define GL_ASGI_ERR_GONE (-4)        /* the request was released */
-/* what the end of an application's call found (asgi.Finish*) */
+/* what the end of an application's call found (httpserver.Finish*) */
 #define GL_ASGI_FINISH_OK 0
 #define GL_ASGI_FINISH_LOST 1           /* the client went away */
 #define GL_ASGI_FINISH_NOT_STARTED 2    /* no response started: answered 500 */
 #define GL_ASGI_FINISH_INCOMPLETE 3     /* the response started and was cut */
-/* receive states (asgi.RecvState) */
+/* receive states (httpserver.RecvState) */
 #define GL_RECV_WAIT 0
 #define GL_RECV_BODY 1
 #define GL_RECV_LAST 2

@@ -1,6 +1,6 @@
 /* goloop serve: the coroutine a request's Task runs when no access log or request limit
  * needs Python around the application (asgi.c). It delegates to the application's
- * awaitable as `await app(scope, receive, send)` would and does what _serve.py's Python
+ * awaitable as `await app(scope, receive, send)` would and does what serve/server.py's Python
  * wrapper did: tell Go the application returned (a response not started becomes a 500),
  * log an Exception through on_error and end normally, let other BaseExceptions through.
  * One C object instead of a Python coroutine frame per request. */
@@ -86,7 +86,7 @@ static int run_app_done(GLAsgiRun *r, int failed) {
     return gl_asgi_finish(r->send, failed);
 }
 
-/* on_error(exc or None, what Go found): the server logs it (_serve.py _on_app_end). */
+/* on_error(exc or None, what Go found): the server logs it (serve/server.py _on_app_end). */
 static void run_report(GLAsgiRun *r, PyObject *exc, int found) {
     PyObject *f = PyLong_FromLong(found), *x = NULL;
     if (f != NULL) {

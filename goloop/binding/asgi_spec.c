@@ -1,6 +1,6 @@
 /* goloop serve's binding: the ASGI messages of the spec's extensions,
  * http.response.trailers, http.response.pathsend and http.response.zerocopysend
- * (asgi_spec.go, goloop/asgi/spec.go). Loop thread only. */
+ * (asgi_spec.go, goloop/httpserver/spec.go). Loop thread only. */
 #include "asgi.h"
 #include "_cgo_export.h"
 
@@ -112,7 +112,7 @@ int gl_asgi_ws_extensions(PyObject *scope, PyObject *http_ext) {
     return rc;
 }
 
-/* The extensions of a TLS connection's HTTP scopes (asgi_tls.go keeps one per connection):
+/* The extensions of a TLS connection's HTTP scopes (server_tls.go keeps one per connection):
  * the template's and "tls" (https://asgi.readthedocs.io/en/latest/extensions.html#tls).
  * Segments of blob: the server's certificate (PEM, empty: None), the client certificate's
  * subject (RFC 4514, empty: None), then the client's chain (PEM each). */

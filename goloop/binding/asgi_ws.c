@@ -174,7 +174,7 @@ static PyTypeObject WsSendType =
 
 /* ---------- receive ---------- */
 
-/* Keep in step with asgi.WSKind. */
+/* Keep in step with httpserver.WSKind. */
 enum { K_WAIT, K_CONNECT, K_TEXT, K_BINARY, K_DISCONNECT };
 
 static PyObject *message(PyObject *type, PyObject *k1, PyObject *v1, PyObject *k2, PyObject *v2) {

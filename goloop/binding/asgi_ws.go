@@ -1,7 +1,7 @@
 package main
 
 // goloop serve's WebSocket binding (Go side): the exports asgi_ws.c calls for a websocket
-// scope's send and receive (goloop/asgi/ws.go does the protocol). Loop thread only.
+// scope's send and receive (goloop/httpserver/ws.go does the protocol). Loop thread only.
 
 /*
 #include "asgi.h"
@@ -12,10 +12,10 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/goloop/goloop/goloop/asgi"
+	"github.com/goloop/goloop/goloop/httpserver"
 )
 
-func getWS(rid C.long) *asgi.WS {
+func getWS(rid C.long) *httpserver.WS {
 	if r := getReq(rid); r != nil {
 		return r.WS()
 	}
@@ -26,7 +26,7 @@ func getWS(rid C.long) *asgi.WS {
 func glAsgiWsConfig(sid C.long, disabled C.int, maxSize, maxQueue C.long, pingInterval, pingTimeout C.double,
 	deflate C.int) (rc C.int) {
 	defer recoverInt(&rc)
-	getSrv(sid).s.SetWSConfig(asgi.WSConfig{
+	getSrv(sid).s.SetWSConfig(httpserver.WSConfig{
 		Disabled:     disabled != 0,
 		MaxSize:      int(maxSize),
 		MaxQueue:     int(maxQueue),
@@ -38,7 +38,7 @@ func glAsgiWsConfig(sid C.long, disabled C.int, maxSize, maxQueue C.long, pingIn
 }
 
 // startWS makes the websocket scope of an upgrade request and starts the application.
-func (sv *asgiSrv) startWS(r *asgi.Request) {
+func (sv *asgiSrv) startWS(r *httpserver.Request) {
 	rid, _ := asgiReqs.Add(r)
 	ext, owned := sv.scopeExt(r.Conn())
 	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), sv.head(r, ext))
@@ -55,7 +55,7 @@ func wsRet(sid C.long, flags int, err error) C.int {
 	if err != nil {
 		return asgiErr(err)
 	}
-	if flags&asgi.SendPaused != 0 {
+	if flags&httpserver.SendPaused != 0 {
 		return C.GL_ASGI_PAUSED
 	}
 	return C.GL_ASGI_OK
@@ -113,7 +113,7 @@ func glAsgiWsDenyBody(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int)
 	return wsRet(sid, flags, err)
 }
 
-// glAsgiWsRecv: the next message's kind (asgi.WSKind), its data (bytes, str) or None, and
+// glAsgiWsRecv: the next message's kind (httpserver.WSKind), its data (bytes, str) or None, and
 // for a disconnect its code and reason (a new str in *reason).
 //
 //export glAsgiWsRecv
@@ -121,7 +121,7 @@ func glAsgiWsRecv(rid C.long, kind, code *C.int, reason *pyObj) (ret pyObj) {
 	defer recoverObj(&ret)
 	w := getWS(rid)
 	if w == nil {
-		*kind, *code = C.int(asgi.WSDisconnect), 1006
+		*kind, *code = C.int(httpserver.WSDisconnect), 1006
 		*reason = C.gl_ws_text(nil, 0)
 		return C.gl_none()
 	}
@@ -132,11 +132,11 @@ func glAsgiWsRecv(rid C.long, kind, code *C.int, reason *pyObj) (ret pyObj) {
 		p = (*C.char)(unsafe.Pointer(&data[0]))
 	}
 	switch k {
-	case asgi.WSText:
+	case httpserver.WSText:
 		return C.gl_ws_text(p, C.Py_ssize_t(len(data)))
-	case asgi.WSBinary:
+	case httpserver.WSBinary:
 		return C.gl_bytes(p, C.Py_ssize_t(len(data)))
-	case asgi.WSDisconnect:
+	case httpserver.WSDisconnect:
 		*code = C.int(cd)
 		var rp *C.char
 		if len(rs) > 0 {

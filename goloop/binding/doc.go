@@ -1,31 +1,37 @@
 // Command binding is goloop's CPython extension (_goloop), built with -buildmode=c-shared.
 // It is the only package that imports C: it adapts the pure Go packages (poller, sched,
-// idtable, httpparser, asgi) to Python objects. Its files form three parts, plus what they
+// idtable, httpparser, httpserver) to Python objects. Its files form three parts, plus what they
 // share.
 //
 // The loop (goloop.Loop and its transports):
 //   - loop.go: the Go state of a loop, run_forever's iterations, timers, descriptors, and
 //     the hooks other parts register on the loop (loopHook)
-//   - loopcore.c: the LoopCore type, call_soon's staged handles and the inbox, the run
+//   - loop_core.c: the LoopCore type, call_soon's staged handles and the inbox, the run
 //     phase (gl_run_ready)
-//   - handle.c: the Handle/TimerHandle types, their free list, and running a handle in its
+//   - loop_handle.c: the Handle/TimerHandle types, their free list, and running a handle in its
 //     context
-//   - transport.go, transport.c: stream transports and their write queues (small bytes
-//     writes wait in C, transport.c's wstage, and leave with one C call per iteration)
-//   - readpath.c: data_received / BufferedProtocol delivery
-//   - sockfast.c: the sock_* fast paths
-//   - sslfast.c: the C half of the TLS protocol (pyshim/goloop/_sslproto.py)
+//   - loop_transport.go, loop_transport.c: stream transports and their write queues (small bytes
+//     writes wait in C, loop_transport.c's wstage, and leave with one C call per iteration)
+//   - loop_readpath.c: data_received / BufferedProtocol delivery
+//   - loop_sockfast.c: the sock_* fast paths
+//   - loop_sslfast.c: the C half of the TLS protocol (pyshim/goloop/_sslproto.py)
 //
 // The goloop.http parser binding (httptools' API over goloop/httpparser):
-//   - httpparser_py.go, httpparser_py.c, httpparser_py.h
+//   - parser.go, parser.c, parser.h (parser_* for any further file)
 //
-// The server binding (goloop serve, over goloop/asgi):
-//   - asgi.go, asgi.c, asgi.h: the server, requests and HTTP scopes, the send/receive objects
+// The server binding (goloop serve, over goloop/httpserver). Shared by both interfaces
+// (server_*):
+//   - server_tls.go: set_tls, the SIGHUP reload, and the TLS extension of scopes
+//   - server_proxy_metrics.go, server_proxy_metrics.c: proxy headers and metrics
+//
+// ASGI (asgi*):
+//   - asgi.go, asgi.c, asgi.h: the server (AsgiServer, which WSGI's extends), requests and
+//     HTTP scopes, the send/receive objects
 //   - asgi_ws.go, asgi_ws.c: WebSocket sessions
 //   - asgi_spec.go, asgi_spec.c: http.response.trailers, pathsend and zerocopysend
-//   - asgi_tls.go: the TLS extension of scopes
-//   - asgi_proxy_metrics.go, asgi_proxy_metrics.c: proxy headers and metrics
 //   - asgi_run.c: the request Task's creation and start
+//
+// WSGI (wsgi*):
 //   - wsgi.go, wsgi.c, wsgi.h: WSGI (WsgiServer, a subtype of AsgiServer): the pool threads'
 //     wait in Go for the next exchange, the environ built in C, start_response, wsgi.input
 //

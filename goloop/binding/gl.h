@@ -55,10 +55,10 @@ typedef struct {
     PyObject **tstaged;
     Py_ssize_t ntstaged, tstaged_cap;
     /* GIL builds: the contextvars.Context the handles without one of their own run in
-     * (handle.c, run_lazy), and whether a callback is running in it now. */
+     * (loop_handle.c, run_lazy), and whether a callback is running in it now. */
     PyObject *scratch_ctx;
     int scratch_busy;
-    /* 3.11: the loop's bound call_soon while it runs (loopcore.c, "call_soon, bound once") */
+    /* 3.11: the loop's bound call_soon while it runs (loop_core.c, "call_soon, bound once") */
     PyObject *call_soon_bound;
     /* The thread running the loop (PyThread_get_thread_ident), 0 when it is not running.
      * Written by that thread (GL_STORE), read by any (GL_LOAD). */
@@ -107,7 +107,7 @@ typedef struct {
     /* GIL builds: a handle made without a context keeps, instead of a copy of the current
      * context, that context's variables (the immutable mapping a copy would share); its
      * Context is made from them when asked for (get_context(), _context), and until then
-     * the callback runs in the loop's scratch context holding them (handle.c). */
+     * the callback runs in the loop's scratch context holding them (loop_handle.c). */
     PyObject *vars;
     char in_scratch;             /* its callback is running in the loop's scratch Context */
 } GLHandle;
@@ -150,11 +150,11 @@ typedef struct {
      * context given when the connection is made) both are that context, as given. */
     PyObject *rctx;
     PyObject *wctx;
-    /* write()'s fast path (transport.c, wstage_push): while Go's queue is empty, up to
+    /* write()'s fast path (loop_transport.c, wstage_push): while Go's queue is empty, up to
      * GL_WSTAGE bytes objects (strong references, with their data and length) wait here,
      * counted in write_size, for the end of the loop iteration, when one C call
      * (gl_flush_staged) sends them with one writev: no call into Go per write. Anything Go
-     * does to the queue first moves them into it (transport.go, absorb); a send that leaves
+     * does to the queue first moves them into it (loop_transport.go, absorb); a send that leaves
      * data (EAGAIN, part sent: wstage_off bytes of the first gone) or fails (wstage_err) is
      * handed to Go the same way. wlisted: on the loop's wdirty list. wloop: the GLLoop,
      * while attached (borrowed: the loop detaches its transports before it is freed). */
@@ -179,8 +179,8 @@ extern int gl_forked;
 int gl_fork_error(void);
 #define GL_FORK_GUARD(ret) do { if (gl_forked) { gl_fork_error(); return ret; } } while (0)
 
-/* C helpers Go calls: handles (handle.c), CPython macros and errors (pyapi.c), buffered reads
- * (readpath.c). */
+/* C helpers Go calls: handles (loop_handle.c), CPython macros and errors (pyapi.c), buffered reads
+ * (loop_readpath.c). */
 int gl_handle_run(PyObject *h);
 void gl_handle_release(PyObject *h);
 Py_ssize_t gl_run_ready(GLLoop *self, Py_ssize_t ntodo);
@@ -199,11 +199,11 @@ void gl_set_error(PyObject *type, const char *msg);
 void gl_set_oserror(int err);
 int gl_exc_is_fatal(void);
 /* track: 0 leaves the new handle out of the collector's lists (one the ready ring takes at
- * once, loopcore.c: queue_soon tracks it if it goes elsewhere) */
+ * once, loop_core.c: queue_soon tracks it if it goes elsewhere) */
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
                         Py_ssize_t nargs, PyObject *context, double when, int track);
 Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, int fd, uintptr_t ctx);
-/* How glSchedule queues a handle (loopcore.c passes, loop.go switches on it). */
+/* How glSchedule queues a handle (loop_core.c passes, loop.go switches on it). */
 #define GL_MODE_SOON 0        /* the ready queue */
 #define GL_MODE_THREADSAFE 1  /* the ready queue, from any thread, waking the loop */
 #define GL_MODE_TIMER 2       /* the timer heap */
@@ -232,31 +232,31 @@ int gl_call_fatal(PyObject *tr, const char *msg);
 PyObject *gl_call_method0_in(PyObject *self, const char *name, PyObject *ctx);
 int gl_call_fatal_in(PyObject *tr, const char *msg, PyObject *ctx);
 void gl_tr_clear_ctx(GLTransport *tr);
-/* transport.c: sends the writes transports staged in C (GLTransport.wstage) this iteration.
+/* loop_transport.c: sends the writes transports staged in C (GLTransport.wstage) this iteration.
  * Returns how many transports Go must see to (left at the head of the loop's wdirty: data
  * left unsent, a send error in wstage_err, or a state whose flush makes calls: closing, EOF,
  * sendfile, paused protocol); never runs Python code. */
 Py_ssize_t gl_flush_staged(GLLoop *loop);
 Py_ssize_t gl_flush_staged_u(uintptr_t loop);  /* (no cgo pointer check) */
-/* transport.c: the socket transports' C type, and their write() of a list of bytes objects
- * without joining them (sslfast.c hands its TLS records over with it). */
+/* loop_transport.c: the socket transports' C type, and their write() of a list of bytes objects
+ * without joining them (loop_sslfast.c hands its TLS records over with it). */
 extern PyTypeObject *GL_TransportType;
 int gl_transport_write_seq(PyObject *tr, PyObject *items);
 PyObject *gl_getattr(PyObject *o, const char *name);
 int gl_check_callback(PyObject *cb, const char *method);
-PyObject *gl_handle_free_count(PyObject *m, PyObject *ignored);  /* handle.c (tests) */
+PyObject *gl_handle_free_count(PyObject *m, PyObject *ignored);  /* loop_handle.c (tests) */
 int gl_init_callback_check(void);
 /* Each C file's part of the module's init (module.c calls them in order). */
-int gl_init_handle_types(PyObject *m);  /* handle.c */
-int gl_init_loopcore(PyObject *m);      /* loopcore.c */
+int gl_init_handle_types(PyObject *m);  /* loop_handle.c */
+int gl_init_loopcore(PyObject *m);      /* loop_core.c */
 #if PY_VERSION_HEX >= 0x030C0000
-PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro);  /* loopcore.c */
+PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro);  /* loop_core.c */
 #endif
-int gl_init_sockfast(PyObject *m);      /* sockfast.c */
-int gl_init_readpath(void);             /* readpath.c */
-int gl_init_transport_type(PyObject *m);/* transport.c */
-int gl_init_http(PyObject *m);          /* httpparser_py.c */
-int gl_init_ssl(PyObject *m);           /* sslfast.c */
+int gl_init_sockfast(PyObject *m);      /* loop_sockfast.c */
+int gl_init_readpath(void);             /* loop_readpath.c */
+int gl_init_transport_type(PyObject *m);/* loop_transport.c */
+int gl_init_http(PyObject *m);          /* parser.c */
+int gl_init_ssl(PyObject *m);           /* loop_sslfast.c */
 int gl_visit(visitproc visit, PyObject *o, void *arg);
 int gl_visit_each(visitproc visit, void *arg, void *base, Py_ssize_t n, size_t stride, size_t off);
 Py_ssize_t gl_inbox_take(GLLoop *self, Py_ssize_t max, PyObject ***out);

@@ -6,7 +6,7 @@ package main
 // Python: attached to the interpreter). A loop's state belongs to the thread running it;
 // what other threads reach is safe without the GIL: the id tables of loops, transports,
 // parsers and servers (goloop/idtable), the loop's inbox (call_soon_threadsafe,
-// loopcore.c) and its poller's Wake. Parts riding on the loop (goloop serve's servers)
+// loop_core.c) and its poller's Wake. Parts riding on the loop (goloop serve's servers)
 // register hooks (loopHook) that runOnce calls at fixed points of an iteration.
 
 /*
@@ -39,7 +39,7 @@ func nanotime() int64
 func monotonic() float64 { return float64(nanotime()) * 1e-9 }
 
 const (
-	modeSoon       = C.GL_MODE_SOON // gl.h: the values loopcore.c passes to glSchedule
+	modeSoon       = C.GL_MODE_SOON // gl.h: the values loop_core.c passes to glSchedule
 	modeThreadsafe = C.GL_MODE_THREADSAFE
 	modeTimer      = C.GL_MODE_TIMER
 

@@ -1,6 +1,6 @@
 /* The _goloop extension module: its init (which makes each part's types and module
- * functions: the loop's handle.c, loopcore.c, sockfast.c, readpath.c, transport.c and
- * sslfast.c; the goloop.http parser's httpparser_py.c; the server's asgi.c, which inits
+ * functions: the loop's loop_handle.c, loop_core.c, loop_sockfast.c, loop_readpath.c, loop_transport.c and
+ * loop_sslfast.c; the goloop.http parser's parser.c; the server's asgi.c, which inits
  * asgi_run.c and interns the server's strings, and asgi_ws.c), the fork guard and the
  * exit-time signal stack. */
 #include <signal.h>

@@ -1168,7 +1168,7 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
         }
         Py_DECREF(result);
     }
-    if (srv->access != NULL && env != NULL) {  /* the access log, the request limit (goloop._wsgi) */
+    if (srv->access != NULL && env != NULL) {  /* the access log, the request limit (goloop.serve.wsgi) */
         PyObject *code = PyLong_FromLong(st->sent ? st->status : 500);
         PyObject *r = code ? PyObject_CallFunctionObjArgs(srv->access, env, code, NULL) : NULL;
         if (r == NULL) PyErr_WriteUnraisable(srv->access);
@@ -1315,7 +1315,7 @@ static PyTypeObject WsgiServerType = {
     .tp_name = "goloop._goloop.WsgiServer",
     .tp_basicsize = sizeof(GLWsgiServer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "goloop serve's WSGI server: the ASGI server's engine, requests answered by pool threads (goloop._wsgi).",
+    .tp_doc = "goloop serve's WSGI server: the ASGI server's engine, requests answered by pool threads (goloop.serve.wsgi).",
     .tp_init = (initproc)wsrv_init,
     .tp_dealloc = (destructor)wsrv_dealloc,
     .tp_traverse = (traverseproc)wsrv_traverse,

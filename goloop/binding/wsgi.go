@@ -1,10 +1,10 @@
 package main
 
-// goloop serve --interface wsgi (Go side): an asgi.Server whose exchanges are answered by a
+// goloop serve --interface wsgi (Go side): an httpserver.Server whose exchanges are answered by a
 // pool of Python threads running a WSGI application (wsgi.c), not by tasks on the loop.
 //
 // The engine runs in Go without the GIL. Plain listeners are served by the loop driver
-// over a poller of the server's own (asgi.PoolPoller) that the pool threads run
+// over a poller of the server's own (httpserver.PoolPoller) that the pool threads run
 // themselves, leader/follower: a pool thread with no request to answer and nobody leading
 // waits in its epoll_wait, runs the handlers of what came (accept, read, parse, write,
 // deadlines), takes the server's queue and answers the first request itself; the others
@@ -35,7 +35,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/goloop/goloop/goloop/asgi"
+	"github.com/goloop/goloop/goloop/httpserver"
 	"github.com/goloop/goloop/goloop/idtable"
 )
 
@@ -45,14 +45,14 @@ type wsgiSrv struct {
 	// the idle threads, the last to go idle on top: it is woken first (its caches are warm)
 	idle []*wsgiWorker
 	// ready requests, in arrival order: ready[head:]
-	ready   []*asgi.Request
+	ready   []*httpserver.Request
 	head    int
 	busy    int   // pool threads answering a request
 	woken   int   // idle threads woken that have not taken a request yet
 	claims  int   // threads taking the GIL to claim a ready request (glWsgiClaim)
 	taken   int64 // requests taken by the pool so far
 	stopped bool
-	evs     []asgi.Event
+	evs     []httpserver.Event
 	// With the GIL, a request that arrives while a thread is busy is left for that thread
 	// (it takes the next request when it finishes, with no wake-up and no fight for the
 	// GIL) unless the pool makes no progress for wakeDelay: then an idle thread is woken
@@ -70,7 +70,7 @@ type wsgiSrv struct {
 	// taken (leads; lmark when the timer was armed), whether the leader is running
 	// handlers (dispatching: Notify routes without waking anyone, the leader looks at the
 	// ready list after its round) and whether it was interrupted since it last did.
-	pp          *asgi.PoolPoller
+	pp          *httpserver.PoolPoller
 	leader      *wsgiWorker
 	bk          *wsgiWorker
 	leads       int64
@@ -90,7 +90,7 @@ const wakeDelay = time.Millisecond
 type wsgiWorker struct {
 	w    *wsgiSrv
 	id   int
-	r    *asgi.Request
+	r    *httpserver.Request
 	gen  int64
 	wake chan struct{} // an EvWake for its request
 	run  chan struct{} // woken from the idle stack
@@ -120,7 +120,7 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	w.timer = time.AfterFunc(time.Hour, w.progress)
 	w.timer.Stop()
 	if !wsgiGoroutineDriver() {
-		pp, err := asgi.NewPoolPoller()
+		pp, err := httpserver.NewPoolPoller()
 		if err != nil {
 			raiseErr(err)
 			return -1
@@ -215,16 +215,16 @@ func (w *wsgiSrv) routeLocked() int {
 	w.evs = w.sv.s.Take(w.evs[:0])
 	n := 0
 	for i, ev := range w.evs {
-		w.evs[i] = asgi.Event{}
+		w.evs[i] = httpserver.Event{}
 		switch ev.Kind {
-		case asgi.EvRequest:
+		case httpserver.EvRequest:
 			if w.stopped { // after the pool stopped: lost with the server (not under a Conn's lock)
 				go ev.Req.Done(false)
 				continue
 			}
 			w.ready = append(w.ready, ev.Req)
 			n++
-		case asgi.EvWake:
+		case httpserver.EvWake:
 			if wk := (*wsgiWorker)(ev.Req.Tag); wk != nil {
 				select {
 				case wk.wake <- struct{}{}:
@@ -739,13 +739,13 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 		return C.GL_ASGI_ERR_GONE
 	}
 	b, st := wk.r.Receive()
-	if st == asgi.RecvWait {
+	if st == httpserver.RecvWait {
 		if wait == 0 {
 			return C.GL_RECV_WAIT
 		}
 		wk.await(func() bool {
 			b, st = wk.r.Receive()
-			return st != asgi.RecvWait
+			return st != httpserver.RecvWait
 		})
 	}
 	if len(b) > wk.rcap {
@@ -790,7 +790,7 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 		}
 	}
 	flags, err := wk.put(status, hdr, hn, body, n, more != 0)
-	if err == nil && wait == 0 && flags&asgi.SendPaused != 0 {
+	if err == nil && wait == 0 && flags&httpserver.SendPaused != 0 {
 		if flush != 0 {
 			wk.w.sv.s.Flush()
 		}
@@ -855,7 +855,7 @@ func glWsgiSendEnd(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, 
 	if err != nil {
 		return wk.err(err)
 	}
-	if flags&asgi.SendPaused != 0 {
+	if flags&httpserver.SendPaused != 0 {
 		wk.w.sv.s.Flush()
 		return C.GL_WSGI_PAUSED
 	}
@@ -873,12 +873,12 @@ func glWsgiSendWait(wid, gen C.long) (rc C.int) {
 	if wk == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	return wk.sent(asgi.SendPaused, nil, false)
+	return wk.sent(httpserver.SendPaused, nil, false)
 }
 
 // glWsgiSendFD (GIL released) is glWsgiSend of count bytes (-1: to the end) of the regular
 // file open as fd, from offset (wsgi.file_wrapper): the last part of the response, sent
-// with sendfile(2) on plain HTTP/1.1 (asgi.Request.SendFD).
+// with sendfile(2) on plain HTTP/1.1 (httpserver.Request.SendFD).
 //
 //export glWsgiSendFD
 func glWsgiSendFD(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, fd C.int, offset, count C.longlong) (rc C.int) {
@@ -903,7 +903,7 @@ func glWsgiSendFD(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, f
 
 // wsgiStart starts r's response from start_response's head (wsgi.c): the status's reason
 // phrase and "\r\n", then the header lines.
-func wsgiStart(r *asgi.Request, status int, head []byte) error {
+func wsgiStart(r *httpserver.Request, status int, head []byte) error {
 	i := bytes.IndexByte(head, '\n')
 	if i < 1 {
 		return r.Start(status, head)
@@ -918,7 +918,7 @@ func (wk *wsgiWorker) sent(flags int, err error, flush bool) C.int {
 	if flush {
 		wk.w.sv.s.Flush()
 	}
-	if flags&asgi.SendPaused == 0 {
+	if flags&httpserver.SendPaused == 0 {
 		return C.GL_ASGI_OK
 	}
 	var gone error
@@ -934,7 +934,7 @@ func (wk *wsgiWorker) sent(flags int, err error, flush bool) C.int {
 }
 
 func (wk *wsgiWorker) err(err error) C.int {
-	if err == asgi.ErrDisconnected {
+	if err == httpserver.ErrDisconnected {
 		return C.GL_ASGI_ERR_DISCONNECTED
 	}
 	C.free(unsafe.Pointer(wk.emsg))

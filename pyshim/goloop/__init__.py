@@ -75,8 +75,8 @@ def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
 def serve(app: Any, **options: Any) -> int:
     """Serve the ASGI application app (or "module:attribute") with goloop's own server (HTTP in
     Go, the app on goloop's loop) until SIGINT/SIGTERM. Options are uvicorn's: host, port, uds,
-    fd, root_path, timeout_keep_alive, lifespan ... (goloop._serve.SUPPORTED_OPTIONS)."""
-    from ._serve import serve as _serve
+    fd, root_path, timeout_keep_alive, lifespan ... (goloop.serve.server.SUPPORTED_OPTIONS)."""
+    from .serve.server import serve as _serve
 
     return _serve(app, **options)
 
@@ -84,7 +84,7 @@ def serve(app: Any, **options: Any) -> int:
 def serve_metrics() -> "dict | None":
     """The request counter and latency histogram of the goloop serve server running in this
     process (counted in Go; the histogram with --metrics or --metrics-path), or None."""
-    from ._serve import serve_metrics as _metrics
+    from .serve.server import serve_metrics as _metrics
 
     return _metrics()
 

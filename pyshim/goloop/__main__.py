@@ -1,6 +1,6 @@
-"""python -m goloop serve module:app [options]: goloop serve (see goloop._serve)."""
+"""python -m goloop serve module:app [options]: goloop serve (see goloop.serve.server)."""
 import sys
 
-from ._serve import main
+from .serve.server import main
 
 sys.exit(main())

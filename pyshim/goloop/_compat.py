@@ -115,7 +115,7 @@ def get_event_loop_policy():
 # 3.14: call_soon_threadsafe returns an events._ThreadSafeHandle, a Handle with a lock around
 # _run, cancel and cancelled: a cancel() or cancelled() from another thread waits for the
 # callback that is running, and a callback cancelled meanwhile does not start. goloop's loop
-# returns (and runs) that class on 3.14+ (made in C: goloop/binding/loopcore.c); before 3.14,
+# returns (and runs) that class on 3.14+ (made in C: goloop/binding/loop_core.c); before 3.14,
 # its own C Handle, as asyncio's Handle.
 ThreadSafeHandle = events._ThreadSafeHandle if PY314 else None
 
@@ -141,7 +141,7 @@ set_reuseport = base_events._set_reuseport
 set_result_unless_cancelled = futures._set_result_unless_cancelled
 SendfileMode = constants._SendfileMode
 # asyncio's write flow control (pause_writing/resume_writing): the base of goloop's socket
-# transport type (made in C, goloop/binding/transport.c, whose slot layout it checks) and
+# transport type (made in C, goloop/binding/loop_transport.c, whose slot layout it checks) and
 # of goloop's TLS app transport.
 FlowControlMixin = transports._FlowControlMixin
 

@@ -23,7 +23,7 @@ It uses nothing that differs between 3.11 and 3.15 (so it needs no version branc
 the marked changes.
 
 The classes the loop uses, ``SSLProtocol`` and ``_SSLProtocolTransport``, put the C mixins
-``SSLProtocolFast`` and ``SSLTransportFast`` (goloop/binding/sslfast.c) first in the MRO:
+``SSLProtocolFast`` and ``SSLTransportFast`` (goloop/binding/loop_sslfast.c) first in the MRO:
 C ports of the methods every TLS record goes through (``get_buffer``, ``buffer_updated``,
 ``_do_read``, ``_do_read__copied``, ``_process_outgoing``, ``_control_app_writing``,
 ``_control_ssl_reading``, ``_write_appdata`` and the app transport's ``write``). They keep

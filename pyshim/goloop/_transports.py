@@ -2,8 +2,8 @@
 
 Reading (one C read into a reused buffer, or straight into a bytes object after large
 reads; data_received / get_buffer+buffer_updated), writing (queueing, one writev per loop
-iteration, flow control) and readiness live in Go and C (goloop/binding/transport.go,
-transport.c, readpath.c). What stays here is the lifecycle asyncio defines: closing,
+iteration, flow control) and readiness live in Go and C (goloop/binding/loop_transport.go,
+loop_transport.c, loop_readpath.c). What stays here is the lifecycle asyncio defines: closing,
 EOF, fatal errors, connection_lost, sendfile hand-off; kept close to asyncio's own code so
 behaviour and exceptions match. Instances are real asyncio.Transport objects.
 """

@@ -1,0 +1,133 @@
+package httpserver
+
+import (
+	"net"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// poolDriver: with loopDriver, startServerWith serves through a PoolPoller led in turn by
+// poolLeaders goroutines (as goloop's WSGI pool threads lead it) instead of testPoller.
+var poolDriver bool
+
+const poolLeaders = 3
+
+// poolRunner runs a PoolPoller leader/follower: each goroutine takes the lead (a mutex),
+// waits, handles the events, writes the server's own answers, gives the lead up and
+// tells the application to take the queue; so consecutive rounds run on different
+// goroutines (threads), serially.
+type poolRunner struct {
+	p    *PoolPoller
+	lead sync.Mutex
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startPoolRunner(t *testing.T, s *Server, after func()) *poolRunner {
+	p, err := NewPoolPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &poolRunner{p: p, done: make(chan struct{})}
+	for i := 0; i < poolLeaders; i++ {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			for {
+				r.lead.Lock()
+				select {
+				case <-r.done:
+					r.lead.Unlock()
+					return
+				default:
+				}
+				p.Wait(-1)
+				p.Dispatch()
+				if s.NeedFlush() {
+					s.Flush()
+				}
+				r.lead.Unlock()
+				after()
+			}
+		}()
+	}
+	return r
+}
+
+func (r *poolRunner) stop() {
+	close(r.done)
+	r.p.Interrupt()
+	r.wg.Wait()
+	r.p.Close()
+}
+
+// The loop driver's tests over a PoolPoller whose lead changes threads.
+func TestPoolDriver(t *testing.T) {
+	loopDriver, poolDriver = true, true
+	defer func() { loopDriver, poolDriver = false, false }()
+	for _, tc := range loopTests {
+		if tc.name == "AcceptBackoff" { // holds testPoller's gate
+			continue
+		}
+		t.Run(tc.name, tc.f)
+	}
+	t.Run("StaleEvent", testPoolStaleEvent)
+}
+
+// An event collected for a descriptor that was then unregistered, closed and its number
+// registered again does not reach the new handler.
+func testPoolStaleEvent(t *testing.T) {
+	p, err := NewPoolPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[1])
+	old := 0
+	if err := p.Register(fds[0], evIn, func(uint32) { old++ }); err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(fds[1], []byte("x"))
+	if n := p.Wait(5000); n != 1 {
+		t.Fatalf("%d events", n)
+	}
+	// before Dispatch: another thread closes the descriptor and its number comes back
+	p.Unregister(fds[0])
+	unix.Close(fds[0])
+	nfd, err := unix.Dup(fds[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(nfd)
+	if nfd != fds[0] {
+		t.Skipf("descriptor %d not reused (%d)", fds[0], nfd)
+	}
+	got := 0
+	if err := p.Register(nfd, evIn, func(uint32) { got++ }); err != nil {
+		t.Fatal(err)
+	}
+	if p.Dispatch() || old != 0 || got != 0 {
+		t.Fatalf("stale event dispatched: old %d new %d", old, got)
+	}
+	p.Interrupt()
+	if p.Wait(5000) < 1 || !p.Dispatch() {
+		t.Fatal("Interrupt did not end the wait")
+	}
+}
+
+// servePool is startServerWith's loop-driver setup with a PoolPoller.
+func servePool(t *testing.T, s *Server, ln net.Listener, after func()) func() {
+	r := startPoolRunner(t, s, after)
+	s.SetLoop(r.p)
+	serveLoop(t, s, ln)
+	return func() {
+		s.Abort()
+		r.stop()
+	}
+}

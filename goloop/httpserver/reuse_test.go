@@ -1,0 +1,127 @@
+package httpserver
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// reuseConn serves one loop-mode connection (benchConn's) with the handler called by hand.
+type reuseConn struct {
+	t      *testing.T
+	s      *Server
+	h      func(uint32)
+	client int
+	evs    []Event
+	rbuf   []byte
+}
+
+func newReuseConn(t *testing.T, reuse bool) *reuseConn {
+	s, h, client := benchConn(t, Config{ReuseRequests: reuse})
+	return &reuseConn{t: t, s: s, h: h, client: client, rbuf: make([]byte, 4096)}
+}
+
+// send writes raw, runs the read handler and returns the events it queued.
+func (rc *reuseConn) send(raw string) []Event {
+	_, err := unix.Write(rc.client, []byte(raw))
+	require.NoError(rc.t, err)
+	rc.h(evIn)
+	rc.evs = rc.s.Take(rc.evs[:0])
+	return rc.evs
+}
+
+// answer completes r as the WSGI pool does and returns the response the client got.
+func (rc *reuseConn) answer(r *Request, body string) string {
+	require.NoError(rc.t, r.StartReason(200, []byte("OK"), []byte("Content-Type: text/plain\r\n")))
+	_, err := r.Send([]byte(body), false)
+	require.NoError(rc.t, err)
+	r.Done(false)
+	rc.s.Flush()
+	n, err := unix.Read(rc.client, rc.rbuf)
+	require.NoError(rc.t, err)
+	return string(rc.rbuf[:n])
+}
+
+func heads(r *Request) []string {
+	var hs []string
+	for i := 0; i < r.NumHeaders(); i++ {
+		n, v := r.Header(i)
+		hs = append(hs, string(n)+"="+string(v))
+	}
+	return append(hs, string(r.Method()), string(r.RawPath()), string(r.Query()), string(r.Path()))
+}
+
+// With ReuseRequests (the WSGI pool's), a keep-alive connection's next request is its
+// finished one, made new: nothing of the previous request shows (head, body, response
+// state, Tag), and a request cycle allocates nothing. A request an EvWake was queued for
+// (it may still be in the queue) is not reused; without ReuseRequests none is.
+func TestReuseRequests(t *testing.T) {
+	rc := newReuseConn(t, true)
+	evs := rc.send("GET /a%20b?x=1 HTTP/1.1\r\nHost: one\r\nX-One: 1\r\n\r\n")
+	require.Len(t, evs, 1)
+	r1 := evs[0].Req
+	require.Equal(t, []string{"host=one", "x-one=1", "GET", "/a%20b", "x=1", "/a b"}, heads(r1))
+	r1.Tag = unsafe.Pointer(rc) // the binding's state
+	resp := rc.answer(r1, "first")
+	require.True(t, strings.HasPrefix(resp, "HTTP/1.1 200 OK\r\n"), resp)
+	require.True(t, strings.HasSuffix(resp, "\r\n\r\nfirst"), resp)
+
+	evs = rc.send("POST /b HTTP/1.1\r\nHost: two\r\nContent-Length: 3\r\n\r\nabc")
+	require.Len(t, evs, 1)
+	r2 := evs[0].Req
+	require.Same(t, r1, r2, "reused")
+	require.Nil(t, r2.Tag)
+	require.Equal(t, []string{"host=two", "content-length=3", "POST", "/b", "", "/b"}, heads(r2))
+	require.Equal(t, 0, r2.Status())
+	b, st := r2.Receive()
+	require.Equal(t, "abc", string(b))
+	require.Equal(t, RecvLast, st)
+	resp = rc.answer(r2, "second!")
+	require.True(t, strings.HasSuffix(resp, "content-length: 7\r\n\r\nsecond!"), resp)
+
+	// the application waits for the body: an EvWake is queued, so the request is not reused
+	evs = rc.send("POST /c HTTP/1.1\r\nHost: three\r\nContent-Length: 2\r\n\r\n")
+	require.Len(t, evs, 1)
+	r3 := evs[0].Req
+	require.Same(t, r1, r3)
+	_, st = r3.Receive()
+	require.Equal(t, RecvWait, st)
+	evs = rc.send("hi")
+	require.Len(t, evs, 1)
+	require.Equal(t, EvWake, evs[0].Kind)
+	b, st = r3.Receive()
+	require.Equal(t, "hi", string(b))
+	require.Equal(t, RecvLast, st)
+	rc.answer(r3, "third")
+	evs = rc.send("GET /d HTTP/1.1\r\nHost: four\r\n\r\n")
+	require.Len(t, evs, 1)
+	r4 := evs[0].Req
+	require.NotSame(t, r3, r4)
+	rc.answer(r4, "fourth")
+
+	req := []byte("GET / HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n\r\n")
+	reason, hdr, body := []byte("OK"), []byte("Content-Length: 13\r\n"), []byte("Hello, World!")
+	allocs := testing.AllocsPerRun(100, func() {
+		unix.Write(rc.client, req)
+		rc.h(evIn)
+		rc.evs = rc.s.Take(rc.evs[:0])
+		r := rc.evs[0].Req
+		rc.evs[0] = Event{}
+		r.StartReason(200, reason, hdr)
+		r.Send(body, false)
+		r.Done(false)
+		rc.s.Flush()
+		unix.Read(rc.client, rc.rbuf)
+	})
+	require.Zero(t, allocs, "allocations per keep-alive request")
+
+	plain := newReuseConn(t, false)
+	p1 := plain.send(string(req))[0].Req
+	plain.answer(p1, "x")
+	p2 := plain.send(string(req))[0].Req
+	require.NotSame(t, p1, p2)
+	plain.answer(p2, "y")
+}
