@@ -519,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
               "       goloop --version")
         return 0 if argv else 2
     if argv[0] in ("-V", "--version"):
-        from ._version import __version__
+        from .._version import __version__
 
         print(f"goloop {__version__}")
         return 0
