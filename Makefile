@@ -33,7 +33,7 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # around a bug of 0.1.0; an abi3 wheel, so none for 3.13t)
 OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0
 
-.PHONY: all setup deps bench-deps build wheel sdist wheel-check wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps build wheel sdist wheel-check arm64-sid-root wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench demo fuzz vet clean
 
 all: build
 
@@ -103,6 +103,18 @@ sdist: wheel-tools
 # where it was tested, or why it was not run; fails on a missing wheel or a failed test.
 wheel-check:
 	$(PY) tools/wheel_check.py --dist $(WHEEL_DIR) --version $(VERSION)
+
+# A Debian sid arm64 root with CPython 3.13, 3.14 and 3.15, where `make wheel-check` runs those
+# aarch64 wheels under qemu-user (shared/pythons/arm64.sh enters it: ARM64_ROOT). Made once per
+# machine by debootstrap, its second stage emulated (~10 minutes on 2 cores; qemu-user's binfmt
+# comes from arm64.sh, which makes the bookworm root the first time); not made by CI.
+ARM64_SID_ROOT ?= /opt/arm64-sid
+arm64-sid-root:
+	@test -x $(ARM64_SID_ROOT)/usr/bin/python3.15 || { \
+	  test -e /proc/sys/fs/binfmt_misc/qemu-aarch64 || bash $(ARM64_SH) true; \
+	  debootstrap --arch=arm64 --variant=minbase \
+	    --include=python3,python3.13,python3.13-venv,python3.14,python3.14-venv,python3.15,python3.15-venv,ca-certificates \
+	    sid $(ARM64_SID_ROOT) http://deb.debian.org/debian; }
 
 # The x86-64 manylinux_2_17 wheel for $(PY) alone (`make test` tests it); ARCH=aarch64 for the other.
 ARCH ?= x86_64

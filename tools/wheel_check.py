@@ -11,8 +11,10 @@ per machine by the scripts named, see docs/install.md):
   x86-64:   cp311 python3 (when it is 3.11); cp312 pyenv's 3.12; cp313 /opt/python/3.13 or
             pyenv's 3.13, and also tools/oldglibc.sh's Debian bullseye root (glibc 2.31);
             cp313t /opt/python/3.13t; cp314, cp315 shared/pythons/sid.sh's Debian sid root
-  aarch64:  cp311 shared/pythons/arm64.sh's Debian bookworm arm64 root under qemu-user; the
-            others have no aarch64 interpreter to run them (below, NOT_RUN)
+  aarch64:  cp311 shared/pythons/arm64.sh's Debian bookworm arm64 root under qemu-user; cp313,
+            cp314, cp315 a Debian sid arm64 root (ARM64_SID_ROOT, default /opt/arm64-sid: `make
+            arm64-sid-root`), entered by arm64.sh too; cp312 and cp313t have no aarch64
+            interpreter to run them (below, NOT_RUN)
 """
 from __future__ import annotations
 
@@ -36,9 +38,10 @@ NOT_RUN = {
     ("cp313-cp313t", "aarch64"): "no free-threaded aarch64 CPython: Debian builds none, and building one "
                                  "under qemu-user would take hours",
 }
+ARM64_SID_ROOT = os.environ.get("ARM64_SID_ROOT", "/opt/arm64-sid")
 for _tag in ("cp313-cp313", "cp314-cp314", "cp315-cp315"):
-    NOT_RUN[(_tag, "aarch64")] = ("needs a Debian sid (or trixie) arm64 root under qemu-user; only the bookworm "
-                                  "one (CPython 3.11) is made by shared/pythons/arm64.sh")
+    NOT_RUN[(_tag, "aarch64")] = (f"needs a Debian sid arm64 root under qemu-user with CPython 3.{_tag[4:5]} "
+                                  f"at {ARM64_SID_ROOT} (`make arm64-sid-root` makes it, once per machine)")
 
 
 def pyenv_python(minor: str) -> list[str]:
@@ -50,8 +53,14 @@ def places(tag: str, arch: str) -> list[tuple[str, list[str], str]]:
     """(label, command prefix, interpreter) for each place this wheel should run."""
     minor = "3." + tag[3:5]
     if arch == "aarch64":
-        return [("bookworm arm64 root (qemu)", ["bash", os.path.join(SHARED, "arm64.sh")], "/usr/bin/python3.11")] \
-            if tag == "cp311-cp311" else []
+        if tag == "cp311-cp311":
+            return [("bookworm arm64 root (qemu)", ["bash", os.path.join(SHARED, "arm64.sh")], "/usr/bin/python3.11")]
+        py = f"/usr/bin/python{minor}"
+        if not tag.endswith("t") and os.path.exists(ARM64_SID_ROOT + py):
+            # arm64.sh only binds and enters a root that exists: this one is sid's
+            return [("sid arm64 root (qemu)", ["env", f"ARM64_ROOT={ARM64_SID_ROOT}", "bash",
+                                               os.path.join(SHARED, "arm64.sh")], py)]
+        return []
     if tag == "cp311-cp311":
         return [("host", [], shutil.which("python3") or "python3")]
     if tag == "cp312-cp312":

@@ -5,7 +5,8 @@ nothing but the wheel needs installing (under qemu, pip would take minutes):
   2. goloop.__version__ and `goloop --version` are VERSION (the wheel's file name's);
   3. an echo server and client on goloop's loop: one round trip;
   4. `goloop serve` of a small ASGI application on a socket it is handed (--fd): one GET.
-Prints SMOKE-OK on success, exits non-zero with what failed otherwise.
+Prints ENGINE <the engine's path>, then SMOKE-OK on success; exits non-zero with what failed
+otherwise. tests_py/test_wheel.py runs it too.
     python -P tools/wheel_smoke.py VERSION
 """
 import asyncio
@@ -109,6 +110,7 @@ def main():
     assert loop_name == "Loop", loop_name
     engine = sys.modules["goloop._goloop"].__file__
     assert engine.endswith(sysconfig.get_config_var("EXT_SUFFIX")), engine
+    print("ENGINE", engine)
     status = serve_one_request(workdir)
     gil = "" if not hasattr(sys, "_is_gil_enabled") else (" GIL on" if sys._is_gil_enabled() else " GIL off")
     print(f"SMOKE-OK goloop {goloop.__version__} on Python {sys.version.split()[0]}{gil}: echo round trip, "
