@@ -28,7 +28,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-SHARED = os.path.join(os.path.dirname(REPO), "shared", "pythons")
+# shared/pythons/ (build.sh, sid.sh, arm64.sh) beside the clone, or beside its folder; PYTHONS_DIR
+SHARED = os.environ.get("PYTHONS_DIR") or next(
+    (d for d in (os.path.join(os.path.dirname(REPO), "shared", "pythons"),
+                 os.path.join(os.path.dirname(os.path.dirname(REPO)), "shared", "pythons")) if os.path.isdir(d)),
+    os.path.join(os.path.dirname(REPO), "shared", "pythons"))
 TAGS = ("cp311-cp311", "cp312-cp312", "cp313-cp313", "cp313-cp313t", "cp314-cp314", "cp315-cp315")
 ARCHES = ("x86_64", "aarch64")
 
