@@ -33,7 +33,7 @@ FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get
 # around a bug of 0.1.0; an abi3 wheel, so none for 3.13t)
 OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0
 
-.PHONY: all setup deps bench-deps build wheel sdist wheel-check arm64-sid-root wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench demo fuzz vet clean
+.PHONY: all setup deps bench-deps docs-deps docs docs-check build wheel sdist wheel-check arm64-sid-root wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench demo fuzz vet clean
 
 all: build
 
@@ -52,7 +52,7 @@ deps:
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
 bench-deps:
-	$(PIP) install uvloop httptools fastapi pydantic
+	$(PIP) install uvloop httptools fastapi pydantic matplotlib
 	$(PIP) install granian || echo "granian not installed: bench/serve_bench.py's Granian rows will fail"
 	$(PIP) install flask django gunicorn waitress pyuwsgi
 	@# bjoern needs libev's headers; meinheld (greenlet<0.5) does not build on current CPythons
@@ -184,17 +184,35 @@ test-race: deps
 test-cpython: build
 	$(PY) tests_py/cpython_suite.py
 
-# GO_CHECKS= leaves out the Go-only checks, which do not depend on $(PY) (.ci/run runs them once).
-GO_CHECKS ?= vet test-go
+# GO_CHECKS= leaves out the checks that do not depend on $(PY): Go's, and the manual's build
+# and browser check (.ci/run runs them once).
+GO_CHECKS ?= vet test-go docs-check
 test: build $(GO_CHECKS) test-py test-cpython
 
 fuzz:
 	@for f in $$($(GO) test -list 'Fuzz.*' ./tests_go/ | grep ^Fuzz); do \
 	  echo "== $$f"; $(GO) test ./tests_go/ -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
+# Each driver writes its tables under bench/results/ (replacing only its own files), and
+# bench/render.py renders BENCHMARKS.md and docs/performance.md from every result there.
+# The manual (docs/, mkdocs.yml): its packages, the site (build/site), and the site loaded
+# page by page in headless Chromium (Debian's chromium; Playwright drives it, its own
+# browser download is never used).
+docs-deps:
+	$(PIP) install -q -r docs/requirements.txt
+
+docs: docs-deps
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+docs-check: docs-deps
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+	  || { echo "docs-check: chromium does not install (apt-get install chromium)"; exit 1; }
+	$(PY) docs/check_site.py
+
 bench: build bench-deps
-	$(PY) bench/run.py --write BENCHMARKS.md
-	$(PY) bench/serve_bench.py --duration 5 --rounds 2 --https
+	$(PY) bench/run.py --only echo,http,tls --results
+	$(PY) bench/serve_bench.py --duration 5 --rounds 2 --https --results
+	$(PY) bench/render.py
 
 demo: build bench-deps
 	$(PY) bench/run.py --quick

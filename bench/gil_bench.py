@@ -8,7 +8,8 @@ One task awaits asyncio.sleep(0) forever (the loop always has a callback ready);
 calls time.sleep(0) in a loop (each call gives up the GIL and waits to take it back) and
 counts its turns; the main task times `await asyncio.to_thread(noop)` --rounds times.
 A loop that never releases the GIL while busy makes both wait for CPython's switch
-interval (5 ms).
+interval (5 ms). --results writes the table as bench/results/loop-threads.json and renders
+BENCHMARKS.md.
 """
 import argparse
 import asyncio
@@ -58,7 +59,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--loops", default="asyncio,uvloop,goloop")
     ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--results", action="store_true", help="write bench/results/loop-threads.json")
     args = ap.parse_args()
+    rows = []
     print("| loop | other thread's GIL turns/s | to_thread median | to_thread p90 |")
     print("|---|---:|---:|---:|")
     for name in args.loops.split(","):
@@ -69,6 +72,21 @@ def main():
         finally:
             loop.close()
         print(f"| {name} | {rate:,.0f} | {med * 1e3:.3f} ms | {p90 * 1e3:.3f} ms |", flush=True)
+        rows.append({"row": name, "other thread's GIL turns/s": round(rate),
+                     "to_thread median": f"{med * 1e3:.3f} ms", "to_thread p90": f"{p90 * 1e3:.3f} ms"})
+    if args.results:
+        import render
+        from results import write_result
+        write_result(
+            "loop-threads", group="The event loop under other servers", title="Other threads on a busy loop",
+            command=f"python3 bench/gil_bench.py --results --loops {args.loops} --rounds {args.rounds}",
+            method=("One task keeps the ready queue non-empty, one thread takes and gives up the GIL in a loop, "
+                    "and the main task times `asyncio.to_thread`; unpinned. goloop releases the GIL at every "
+                    "iteration's poll while other threads exist, as asyncio and uvloop do."),
+            better=None, columns=["row", "other thread's GIL turns/s", "to_thread median", "to_thread p90"],
+            units={"other thread's GIL turns/s": "/s"}, rows=rows, order=30, row_label="loop",
+            modules=("uvloop",))
+        render.main([])
 
 
 if __name__ == "__main__":

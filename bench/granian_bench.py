@@ -3,7 +3,9 @@
 goloop (`python -m goloop.granian`, which installs goloop and runs Granian with
 `--loop asyncio`).
 
-    python3 bench/granian_bench.py [--dur 10] [--warm 2] [--repeat 2] [--markdown]
+    python3 bench/granian_bench.py [--dur 10] [--warm 2] [--repeat 2] [--markdown] [--results]
+
+--results writes the table as bench/results/loop-granian.json and renders BENCHMARKS.md.
 
 Granian runs one worker with one runtime thread (`--workers 1 --runtime-threads 1`), the
 whole process tree pinned to core 0; wrk -t1 -c100 on core 1. Two endpoints of one
@@ -96,6 +98,7 @@ def main():
     ap.add_argument("--loops", default="asyncio,uvloop,goloop")
     ap.add_argument("--paths", default="/json,/sync")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--results", action="store_true", help="write bench/results/loop-granian.json")
     args = ap.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is required (apt-get install wrk)")
@@ -124,6 +127,37 @@ def main():
                 ratio = f"{r['value'] / base['value']:.2f}x" if base else ""
                 print(f"| `{path}` | {loop} | {r['value']:,.0f} | {ratio} | {r['cpu_us']:.1f} | "
                       f"{r.get('p50_us', 0) / 1e3:.2f} | {r.get('p99_us', 0) / 1e3:.2f} |")
+
+    if args.results:
+        write_results(best, loops, args)
+
+
+def write_results(best, loops, args):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import render
+    from results import write_result
+    rows = []
+    for path in args.paths.split(","):
+        base = best.get((path, "asyncio"))
+        for loop in loops:
+            r = best[(path, loop)]
+            rows.append({"row": f"`{path}`", "loop": loop, "requests/s": round(r["value"]),
+                         "vs asyncio": round(r["value"] / base["value"], 2) if base else None,
+                         "server CPU µs/request": round(r["cpu_us"], 1),
+                         "p50 ms": round(r["p50_us"] / 1e3, 2) if r.get("p50_us") else None,
+                         "p99 ms": round(r["p99_us"] / 1e3, 2) if r.get("p99_us") else None})
+    write_result(
+        "loop-granian", group="The event loop under other servers", title="Starlette on Granian, with each loop",
+        command=f"python3 bench/granian_bench.py --dur {args.dur:g} --warm {args.warm:g} --repeat {args.repeat} --results",
+        method=("Granian (`--interface asgi --workers 1 --runtime-threads 1`, the whole process tree pinned "
+                "to core 0), Starlette, `wrk -t1 -c100` on core 1, best of "
+                f"{args.repeat} by requests/s; CPU is Granian's master and worker, all threads. goloop runs as "
+                "`python -m goloop.granian` (Granian with `--loop asyncio` after `goloop.install()`). `/json` "
+                "is an async JSON endpoint; `/sync` a plain `def` endpoint that Starlette runs in a worker thread."),
+        better=None, columns=["row", "loop", "requests/s", "vs asyncio", "server CPU µs/request", "p50 ms", "p99 ms"],
+        units={"vs asyncio": "x"}, rows=rows, order=20, row_label="endpoint",
+        modules=("granian", "starlette", "uvloop"))
+    render.main([])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ Protocol 1 KiB, echo streams 1 KiB (10 connections, bench/echoclient) and HTTP k
 
 goloop=DIR imports goloop from DIR (a copy of another build). Prints, per row, each
 configuration's least CPU µs per request over the rounds, and its ratio to the first.
-Run it under `flock /tmp/goloop-bench.lock`.
+Run it under `flock /tmp/goloop-bench.lock`. --results writes the table as
+bench/results/loop-io.json (the loops as named, without goloop=DIR copies) and renders
+BENCHMARKS.md.
 """
 import argparse
 import os
@@ -26,6 +28,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--loops", default="uvloop,goloop")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--results", action="store_true", help="write bench/results/loop-io.json")
     args = ap.parse_args()
     loops = args.loops.split(",")
     cfg = run.Config(False)
@@ -66,6 +69,25 @@ def main():
         cells = [f"{v:.2f}" if v else "error" for v in vals]
         ratios = [f"{v / vals[0]:.2f}×" if v and vals[0] else "n/a" for v in vals[1:]]
         print(f"| {title} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    if args.results:
+        write_results(best, loops, args)
+
+
+def write_results(best, loops, args):
+    import render
+    from results import write_result
+    loops = [lp for lp in loops if "=" not in lp]
+    rows = [{"row": title, **{lp: round(best[title, lp], 2) if (title, lp) in best else None for lp in loops}}
+            for title, *_ in ROWS]
+    write_result(
+        "loop-io", group="The event loop", title="I/O against uvloop: server CPU µs per request (A/B rounds)",
+        command=f"python3 -P bench/io_ab.py --results --loops {','.join(loops)} --rounds {args.rounds}",
+        method=("The echo and HTTP servers of `bench/run.py`, the loops alternating round by round on core 0, "
+                f"the load generator on core 1; each figure the least server CPU per request of {args.rounds} rounds."),
+        better="lower", columns=["row"] + loops, units={lp: "µs" for lp in loops}, rows=rows,
+        compare=[lp for lp in loops if lp != "goloop"] if "goloop" in loops else None, order=40,
+        row_label="workload", modules=("uvloop",))
+    render.main([])
 
 
 if __name__ == "__main__":

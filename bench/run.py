@@ -3,7 +3,11 @@
 
     python3 bench/run.py [--quick] [--only echo,http,micro,tls]
                          [--loops asyncio,uvloop,goloop] [--repeat N]
-                         [--write BENCHMARKS.md] [--json results.json]
+                         [--results] [--json results.json]
+
+--results writes each table as a result file under bench/results/ (bench/results.py has the
+schema) and renders BENCHMARKS.md and docs/performance.md from every result file there
+(bench/render.py): the tables other drivers wrote stay as they are.
 
 Servers run pinned to core 0 (`taskset -c 0`), load generators (the Go
 echoclient, wrk -t1 -c100) pinned to core 1. Every server is a fresh
@@ -417,7 +421,7 @@ class Table:
             ratios.append(("goloop", "uvloop"))
         if "goloop" in keys and "asyncio" in keys:
             ratios.append(("goloop", "asyncio"))
-        head = [self.unit] + [lab for _, lab in self.columns] + [f"{a}/{b}" for a, b in ratios]
+        head = [self.unit] + [lab for _, lab in self.columns] + [f"{a} vs {b} (> 1: {a} faster)" for a, b in ratios]
         out = [f"### {self.title}", "", "| " + " | ".join(head) + " |",
                "|" + "---|" * len(head)]
         for label, res in self.rows:
@@ -432,13 +436,13 @@ class Table:
             cr = [(a, b) for a, b in ratios if a == "goloop"]
             out += ["", f"Server CPU time per request, µs, lower is better ({self.title.lower()}):", "",
                     "| " + " | ".join([self.unit] + [lab for _, lab in self.columns]
-                                      + [f"{b}/{a} (CPU saved)" for a, b in cr]) + " |",
+                                      + [f"{b}'s CPU / {a}'s (> 1: {a} uses less)" for a, b in cr]) + " |",
                     "|" + "---|" * (len(self.columns) + 1 + len(cr))]
             for label, res in self.rows:
                 cells = [label]
                 for k in keys:
                     r = res.get(k) or {}
-                    cells.append(f"{r['cpu_us']:.2f}" if r.get("cpu_us") else "–")
+                    cells.append(f"{r['cpu_us']:.2f}" if r.get("cpu_us") else "n/a")
                 for a, b in cr:
                     ra, rb = res.get(a) or {}, res.get(b) or {}
                     cells.append(f"{rb['cpu_us'] / ra['cpu_us']:.2f}×"
@@ -455,14 +459,14 @@ class Table:
                     if r.get("p50_us") is not None:
                         cells.append(f"{human_us(r['p50_us'])} / {human_us(r.get('p99_us'))}")
                     else:
-                        cells.append("–")
+                        cells.append("n/a")
                 out.append("| " + " | ".join(cells) + " |")
         return "\n".join(out) + "\n"
 
 
 def cell(r, notes, fmt):
     if r is None:
-        return "–"
+        return "n/a"
     if "error" in r:
         return f"error [{notes.ref(r['error'])}]"
     s = fmt(r["value"])
@@ -608,7 +612,8 @@ def main():
     ap.add_argument("--only", default="echo,http,micro,tls", help="comma-separated sections: echo,http,micro,tls")
     ap.add_argument("--loops", default=",".join(ALL_LOOPS), help="comma-separated: asyncio,uvloop,goloop")
     ap.add_argument("--repeat", type=int, default=1, help="best of N attempts per cell (default 1)")
-    ap.add_argument("--write", metavar="FILE", help="write the Markdown report here (e.g. BENCHMARKS.md)")
+    ap.add_argument("--results", action="store_true",
+                    help="write each table under bench/results/ and render BENCHMARKS.md from all results")
     ap.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
     ap.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
                     help="first wait up to SECONDS for the machine to be idle (<15%% busy)")
@@ -790,16 +795,13 @@ def main():
         remarks.append(f"The machine was still {busy_end:.0%} busy right after the run (other processes).")
     say(f"# total time {elapsed:.0f}s")
     if notes.items:
-        say("# notes:")
+        say("# errors and warnings in the tables above (the [n] in a cell):")
         say(notes.markdown())
 
-    if args.write:
-        report = render(command, started, elapsed, facts, cfg, args, loops, remarks, tables, notes,
-                        load_start, load_end)
-        path = args.write if os.path.isabs(args.write) else os.path.join(os.getcwd(), args.write)
-        with open(path, "w") as f:
-            f.write(report)
-        say(f"# wrote {path}")
+    if args.results:
+        write_results(tables, notes, command, cfg, args, facts)
+        import render
+        render.main([])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"command": command, "date": started.isoformat(), "seconds": elapsed,
@@ -807,71 +809,91 @@ def main():
         say(f"# wrote {args.json}")
 
 
-def render(command, started, elapsed, facts, cfg, args, loops, remarks, tables, notes,
-           load_start, load_end):
-    def v(k):
-        return facts.get(k) or "not installed"
-    out = [
-        "# goloop benchmarks",
-        "",
-        f"Generated by `bench/run.py` on {started.strftime('%Y-%m-%d %H:%M %Z')} "
-        f"in {elapsed:.0f} s{' (quick mode: short runs, rough figures)' if args.quick else ''}.",
-        "",
-        "Command:",
-        "",
-        f"    {command}",
-        "",
-        "## Machine",
-        "",
-        f"- CPU: {facts['cpu']}, nproc {facts['nproc']}; Linux {facts['kernel']}",
-        f"- Python {facts['python']}; {facts['go']}",
-        f"- uvloop {v('uvloop')}, httptools {v('httptools')}, wrk {v('wrk')}",
-    ]
-    if "goloop" in loops:
-        out.append(f"- goloop: {facts.get('goloop') or 'unavailable (' + str(facts.get('goloop_error')) + ')'}")
-    out += [
-        f"- load average at start / end: {load_start} / {load_end}",
-        "",
-        "## Method",
-        "",
-        "- Servers run on core 0 (`taskset -c 0`), load generators on core 1 (`taskset -c 1`);"
-        " each figure comes from a fresh server process on a free port.",
-        f"- Echo: `bench/echoclient` (Go, one epoll thread), 10 connections, each sends a message and "
-        f"waits for the whole echo before the next; {cfg.echo_warm} s warm-up then {cfg.echo_dur} s "
-        "measured; every echoed byte is verified. Servers: `bench/servers/echo_server.py` in the vmbench shapes "
-        "(Protocol, BufferedProtocol, streams with `reader.read(102400)` + drain, "
-        "`sock_accept/sock_recv/sock_sendall`).",
-        f"- HTTP: `bench/servers/http_server.py` (asyncio.Protocol + HttpRequestParser, fixed body, keep-alive), "
-        f"`wrk -t1 -c100` for {cfg.http_dur} s after {cfg.http_warm} s of warm-up; pipelined with "
-        "`bench/pipeline.lua` (16 requests per write). Each server is checked with two pipelined "
-        "requests before and after the load. uvicorn: `bench/servers/asgi_server.py`, an ASGI hello world "
-        "on uvicorn's httptools protocol, the loop given as users do (`--loop goloop:new_event_loop`), "
-        "under the same wrk.",
-        "- TLS: `bench/tls_bench.py`, a TLS echo server (asyncio.Protocol over ssl=) on core 0 and "
-        "`bench/echoclient -tls` (Go crypto/tls) on core 1, 10 connections; HTTPS: `bench/servers/http_server.py "
-        "--cert` (goloop with goloop.http, the others with httptools) under `wrk -t1 -c100` over https.",
-        "- Server CPU per request: the server process's CPU time (all threads, user + system, from "
-        "/proc) over the measured window divided by the requests answered in it. On this 2-core "
-        "machine the load generator can saturate its core before the server does; then requests/s "
-        "compares the load generator more than the servers, and CPU per request is the fairer figure.",
-        "- Micro: `bench/micro.py`, one process per figure on core 0"
-        f"{' (n scaled ×' + str(cfg.micro_scale) + ')' if cfg.micro_scale != 1 else ''}.",
-        f"- {'Best of ' + str(args.repeat) + ' attempts per cell. ' if args.repeat > 1 else ''}"
-        "Figures are noisy (about ±20 % between runs): compare ratios measured in one run.",
-        "",
-    ]
-    if remarks:
-        out += ["Remarks:", ""] + [f"- {r}" for r in remarks] + [""]
-    out += ["## Results", ""]
+PIN = ("Server on core 0 (`taskset -c 0`), load generator on core 1; a fresh server process per "
+       "figure. Server CPU per request: the server process's CPU time (all threads, user + system) "
+       "over the measured window divided by the requests answered in it; with both cores busy the "
+       "load generator can bound requests/s, so CPU per request is the fairer figure.")
+# Table title -> (result id, group, short title, row label, method, --only section)
+RESULT_TABLES = {
+    "Echo": ("loop-echo", "The event loop", "Echo, 10 connections", "echo",
+             "`bench/echoclient` (Go, one epoll thread), 10 connections, each sends a message and waits "
+             "for the whole echo before the next; {echo_warm} s warm-up then {echo_dur} s measured; every "
+             "echoed byte is verified. Servers: `bench/servers/echo_server.py` in the vmbench shapes "
+             "(Protocol, BufferedProtocol, streams with `reader.read(102400)` + drain, `sock_accept/"
+             "sock_recv/sock_sendall`). " + PIN),
+    "HTTP keep-alive": ("loop-http", "The event loop", "HTTP keep-alive, wrk -t1 -c100", "http",
+                        "`bench/servers/http_server.py` (asyncio.Protocol + an HttpRequestParser, fixed "
+                        "body, keep-alive) under `wrk -t1 -c100` for {http_dur} s after {http_warm} s of "
+                        "warm-up; pipelined with `bench/pipeline.lua` (16 requests per write). Each server "
+                        "is checked with two pipelined requests before and after the load. " + PIN),
+    "uvicorn": ("loop-uvicorn", "The event loop under other servers",
+                "uvicorn (ASGI hello world, its httptools protocol)", "http",
+                "`bench/servers/asgi_server.py`, an ASGI hello world on uvicorn's httptools protocol, the "
+                "loop given as users do (`--loop goloop:new_event_loop`), under `wrk -t1 -c100` for "
+                "{http_dur} s. " + PIN),
+    "Loop microbenchmarks": ("loop-micro-run", "The event loop", "Loop microbenchmarks (bench/run.py)", "micro",
+                             "`bench/micro.py`, one process per figure on core 0."),
+    "TLS echo": ("loop-tls", "The event loop: TLS", "TLS echo, 10 connections", "tls",
+                 "`bench/tls_bench.py`'s TLS echo server (asyncio.Protocol over `ssl=`) and "
+                 "`bench/echoclient -tls` (Go crypto/tls), 10 connections, {echo_dur} s. " + PIN),
+    "HTTPS keep-alive": ("loop-https", "The event loop: TLS", "HTTPS keep-alive, wrk -t1 -c100", "tls",
+                         "`bench/servers/http_server.py --cert` (goloop with goloop.http, the others "
+                         "with httptools) under `wrk -t1 -c100` over HTTPS for {http_dur} s. " + PIN),
+}
+
+
+def write_results(tables, notes, command, cfg, args, facts):
+    """Each table as result files: requests/s (or operations/s), CPU µs per request, latency."""
+    from results import write_result
     for t in tables:
-        out.append(t.markdown(notes))
-    if notes.items:
-        out += ["## Errors and warnings", "", notes.markdown()]
-    analysis = os.path.join(BENCH, "ANALYSIS.md")  # hand-written profile notes, kept with the table
-    if os.path.exists(analysis):
-        with open(analysis) as f:
-            out += ["", f.read().rstrip()]
-    return "\n".join(out).rstrip() + "\n"
+        key = next(k for k in RESULT_TABLES if t.title.startswith(k))
+        rid, group, title, section, method = RESULT_TABLES[key]
+        base = {"loop-echo": 10, "loop-http": 20, "loop-uvicorn": 10, "loop-micro-run": 31,
+                "loop-tls": 10, "loop-https": 20}[rid]
+        method = method.format(**vars(cfg))
+        if args.quick:
+            method += " Quick mode: short runs, rough figures."
+        if args.repeat > 1:
+            method += f" Best of {args.repeat} attempts per cell."
+        cmd = f"python3 bench/run.py --only {section} --results"
+        labels = [lab for _, lab in t.columns]
+        keys = [k for k, _ in t.columns]
+        goloop = dict(t.columns).get("goloop")
+        peers = [dict(t.columns)[k] for k in ("uvloop", "asyncio") if k in keys]
+        extra = {"goloop": goloop} if goloop and goloop != "goloop" else {}
+        common = dict(group=group, command=cmd, method=method, row_label=t.unit,
+                      modules=("uvloop", "httptools", "uvicorn"))
+        unit = "ops/s" if section == "micro" else "req/s"
+
+        def rows(get):
+            out = []
+            for label, res in t.rows:
+                row, errors = {"row": label}, {}
+                for k, lab in t.columns:
+                    r = res.get(k) or {}
+                    row[lab] = get(r) if "error" not in r else None
+                    if "error" in r:
+                        errors[lab] = r["error"]
+                if errors:
+                    row["errors"] = errors
+                out.append(row)
+            return out
+        write_result(rid, title=f"{title}, {'operations' if section == 'micro' else 'requests'}/s",
+                     better="higher", columns=["row"] + labels, units={l: unit for l in labels},
+                     rows=rows(lambda r: r.get("value")), compare=peers if goloop else None, order=base, **extra, **common)
+        if any((r or {}).get("cpu_us") for _, res in t.rows for r in res.values()):
+            write_result(rid + "-cpu", title=f"{title}, server CPU µs per request", better="lower",
+                         columns=["row"] + labels, units={l: "µs" for l in labels},
+                         rows=rows(lambda r: round(r["cpu_us"], 2) if r.get("cpu_us") else None),
+                         compare=peers if goloop else None, order=base + 1, **extra, **common)
+        if t.latency:
+            lat = [f"{l} p50 / p99" for l in labels]
+            out = []
+            for row in rows(lambda r: (f"{human_us(r['p50_us'])} / {human_us(r.get('p99_us'))}"
+                                       if r.get("p50_us") is not None else None)):
+                out.append({"row": row["row"], **{f"{l} p50 / p99": row.get(l) for l in labels}})
+            write_result(rid + "-latency", title=f"{title}, latency p50 / p99", better="lower",
+                         columns=["row"] + lat, rows=out, order=base + 2, **common)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ to one core. Prints a Markdown table of operations per second.
 
 A loop written goloop=DIR imports goloop from DIR (e.g. a copy of the build before a
 change), shown as "goloop (DIR's last part)". Run it under `flock /tmp/goloop-bench.lock`.
+--results writes the table as bench/results/loop-micro.json (the loops as named, without
+goloop=DIR copies) and renders BENCHMARKS.md.
 """
 
 import argparse
@@ -50,6 +52,7 @@ def main():
     ap.add_argument("--benches", default=BENCHES)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cpu", type=int, default=0)
+    ap.add_argument("--results", action="store_true", help="write bench/results/loop-micro.json")
     args = ap.parse_args()
     loops, benches = args.loops.split(","), args.benches.split(",")
     best = {}
@@ -65,6 +68,27 @@ def main():
     for b in benches:
         cells = [f"{best[b, lp] / 1e6:.2f}M" if (b, lp) in best else "error" for lp in loops]
         print(f"| {TITLES.get(b, b)} | " + " | ".join(cells) + " |")
+    if args.results:
+        write_results(best, loops, benches, args)
+
+
+def write_results(best, loops, benches, args):
+    sys.path.insert(0, HERE)
+    import render
+    from results import write_result
+    loops = [lp for lp in loops if "=" not in lp]
+    rows = [{"row": TITLES.get(b, b), **{lp: round(best[b, lp]) if (b, lp) in best else None for lp in loops}}
+            for b in benches]
+    write_result(
+        "loop-micro", group="The event loop", title="Loop microbenchmarks, operations/s (one core)",
+        command=f"python3 -P bench/sched_table.py --results --loops {','.join(loops)} --rounds {args.rounds}",
+        method=(f"`bench/micro.py`'s loops, each figure a fresh process on core {args.cpu}; best of {args.rounds} "
+                "alternating rounds. call_soon chain: each callback schedules the next; fan-out: 1M callbacks "
+                "queued, then run; call_later: 200k timers; create_task + await; `await asyncio.sleep(0)` in a loop."),
+        better="higher", columns=["row"] + loops, units={lp: "ops/s" for lp in loops},
+        rows=rows, compare=[lp for lp in ("uvloop", "rloop", "asyncio") if lp in loops] if "goloop" in loops else None,
+        order=30, row_label="benchmark", modules=("uvloop", "rloop"))
+    render.main([])
 
 
 if __name__ == "__main__":

@@ -154,7 +154,8 @@ def run_one(argv, port, path, duration, conns, depth, tls, env=None, server_cpu=
 
 
 def fmt_ms(us):
-    return f"{us / 1e3:.2f}" if us is not None else ""
+    """wrk's latency in ms; "n/a" where it reports none (pipelined requests: its script sends them)."""
+    return f"{us / 1e3:.2f}" if us else "n/a"
 
 
 def main():
@@ -165,6 +166,8 @@ def main():
     ap.add_argument("--rows", default="hello,json,fastapi,pipeline,big", help=",".join(ROWS))
     ap.add_argument("--servers", default=",".join(SERVERS), help=",".join(SERVERS + [GOROUTINES]))
     ap.add_argument("--https", action="store_true", help="add the HTTPS row")
+    ap.add_argument("--results", action="store_true",
+                    help="write the table under bench/results/ (serve-asgi-*) and render BENCHMARKS.md")
     args = ap.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed")
@@ -186,7 +189,7 @@ def main():
                         r = run_one(argv, port, path, args.duration, args.connections, depth, tls)
                     except Exception as exc:  # noqa: BLE001 (a row that fails is reported, not fatal)
                         print(f"# {title} / {name}: failed: {exc}", flush=True)
-                        best.setdefault((row, name), "failed")
+                        best.setdefault((row, name), f"failed: {exc}")
                         continue
                     print(f"# round {rnd + 1} {title} / {name}: {r['value']:,.0f} req/s, {r['cpu_us']:.2f} µs CPU/req, "
                           f"p50 {fmt_ms(r.get('p50_us'))} ms, p99 {fmt_ms(r.get('p99_us'))} ms"
@@ -194,21 +197,116 @@ def main():
                     old = best.get((row, name))
                     if not isinstance(old, dict) or r["cpu_us"] < old["cpu_us"]:
                         best[(row, name)] = r
+    print_table(best, rows, servers, args)
+    if args.results:
+        write_results(best, rows, servers, args)
+
+
+def print_table(best, rows, servers, args):
+    """The table a newcomer reads: "n/a" where a figure does not exist, goloop serve's advantage
+    as a ratio where more than 1 means goloop serve used less CPU per request, and any error in
+    its cell with a footnote saying what it was."""
     print(f"\nwrk -t1 -c{args.connections} -d{args.duration}s on core {CLIENT_CPU}, server tree on core {SERVER_CPU}"
           f", best of {args.rounds} by CPU/request\n")
-    print("| workload | server | requests/s | server CPU µs/request | goloop serve's CPU advantage | p50 ms | p99 ms |")
+    print("| workload | server | requests/s | server CPU µs/request | goloop serve's advantage: "
+          "server's CPU / goloop serve's (> 1: goloop serve uses less) | p50 ms | p99 ms |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    notes: list[str] = []
+
+    def note(msg):
+        msg = " ".join(str(msg).split())
+        if len(msg) > 300:  # a traceback: its end says what failed
+            msg = "... " + msg[-300:]
+        if msg not in notes:
+            notes.append(msg)
+        return f"[{notes.index(msg) + 1}]"
     for row in rows:
         title = ROWS[row][0]
         mine = best.get((row, "goloop serve"))
         for name in servers:
             r = best.get((row, name))
             if not isinstance(r, dict):
-                print(f"| {title} | {name} | {r or ''} | | | | |")
+                if r is None:
+                    continue
+                cell = f"error {note(r)}" if r.startswith("failed") else r
+                print(f"| {title} | {name} | {cell} | n/a | n/a | n/a | n/a |")
                 continue
-            ratio = f"{r['cpu_us'] / mine['cpu_us']:.2f}x" if isinstance(mine, dict) and name != "goloop serve" else ""
-            print(f"| {title} | {name} | {r['value']:,.0f} | {r['cpu_us']:.1f} | {ratio} | {fmt_ms(r.get('p50_us'))} "
-                  f"| {fmt_ms(r.get('p99_us'))} |" + (f" ({r['errors']} errors)" if r["errors"] else ""))
+            if name == "goloop serve":
+                ratio = "(itself)"
+            elif isinstance(mine, dict):
+                ratio = f"{r['cpu_us'] / mine['cpu_us']:.2f}x"
+            else:
+                ratio = "n/a"
+            errs = ""
+            if r.get("errors"):
+                errs = " " + note(f"wrk counted {r['errors']} socket errors or non-2xx answers")
+            print(f"| {title} | {name} | {r['value']:,.0f}{errs} | {r['cpu_us']:.1f} | {ratio} | {fmt_ms(r.get('p50_us'))} "
+                  f"| {fmt_ms(r.get('p99_us'))} |")
+    print()
+    if any(ROWS[r][3] > 1 for r in rows):
+        print("Pipelined rows: wrk's script sends 16 requests per write and wrk times few of them: "
+              "their latency, n/a where wrk timed none, is not comparable with the other rows'.")
+    for i, n in enumerate(notes, 1):
+        print(f"[{i}] {n}")
+
+
+def write_results(best, rows, servers, args):
+    """The table as three result files (CPU per request, requests/s, p99), replacing the
+    rows this run measured in the committed ones and keeping the others."""
+    import json
+    import render
+    from results import RESULTS, write_result
+    method = ("Each server a fresh process tree pinned to core 0 (its threads and child processes "
+              f"inherit it), `wrk -t1 -c{args.connections}` on core 1 after a 1 s warm-up, "
+              f"{args.duration} s measured; each cell the best of {args.rounds} round(s) by CPU per "
+              "request. Server CPU per request: utime + stime of every thread of every process of the "
+              "server's tree over the measured run, divided by the requests wrk counted. Granian runs "
+              "`--interface asgi --workers 1 --runtime-threads 1`, uvicorn its httptools protocol. "
+              "\"go fasthttp\" is `bench/servers/ceiling`: Go's fastest HTTP/1.1 server on one thread "
+              "with no Python at all, the ceiling, for the rows whose answer needs no framework. "
+              "Workloads: `bench/servers/serve_apps.py`.")
+    command = ("python3 bench/serve_bench.py --results --duration {d} --rounds {r} --rows {rows}"
+               .format(d=args.duration, r=args.rounds, rows=",".join(rows)))
+    for rid, key, unit, better, title in (
+            ("serve-asgi-cpu", "cpu_us", "µs", "lower", "server CPU µs per request"),
+            ("serve-asgi-rps", "value", "req/s", "higher", "requests/s"),
+            ("serve-asgi-p99", "p99_us", "ms", "lower", "p99 latency, ms")):
+        old = {}
+        path = os.path.join(RESULTS, rid + ".json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                old = {r["row"]: r for r in json.load(f)["rows"]}
+        table = {}
+        for row in rows:
+            label = ROWS[row][0]
+            cells = {"row": label}
+            errors = {}
+            for name in servers:
+                r = best.get((row, name))
+                if isinstance(r, dict):
+                    v = r.get(key)
+                    if key == "p99_us":
+                        v = round(v / 1e3, 2) if v else None
+                    elif key == "cpu_us":
+                        v = round(v, 1)
+                    else:
+                        v = round(v)
+                    cells[name] = v
+                else:
+                    cells[name] = None
+                    if isinstance(r, str) and r.startswith("failed"):
+                        errors[name] = r
+            if errors:
+                cells["errors"] = errors
+            table[label] = cells
+        merged = [table.pop(r, None) or old[r] for r in old] + list(table.values())
+        write_result(rid, group="goloop serve (ASGI)", title=f"goloop serve against uvicorn and Granian: {title}",
+                     command=command, method=method, better=better, columns=["row"] + servers,
+                     units={s: unit for s in servers}, rows=merged, goloop="goloop serve",
+                     compare=[s for s in ("uvicorn+uvloop", "granian+uvloop") if s in servers],
+                     order={"serve-asgi-cpu": 10, "serve-asgi-rps": 11, "serve-asgi-p99": 12}[rid],
+                     row_label="workload", modules=("uvicorn", "uvloop", "granian", "starlette", "fastapi"))
+    render.main([])
 
 
 if __name__ == "__main__":

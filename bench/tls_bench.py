@@ -23,6 +23,10 @@ The client runs the fastest loop available (uvloop unless --client-loop says oth
 that the server, which does the same TLS work, is what the figures measure; both ends being
 Python, compare loops by ratio within one run.
 
+--results also writes a result file, tls-echo-LOOP.json under bench/results/ (one loop's figures
+per size), and
+renders BENCHMARKS.md; `bench/run.py --only tls --results` measures the loops side by side.
+
 Internal roles (used by the driver): --role server | client.
 """
 
@@ -263,6 +267,7 @@ def main():
                          "server is what is measured); python: an asyncio TLS client")
     ap.add_argument("--role", choices=("bench", "server", "client"), default="bench",
                     help=argparse.SUPPRESS)
+    ap.add_argument("--results", action="store_true", help="write bench/results/tls-echo-LOOP.json")
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--cert", help=argparse.SUPPRESS)
     ap.add_argument("--key", help=argparse.SUPPRESS)
@@ -278,6 +283,7 @@ def main():
     if args.client == "go" and not os.path.exists(GO_CLIENT):
         subprocess.run(["go", "build", "-o", GO_CLIENT, "./bench/echoclient"], cwd=REPO, check=True)
     summary = {}
+    rows = []
     with tempfile.TemporaryDirectory(prefix="tls-bench-") as d:
         ca, cert, key = make_certs(d)
         for size in sizes:
@@ -285,8 +291,38 @@ def main():
             res = {"loop": args.loop, "size": size, **res}
             print(json.dumps(res), flush=True)
             summary[str(size)] = res.get("rps") if not res.get("error") else None
+            rows.append(res)
     print(json.dumps({"loop": args.loop, "client": args.client, "conns": args.conns,
                       "results": summary}), flush=True)
+    if args.results:
+        write_results(args, rows)
+
+
+def write_results(args, measured):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import render
+    from results import write_result
+    rows = []
+    for r in measured:
+        row = {"row": f"TLS {r['size'] // 1024} KiB" if r["size"] >= 1024 else f"TLS {r['size']} B"}
+        if r.get("error"):
+            row.update({"requests/s": None, "server CPU µs/request": None, "p50 µs": None, "p99 µs": None,
+                        "errors": {"requests/s": r["error"]}})
+        else:
+            row.update({"requests/s": round(r["rps"]), "server CPU µs/request": round(r["cpu_us"], 2) if r.get("cpu_us") else None,
+                        "p50 µs": round(r["p50_us"]) if r.get("p50_us") else None,
+                        "p99 µs": round(r["p99_us"]) if r.get("p99_us") else None})
+        rows.append(row)
+    write_result(
+        f"tls-echo-{args.loop}", group="The event loop: TLS", title=f"TLS echo on {args.loop}, {args.conns} connections",
+        command=f"python3 bench/tls_bench.py --loop {args.loop} --conns {args.conns} --duration {args.duration:g} --results",
+        method=(f"A TLS echo server (asyncio.Protocol over `ssl=`) on {args.loop}, pinned to core 0; the "
+                f"{'Go crypto/tls' if args.client == 'go' else 'Python'} echo client on core 1, {args.conns} "
+                f"connections, each sending a message and waiting for its whole echo; {args.warmup:g} s warm-up, "
+                f"{args.duration:g} s measured; every echoed byte verified."),
+        better=None, columns=["row", "requests/s", "server CPU µs/request", "p50 µs", "p99 µs"],
+        units={"requests/s": "req/s"}, rows=rows, order=50, row_label="message", modules=("uvloop",))
+    render.main([])
 
 
 if __name__ == "__main__":

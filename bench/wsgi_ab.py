@@ -261,6 +261,8 @@ def main():
     ap.add_argument("--together", action="store_true",
                     help="run the servers (and the app alone) at once, in CPU cgroups of equal weight")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--results", action="store_true",
+                    help="put this row into bench/results/wsgi-ab-[together-]PEERS.json and render BENCHMARKS.md")
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--conns", type=int, default=10)
     ap.add_argument("--threads", type=int, default=None)
@@ -334,7 +336,7 @@ def main():
         print(f"| {label} | {med('rps'):.0f} | {med('us'):.1f} ({rounds}) | {med('p50'):.2f} | {med('p99'):.2f} | "
               f"{med('p999'):.2f} | {med('cs'):.2f} |{tail}")
     # the first configuration's CPU per request over each other's, paired by round: the machine's
-    # drift between rounds (up to 1.6x here) cancels within a round
+    # drift between rounds (up to 1.6x on the benchmark machine) cancels within a round
     first, *others = res
     for label in others:
         ratios = [x["us"] / y["us"] for x, y in zip(res[first], res[label])]
@@ -346,6 +348,59 @@ def main():
             ratios = [(x["us"] - a) / (y["us"] - a) for x, y, a in zip(res[first], res[label], alone)]
             print(f"{first} / {label}, own cost paired by round: {statistics.median(ratios):.2f} (median; rounds "
                   + " ".join(f"{r:.2f}" for r in ratios) + ")")
+    if args.results:
+        write_results(res, args)
+
+
+def write_results(res, args):
+    """This row into the result file of this set of servers: the other rows stay."""
+    import json
+    import render
+    from results import RESULTS, write_result
+    first, *others = res
+    rid = "wsgi-ab-" + ("together-" if args.together else "") + "-".join(
+        sorted(o.replace(" ", "-") for o in others) or ["alone"])
+    med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
+    row = {"row": f"{ROWS[args.row][0]}, -c{args.conns}", "goloop": round(med(res[first], "us"), 1)}
+    cols = ["row", "goloop"]
+    units = {"goloop": "µs"}
+    for o in others:
+        row[o] = round(med(res[o], "us"), 1)
+        cols.append(o)
+        units[o] = "µs"
+    for o in others:
+        k = f"goloop / {o} (paired)"
+        row[k] = round(statistics.median(x["us"] / y["us"] for x, y in zip(res[first], res[o])), 2)
+        cols.append(k)
+        units[k] = "x"
+    for o in [first] + others:
+        k = f"{'goloop' if o == first else o} p99 ms"
+        row[k] = round(med(res[o], "p99"), 1)
+        cols.append(k)
+        units[k] = "ms"
+    row["rounds"] = {o: [round(r["us"], 1) for r in rs] for o, rs in res.items()}
+    rows = []
+    path = os.path.join(RESULTS, rid + ".json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            rows = [r for r in json.load(f)["rows"] if r["row"] != row["row"]]
+    rows.append(row)
+    how = ("at the same time, each process tree in a CPU cgroup of equal weight on core 0 under its own wrk on "
+           "core 1, so that the machine's drift hits them alike" if args.together else
+           "taking turns on core 0 in each round, wrk on core 1")
+    write_result(
+        rid, group="goloop serve (WSGI)",
+        title="goloop serve against " + ", ".join(others) + (", measured together" if args.together else ", taking turns")
+        + ": server CPU µs per request",
+        command=(f"python3 bench/wsgi_ab.py --results {'--together ' if args.together else ''}"
+                 + " ".join(f"--{o.split()[0]}" for o in others)
+                 + f" --row ROW --conns {args.conns} --rounds {args.rounds} --duration {args.duration}"),
+        method=(f"The servers run {how}; {args.rounds} rounds of {args.duration} s, each figure the median over "
+                "the rounds of the server tree's CPU time per request; \"paired\" ratios are the median of each "
+                "round's goloop / rival ratio (< 1: goloop uses less CPU)."),
+        better="lower", columns=cols, units=units, rows=rows, compare=others, order=5 if args.together else 45,
+        row_label="workload", modules=("flask", "django", "granian", "bjoern", "gunicorn"))
+    render.main([])
 
 
 if __name__ == "__main__":

@@ -212,7 +212,8 @@ def free_threaded(py, duration, env, rounds):
     ok = subprocess.run([py, "-c", "import sys; assert not sys._is_gil_enabled()"], capture_output=True, env=env)
     if ok.returncode != 0:
         print(f"# free-threaded: {py} is not a free-threaded interpreter: {ok.stderr.decode()[-300:]}", flush=True)
-        return
+        return []
+    out = []
     print("\n| goloop serve, CPU-bound handler (wsgi_apps:cpu), two cores | requests/s (median) | p99 ms "
           "| vs 1 thread | server CPU cores busy | plain threads, no server: 2 vs 1 |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -240,6 +241,11 @@ def free_threaded(py, duration, env, rounds):
             ceiling = f"{alone:.2f}x" if (alone and threads == 2) else ""
             print(f"| {label} ({interp}), --threads {threads} | {med['value']:,.0f} | {fmt_ms(med.get('p99_us'))} | "
                   f"{med['value'] / base:.2f}x | {busy:.2f} | {ceiling} |", flush=True)
+            out.append({"row": f"{label} ({interp}), --threads {threads}", "requests/s (median)": round(med["value"]),
+                        "p99 ms": round(med["p99_us"] / 1e3, 2) if med.get("p99_us") else None,
+                        "vs 1 thread": round(med["value"] / base, 2), "server CPU cores busy": round(busy, 2),
+                        "plain threads, no server: 2 vs 1": round(alone, 2) if (alone and threads == 2) else None})
+    return out
 
 
 def main():
@@ -254,6 +260,8 @@ def main():
     ap.add_argument("--servers", default=",".join(SERVERS), help=",".join(SERVERS))
     ap.add_argument("--free-threaded", metavar="PY", help="add the free-threaded row, run by this interpreter")
     ap.add_argument("--no-app-cost", action="store_true")
+    ap.add_argument("--results", action="store_true",
+                    help="write bench/results/wsgi-servers.json (and wsgi-free-threaded.json) and render BENCHMARKS.md")
     args = ap.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed")
@@ -292,8 +300,54 @@ def main():
         print(f"# load average at end: {os.getloadavg()}", flush=True)
         if rows:
             table(rows, servers, best, costs, args)
-        if args.free_threaded:
-            free_threaded(args.free_threaded, args.duration, env, args.rounds)
+        ft = free_threaded(args.free_threaded, args.duration, env, args.rounds) if args.free_threaded else []
+    if args.results:
+        write_results(rows, servers, best, costs, ft, args)
+
+
+def write_results(rows, servers, best, costs, ft, args):
+    import render
+    from results import write_result
+    command = (f"python3 bench/wsgi_bench.py --results --duration {args.duration} --rounds {args.rounds} "
+               f"--connections {args.connections}")
+    if rows:
+        out = []
+        for row in rows:
+            cells, errors = {"row": ROWS[row][0], "app alone": round(costs[row], 1) if row in costs else None}, {}
+            for name in servers:
+                r = best.get((row, name))
+                cells[name] = round(r["cpu_us"], 1) if isinstance(r, dict) else None
+                if r == "failed":
+                    errors[name] = "the server failed to start or to answer (its error is in the run's output)"
+            if errors:
+                cells["errors"] = errors
+            out.append(cells)
+        write_result(
+            "wsgi-servers", group="goloop serve (WSGI)", title="WSGI servers taking turns: server CPU µs per request",
+            command=command + f" --rows {','.join(rows)}",
+            method=(f"Each server a fresh process tree on core 0, `wrk -t1 -c{args.connections} -d{args.duration}s` "
+                    f"on core 1, best of {args.rounds} round(s) by CPU per request. \"app alone\": the application "
+                    "called in a loop with no server, its CPU per request. The servers take turns, so the "
+                    "machine's drift between minutes moves their figures apart: `bench/wsgi_ab.py --together` "
+                    "(the next tables) runs them at the same time."),
+            better="lower", columns=["row", "app alone"] + servers, units={k: "µs" for k in ["app alone"] + servers},
+            rows=out, goloop="goloop serve", compare=[s for s in servers if s != "goloop serve"][:4], order=40,
+            row_label="workload", modules=("flask", "django", "granian", "bjoern", "gunicorn", "waitress"))
+    if ft:
+        write_result(
+            "wsgi-free-threaded", group="goloop serve (WSGI)",
+            title="Free-threaded CPython: a CPU-bound handler with 1 and 2 threads",
+            command=command + f" --rows none --free-threaded {args.free_threaded}",
+            method=("`tests_py/wsgi_apps`'s `cpu` handler (a few ms of pure-Python arithmetic per request), "
+                    "`goloop serve --threads 1` and `--threads 2`, server and `wrk -t1 -c8` not pinned (two cores "
+                    f"for both); the two configurations alternate in each round, median of {args.rounds}. The last "
+                    "column is the interpreter's own scaling: the same work on plain `threading.Thread`s in one "
+                    "process, no server."),
+            better=None, columns=["row", "requests/s (median)", "p99 ms", "vs 1 thread", "server CPU cores busy",
+                                  "plain threads, no server: 2 vs 1"],
+            units={"requests/s (median)": "req/s", "vs 1 thread": "x", "plain threads, no server: 2 vs 1": "x"},
+            rows=ft, order=30, row_label="interpreter, threads")
+    render.main([])
 
 
 def table(rows, servers, best, costs, args):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How fast could any event loop be, on this machine, in the benchmark's workloads?
+"""How fast could any event loop be, on the machine it runs on, in the benchmark's workloads?
 
     python3 -P bench/analysis/bounds.py [--loop uvloop] [--seconds 3] [--only NAME ...]
 
@@ -15,7 +15,7 @@ all of libc. A loop that cost nothing at all would therefore serve at most
     bound = 1 / (1 - loop share)
 
 times the requests per CPU second of the measured loop. A target above that bound cannot
-be met by any loop making the same system calls, on this machine. A second bound also
+be met by any loop making the same system calls, on that machine. A second bound also
 takes away what entering and leaving the kernel costs (the system calls counted with perf
 stat, times one getppid() from `perf bench syscall basic`): what a loop batching all its
 system calls into io_uring could hope for at the very best.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CPU a request must cost in CPython whatever the server does around it (BOUNDS.md,
+"""The CPU a request must cost in CPython whatever the server does around it (docs/bounds.md,
 "goloop serve: where a pipelined request's time goes"): each part measured alone, best of
 --repeat, on the loop goloop serve runs (goloop's) and on asyncio's.
 

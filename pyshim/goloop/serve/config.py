@@ -317,8 +317,11 @@ def _boolean(value: str) -> bool:
 
 def parser() -> argparse.ArgumentParser:
     """`goloop serve`'s arguments: uvicorn's names; each option's help says its default."""
-    p = argparse.ArgumentParser(prog="goloop serve", description="Serve an ASGI application with goloop "
-                                "(uvicorn's options; the HTTP engine is Go).")
+    # usage: one line, so a wrong option prints that line and the error, not every option
+    # (the full list is --help's)
+    p = argparse.ArgumentParser(prog="goloop serve", usage="%(prog)s [options] module:app  (--help: every option)",
+                                description="Serve an ASGI or WSGI application with goloop "
+                                "(uvicorn's options; the HTTP engine is Go and C).")
     p.add_argument("app", help="the application, as module:attribute")
     p.add_argument("--host", default="127.0.0.1", help="bind the socket to this host (default: %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="bind the socket to this port (default: %(default)s)")
