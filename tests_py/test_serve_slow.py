@@ -73,7 +73,7 @@ def expect_408_and_close(s):
 
 def expect_body_timeout_and_disconnect(server):
     """One body timeout counted, and the application saw http.disconnect."""
-    assert timeouts(server) == {"head": 0, "body": 1}
+    assert timeouts(server) == {"head": 0, "body": 1, "response": 0}
     deadline = time.monotonic() + 10
     while not EVENTS and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -89,7 +89,7 @@ def test_trickled_head_is_408_after_the_head_timeout():
         trickle(s, head, 1, 0.3)
         expect_408_and_close(s)
         s.close()
-        assert timeouts(server) == {"head": 1, "body": 0}
+        assert timeouts(server) == {"head": 1, "body": 0, "response": 0}
     assert EVENTS == []  # the application never saw it
 
 
@@ -143,7 +143,7 @@ def test_slow_honest_upload_longer_than_the_limits_completes():
         status, _, body = read_response(s.makefile("rb"))
         s.close()
         assert (status, body) == (200, b"got 1500")
-        assert timeouts(server) == {"head": 0, "body": 0}
+        assert timeouts(server) == {"head": 0, "body": 0, "response": 0}
 
 
 def test_limits_can_be_turned_off_and_are_checked():
@@ -235,4 +235,4 @@ def test_slow_honest_h2_upload_longer_than_the_limits_completes():
                     done = True
         c.close()
         assert body == b"got 64000"
-        assert timeouts(server) == {"head": 0, "body": 0}
+        assert timeouts(server) == {"head": 0, "body": 0, "response": 0}

@@ -264,7 +264,8 @@ static PyMethodDef srv_methods[] = {
     {"_flush", (PyCFunction)srv_flush, METH_NOARGS, NULL},
     {"configure", (PyCFunction)(void (*)(void))gl_asgi_srv_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(proxy_headers=None, metrics=False, metrics_path=None, timeout_request_head=None, "
-     "min_request_body_rate=0, h2_only=False), before set_tls and listen (server_proxy_metrics.c)."},
+     "min_request_body_rate=0, h2_only=False, min_response_rate=240, min_response_grace=0), before set_tls "
+     "and listen (server_proxy_metrics.c)."},
     {"metrics", (PyCFunction)gl_asgi_srv_metrics, METH_O, "metrics(fmt): 'prometheus' (str) or 'json' (str)."},
     {NULL}};
 

@@ -32,6 +32,7 @@ type asgiSrv struct {
 	s      *httpserver.Server
 	evs    []httpserver.Event
 	tagged map[*httpserver.Request]struct{} // requests whose Tag holds a reference to their send object
+	refs   heldRefs                         // held bodies' references to release on the loop thread (server_held.go)
 	// the extensions dict of each TLS connection's scopes, with "tls" (server_tls.go)
 	tlsConns map[*httpserver.Conn]pyObj
 	headBuf  // the C memory head passes a request's scope fields in
@@ -190,6 +191,7 @@ func (sv *asgiSrv) release() {
 	if sv.onRelease != nil {
 		sv.onRelease()
 	}
+	sv.dropHeld() // (the connections were aborted: their held bodies are queued)
 	sv.headBuf.free()
 	asgiServers.Del(sv.id)
 	sv.py.sid = -1
@@ -208,6 +210,7 @@ func (sv *asgiSrv) loopClosed() {
 // at the iteration's start and after the poll's events (the loop driver's reads queue
 // requests).
 func (sv *asgiSrv) take() {
+	sv.dropHeld()
 	if !sv.s.Pending() {
 		return
 	}
@@ -397,7 +400,7 @@ func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int, obj *
 	if r == nil {
 		return C.GL_ASGI_ERR_GONE
 	}
-	return sendBody(r, body, n, more, obj)
+	return sendBody(sid, r, body, n, more, obj)
 }
 
 // glAsgiStartSend is http.response.start (held by asgi.c until now) and the first
@@ -414,18 +417,31 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 	if err := r.Start(int(status), bytesFromC(hdr, hn)); err != nil {
 		return asgiErr(err)
 	}
-	return sendBody(r, body, n, more, obj)
+	return sendBody(sid, r, body, n, more, obj)
 }
 
 // sendBody sends a body part. obj, when not NULL, is the body's bytes object (immutable):
 // a large body is then held by the loop driver instead of copied, with a strong reference
-// released on the loop thread once the kernel took the bytes (httpserver.Request.SendHeld).
-func sendBody(r *httpserver.Request, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) C.int {
+// released on the loop thread once the kernel took the bytes (httpserver.Request.SendHeld);
+// on an HTTP/2 stream, held while the client's window keeps it, the reference queued for
+// the loop thread when it went (SendHeldAnywhere, server_held.go).
+func sendBody(sid C.long, r *httpserver.Request, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) C.int {
 	if obj == nil || int(n) < httpserver.HoldMin {
 		return sendRC(r.Send(bytesFromC(body, n), more != 0))
 	}
+	sv := asgiServers.Get(int(sid))
+	if sv == nil {
+		return sendRC(r.Send(bytesFromC(body, n), more != 0))
+	}
 	C.gl_incref(obj)
-	flags, held, err := r.SendHeld(bytesFromC(body, n), more != 0, func() { C.gl_decref(obj) })
+	var flags int
+	var held bool
+	var err error
+	if r.H2() { // released where the window let the body go: queued for the loop thread
+		flags, held, err = r.SendHeldAnywhere(bytesFromC(body, n), more != 0, func() { sv.releaseLater(obj) })
+	} else {
+		flags, held, err = r.SendHeld(bytesFromC(body, n), more != 0, func() { C.gl_decref(obj) })
+	}
 	if !held {
 		C.gl_decref(obj)
 	}

@@ -304,6 +304,7 @@ int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const GLAsgiHead *h);
 PyObject *gl_asgi_ws_message(GLAsgiSend *s);  /* receive()'s message (a gl_asgi_message_fn) */
 PyObject *gl_ws_text(const char *p, Py_ssize_t n);
 int gl_init_asgi_ws(PyObject *m);
+int gl_init_server_static(PyObject *m); /* server_static.c */
 
 /* server_proxy_metrics.c: proxy headers, metrics, configuration (off the per-request path) */
 int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n);

@@ -99,7 +99,8 @@ PyMODINIT_FUNC PyInit__goloop(void) {
 #endif
     if (gl_init_handle_types(m) < 0 || gl_init_loopcore(m) < 0 || gl_init_sockfast(m) < 0 ||
         gl_init_readpath() < 0 || gl_init_transport_type(m) < 0 || gl_init_http(m) < 0 ||
-        gl_init_ssl(m) < 0 || gl_init_asgi(m) < 0 || gl_init_asgi_ws(m) < 0 || gl_init_wsgi(m) < 0)
+        gl_init_ssl(m) < 0 || gl_init_asgi(m) < 0 || gl_init_asgi_ws(m) < 0 || gl_init_wsgi(m) < 0 ||
+        gl_init_server_static(m) < 0)
         goto fail;
     /* Fork guard: a child forked after the Go runtime started must not call into Go. */
     if (register_hook(m, "_mark_forked", "os", "register_at_fork", "after_in_child") < 0)

@@ -27,15 +27,17 @@ int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n) {
 
 PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"proxy_headers", "metrics", "metrics_path", "metrics_fd", "metrics_slot",
-                             "timeout_request_head", "min_request_body_rate", "h2_only", NULL};
+                             "timeout_request_head", "min_request_body_rate", "h2_only",
+                             "min_response_rate", "min_response_grace", NULL};
     const char *proxy = NULL, *path = NULL;
     Py_ssize_t plen = 0, pathlen = 0;
     int metrics = 0, mfd = -1, mslot = 0, h2only = 0;
     double head = -2; /* not given */
-    long rate = 0;
+    long rate = 0, resp_rate = -2; /* not given */
+    double resp_grace = 0;
     GL_FORK_GUARD(NULL);
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|z#pz#iidlp:configure", kwlist, &proxy, &plen, &metrics, &path,
-                                     &pathlen, &mfd, &mslot, &head, &rate, &h2only))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|z#pz#iidlpld:configure", kwlist, &proxy, &plen, &metrics, &path,
+                                     &pathlen, &mfd, &mslot, &head, &rate, &h2only, &resp_rate, &resp_grace))
         return NULL;
     if (self->sid < 0) {
         PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
@@ -47,6 +49,13 @@ PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kw
             return NULL;
         }
         if (glAsgiSlowClients(self->sid, (long long)(head * 1e9), rate, h2only) < 0) return NULL;
+    }
+    if (resp_rate != -2) { /* clients slow to read responses: before listen */
+        if (resp_rate < 0 || !(resp_grace >= 0 && resp_grace < 1e9)) {
+            PyErr_SetString(PyExc_ValueError, "min_response_rate and min_response_grace must be >= 0");
+            return NULL;
+        }
+        if (glAsgiRespRate(self->sid, resp_rate, (long long)(resp_grace * 1e9)) < 0) return NULL;
     }
     if (glAsgiConfigure(self->sid, (char *)proxy, proxy ? plen : -1, metrics || path != NULL || mfd >= 0,
                         (char *)path, pathlen, mfd, mslot) < 0)

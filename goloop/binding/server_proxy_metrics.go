@@ -58,6 +58,20 @@ func glAsgiSlowClients(sid C.long, headNs C.longlong, rate C.long, h2only C.int)
 	return 0
 }
 
+// glAsgiRespRate sets the minimum rate (bytes per second, 0: none) at which a client must
+// read a response that waits for its socket, after graceNs nanoseconds (0: the engine's 5 s).
+//
+//export glAsgiRespRate
+func glAsgiRespRate(sid C.long, rate C.long, graceNs C.longlong) (rc C.int) {
+	defer recoverInt(&rc)
+	minRate := int(rate)
+	if minRate == 0 {
+		minRate = -1 // none (the engine's zero is its default)
+	}
+	getSrv(sid).s.SetMinResponseRate(minRate, time.Duration(graceNs))
+	return 0
+}
+
 // glAsgiMetrics returns the server's metrics as a str: Prometheus' text format, or JSON.
 //
 //export glAsgiMetrics

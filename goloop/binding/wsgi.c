@@ -672,8 +672,11 @@ static _Thread_local struct {
  * call (glWsgiSendEnd; one call into Go per request fewer than a glWsgiTake after close()).
  * What the application does after that no longer concerns the response: a part after it is
  * logged as too long, a close() that fails is logged (the connection stays: its response is
- * complete), and the request's objects fail as after its end. */
-static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end) {
+ * complete), and the request's objects fail as after its end. obj: the part's bytes object
+ * (NULL: memory that may change after the call): a large part (over GL_WSGI_HOLD_MAX) may be
+ * sent from it, Go keeping a reference until the socket took it (server_held.go); a large
+ * part is otherwise copied a slice at a time as the socket takes the output. */
+static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end, PyObject *obj) {
     if (st->done) return n > 0 ? GL_WSGI_TOO_LONG : GL_ASGI_OK;
     if (more && n > 0 && st->clen >= 0 && st->body + n == st->clen) more = 0, flush = 1;
     int status = st->sent ? 0 : st->status, rc;
@@ -695,7 +698,15 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
             Py_END_ALLOW_THREADS
         }
     }
-    if (rc == GL_WSGI_RELEASE) {
+    if (rc == GL_WSGI_RELEASE && n > GL_WSGI_HOLD_MAX) {
+        int held = 0;
+        Py_XINCREF(obj);  /* Go's if it holds it (held), released by the loop thread */
+        Py_BEGIN_ALLOW_THREADS
+        rc = glWsgiSendLarge(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, st->clen >= 0, obj,
+                             &held);
+        Py_END_ALLOW_THREADS
+        if (!held) Py_XDECREF(obj);
+    } else if (rc == GL_WSGI_RELEASE) {
         Py_BEGIN_ALLOW_THREADS
         rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 1);
         Py_END_ALLOW_THREADS
@@ -732,7 +743,7 @@ static PyObject *write_call(GLWsgiWrite *self, PyObject *const *args, size_t nar
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     int rc = GL_ASGI_OK;
-    if (view.len > 0) rc = send_part(st, view.buf, view.len, 1, 1, 0);
+    if (view.len > 0) rc = send_part(st, view.buf, view.len, 1, 1, 0, PyBytes_CheckExact(args[0]) ? args[0] : NULL);
     PyBuffer_Release(&view);
     if (rc != GL_ASGI_OK) return raise_send(st, rc);
     Py_RETURN_NONE;
@@ -1025,7 +1036,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
             int last = i >= n - 1;
             rc = (PyBytes_GET_SIZE(b) == 0 && !last)
                      ? GL_ASGI_OK
-                     : send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last, last);
+                     : send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last, last, b);
             Py_DECREF(b);
             if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
             if (rc != GL_ASGI_OK) {
@@ -1055,7 +1066,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
                 Py_DECREF(it);
                 return -1;
             }
-            rc = send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1, end);
+            rc = send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1, end, b);
         }
         Py_DECREF(b);
         if (rc != GL_ASGI_OK) {
@@ -1068,7 +1079,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
     Py_DECREF(it);
     if (PyErr_Occurred()) return -1;
     if (need_start(st) < 0) return -1;
-    rc = send_part(st, NULL, 0, 0, 1, 0);
+    rc = send_part(st, NULL, 0, 0, 1, 0, NULL);
     if (rc == GL_ASGI_ERR_DISCONNECTED) return -2;
     if (rc != GL_ASGI_OK) {
         raise_send(st, rc);

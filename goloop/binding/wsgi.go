@@ -20,8 +20,9 @@ package main
 // (with the flush: the thread writes to the socket itself; a small part with the GIL held)
 // and its waits for body or backpressure are Go calls (the waits with the GIL released,
 // wsgi.c); a wait leads the poller when nobody does. No Python
-// object is touched by Go here: errors travel as codes and messages in the thread's C
-// memory, which wsgi.c raises.
+// object is touched by Go here (but the references to the large bodies it holds, which
+// the loop thread releases: server_held.go): errors travel as codes and messages in the
+// thread's C memory, which wsgi.c raises.
 
 /*
 #include "wsgi.h"
@@ -137,7 +138,7 @@ func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	if w.pp != nil {
 		w.sv.s.SetLoop(w.pp)
 	}
-	w.sv.onRelease = func() {
+	w.sv.onRelease = func() { // (the loop thread: the connections were aborted)
 		l.removeHook(wsgiHook{w})
 		w.stop()
 		wsgiServers.Del(id)
@@ -170,10 +171,11 @@ func wsgiWakeDelay() time.Duration {
 
 var cWsgiWakeDelayEnv = C.CString("GOLOOP_WSGI_WAKE_DELAY")
 
-// wsgiHook: the loop's end releases the server (the pool threads leave their wait).
+// wsgiHook: the loop thread releases the held bodies the engine is done with; the loop's
+// end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
 
-func (h wsgiHook) take()  {}
+func (h wsgiHook) take()  { h.w.sv.dropHeld() }
 func (h wsgiHook) flush() {}
 func (h wsgiHook) loopClosed() {
 	h.w.sv.s.Abort()

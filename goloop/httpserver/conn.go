@@ -71,6 +71,9 @@ type connOut struct {
 	heldN    int        // bytes of the held bodies in files (loop mode, SendHeld)
 	writing  bool       // a flush or the writer goroutine owns the output (loop mode: it waits for writable)
 	isDirty  bool       // in the server's dirty list
+	// the minimum response rate's clock (writerate.go; atomics, any thread): since when
+	// the output waits for the socket (monoNow, 0: it does not) and what it took since
+	wAt, wN atomic.Int64
 }
 
 // connLife is a connection's lifecycle (Conn.mu).
@@ -146,6 +149,9 @@ func newConn(s *Server, nc net.Conn) *Conn {
 // setNetConn makes nc the connection's socket (goroutine mode).
 func (c *Conn) setNetConn(nc net.Conn) {
 	c.nc = nc
+	if t, ok := nc.(*tlsConn); ok {
+		t.sink.conn = c // its blocking writes report progress to the rate clock (writerate.go)
+	}
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.rc, _ = sc.SyscallConn()
 	}
@@ -238,6 +244,9 @@ func (c *Conn) serve() {
 func (c *Conn) pushBatch(notify bool) {
 	if len(c.batch) == 0 {
 		return
+	}
+	if c.s.static != nil {
+		c.staticBatch() // answered by Go (static.go), before the application sees them
 	}
 	if c.s.pushQuiet(c.batch) && notify && c.s.cfg.Notify != nil {
 		c.s.cfg.Notify()

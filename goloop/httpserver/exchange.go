@@ -177,6 +177,36 @@ func (r *Request) SendHeld(body []byte, more bool, rel func()) (flags int, held 
 	return r.x.send(bodyPart{b: body, rel: rel}, more, ErrNotStarted)
 }
 
+// SendHeldAnywhere is SendHeld whose rel may run on any goroutine (with c's lock held: it
+// must only hand the release on, as the binding's queue for the loop thread does); then an
+// HTTP/2 stream with nothing pending holds the body too, as its DATA frames leave when the
+// client's window allows (a client that does not read would otherwise cost a copy of each
+// stream's part).
+func (r *Request) SendHeldAnywhere(body []byte, more bool, rel func()) (flags int, held bool, err error) {
+	return r.x.send(bodyPart{b: body, rel: rel, relAny: true}, more, ErrNotStarted)
+}
+
+// H2 tells whether r is an HTTP/2 stream's.
+func (r *Request) H2() bool {
+	_, ok := r.x.(*h2Stream)
+	return ok
+}
+
+// Holds tells whether SendHeld would hold a body of n bytes now instead of copying it
+// (a loop-mode HTTP/1.1 connection answering r, its first request in flight). A sender
+// that can keep its body alive for longer than a call (WSGI's bytes objects) holds it;
+// otherwise it copies it in slices, waiting for the socket between them (the output's
+// bound), rather than all at once.
+func (r *Request) Holds(n int) bool {
+	if _, ok := r.x.(h1Exchange); !ok || n < HoldMin {
+		return false
+	}
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lp != nil && r.firstLocked() && !r.lost
+}
+
 // bodyPart is a response body part: bytes b, or n bytes of file f from offset off.
 type bodyPart struct {
 	b      []byte
@@ -184,6 +214,7 @@ type bodyPart struct {
 	off, n int64
 	clamp  bool   // a part longer than the declared content-length is cut (pathsend), not an error
 	rel    func() // b may be held (SendHeld): taken from the part (nil) if it was
+	relAny bool   // rel may run on any goroutine (SendHeldAnywhere)
 }
 
 // partErrLocked is why a body part cannot be sent now (nil: it can; notStarted: the error

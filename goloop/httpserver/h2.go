@@ -99,6 +99,8 @@ type h2Stream struct {
 	h          *h2Conn
 	sendWin    int64
 	pending    []byte   // response body not yet sent (flow control)
+	pendRel    func()   // pending is a held body's memory (SendHeld): released once written or dropped
+	holdNext   func()   // the part being sent may be held (send, for sendLocked)
 	file       *os.File // pathsend, zerocopysend: a file sent after pending, read as the windows allow (spec.go)
 	fileOff    int64    // where the rest of file starts
 	fileLeft   int64    // what is left to send of file
@@ -771,8 +773,17 @@ func (h *h2Conn) dropLocked(st *h2Stream) {
 		r.body = nil
 	}
 	st.pending = nil
+	st.releasePending()
 	h.closeFileLocked(st)
 	h.removeLocked(st)
+}
+
+// releasePending releases the held body pending was (it no longer refers to it).
+func (st *h2Stream) releasePending() {
+	if rel := st.pendRel; rel != nil {
+		st.pendRel = nil
+		rel()
+	}
 }
 
 // resetLocked sends RST_STREAM for id and drops the stream if it is open.
@@ -867,6 +878,8 @@ func (h *h2Conn) lostLocked() {
 		h.c.wakeLocked(st.r, nil)
 		st.gone = true
 		h.closeFileLocked(st)
+		st.pending = nil
+		st.releasePending()
 	}
 	clear(h.streams)
 }
@@ -929,8 +942,18 @@ func (st *h2Stream) send(part bodyPart, more bool, notStarted error) (flags int,
 		flags, err = h.sendFDLocked(st, part.f, part.off, part.n, more)
 		return flags, false, err
 	}
-	if err := h.sendLocked(st, part.b, more); err != nil {
-		return 0, false, err
+	// a large body on a stream with nothing pending is held (SendHeld), not copied: the
+	// window may let none of it go for long (a client that does not read), and a copy of
+	// each stream's part would cost its size per stream
+	offered := part.rel != nil && part.relAny && len(part.b) >= HoldMin && len(st.pending) == 0 && st.pendRel == nil
+	if offered {
+		st.holdNext = part.rel
+	}
+	err = h.sendLocked(st, part.b, more)
+	held = offered && st.holdNext == nil // taken by sendLocked (it sets holdNext to nil when it holds)
+	st.holdNext = nil
+	if err != nil {
+		return 0, held, err
 	}
 	wb := c.s.cfg.WriteBuffer
 	if (len(st.pending) > wb || len(c.out) > wb) && !r.lost && !st.endSent {
@@ -944,7 +967,7 @@ func (st *h2Stream) send(part bodyPart, more bool, notStarted error) (flags int,
 			flags |= SendPaused
 		}
 	}
-	return flags, false, nil
+	return flags, held, nil
 }
 
 func (st *h2Stream) completeWithLocked(body []byte) { st.h.sendLocked(st, body, false) }
@@ -967,6 +990,9 @@ func (st *h2Stream) trailersLocked() error {
 // readyLocked: the stream's pending body and the connection's output are under
 // WriteBuffer, and no zerocopysend part is still going out.
 func (st *h2Stream) readyLocked() bool {
+	if st.endSent || st.gone { // its response left: nothing to wait for (removed, it is woken no more)
+		return true
+	}
 	c := st.h.c
 	wb := c.s.cfg.WriteBuffer
 	return !(len(st.pending) > wb || (len(c.out) > wb && c.writing) || st.file != nil)
@@ -1021,7 +1047,12 @@ func (h *h2Conn) sendLocked(st *h2Stream, body []byte, more bool) error {
 		if err := h.fileToPendingLocked(st); err != nil {
 			return err
 		}
-		st.pending = append(st.pending, body...)
+		if st.holdNext != nil && len(st.pending) == 0 && st.file == nil {
+			st.pending, st.pendRel, st.holdNext = body[:len(body):len(body)], st.holdNext, nil
+		} else {
+			st.pending = append(st.pending, body...) // a held body's rest is copied: released
+			st.releasePending()
+		}
 		r.sent += int64(len(body))
 	}
 	if !more && !r.noBody && r.clen >= 0 && r.sent < r.clen {
@@ -1093,6 +1124,7 @@ func (h *h2Conn) writeDataLocked(st *h2Stream) {
 	}
 	if len(st.pending) == 0 {
 		st.pending = nil
+		st.releasePending()
 		if st.file != nil && !h.fileDataLocked(st) {
 			return // reset
 		}
@@ -1116,6 +1148,9 @@ func (h *h2Conn) writeDataLocked(st *h2Stream) {
 				r.body = nil
 			}
 			r.bodyDone, r.bodyTaken = true, true
+		}
+		if st.r.waitSend { // its last part left: a sender paused by it goes on
+			h.c.wakeLocked(st.r, nil)
 		}
 		h.removeLocked(st)
 	}

@@ -349,7 +349,7 @@ func makeCert(t *testing.T, cn string, ca *x509.Certificate, caKey *ecdsa.Privat
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		DNSNames: []string{cn}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
 	if isCA {
-		tpl.IsCA, tpl.BasicConstraintsValid, tpl.KeyUsage = true, true, x509.KeyUsageCertSign
+		tpl.IsCA, tpl.BasicConstraintsValid, tpl.KeyUsage = true, true, x509.KeyUsageCertSign|x509.KeyUsageCRLSign
 	} else if client {
 		tpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	} else {

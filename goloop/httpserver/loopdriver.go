@@ -271,6 +271,7 @@ func (c *Conn) loopRead() {
 		c.mu.Lock()
 		if !c.closed { // (closed: a lingering close's deadline)
 			d, _ := c.readDeadlineLocked(now)
+			d = minDeadline(d, c.writeDeadline())
 			if d.Before(c.deadline) {
 				s.deadlineSoon(d) // sooner than the timer may be armed for (a head's bound)
 			}
@@ -430,6 +431,7 @@ func (c *Conn) writevLocked() (n, want int, err error) {
 			break
 		}
 		t := min(len(fs.b), rem)
+		c.wrote(t)
 		fs.b, fs.n, c.heldN, rem = fs.b[t:], fs.n-int64(t), c.heldN-t, rem-t
 		if len(fs.b) > 0 {
 			break
@@ -479,6 +481,13 @@ func (c *Conn) waitWritableLocked() {
 		c.writing = true
 		c.setInterestLocked()
 	}
+	if c.stall() { // the minimum response rate's clock (writerate.go)
+		d := c.writeDeadline()
+		if d.Before(c.deadline) || c.deadline.IsZero() {
+			c.deadline = d
+			c.s.deadlineSoon(d)
+		}
+	}
 }
 
 // sendFileLoopLocked sends the file at the front of the output with sendfile(2) at the
@@ -492,6 +501,7 @@ func (c *Conn) sendFileLoopLocked() (again, ok bool) {
 		if n > 0 {
 			fs.n -= int64(n)
 			fs.off += int64(n)
+			c.wrote(n)
 		}
 		if err == unix.EAGAIN {
 			return true, true
@@ -686,6 +696,10 @@ func (c *Conn) expire(now time.Time) time.Time {
 		c.closeFdLocked()
 		return time.Time{}
 	}
+	if c.writing && c.writeOverdue(now) { // a client reading too slowly (writerate.go)
+		c.respTimedOutLocked()
+		return time.Time{}
+	}
 	kind, next := c.overdueLocked(now)
 	if kind != dlIdle {
 		c.deadline = time.Time{}
@@ -706,6 +720,6 @@ func (c *Conn) expire(now time.Time) time.Time {
 		c.lostLocked()
 		return time.Time{}
 	}
-	c.deadline = next
-	return next
+	c.deadline = minDeadline(next, c.writeDeadline())
+	return c.deadline
 }

@@ -168,6 +168,8 @@ var loopTests = []struct {
 	{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
 	{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
 	{"HeldLost", testHeld(testHeldLost)}, {"HeldManyParts", testHeld(testHeldManyParts)},
+	{"RespMinRate", TestRespMinRate}, {"RespMinRateOff", TestRespMinRateOff},
+	{"HeldRespMinRate", testHeld(testHeldRespMinRate)}, {"H2HeldBody", TestH2HeldBody},
 }
 
 // dialSmall connects with a small receive buffer, so that large responses fill the

@@ -51,6 +51,7 @@ type counters struct {
 	// requests ended by a deadline (deadline.go), counted whether metrics are on or not
 	headTimeouts atomic.Int64 // heads not complete within HeadTimeout (HTTP/2: header blocks)
 	bodyTimeouts atomic.Int64 // bodies slower than BodyMinRate
+	respTimeouts atomic.Int64 // connections whose client read slower than RespMinRate
 }
 
 var _ [SharedSlotSize - unsafe.Sizeof(counters{})]byte // a slot holds the counters
@@ -137,6 +138,8 @@ type MetricsSnapshot struct {
 	// slowly (deadline.go)
 	HeadTimeouts int64
 	BodyTimeouts int64
+	// connections dropped because their client read the response too slowly (writerate.go)
+	RespTimeouts int64
 }
 
 // slots are the counters a snapshot sums: the shared file's slots in use, else this
@@ -162,7 +165,8 @@ func slotAt(mem []byte, i int) *counters {
 // worker's slot summed), this process' otherwise.
 func (s *Server) Metrics() MetricsSnapshot {
 	ms := MetricsSnapshot{Requests: s.Requests(), InFlight: s.InFlight(), Connections: s.Connections(),
-		HeadTimeouts: s.ctr.headTimeouts.Load(), BodyTimeouts: s.ctr.bodyTimeouts.Load()}
+		HeadTimeouts: s.ctr.headTimeouts.Load(), BodyTimeouts: s.ctr.bodyTimeouts.Load(),
+		RespTimeouts: s.ctr.respTimeouts.Load()}
 	m := s.metrics
 	if m == nil {
 		return ms
@@ -176,6 +180,7 @@ func (s *Server) Metrics() MetricsSnapshot {
 		ms.Count += c.count.Load()
 		ms.HeadTimeouts += c.headTimeouts.Load()
 		ms.BodyTimeouts += c.bodyTimeouts.Load()
+		ms.RespTimeouts += c.respTimeouts.Load()
 		sumNs += c.sumNs.Load()
 		for i := range c.buckets {
 			ms.Buckets[i] += c.buckets[i].Load()
@@ -205,10 +210,11 @@ func (ms MetricsSnapshot) Prometheus() string {
 	b.WriteString("# HELP goloop_connections Open HTTP connections.\n")
 	b.WriteString("# TYPE goloop_connections gauge\n")
 	fmt.Fprintf(&b, "goloop_connections %d\n", ms.Connections)
-	b.WriteString("# HELP goloop_request_timeouts_total Requests ended because their head or body came too slowly.\n")
+	b.WriteString("# HELP goloop_request_timeouts_total Requests ended because their head or body came, or their response was read, too slowly.\n")
 	b.WriteString("# TYPE goloop_request_timeouts_total counter\n")
 	fmt.Fprintf(&b, "goloop_request_timeouts_total{phase=\"head\"} %d\n", ms.HeadTimeouts)
 	fmt.Fprintf(&b, "goloop_request_timeouts_total{phase=\"body\"} %d\n", ms.BodyTimeouts)
+	fmt.Fprintf(&b, "goloop_request_timeouts_total{phase=\"response\"} %d\n", ms.RespTimeouts)
 	if !ms.Enabled {
 		return b.String()
 	}

@@ -77,20 +77,31 @@ func (c *Conn) takeOutLocked(h *Request) {
 }
 
 // sendFileFront copies the file at the front of the output to the socket (the writer
-// goroutine; c.mu held, released during the copy). False: the connection failed.
-func (c *Conn) sendFileFront() bool {
+// goroutine; c.mu held, released during the copy). An error: the connection failed.
+func (c *Conn) sendFileFront() error {
 	fs := c.popFileLocked()
 	c.mu.Unlock()
 	var w int64
 	var err error
 	if c.rc != nil {
-		w, err = sendfileAt(c.rc, fs.f, fs.off, fs.n)
+		for err == nil && w < fs.n {
+			var m int64
+			m, err = sendfileAt(c.rc, fs.f, fs.off+w, fs.n-w)
+			w += m
+			c.wrote(int(m))
+			if err != nil && c.writeGoesOn(err) {
+				err = nil // a slow client still within the minimum rate
+			}
+		}
 	} else { // TLS: read and write
 		w, err = io.Copy(c.nc, io.NewSectionReader(fs.f, fs.off, fs.n))
 	}
 	fs.f.Close()
 	c.mu.Lock()
-	return err == nil && w == fs.n // a file cut short breaks the framing: the connection ends
+	if err == nil && w != fs.n {
+		err = io.ErrUnexpectedEOF // a file cut short breaks the framing: the connection ends
+	}
+	return err
 }
 
 // sendfileAt sends n bytes of f from offset off to the socket of rc with sendfile(2) at an
@@ -269,6 +280,7 @@ func (c *Conn) consumeBorrowedLocked(n int) {
 		return
 	}
 	fs := &c.files[0]
+	c.wrote(n)
 	fs.b, fs.n, c.heldN = fs.b[n:], fs.n-int64(n), c.heldN-n
 	if len(fs.b) == 0 {
 		c.popFileLocked()
@@ -281,6 +293,9 @@ func (c *Conn) unsentLocked() int { return len(c.out) + c.heldN }
 func (c *Conn) consumeLocked(n int) {
 	if n <= 0 {
 		return
+	}
+	if c.rc != nil || c.lp != nil { // (TLS: the sink counts the records it writes)
+		c.wrote(n)
 	}
 	for i := range c.files {
 		c.files[i].at -= n
@@ -297,11 +312,13 @@ func (c *Conn) consumeLocked(n int) {
 }
 
 // writer writes c.out with blocking writes (Go's netpoller) until it is empty.
+// Its writes have the minimum response rate's deadline (writerate.go).
 func (c *Conn) writer() {
-	if !c.drainTLS() {
+	c.armWriteDeadline()
+	defer c.disarmWriteDeadline()
+	if err := c.drainTLS(); err != nil {
 		c.mu.Lock()
-		c.writing = false
-		c.lostLocked()
+		c.writeFailedLocked(err)
 		c.mu.Unlock()
 		return
 	}
@@ -309,9 +326,8 @@ func (c *Conn) writer() {
 	for !c.idleOutLocked() && !c.closed {
 		buf := c.out[:c.outLimit()]
 		if len(buf) == 0 {
-			if !c.sendFileFront() {
-				c.writing = false
-				c.lostLocked()
+			if err := c.sendFileFront(); err != nil {
+				c.writeFailedLocked(err)
 				c.mu.Unlock()
 				return
 			}
@@ -321,9 +337,8 @@ func (c *Conn) writer() {
 		n, err := c.nc.Write(buf)
 		c.mu.Lock()
 		c.consumeLocked(n)
-		if err != nil {
-			c.writing = false
-			c.lostLocked()
+		if err != nil && !c.writeGoesOn(err) {
+			c.writeFailedLocked(err)
 			c.mu.Unlock()
 			return
 		}
@@ -336,6 +351,7 @@ func (c *Conn) writer() {
 // drainedLocked: the output is written. Wake the senders that wait for it; close the
 // connection if it is done.
 func (c *Conn) drainedLocked() {
+	c.unstall()
 	if c.next != nil && c.next.drainedLocked() {
 		return
 	}

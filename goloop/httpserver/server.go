@@ -40,6 +40,13 @@ type Config struct {
 	// (10 s if that is off).
 	BodyMinRate int
 	BodyGrace   time.Duration
+	// RespMinRate is the average rate (bytes per second) at which a client must read a
+	// response whose output waits for its socket, once RespGrace (default 5 s) has passed
+	// since the socket stopped taking bytes; slower: the connection is dropped and its
+	// requests see a disconnect (writerate.go). Default 240 (Kestrel's
+	// MinResponseDataRate); negative: no minimum.
+	RespMinRate int
+	RespGrace   time.Duration
 	// MaxPipeline is how many requests of one connection may be in flight (dispatched,
 	// response incomplete) before the connection stops reading (default 32).
 	MaxPipeline int
@@ -127,6 +134,9 @@ type Server struct {
 	h2      h2Server                 // h2.go
 	proxy   *proxyTrust              // proxy headers (proxy.go), nil: off
 	metrics *metrics                 // counters (metrics.go), nil: off
+	static  *staticServer            // static files served by Go (static.go), nil: none
+
+	tlsExtra TLSExtra // SetTLSExtra (tlsops.go)
 
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
 
@@ -147,6 +157,7 @@ func New(cfg Config) *Server {
 		cfg.KeepAliveTimeout = 5 * time.Second
 	}
 	cfg.setDeadlineDefaults()
+	cfg.setRespDefaults()
 	if cfg.MaxPipeline <= 0 {
 		cfg.MaxPipeline = 32
 	}
@@ -157,6 +168,7 @@ func New(cfg Config) *Server {
 		cfg.WriteBuffer = 256 * 1024
 	}
 	s := &Server{cfg: cfg, conns: make(map[*Conn]struct{})}
+	startMemWatch()
 	s.useCounters(&counters{})
 	s.lt.fd = -1
 	if cfg.ServerHeader {

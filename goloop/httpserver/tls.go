@@ -160,6 +160,11 @@ func (s *Server) loadTLS(o TLSOptions) (*tlsLoaded, error) {
 			return nil, fmt.Errorf("%s: no PEM certificate found", o.CAFile)
 		}
 		cfg.ClientCAs = pool
+		if err := s.tlsExtra.apply(cfg, ca); err != nil { // --ssl-crl (tlsops.go)
+			return nil, err
+		}
+	} else if err := s.tlsExtra.apply(cfg, nil); err != nil { // --ssl-protocol-min (tlsops.go)
+		return nil, err
 	}
 	switch o.CertReqs {
 	case 1:
@@ -316,6 +321,7 @@ type tlsSink struct {
 	pend  []byte    // records not written yet
 	owned bool
 	err   error // a write failed: every later write fails
+	conn  *Conn // the connection (nil until it has one): its minimum response rate's clock
 }
 
 // Write queues a record; if no one owns the output, the caller writes pend (blocking).
@@ -361,8 +367,15 @@ func (k *tlsSink) writeAll() error {
 	for len(k.pend) > 0 && k.err == nil {
 		b := k.pend // appends made during the write land after b (or in a new array)
 		k.mu.Unlock()
-		_, err := k.Conn.Write(b)
+		n, err := k.Conn.Write(b)
 		k.mu.Lock()
+		if c := k.conn; c != nil {
+			c.wrote(n)
+			if err != nil && c.writeGoesOn(err) { // slow, within the minimum rate
+				k.consumeLocked(n, nil)
+				continue
+			}
+		}
 		k.consumeLocked(len(b), err)
 	}
 	err := k.err
@@ -444,10 +457,12 @@ func (c *Conn) shutWrite() {
 }
 
 // drainTLS writes the records a flush left queued (the writer goroutine, before the rest
-// of the output). False: the connection failed.
-func (c *Conn) drainTLS() bool {
-	t, ok := c.nc.(*tlsConn)
-	return !ok || t.sink.drain() == nil
+// of the output). An error: the connection failed.
+func (c *Conn) drainTLS() error {
+	if t, ok := c.nc.(*tlsConn); ok {
+		return t.sink.drain()
+	}
+	return nil
 }
 
 // canBorrowLocked: a body part may be borrowed (not copied) for the length of its send,

@@ -1184,20 +1184,47 @@ func (w *WS) flateReader(src io.Reader) io.ReadCloser {
 	return flate.NewReaderDict(src, w.dict)
 }
 
+// inflateChunk is the size of the pieces a message inflates into past its first.
+const inflateChunk = 64 << 10
+
 // inflate decompresses a message with the client's window; code 1009 (too big) or 1007.
+// It inflates into pieces (the first sized for a message that compresses 4:1, then
+// inflateChunk each), joined at the end: a message over maxSize (a decompression bomb)
+// costs maxSize and one piece, never a buffer doubled past it.
 func (w *WS) inflate(p []byte, maxSize int) ([]byte, int) {
 	fr := w.flateReader(io.MultiReader(bytes.NewReader(p), strings.NewReader(deflateTail)))
-	var out bytes.Buffer
-	out.Grow(min(len(p)*4+64, maxSize+1))
-	_, err := io.Copy(&out, io.LimitReader(fr, int64(maxSize)+1))
-	flateReaders.Put(fr)
-	if err != nil {
-		return nil, 1007
+	piece := make([]byte, 0, min(len(p)*4+64, maxSize+1))
+	var pieces [][]byte
+	total := 0
+	var err error
+	for total <= maxSize {
+		if len(piece) == cap(piece) {
+			pieces = append(pieces, piece)
+			piece = make([]byte, 0, min(inflateChunk, maxSize+1-total))
+		}
+		var n int
+		n, err = fr.Read(piece[len(piece):cap(piece)])
+		piece = piece[:len(piece)+n]
+		total += n
+		if err != nil {
+			break
+		}
 	}
-	if out.Len() > maxSize {
+	flateReaders.Put(fr)
+	if total > maxSize {
 		return nil, 1009
 	}
-	data := out.Bytes()
+	if err != io.EOF {
+		return nil, 1007
+	}
+	data := piece
+	if len(pieces) > 0 {
+		data = make([]byte, 0, total)
+		for _, b := range pieces {
+			data = append(data, b...)
+		}
+		data = append(data, piece...)
+	}
 	// the window the client's next message may refer to (none: client_no_context_takeover)
 	window := w.zp.clientWindow
 	switch {

@@ -12,6 +12,9 @@ import os
 import sys
 from typing import Any
 
+from . import ops as _serve_ops
+from . import static as _serve_static
+
 logger = logging.getLogger("goloop.error")
 
 LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": logging.WARNING,
@@ -31,6 +34,12 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     # and the app sees http.disconnect); 0: no bound
     "timeout_request_head": 10,
     "min_request_body_rate": 240,
+    # a response waiting for its client (the socket takes no more) must be read at this many
+    # bytes per second on average after a grace of min_response_grace seconds (Kestrel's
+    # MinResponseDataRate), else the connection is dropped, the app sees http.disconnect /
+    # its WSGI iterable is closed; 0: no bound (goloop/httpserver/writerate.go)
+    "min_response_rate": 240,
+    "min_response_grace": 5,
     # "auto": HTTP/1.1 and HTTP/2; uvicorn's h11 and httptools mean goloop's own HTTP/1.1 (and
     # HTTP/2) as well; "h2": HTTP/2 only (plain ports: prior knowledge only, TLS: ALPN h2 only)
     "http": "auto",
@@ -83,6 +92,8 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "timeout_worker_healthcheck": 5,
     "sched_batch": True,
 }
+SUPPORTED_OPTIONS.update(_serve_static.OPTIONS)  # --static-path-* (goloop.serve.static)
+SUPPORTED_OPTIONS.update(_serve_ops.OPTIONS)  # worker controls, access-log format, TLS (goloop.serve.ops)
 
 _SSL_PROTOCOL_TLS, _SSL_PROTOCOL_TLS_SERVER = 2, 17  # ssl.PROTOCOL_TLS, ssl.PROTOCOL_TLS_SERVER
 
@@ -118,7 +129,7 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"ws must be one of {', '.join(WS_CHOICES)}")
     if cfg["http"] not in HTTP_CHOICES:
         raise ConfigError(f"http must be one of {', '.join(HTTP_CHOICES)}")
-    for name in ("timeout_request_head", "min_request_body_rate"):
+    for name in ("timeout_request_head", "min_request_body_rate", "min_response_rate", "min_response_grace"):
         v = cfg[name]
         if v is None:
             cfg[name] = 0
@@ -147,6 +158,11 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     t = cfg.get("timeout_worker_healthcheck")
     if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0):
         raise ConfigError("timeout_worker_healthcheck must be a number of seconds (0: off)")
+    try:
+        _serve_ops.check(cfg)
+        _serve_static.mounts(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     return cfg
 
 
@@ -194,8 +210,10 @@ def tls_pairs(cfg: dict[str, Any]) -> list[tuple[Any, Any]]:
 
 
 def wants_supervisor(options: dict[str, Any]) -> bool:
-    """--workers N > 1 or --reload: a master (goloop.serve.workers) runs instead of a server."""
-    return bool(options.get("reload")) or (options.get("workers") or 1) > 1
+    """--workers N > 1, --reload, --workers-max-rss or --workers-lifetime: a master
+    (goloop.serve.workers) runs instead of a server."""
+    return bool(options.get("reload")) or (options.get("workers") or 1) > 1 or \
+        bool(options.get("workers_max_rss") or options.get("workers_lifetime"))  # (the master recycles them)
 
 
 class _Formatter(logging.Formatter):
@@ -338,6 +356,14 @@ def parser() -> argparse.ArgumentParser:
                    help="bytes per second a request body must average once --timeout-request-head has "
                         "passed since its head, else 408 and the app sees http.disconnect; 0: no limit "
                         "(default: %(default)s)")
+    p.add_argument("--min-response-rate", type=float, default=240,
+                   help="bytes per second a client must read a response at, on average, once it stopped "
+                        "reading for --min-response-grace seconds, else the connection is dropped and the "
+                        "app sees http.disconnect (WSGI: its iterable is closed); 0: no limit "
+                        "(default: %(default)s)")
+    p.add_argument("--min-response-grace", type=float, default=5,
+                   help="seconds a client may read a response slower than --min-response-rate "
+                        "(default: %(default)s)")
     p.add_argument("--http", choices=list(HTTP_CHOICES), default="auto",
                    help="auto: HTTP/1.1 and HTTP/2 (h11, httptools: the same); h2: HTTP/2 only "
                         "(default: %(default)s)")
@@ -442,4 +468,6 @@ def parser() -> argparse.ArgumentParser:
                         "do not preempt each other on every wake-up (default)")
     p.add_argument("--no-sched-batch", dest="sched_batch", action="store_false",
                    help="leave the threads' scheduling policy alone (default: SCHED_BATCH)")
+    _serve_static.add_arguments(p)
+    _serve_ops.add_arguments(p)
     return p

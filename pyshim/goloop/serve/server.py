@@ -27,6 +27,9 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from .. import ClientDisconnected
+from . import accesslog as _serve_accesslog
+from . import ops as _serve_ops
+from . import static as _serve_static
 from . import workers as _workers
 from . import wsgi as _wsgi
 from .config import (NOT_YET, SUPPORTED_OPTIONS, ConfigError, batch_scheduling, configure_logging,
@@ -184,9 +187,9 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
     log or a request limit, HTTP requests do this in C (AsgiServer's app and on_error) and
     only WebSocket sessions come here."""
 
-    async def run(scope, receive, send):
+    async def run(scope, receive, send, app_send=None):
         try:
-            await app(scope, receive, send)
+            await app(scope, receive, app_send or send)
         except BaseException as exc:
             found = send._fail()  # a 500 closes its connection; a session closes with 1011
             if not isinstance(exc, Exception):
@@ -202,10 +205,26 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
 
     count = 0
 
+    fmt = server.config.get("access_log_fmt") if access_log else None
+    line = _serve_accesslog.formatter(fmt) if fmt is not None else None
+    timed = _serve_accesslog.needs(fmt, "dt_ms")
+    sized = _serve_accesslog.needs(fmt, "size")
+    loop = asyncio.get_event_loop() if timed else None
+
     async def run_logged(scope, receive, send):
         nonlocal count
+        t0 = loop.time() if timed else 0.0
+        size = None
+        if sized and scope["type"] == "http":  # the body bytes of http.response.body messages
+            size = 0
+
+            async def counting_send(message):
+                nonlocal size
+                if message.get("type") == "http.response.body":
+                    size += len(message.get("body", b""))
+                return await send(message)
         try:
-            await run(scope, receive, send)
+            await run(scope, receive, send, counting_send if size is not None else None)
         finally:
             if access_log:
                 client = scope.get("client")
@@ -217,6 +236,13 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
                     status = send._status()
                     access_logger.info('%s - "WebSocket %s" %s', addr, path,
                                        "[accepted]" if status == 101 else (status or 500))
+                elif line is not None:  # --access-log-fmt (goloop.serve.accesslog)
+                    h = scope["headers"]
+                    access_logger.info(*line(addr, scope["method"], quote(scope["root_path"] + scope["path"]),
+                                             scope["query_string"].decode("ascii", "replace"), scope["http_version"],
+                                             send._status() or 500, size, (loop.time() - t0) * 1e3 if t0 else 0.0,
+                                             _serve_accesslog.header(h, b"user-agent"),
+                                             _serve_accesslog.header(h, b"referer")))
                 else:  # uvicorn's line: 127.0.0.1:50000 - "GET / HTTP/1.1" 200 OK
                     status = send._status() or 500
                     access_logger.info('%s - "%s %s HTTP/%s" %d %s', addr, scope["method"], path,
@@ -383,10 +409,15 @@ class Server:
         try:
             srv.configure(timeout_request_head=float(cfg["timeout_request_head"] or 0),
                           min_request_body_rate=int(math.ceil(cfg["min_request_body_rate"] or 0)),
-                          h2_only=cfg["http"] == "h2")
+                          h2_only=cfg["http"] == "h2",
+                          min_response_rate=int(math.ceil(cfg["min_response_rate"] or 0)),
+                          min_response_grace=float(cfg["min_response_grace"] or 0))
             if tls:
                 pw = cfg["ssl_keyfile_password"]
                 pairs = b"\0".join(os.fsencode(p) for cert, key in tls_pairs(cfg) for p in (cert, key or cert))
+                if cfg["ssl_protocol_min"] or cfg["ssl_crl"]:  # goloop/httpserver/tlsops.go
+                    _goloop._tls_extra(srv, cfg["ssl_protocol_min"] or "",
+                                       os.fspath(cfg["ssl_crl"]) if cfg["ssl_crl"] else "")
                 srv.set_tls(pairs, str(pw) if pw else None,
                             os.fspath(cfg["ssl_ca_certs"]) if cfg["ssl_ca_certs"] else None, cfg["ssl_cert_reqs"])
         except OSError as exc:  # a TLS file missing or invalid: one line
@@ -398,8 +429,10 @@ class Server:
             srv.release()
             raise
         self._srv = srv
+        static_log = None
         try:
             configure_server(self, srv)  # proxy headers, metrics
+            static_log = _serve_static.configure(cfg, srv, _goloop, access)  # static files (Go)
             _goloop._asgi_ws_config(srv, cfg["ws"] == "none" or wsgi, int(cfg["ws_max_size"]),
                                     int(cfg["ws_max_queue"]),
                                     float(cfg["ws_ping_interval"] or 0), float(cfg["ws_ping_timeout"] or 0),
@@ -433,6 +466,9 @@ class Server:
                 await asyncio.sleep(0.02)
             srv.abort()
         finally:
+            if static_log is not None:  # the last static responses' lines
+                static_log.cancel()
+                static_log.drain()
             srv.release()
             self._srv = None
             if pool:
@@ -483,7 +519,8 @@ def serve_metrics() -> dict | None:
             continue
         m = json.loads(srv.metrics("json"))
         out = {"requests": m["Requests"], "in_flight": m["InFlight"], "connections": m["Connections"],
-               "enabled": m["Enabled"], "timeouts": {"head": m["HeadTimeouts"], "body": m["BodyTimeouts"]}}
+               "enabled": m["Enabled"], "timeouts": {"head": m["HeadTimeouts"], "body": m["BodyTimeouts"],
+                                                    "response": m["RespTimeouts"]}}
         if m["Enabled"]:
             bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")]
             out["responses"] = {f"{i}xx": m["Status"][i] for i in range(1, 6)}
@@ -504,10 +541,15 @@ def serve(app: Any, **options: Any) -> int:
     batch_scheduling(server.config)
     from .. import run
 
+    if server.config["process_name"]:
+        _serve_ops.set_process_title(server.config["process_name"])
+    _serve_ops.write_pid_file(server.config["pid_file"])
     try:
         run(server.serve(install_signal_handlers=True))
     except KeyboardInterrupt:
         pass
+    finally:
+        _serve_ops.remove_pid_file(server.config["pid_file"])
     return server.exit_code
 
 

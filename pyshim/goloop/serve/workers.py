@@ -49,6 +49,7 @@ import sys
 import time
 from typing import Any
 
+from . import ops as _serve_ops
 from .config import (ConfigError, batch_scheduling, check_options, configure_logging, forwarded_allow_ips,
                             load_log_config, prepare)
 
@@ -56,7 +57,7 @@ logger = logging.getLogger("goloop.error")
 
 # what the master does and its workers do not
 _MASTER_ONLY = ("workers", "reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay", "env_file",
-                "timeout_worker_healthcheck")
+                "timeout_worker_healthcheck", "workers_max_rss", "workers_lifetime", "pid_file")
 
 RELOAD_INCLUDES = ["*.py"]
 RELOAD_EXCLUDES = [".*", ".py[cod]", ".sw.*", "~*"]
@@ -114,6 +115,9 @@ def worker_main(server_class: Any, argv: list[str] | None = None) -> None:
     spec = json.loads((argv or sys.argv[1:])[0])
     master, ctl_fd, app = spec.pop("_master"), spec.pop("_ctl_fd"), spec.pop("_app")
     shared_metrics = spec.pop("_metrics", None)
+    slot = spec.pop("_slot", 0)
+    if spec.get("process_name"):
+        _serve_ops.set_process_title(f"{spec['process_name']} [worker {slot}]")
     _set_pdeathsig()
     if os.getppid() != master:  # the master died before prctl
         sys.exit(0)
@@ -310,6 +314,7 @@ class _Worker:
         self.retiring = False
         self.killed = False  # by the health check
         self.replaces: _Worker | None = None  # a reload's new worker: the one it replaces
+        self.recycles = False  # ... replacing it past --workers-max-rss or --workers-lifetime
 
 
 class Supervisor:
@@ -342,6 +347,8 @@ class Supervisor:
         self.sel = selectors.DefaultSelector()
         self.watcher: _Watcher | None = None
         self.metrics: _SharedMetrics | None = None  # --metrics: the workers count in it
+        self.next_recycle = 0.0  # when _recycle looks at the workers' sizes and ages next
+        self.recycled_slots: set[int] = set()  # slots whose first worker was recycled (--workers-lifetime)
 
     # -- workers
     def _listener(self, slot: int) -> socket.socket:
@@ -375,7 +382,7 @@ class Supervisor:
         w = child.fileno()
         spec = {k: v for k, v in self.cfg.items() if k not in _MASTER_ONLY}
         listener = self._listener(slot)
-        spec.update(fd=listener.fileno(), uds=None, _ctl_fd=w, _app=self.app, _master=os.getpid())
+        spec.update(fd=listener.fileno(), uds=None, _ctl_fd=w, _app=self.app, _master=os.getpid(), _slot=slot)
         if spec.get("forwarded_allow_ips") is None:
             spec["forwarded_allow_ips"] = forwarded_allow_ips(self.cfg)
         fds = [listener.fileno(), w]
@@ -458,7 +465,7 @@ class Supervisor:
                 self._retire(old)
             else:
                 self.active.append(wk)
-            if not self.candidates:
+            if not self.candidates and not wk.recycles:
                 logger.info("Reload complete: %d worker(s) serving the new code", len(self.active))
 
     def _reap(self) -> None:
@@ -585,6 +592,47 @@ class Supervisor:
                 nxt = min(nxt, wk.pong_at + every)
         return nxt
 
+    RECYCLE_EVERY = 2.0  # seconds between the checks of --workers-max-rss and --workers-lifetime
+
+    def _recycle(self) -> float:
+        """--workers-max-rss, --workers-lifetime: a serving worker whose resident memory
+        (/proc/PID/statm) passed the limit, or older than its lifetime, is replaced as a
+        reload replaces it: its successor starts on its listening socket and, once it
+        serves, the old one is stopped gracefully (it finishes its requests in flight). The
+        first worker of each slot lives lifetime * (1 + slot / workers): the workers started
+        together are then replaced one at a time, and their successors keep that spacing.
+        Returns when to check next (inf: never)."""
+        max_rss, lifetime = self.cfg.get("workers_max_rss"), self.cfg.get("workers_lifetime")
+        if not (max_rss or lifetime) or self.stopping or self.cfg.get("reload"):
+            return math.inf
+        now = time.monotonic()
+        if now < self.next_recycle:
+            return self.next_recycle
+        self.next_recycle = now + self.RECYCLE_EVERY
+        replaced = {c.replaces for c in self.candidates}
+        for wk in list(self.active):
+            if not wk.ready or wk.retiring or wk in replaced:
+                continue
+            why = None
+            if lifetime:
+                life = float(lifetime)
+                if wk.listen not in self.recycled_slots:
+                    life *= 1 + wk.listen / max(1, self.n)
+                if now - wk.ready_at >= life:
+                    why = "lifetime of %g s" % life
+            if why is None and max_rss:
+                rss = worker_rss_mib(wk.pid)
+                if rss is not None and rss > float(max_rss):
+                    why = "resident memory of %.1f MiB (over %g MiB)" % (rss, float(max_rss))
+            if why is None:
+                continue
+            logger.info("Worker [%d] reached its %s: replacing it gracefully", wk.pid, why)
+            self.recycled_slots.add(wk.listen)
+            new = self._spawn(wk.listen)  # on its socket: no gap in accepting
+            new.replaces, new.recycles = wk, True
+            self.candidates.append(new)
+        return self.next_recycle
+
     # -- the loop
     def run(self) -> int:
         cfg = self.cfg
@@ -629,7 +677,8 @@ class Supervisor:
                     logger.error("No worker could start: giving up")
                     failed = self.boot_code
                     break
-                timeout = max(0.0, min(0.5, self._healthcheck() - time.monotonic()))
+                timeout = max(0.0, min(0.5, self._healthcheck() - time.monotonic(),
+                                       self._recycle() - time.monotonic()))
                 if self.watcher is not None:
                     timeout = max(0.0, min(timeout, next_watch - time.monotonic()))
                 if len(self.active) < self.n and not self.stopping:
@@ -696,4 +745,19 @@ def supervise(app: Any, options: dict[str, Any]) -> int:
     configure_logging(cfg["log_level"] or "info")
     if cfg.get("app_dir"):
         cfg["app_dir"] = os.path.abspath(cfg["app_dir"])
-    return Supervisor(app, cfg).run()
+    if cfg.get("process_name"):
+        _serve_ops.set_process_title(f"{cfg['process_name']} [master]")
+    _serve_ops.write_pid_file(cfg.get("pid_file"))
+    try:
+        return Supervisor(app, cfg).run()
+    finally:
+        _serve_ops.remove_pid_file(cfg.get("pid_file"))
+
+
+def worker_rss_mib(pid: int) -> float | None:
+    """A process' resident memory in MiB (/proc/PID/statm), None if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+    except (OSError, ValueError, IndexError):
+        return None

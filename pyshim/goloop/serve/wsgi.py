@@ -17,8 +17,12 @@ import inspect
 import logging
 import os
 import threading
+import time
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import quote
+
+from . import accesslog as _serve_accesslog
 
 logger = logging.getLogger("goloop.error")
 _PHRASES = {s.value: s.phrase for s in HTTPStatus}
@@ -125,10 +129,22 @@ def _access_logger(server: Any, max_requests: int | None, log: bool):
     """The function the pool threads call after each request (access log, request limit)."""
     count = 0
     lock = threading.Lock()
+    fmt = server.config.get("access_log_fmt") if log else None
+    line = _serve_accesslog.formatter(fmt) if fmt is not None else None
 
     def access(environ: dict, status: int) -> None:
         nonlocal count
-        if log:
+        if line is not None:  # --access-log-fmt (goloop.serve.accesslog)
+            addr = environ.get("REMOTE_ADDR") or "-"
+            if environ.get("REMOTE_PORT"):
+                addr = f"{addr}:{environ['REMOTE_PORT']}"
+            t0 = environ.get("goloop.t0")
+            access_logger.info(*line(addr, environ["REQUEST_METHOD"],
+                                     quote(environ["SCRIPT_NAME"] + environ["PATH_INFO"], safe="/:@!$&'()*+,;=-._~"),
+                                     environ["QUERY_STRING"], environ["SERVER_PROTOCOL"].removeprefix("HTTP/"),
+                                     status, None, (time.perf_counter() - t0) * 1e3 if t0 else 0.0,
+                                     environ.get("HTTP_USER_AGENT"), environ.get("HTTP_REFERER")))
+        elif log:
             addr = environ.get("REMOTE_ADDR") or "-"
             if environ.get("REMOTE_PORT"):
                 addr = f"{addr}:{environ['REMOTE_PORT']}"
@@ -149,6 +165,17 @@ def _access_logger(server: Any, max_requests: int | None, log: bool):
                                               "Terminating process." % max_requests)
 
     return access
+
+
+def _timed(app: Any) -> Any:
+    """app, noting when each request started in its environ (--access-log-fmt's dt_ms)."""
+    perf = time.perf_counter
+
+    def timed(environ: dict, start_response: Any) -> Any:
+        environ["goloop.t0"] = perf()
+        return app(environ, start_response)
+
+    return timed
 
 
 def make_server(server: Any, app: Any, loop: Any, _goloop: Any, headers: list[str], max_head: int) -> Any:
@@ -180,6 +207,8 @@ def make_server(server: Any, app: Any, loop: Any, _goloop: Any, headers: list[st
     hook = _access_logger(server, cfg["limit_max_requests"], access) \
         if access or cfg["limit_max_requests"] else None
     server._loop = loop
+    if access and _serve_accesslog.needs(cfg["access_log_fmt"], "dt_ms"):
+        app = _timed(app)
     return _goloop.WsgiServer(loop, app, environ, int(max_head), int(float(cfg["timeout_keep_alive"]) * 1000),
                               int(cfg["limit_concurrency"] or 0), bool(cfg["server_header"]),
                               bool(cfg["date_header"]), "\n".join(headers).encode("latin-1"),

@@ -1,0 +1,344 @@
+"""Clients that do not read, and memory spikes: goloop serve side by side with uvicorn.
+
+Scenarios (each a server subprocess on loopback, bounded in time, stopping by itself):
+- wsgi-bytes: a Flask app answering one 10 MiB bytes object (the same object every time);
+  --clients connections ask for it and never read (4 KiB receive buffers) for --hold
+  seconds, then close. Meanwhile a probe client asks for a small page every 0.25 s on a new
+  connection. Recorded: the server's RSS idle, peak and --after seconds after the clients
+  closed; the probes' p50/max latency and how many took over 100 ms or were not answered.
+- wsgi-gen: the same with a generator of 64 KiB parts (the pool threads wait for the
+  sockets; goloop's --min-response-rate frees them after its grace).
+- asgi-bytes: an ASGI app answering one 10 MiB body.
+- ws-bomb: --bombs WebSocket connections each send one permessage-deflate message of 1 GiB
+  of zeros (about 1 MiB compressed): RSS peak and 60 s after (the close code is recorded).
+- h2-stall: 50 connections x 10 streams of 10 MiB (64 KiB parts) with a zero flow-control
+  window (goloop only: uvicorn has no HTTP/2): RSS peak and 60 s after; h2-stall-big: the
+  same with the 10 MiB body in one part (held by reference, not copied per stream).
+
+python bench/slow_readers.py [--scenarios wsgi-bytes,...] [--servers goloop,uvicorn]
+  [--clients 200] [--hold 15] [--after 20] [--json bench/results/slow-readers.json]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+import harness
+
+SERVERS_DIR = os.path.join(harness.BENCH, "servers")
+MiB = 1 << 20
+
+
+def rss(pid):
+    total = 0
+    for p in harness.tree_pids(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def command(server, scenario, port, extra=()):
+    target = {"wsgi-bytes": "slow_apps:flask_big", "wsgi-gen": "slow_apps:wsgi_gen"}.get(scenario,
+                                                                                        "slow_apps:asgi_app")
+    wsgi = scenario.startswith("wsgi")
+    if server == "goloop":
+        cmd = [sys.executable, "-m", "goloop", "serve", target, "--port", str(port), "--no-access-log"]
+        if wsgi:
+            cmd += ["--interface", "wsgi"]
+        return cmd + list(extra)
+    cmd = [sys.executable, "-m", "uvicorn", target, "--port", str(port), "--no-access-log",
+           "--lifespan", "off", "--log-level", "warning"]
+    if wsgi:
+        cmd += ["--interface", "wsgi"]
+    return cmd
+
+
+class Sampler(threading.Thread):
+    """The server's RSS every 0.1 s: peak since reset."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.stop = pid, 0, threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.peak = max(self.peak, rss(self.pid))
+            time.sleep(0.1)
+
+
+def get_small(port, timeout=30.0):
+    """GET / on a new connection; its latency in seconds, or None (no answer)."""
+    t0 = time.monotonic()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = b""
+            while b"\r\n\r\nok" not in data:
+                b = s.recv(4096)
+                if not b:
+                    return None
+                data += b
+    except OSError:
+        return None
+    return time.monotonic() - t0
+
+
+def prober(port, stop, out, timeout, done_at):
+    while not stop.is_set():
+        lat = get_small(port, timeout)
+        out.append(lat)
+        if lat is not None and not done_at:
+            done_at.append(time.monotonic())
+        stop.wait(0.25)
+
+
+def start(server, scenario, extra=()):
+    port = harness.free_port()
+    errf = tempfile.TemporaryFile()
+    proc = subprocess.Popen(command(server, scenario, port, extra), cwd=SERVERS_DIR, stdout=subprocess.DEVNULL, stderr=errf)
+    proc.errf = errf
+    harness.wait_port(port, proc, timeout=60)
+    for _ in range(5):  # warm
+        get_small(port)
+    time.sleep(1)
+    return proc, port
+
+
+def probe_stats(lat):
+    ok = [x for x in lat if x is not None]
+    return {"probes": len(lat), "answered": len(ok),
+            "over_100ms": sum(1 for x in lat if x is None or x > 0.1),
+            "p50_ms": round(statistics.median(ok) * 1e3, 1) if ok else None,
+            "max_ms": round(max(ok) * 1e3, 1) if ok else None}
+
+
+def run_readers(server, scenario, args):
+    proc, port = start(server, scenario, args.goloop_args.split() if server == "goloop" else ())
+    try:
+        idle = rss(proc.pid)
+        sampler = Sampler(proc.pid)
+        sampler.start()
+        socks = []
+        for _ in range(args.clients):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            socks.append(s)
+        t0 = time.monotonic()
+        stop, lat, done_at = threading.Event(), [], []
+        pt = threading.Thread(target=prober, args=(port, stop, lat, args.probe_timeout, done_at), daemon=True)
+        pt.start()
+        time.sleep(args.hold)
+        stop.set()
+        pt.join(args.probe_timeout + 10)
+        held_for = time.monotonic() - t0
+        peak = sampler.peak
+        for s in socks:
+            s.close()
+        time.sleep(args.after)
+        sampler.stop.set()
+        after = rss(proc.pid)
+        row = {"rss_idle_mib": round(idle / MiB, 1), "rss_peak_mib": round(peak / MiB, 1),
+               "rss_after_mib": round(after / MiB, 1), "held_s": round(held_for, 1),
+               "first_answer_s": round(done_at[0] - t0, 1) if done_at else None}
+        row.update(probe_stats(lat))
+        row["probe_ms"] = [None if x is None else round(x * 1e3, 1) for x in lat]
+        return row
+    finally:
+        harness.stop(proc, 20)
+
+
+def bomb_payload():
+    z = zlib.compressobj(9, zlib.DEFLATED, -15)
+    zero = bytes(MiB)
+    out = [z.compress(zero) for _ in range(1024)]
+    out.append(z.flush(zlib.Z_SYNC_FLUSH))
+    data = b"".join(out)
+    return data[:-4] if data.endswith(b"\x00\x00\xff\xff") else data
+
+
+def bomb(port, payload, codes):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+            s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                      b"Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += s.recv(4096)
+            if b" 101 " not in head.split(b"\r\n")[0] or b"permessage-deflate" not in head:
+                codes.append("no deflate")
+                return
+            rest = head.split(b"\r\n\r\n", 1)[1]
+            # FIN, RSV1 (compressed), binary; masked with a zero key (the payload unchanged)
+            frame = bytes([0xC2, 0x80 | 127]) + len(payload).to_bytes(8, "big") + b"\0\0\0\0" + payload
+            s.sendall(frame)
+            data = rest
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                data += b
+                if len(data) >= 4 and data[0] & 0x0F == 8:
+                    break
+            codes.append(int.from_bytes(data[2:4], "big") if len(data) >= 4 and data[0] & 0x0F == 8 else None)
+    except OSError as exc:
+        codes.append(type(exc).__name__)
+
+
+def h2_stall(port, conns, path=b"/stream"):
+    import h2.config
+    import h2.connection
+    import h2.settings
+    socks = []
+    for _ in range(conns):
+        c = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
+        c.initiate_connection()
+        c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        for i in range(10):
+            c.send_headers(1 + 2 * i, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                       (":authority", "x")], end_stream=True)
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", port))
+        s.sendall(c.data_to_send())
+        socks.append(s)
+    return socks
+
+
+def run_spike(server, scenario, args):
+    if scenario.startswith("h2-stall") and server != "goloop":
+        return None
+    proc, port = start(server, scenario)
+    try:
+        idle = rss(proc.pid)
+        sampler = Sampler(proc.pid)
+        sampler.start()
+        extra = {}
+        if scenario == "ws-bomb":
+            payload = bomb_payload()
+            codes = []
+            ts = [threading.Thread(target=bomb, args=(port, payload, codes)) for _ in range(args.bombs)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(120)
+            extra["close_codes"] = codes
+            extra["compressed_mib"] = round(len(payload) / MiB, 2)
+        else:
+            socks = h2_stall(port, 50, b"/big" if scenario == "h2-stall-big" else b"/stream")
+            time.sleep(args.hold)
+            for s in socks:
+                s.close()
+        peak = sampler.peak
+        t_end = time.monotonic()
+        curve = []
+        while time.monotonic() - t_end < args.spike_after:
+            time.sleep(5)
+            curve.append(round(rss(proc.pid) / MiB, 1))
+        sampler.stop.set()
+        lat = get_small(port)
+        row = {"rss_idle_mib": round(idle / MiB, 1), "rss_peak_mib": round(max(peak, sampler.peak) / MiB, 1),
+               "rss_after_mib": curve[-1] if curve else None, "rss_every_5s_after": curve,
+               "probe_after_ms": round(lat * 1e3, 1) if lat is not None else None}
+        row.update(extra)
+        return row
+    finally:
+        harness.stop(proc, 20)
+
+
+def versions():
+    out = {"python": platform.python_version()}
+    for name in ("goloop", "uvicorn", "flask", "websockets"):
+        try:
+            from importlib.metadata import version
+            out[name] = version(name)
+        except Exception:
+            out[name] = None
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenarios", default="wsgi-bytes,wsgi-gen,asgi-bytes,ws-bomb,h2-stall")
+    ap.add_argument("--servers", default="goloop,uvicorn")
+    ap.add_argument("--clients", type=int, default=200)
+    ap.add_argument("--hold", type=float, default=15, help="seconds the clients stay without reading")
+    ap.add_argument("--after", type=float, default=20, help="seconds after they closed, RSS measured")
+    ap.add_argument("--spike-after", type=float, default=60, help="seconds after a spike, RSS measured")
+    ap.add_argument("--bombs", type=int, default=4)
+    ap.add_argument("--probe-timeout", type=float, default=30)
+    ap.add_argument("--goloop-args", default="", help="more options of goloop serve (e.g. --min-response-grace 1)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    results = {}
+    for scenario in args.scenarios.split(","):
+        for server in args.servers.split(","):
+            spike = scenario in ("ws-bomb", "h2-stall", "h2-stall-big")
+            row = (run_spike if spike else run_readers)(server, scenario, args)
+            results[f"{scenario}/{server}"] = row
+            print(scenario, server, json.dumps(row), flush=True)
+    if args.json:
+        write_json(args, results)
+
+
+def write_json(args, results):
+    servers = args.servers.split(",")
+    rows = []
+    for scenario in args.scenarios.split(","):
+        spike = scenario in ("ws-bomb", "h2-stall", "h2-stall-big")
+        keys = (["rss_idle_mib", "rss_peak_mib", "rss_after_mib", "probe_after_ms"] if spike else
+                ["rss_idle_mib", "rss_peak_mib", "rss_after_mib", "p50_ms", "max_ms", "over_100ms", "answered",
+                 "probes", "first_answer_s"])
+        for k in keys:
+            row = {"row": f"{scenario}: {k}"}
+            for sv in servers:
+                r = results.get(f"{scenario}/{sv}")
+                row[sv] = r.get(k) if r else None
+            rows.append(row)
+    doc = {
+        "schema": 1, "id": "slow-readers", "group": "Robustness",
+        "title": f"{args.clients} clients that never read a 10 MiB body; memory spikes",
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{os.cpu_count()} cores (shared, loaded), CPython {platform.python_version()}",
+        "versions": versions(),
+        "command": "python bench/slow_readers.py " + " ".join(sys.argv[1:]),
+        "method": (f"Each server a subprocess on loopback, default options (goloop: --min-response-rate 240 "
+                   f"after 5 s; WSGI: goloop's 6 pool threads, uvicorn's WSGI middleware). {args.clients} "
+                   f"connections with 4 KiB receive buffers ask for 10 MiB and never read for {args.hold} s, "
+                   f"then close; a probe asks for a 2-byte page on a new connection every 0.25 s meanwhile. "
+                   f"RSS of the server's process (VmRSS) sampled every 0.1 s: idle before, peak, and "
+                   f"{args.after} s after the clients closed. Spikes: {args.bombs} WebSocket bombs of 1 GiB of "
+                   f"zeros (permessage-deflate), 50 h2c connections x 10 streams with a zero window; RSS "
+                   f"{args.spike_after} s after. One run; memory figures do not depend on load, latencies do."),
+        "better": "lower",
+        "columns": ["row"] + servers,
+        "units": {sv: "MiB / ms / count" for sv in servers},
+        "rows": rows,
+        "raw": results,
+        "notes": ["the 10 MiB bytes body is one object answered to every client: goloop holds a reference "
+                  "per connection, no copy",
+                  "h2-stall: uvicorn has no HTTP/2 (null)"],
+    }
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
