@@ -325,7 +325,7 @@ int gl_asgi_recv_traverse(GLAsgiRecv *self, visitproc visit, void *arg) {
 int gbuf_put(gbuf *b, const char *s, Py_ssize_t n) {
     if (b->n + n > b->cap) {
         Py_ssize_t cap = b->cap * 2 + n + 256;
-        char *p = PyMem_Realloc(b->p, cap);
+        char *p = PyMem_RawRealloc(b->p, cap);
         if (p == NULL) {
             PyErr_NoMemory();
             return -1;
@@ -338,29 +338,30 @@ int gbuf_put(gbuf *b, const char *s, Py_ssize_t n) {
     return 0;
 }
 
-static _Thread_local gbuf hdrbuf;  /* per thread: loops of several threads serve at once (3.13t) */
-/* The request whose http.response.start is held (GLAsgiSend.held_status): its header lines
- * are in hdrbuf until its first body part or until hdrbuf is needed for something else. */
-static _Thread_local GLAsgiSend *held_start;
+/* The response head's buffer (hdrbuf) and the request whose http.response.start is held
+ * (held_start: GLAsgiSend.held_status, its header lines in hdrbuf until its first body part
+ * or until hdrbuf is needed for something else) are the thread's (gl_thread_state): loops
+ * of several threads serve at once (3.13t). */
 
 /* Give the held start, if any, to Go now (before hdrbuf is reused, or before an operation
  * of its request that needs Go to know the response started). A client that went away
  * meanwhile is reported by that request's next send. */
 void gl_asgi_release_start(void) {
-    GLAsgiSend *s = held_start;
+    gl_thread_state *t = gl_ts;
+    GLAsgiSend *s = t != NULL ? t->held_start : NULL;
     if (s == NULL) return;
-    held_start = NULL;
+    t->held_start = NULL;
     int status = s->held_status;
     s->held_status = 0;
     if (gl_forked || s->rid < 0 || s->srv->sid < 0) return;
-    int rc = glAsgiStart(s->srv->sid, s->rid, status, hdrbuf.p, hdrbuf.n);
+    int rc = glAsgiStart(s->srv->sid, s->rid, status, t->hdrbuf.p, t->hdrbuf.n);
     if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) s->start_lost = 1;
     else if (rc < 0) PyErr_WriteUnraisable((PyObject *)s);  /* cannot happen: checked when held */
 }
 
 /* The held start of s, if s has one, to Go (see gl_asgi_release_start). */
 static void release_own_start(GLAsgiSend *s) {
-    if (s->held_status != 0 && held_start == s) gl_asgi_release_start();
+    if (s->held_status != 0 && gl_ts != NULL && gl_ts->held_start == s) gl_asgi_release_start();
 }
 
 
@@ -394,8 +395,14 @@ PyObject *gl_asgi_raise_disconnected(void) {
 /* The header lines ("name: value\r\n" each) of an ASGI headers iterable (NULL: none) into
  * hdrbuf (gl_asgi_hdrbuf), checked; steals the reference to headers. */
 int gl_asgi_header_lines(PyObject *headers) {
+    gl_thread_state *t = gl_thread();
+    if (t == NULL) {
+        Py_XDECREF(headers);
+        return -1;
+    }
+    gbuf *hdrbuf = &t->hdrbuf;
     gl_asgi_release_start();  /* hdrbuf holds a start not yet in Go */
-    hdrbuf.n = 0;
+    hdrbuf->n = 0;
     if (headers != NULL) {
         /* a list or tuple is indexed: no iterator object (one GC allocation less per
          * response). The size is read at each step and the item referenced, so Python code
@@ -436,8 +443,8 @@ int gl_asgi_header_lines(PyObject *headers) {
             }
             Py_DECREF(pair);
             bad = header_part(name, 1, &np, &nn) < 0 || header_part(value, 0, &vp, &vn) < 0 ||
-                  gbuf_put(&hdrbuf, np, nn) < 0 || gbuf_put(&hdrbuf, ": ", 2) < 0 ||
-                  gbuf_put(&hdrbuf, vp, vn) < 0 || gbuf_put(&hdrbuf, "\r\n", 2) < 0;
+                  gbuf_put(hdrbuf, np, nn) < 0 || gbuf_put(hdrbuf, ": ", 2) < 0 ||
+                  gbuf_put(hdrbuf, vp, vn) < 0 || gbuf_put(hdrbuf, "\r\n", 2) < 0;
             Py_DECREF(name);
             Py_DECREF(value);
             if (bad) {
@@ -452,8 +459,9 @@ int gl_asgi_header_lines(PyObject *headers) {
 }
 
 const char *gl_asgi_hdrbuf(Py_ssize_t *n) {
-    *n = hdrbuf.n;
-    return hdrbuf.p;
+    gl_thread_state *t = gl_ts;  /* made by gl_asgi_header_lines, which fills it */
+    *n = t != NULL ? t->hdrbuf.n : 0;
+    return t != NULL ? t->hdrbuf.p : NULL;
 }
 
 /* A second http.response.start: the error Go gives it (send_start refuses one itself when
@@ -477,10 +485,10 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
          * nothing before it anyway); a second start is refused here as Go would */
         self->held_status = (int)status;
         self->started = 1;
-        held_start = self;
+        gl_ts->held_start = self;  /* (made by gl_asgi_header_lines) */
         return Py_NewRef((PyObject *)done_none);
     }
-    int rc = glAsgiStart(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n);
+    int rc = glAsgiStart(self->srv->sid, self->rid, status, gl_ts->hdrbuf.p, gl_ts->hdrbuf.n);
     if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return gl_asgi_raise_disconnected();
     if (rc < 0) return NULL;
     self->started = 1;
@@ -522,8 +530,13 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
         } else if (self->held_status != 0) {  /* the held start and this part: one call */
             int status = self->held_status;
             self->held_status = 0;
-            held_start = NULL;
-            rc = glAsgiStartSend(self->srv->sid, self->rid, status, hdrbuf.p, hdrbuf.n, p, n, more, keep);
+            gl_thread_state *t = gl_thread();  /* (made when the start was held) */
+            if (t == NULL) {
+                rc = -1;
+            } else {
+                t->held_start = NULL;
+                rc = glAsgiStartSend(self->srv->sid, self->rid, status, t->hdrbuf.p, t->hdrbuf.n, p, n, more, keep);
+            }
         } else {
             rc = glAsgiSend(self->srv->sid, self->rid, p, n, more, keep);
         }
@@ -877,7 +890,7 @@ static PyObject *http_scope(GLAsgiServer *srv, const GLAsgiHead *h) {
     const int32_t *ends = h->ends;
     int nends = h->nends, major = h->major, minor = h->minor;
 #define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
-    if (PyDict_SetItem(scope, GLS(http_version), major == 2 ? GLS(v2) : (major == 1 && minor == 0) ? GLS(v10) : GLS(v11)) < 0 ||
+    if (PyDict_SetItem(scope, GLS(http_version), major == 3 ? GLS(v3) : major == 2 ? GLS(v2) : (major == 1 && minor == 0) ? GLS(v10) : GLS(v11)) < 0 ||
         gl_set_new(scope, GLS(method), gl_asgi_method(SEG(nends - 4))) < 0 || gl_asgi_fill_scope(srv, scope, h) < 0)
         goto fail;
 #undef SEG
@@ -1042,6 +1055,7 @@ int gl_init_asgi(PyObject *m) {
 #define GL_ASGI_INTERN(name, text) if ((GLS(name) = PyUnicode_InternFromString(text)) == NULL) return -1;
     GL_ASGI_STRINGS(GL_ASGI_INTERN)
 #undef GL_ASGI_INTERN
+    if (gl_init_thread_state() < 0) return -1;
     if ((reraise_fn = PyCFunction_New(&reraise_def, NULL)) == NULL) return -1;
 #if PY_VERSION_HEX < 0x030C0000
     {

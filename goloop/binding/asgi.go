@@ -109,10 +109,12 @@ func serverConfig(maxHead, keepAliveMs, limitConc C.long, serverHdr, dateHdr C.i
 // newAsgiSrv makes the Go server of py (cfg.Notify: the loop's wake-up unless set) and
 // registers it (py.sid).
 func newAsgiSrv(py *C.GLAsgiServer, l *loop, cfg httpserver.Config) *asgiSrv {
+	poll := l.poll
 	if cfg.Notify == nil {
-		poll := l.poll
 		cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
 	}
+	// the loop thread logs the engine's warnings (its hook's take: logWarnings)
+	cfg.OnWarning = func() { poll.Wake() }
 	sv := &asgiSrv{l: l, py: py, s: httpserver.New(cfg), tagged: map[*httpserver.Request]struct{}{},
 		tlsConns: map[*httpserver.Conn]pyObj{}, headBuf: newHeadBuf()}
 	id, _ := asgiServers.Add(sv)
@@ -211,6 +213,9 @@ func (sv *asgiSrv) loopClosed() {
 // requests).
 func (sv *asgiSrv) take() {
 	sv.dropHeld()
+	if sv.s.HasWarnings() {
+		sv.logWarnings()
+	}
 	if !sv.s.Pending() {
 		return
 	}
@@ -229,6 +234,16 @@ func (sv *asgiSrv) take() {
 		case httpserver.EvConnClosed:
 			sv.connClosed(ev.Req.Conn())
 		}
+	}
+}
+
+// logWarnings logs the engine's warnings for the operator (accept errors: EMFILE ...) on
+// the "goloop.error" logger (asgi_proxy_metrics.c's gl_asgi_warn; loop thread).
+func (sv *asgiSrv) logWarnings() {
+	for _, msg := range sv.s.TakeWarnings() {
+		cs := C.CString(msg)
+		C.gl_asgi_warn(cs)
+		C.free(unsafe.Pointer(cs))
 	}
 }
 

@@ -165,13 +165,38 @@ static inline int gl_set_new(PyObject *d, PyObject *k, PyObject *v) {
     return rc;
 }
 
-/* A growing byte buffer (PyMem): gbuf_put appends (s NULL: n bytes of room, to fill), -1 with
+/* A growing byte buffer (PyMem's raw allocator: freed by a thread's exit without the GIL,
+ * server_thread.c): gbuf_put appends (s NULL: n bytes of room, to fill), -1 with
  * MemoryError (asgi.c). */
 typedef struct {
     char *p;
     Py_ssize_t n, cap;
 } gbuf;
 int gbuf_put(gbuf *b, const char *s, Py_ssize_t n);
+
+/* The server binding's per-thread state (server_thread.c): a block on the heap behind ONE
+ * thread-local pointer, made at the thread's first use and freed when the thread exits.
+ * Static thread-local storage is a reserve glibc keeps small for libraries loaded after
+ * start-up (512 bytes by default, shared with every other such library: OpenMP's libgomp,
+ * Mesa's libEGL ...): a library that takes more than a pointer of it can fail to import.
+ * Several threads serve at once (a loop in each, or WSGI pool threads on a free-threaded
+ * build): the state is per thread, never shared. */
+typedef struct {
+    gbuf hdrbuf;             /* the header lines of the ASGI response being started
+                                (gl_asgi_header_lines); raw memory: freed without the GIL */
+    GLAsgiSend *held_start;  /* the request whose http.response.start is held (borrowed: the
+                                request lets go of it before it is freed, release_own_start) */
+    void *wsgi;              /* a WSGI pool thread's caches (wsgi.c's wsgi_thread), owned by its
+                                serve_thread() and freed by it, with the GIL, as it returns */
+} gl_thread_state;
+extern __thread gl_thread_state *gl_ts __attribute__((tls_model("initial-exec")));
+gl_thread_state *gl_thread_state_new(void);
+int gl_init_thread_state(void);
+/* The calling thread's state, made now at its first use; NULL with MemoryError. */
+static inline gl_thread_state *gl_thread(void) {
+    gl_thread_state *t = gl_ts;
+    return t != NULL ? t : gl_thread_state_new();
+}
 
 /* The server binding's interned strings, in one table (gl_init_asgi interns them):
  * GLS(name) is the str object of X(name, text). */
@@ -207,6 +232,7 @@ int gbuf_put(gbuf *b, const char *s, Py_ssize_t n);
     X(v10, "1.0") \
     X(v11, "1.1") \
     X(v2, "2") \
+    X(v3, "3") \
     X(copy, "copy") \
     X(extensions, "extensions") \
     X(websocket, "websocket") \
@@ -275,6 +301,7 @@ PyObject *gl_bytes(const char *p, Py_ssize_t n);
 PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh);  /* the scope's headers */
 PyObject *gl_asgi_addr(const char *host, Py_ssize_t hlen, int port, int is_unix);  /* (host, port|None) */
 int gl_init_asgi(PyObject *m);
+void gl_asgi_warn(const char *msg);
 PyTypeObject *gl_asgi_server_type(void);
 PyTypeObject *gl_asgi_loop_type(void);                /* _goloop.LoopCore */             /* AsgiServer (WsgiServer's base: wsgi.c) */
 PyObject *gl_asgi_method(const char *p, Py_ssize_t n);  /* a method's str (interned when common) */

@@ -22,11 +22,14 @@
 // The server binding (goloop serve, over goloop/httpserver). Shared by both interfaces
 // (server_*):
 //   - server_tls.go: set_tls, the SIGHUP reload, and the TLS extension of scopes
-//   - server_proxy_metrics.go, server_proxy_metrics.c: proxy headers and metrics
+//   - server_proxy_metrics.go, server_proxy_metrics.c: proxy headers, metrics, and logging
+//     the engine's warnings (accept errors)
 //   - server_static.go, server_static.c: static files (the mounts, the access log's records) and
 //     the TLS controls beyond the files (lowest version, CRL)
 //   - server_held.go: large bodies held from their bytes objects (references released on the
 //     loop thread), WSGI's large parts (glWsgiSendLarge)
+//   - server_thread.c: the per-thread state (one thread-local pointer to a heap block: the
+//     library takes almost no static TLS, a reserve other libraries share)
 //
 // ASGI (asgi*):
 //   - asgi.go, asgi.c, asgi.h: the server (AsgiServer, which WSGI's extends), requests and

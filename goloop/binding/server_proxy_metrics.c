@@ -82,3 +82,15 @@ PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg) {
     }
     return glAsgiMetrics(self->sid, json);
 }
+
+/* Logs msg (UTF-8) as a warning of the "goloop.error" logger: the engine's warnings for the
+ * operator (an accept that failed: EMFILE ...). An error doing it is reported, not raised. */
+void gl_asgi_warn(const char *msg) {
+    PyObject *logging = PyImport_ImportModule("logging");
+    PyObject *logger = logging ? PyObject_CallMethod(logging, "getLogger", "s", "goloop.error") : NULL;
+    PyObject *r = logger ? PyObject_CallMethod(logger, "warning", "ss", "%s", msg) : NULL;
+    if (r == NULL) PyErr_WriteUnraisable(logger);
+    Py_XDECREF(r);
+    Py_XDECREF(logger);
+    Py_XDECREF(logging);
+}

@@ -52,7 +52,23 @@ static PyObject *tls_extra(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* _goloop._serve_h3(server, host, port, max_streams) -> port: HTTP/3 on UDP, after set_tls */
+static PyObject *serve_h3(PyObject *mod, PyObject *args) {
+    PyObject *srv;
+    const char *host;
+    int port, streams;
+    GL_FORK_GUARD(NULL);
+    if (!PyArg_ParseTuple(args, "O!sii:_serve_h3", static_server_type, &srv, &host, &port, &streams)) return NULL;
+    long sid = static_sid(srv);
+    if (sid < 0) return NULL;
+    int got = glServeH3(sid, (char *)host, port, streams);
+    if (got < 0) return NULL;
+    return PyLong_FromLong(got);
+}
+
 static PyMethodDef static_functions[] = {
+    {"_serve_h3", (PyCFunction)serve_h3, METH_VARARGS,
+     "_serve_h3(server, host, port, max_streams): HTTP/3 over QUIC on UDP, after set_tls; the port."},
     {"_tls_extra", (PyCFunction)tls_extra, METH_VARARGS,
      "_tls_extra(server, min_version, crl_path): the lowest TLS version and a CRL, before set_tls."},
     {"_static_config", (PyCFunction)static_config, METH_VARARGS,

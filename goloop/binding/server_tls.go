@@ -10,6 +10,8 @@ package main
 import "C"
 
 import (
+	"net"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -95,4 +97,24 @@ func (sv *asgiSrv) connClosed(c *httpserver.Conn) {
 		delete(sv.tlsConns, c)
 		C.gl_decref(o)
 	}
+}
+
+// glServeH3 serves HTTP/3 over QUIC on UDP at host:port (0: any free port; max streams 0:
+// the default) with the server's TLS (after set_tls; goloop/httpserver/h3.go). It returns
+// the UDP port, or -1 with an OSError.
+//
+//export glServeH3
+func glServeH3(sid C.long, host *C.char, port, streams C.int) (rc C.int) {
+	defer recoverInt(&rc)
+	s := getSrv(sid).s
+	addr := net.JoinHostPort(C.GoString(host), strconv.Itoa(int(port)))
+	if err := s.ServeH3(addr, httpserver.H3Options{MaxStreams: int64(streams)}); err != nil {
+		raise(C.PyExc_OSError, "HTTP/3: "+err.Error())
+		return -1
+	}
+	a, _ := s.H3Addr().(*net.UDPAddr)
+	if a == nil {
+		return 0
+	}
+	return C.int(a.Port)
 }

@@ -4,8 +4,10 @@
  * GIL released (wsgi.go's glWsgiNext) until a request is ready (or, one being ready when it
  * finishes the last, takes it with the GIL kept: glWsgiTake), runs the application with
  * the GIL, and sends through Go (the socket is written by this thread, in Go; a part up to
- * GL_WSGI_HOLD_MAX with the GIL held, the GIL released for bigger ones and for waiting). Per-thread state is _Thread_local: on a free-threaded build the threads
- * run the application at once and share nothing here but immutable objects. */
+ * GL_WSGI_HOLD_MAX with the GIL held, the GIL released for bigger ones and for waiting). Per-thread state is a pool
+ * thread's wsgi_thread (made and freed by its serve_thread, reached through the thread's
+ * gl_thread_state, asgi.h): on a free-threaded build the threads run the application at once
+ * and share nothing here but immutable objects. */
 #include "wsgi.h"
 #include "_cgo_export.h"
 
@@ -30,6 +32,7 @@ static PyTypeObject WsgiServerType, StartType, WriteType, InputType;
     X(p10, "HTTP/1.0")                         \
     X(p11, "HTTP/1.1")                         \
     X(p2, "HTTP/2")                            \
+    X(p3, "HTTP/3")                            \
     X(close, "close")                          \
     X(fileno, "fileno")                        \
     X(tell, "tell")                            \
@@ -47,10 +50,6 @@ static struct {
 static PyObject *empty_bytes;
 
 /* ---------- per-thread caches ---------- */
-
-/* The address of a thread-local, computed once: GCC otherwise calls __tls_get_addr again (~15
- * instructions in a shared library) at each use of the variable in a function. */
-#define TLS_PTR(var) ({ __typeof__(&(var)) p_ = &(var); __asm__("" : "+r"(p_)); p_; })
 
 /* A str of p[0:n] (latin-1): an ASCII one made directly (PyUnicode_DecodeLatin1 looks for the
  * widest character first: ~200 instructions for a Host header's value, ~100 this way). */
@@ -88,27 +87,73 @@ typedef struct {
     hval_entry vals[HVAL_SLOTS];
 } hcache;
 
-/* The pool thread's own objects, in one thread-local (each one read is a __tls_get_addr call
- * in a shared library, ~15 instructions) */
-static _Thread_local struct {
-    hcache *hc;        /* made at first use (PyMem), freed when the thread leaves */
-    PyObject *in, *st; /* its last request's wsgi.input and start_response (request_objects) */
-    gbuf hdr;          /* the head of its response (GLWsgiStart's hdr) */
-} tobj;
+/* A str of host (latin-1/ASCII), the last one of this slot when host is the same. */
+typedef struct {
+    PyObject *s;
+    char key[64];
+    Py_ssize_t len;
+} str_cache;
 
-static hcache *hcache_get(void) {
-    hcache **slot = TLS_PTR(tobj.hc), *c = *slot;
-    if (c == NULL && (c = *slot = PyMem_Calloc(1, sizeof(hcache))) == NULL) PyErr_NoMemory();
+/* The str of a port number (SERVER_PORT, REMOTE_PORT), from the thread's table (wsgi_thread.ports) by the port
+ * modulo a prime: a keep-alive connection's requests find their client's port there (no
+ * printf: PyUnicode_FromFormat("%d") was ~1,300 instructions a request, snprintf ~700). Linux
+ * gives a client's connections ports two apart: modulo 64 they used half the slots, and ten
+ * connections of one client shared slots in turn (~20% misses in a -c10 run), modulo 67 none. */
+#define PORT_SLOTS 67
+typedef struct {
+    int port;
+    PyObject *s;
+} port_entry;
+
+/* The server's template with the items a TCP connection keeps from request to request
+ * filled in (SERVER_NAME, SERVER_PORT, SERVER_PROTOCOL, REMOTE_ADDR), per pool thread, made
+ * again when they change: copying it costs what copying the template costs, and each
+ * request sets four items fewer (~600 instructions). Cleared when the thread leaves. */
+typedef struct {
+    PyObject *src;  /* the template it was made from (strong: its address cannot be reused) */
+    PyObject *tpl;
+    PyObject *in;   /* the thread's wsgi.input that tpl holds (borrowed: tpl's), or NULL */
+    int cport;      /* the REMOTE_PORT tpl holds (its last request's), -1: none */
+    int sport, proto;
+    Py_ssize_t shostlen, chostlen;
+    char shost[64], chost[64];
+} filled_tpl;
+
+/* A pool thread's request handed on from the end of one request to its loop (serve_thread):
+ * ended: send_part's part with more 0 and end (a list or tuple answer's last part, an
+ * iterable's part that completes its Content-Length) ended the request in the same call
+ * (glWsgiSendEnd), next (gen): the request it took then, or NULL (its head is in the
+ * thread's head buffer, where the ended request's was: neither handle nor send_result reads
+ * its head after its first send); idle: the last part sent found no request ready (glWsgiSend's
+ * GL_WSGI_SENT_IDLE): glWsgiTake is not called. */
+typedef struct {
+    int ended, idle;
+    GLAsgiHead *next;
+    long gen;
+} pass_state;
+
+/* A pool thread's own objects and caches: made by its serve_thread() as it starts (PyMem,
+ * with the GIL), found through the thread's gl_thread_state (one thread-local load, where a
+ * _Thread_local variable of a shared library costs a __tls_get_addr call), and released by
+ * serve_thread() as it returns, with the GIL (wsgi_thread_free): the objects it refers to are
+ * its own strong references (in, st, hc's and the caches' strs, ftpl's src and tpl). */
+typedef struct {
+    hcache *hc;          /* made at the first header (PyMem) */
+    PyObject *in, *st;   /* its last request's wsgi.input and start_response (request_objects) */
+    gbuf hdr;            /* the head of its response (GLWsgiStart's hdr) */
+    str_cache c_remote, c_server;
+    port_entry ports[PORT_SLOTS];
+    filled_tpl ftpl;
+    pass_state pass;
+} wsgi_thread;
+
+/* The calling pool thread's block (only a pool thread, inside serve_thread, calls this). */
+static inline wsgi_thread *wt(void) { return (wsgi_thread *)gl_ts->wsgi; }
+
+static hcache *hcache_get(wsgi_thread *t) {
+    hcache *c = t->hc;
+    if (c == NULL && (c = t->hc = PyMem_Calloc(1, sizeof(hcache))) == NULL) PyErr_NoMemory();
     return c;
-}
-
-static void hcache_free(void) {
-    hcache *c = tobj.hc;
-    if (c == NULL) return;
-    for (int i = 0; i < HKEY_SLOTS; i++) Py_XDECREF(c->keys[i].key);
-    for (int i = 0; i < HVAL_SLOTS; i++) Py_XDECREF(c->vals[i].s);
-    PyMem_Free(c);
-    tobj.hc = NULL;
 }
 
 /* A slot's hash of p[0:n]: its first and last 8 bytes and its length (a byte loop would cost
@@ -162,14 +207,6 @@ static PyObject *header_value(hcache *c, const char *v, Py_ssize_t n) {
     return s;
 }
 
-/* A str of host (latin-1/ASCII), the last one of this slot when host is the same. */
-typedef struct {
-    PyObject *s;
-    char key[64];
-    Py_ssize_t len;
-} str_cache;
-static _Thread_local str_cache c_remote, c_server;
-
 static PyObject *cached_str(str_cache *c, const char *p, Py_ssize_t n) {
     if (c->s != NULL && c->len == n && (n == 0 || memcmp(c->key, p, n) == 0)) return Py_NewRef(c->s);
     PyObject *s = PyUnicode_DecodeLatin1(p ? p : "", n, NULL);
@@ -181,21 +218,9 @@ static PyObject *cached_str(str_cache *c, const char *p, Py_ssize_t n) {
     return s;
 }
 
-/* The str of a port number (SERVER_PORT, REMOTE_PORT), from a per-thread table by the port
- * modulo a prime: a keep-alive connection's requests find their client's port there (no
- * printf: PyUnicode_FromFormat("%d") was ~1,300 instructions a request, snprintf ~700). Linux
- * gives a client's connections ports two apart: modulo 64 they used half the slots, and ten
- * connections of one client shared slots in turn (~20% misses in a -c10 run), modulo 67 none. */
-#define PORT_SLOTS 67
-typedef struct {
-    int port;
-    PyObject *s;
-} port_entry;
-static _Thread_local port_entry ports[PORT_SLOTS];
-
 static PyObject *port_str(int port) {
     unsigned v = port > 0 ? (unsigned)port : 0;
-    port_entry *e = &TLS_PTR(ports)[0][v % PORT_SLOTS];
+    port_entry *e = &wt()->ports[v % PORT_SLOTS];
     if (e->s != NULL && e->port == (int)v) return Py_NewRef(e->s);
     char d[10];
     int n = 0;
@@ -394,7 +419,7 @@ typedef struct {
     long long body;   /* body bytes sent */
     gbuf *hdr;        /* the status's reason and "\r\n", then the header lines ("name: value\r\n",
                        * names as the application wrote them): glWsgiSend's hdr. The pool
-                       * thread's buffer (tobj.hdr), used only while the request runs (wid >= 0):
+                       * thread's buffer (wsgi_thread.hdr), used only while the request runs (wid >= 0):
                        * no allocation per request */
     PyObject *write;  /* the write callable start_response returns (made at its first call, kept
                        * with this object for the thread's next requests); it refers to this
@@ -648,19 +673,6 @@ static PyObject *raise_send(GLWsgiStart *st, int rc) {
     return NULL;
 }
 
-/* A pool thread's request handed on from the end of one request to its loop (serve_thread):
- * ended: send_part's part with more 0 and end (a list or tuple answer's last part, an
- * iterable's part that completes its Content-Length) ended the request in the same call
- * (glWsgiSendEnd), next (gen): the request it took then, or NULL (its head is in the
- * thread's head buffer, where the ended request's was: neither handle nor send_result reads
- * its head after its first send); idle: the last part sent found no request ready (glWsgiSend's
- * GL_WSGI_SENT_IDLE): glWsgiTake is not called. */
-static _Thread_local struct {
-    int ended, idle;
-    GLAsgiHead *next;
-    long gen;
-} pass;
-
 /* Sends a body part (the head with the first): GL_ASGI_OK or an error code (nothing raised).
  * The part that completes the body the application's Content-Length declared is sent as
  * the last (more 0): the response is complete in that one call and write, without the
@@ -681,16 +693,18 @@ static int send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int
     if (more && n > 0 && st->clen >= 0 && st->body + n == st->clen) more = 0, flush = 1;
     int status = st->sent ? 0 : st->status, rc;
     long wid = st->wid, gen = st->gen;
+    wsgi_thread *t = gl_ts != NULL ? gl_ts->wsgi : NULL;  /* NULL: write() from another thread */
+    pass_state other, *pass = t != NULL ? &t->pass : &other;
     rc = GL_WSGI_RELEASE;
-    pass.idle = 0;
+    pass->idle = 0;
     if (n <= GL_WSGI_HOLD_MAX) {  /* with the GIL: one release and take fewer per response */
         if (!more && end) {  /* the request ends with this call, the next one taken */
-            rc = glWsgiSendEnd(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, &pass.next, &pass.gen);
-            pass.ended = rc == GL_ASGI_OK;
+            rc = glWsgiSendEnd(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, &pass->next, &pass->gen);
+            pass->ended = rc == GL_ASGI_OK;
         } else {
             rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 0);
         }
-        if ((pass.idle = rc == GL_WSGI_SENT_IDLE)) rc = GL_ASGI_OK;
+        if ((pass->idle = rc == GL_WSGI_SENT_IDLE)) rc = GL_ASGI_OK;
         if (rc == GL_WSGI_PAUSED) {
             st->sent = 1;
             Py_BEGIN_ALLOW_THREADS
@@ -808,30 +822,16 @@ static int set_header(PyObject *env, PyObject *key, PyObject *value) {
     return set_new(env, key, r);
 }
 
-/* The server's template with the items a TCP connection keeps from request to request
- * filled in (SERVER_NAME, SERVER_PORT, SERVER_PROTOCOL, REMOTE_ADDR), per pool thread, made
- * again when they change: copying it costs what copying the template costs, and each
- * request sets four items fewer (~600 instructions). Cleared when the thread leaves. */
-typedef struct {
-    PyObject *src;  /* the template it was made from (strong: its address cannot be reused) */
-    PyObject *tpl;
-    PyObject *in;   /* the thread's wsgi.input that tpl holds (borrowed: tpl's), or NULL */
-    int cport;      /* the REMOTE_PORT tpl holds (its last request's), -1: none */
-    int sport, proto;
-    Py_ssize_t shostlen, chostlen;
-    char shost[64], chost[64];
-} filled_tpl;
-static _Thread_local filled_tpl ftpl;
-
 static PyObject *protocol_str(const GLAsgiHead *h) {
-    return h->major == 2 ? WS(p2) : (h->major == 1 && h->minor == 0) ? WS(p10) : WS(p11);
+    return h->major == 3 ? WS(p3) : h->major == 2 ? WS(p2) : (h->major == 1 && h->minor == 0) ? WS(p10) : WS(p11);
 }
 
 /* A TCP connection's SERVER_NAME, SERVER_PORT and REMOTE_ADDR in d: 0, or -1 with an error. */
 static int set_tcp_items(PyObject *d, const GLAsgiHead *h) {
-    if (set_new(d, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
+    wsgi_thread *t = wt();
+    if (set_new(d, WS(SERVER_NAME), cached_str(&t->c_server, h->shost, h->shostlen)) < 0 ||
         set_new(d, WS(SERVER_PORT), port_str(h->sport)) < 0 ||
-        set_new(d, WS(REMOTE_ADDR), cached_str(&c_remote, h->chost, h->chostlen)) < 0)
+        set_new(d, WS(REMOTE_ADDR), cached_str(&t->c_remote, h->chost, h->chostlen)) < 0)
         return -1;
     return 0;
 }
@@ -839,7 +839,7 @@ static int set_tcp_items(PyObject *d, const GLAsgiHead *h) {
 /* ftpl's template for h (TCP) if it fits it (borrowed), made now if it does not; NULL: none
  * (addresses too long to keep: the caller sets the items itself), or an error raised. */
 static PyObject *filled_template(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *input) {
-    filled_tpl *f = TLS_PTR(ftpl);
+    filled_tpl *f = &wt()->ftpl;
     int proto = h->major * 10 + h->minor;
     if (h->shostlen > (Py_ssize_t)sizeof f->shost || h->chostlen > (Py_ssize_t)sizeof f->chost) return NULL;
     if (f->tpl != NULL && f->src == srv->environ_tpl && f->sport == h->sport && f->proto == proto &&
@@ -902,7 +902,7 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
     if (tpl == NULL) {  /* (else the connection's items, its client's port too, are in the template) */
         if (PyDict_SetItem(env, WS(SERVER_PROTOCOL), protocol_str(h)) < 0) goto fail;
         if (h->is_unix) {
-            if (set_new(env, WS(SERVER_NAME), cached_str(&c_server, h->shost, h->shostlen)) < 0 ||
+            if (set_new(env, WS(SERVER_NAME), cached_str(&wt()->c_server, h->shost, h->shostlen)) < 0 ||
                 PyDict_SetItem(env, WS(SERVER_PORT), WS(zero)) < 0 || PyDict_SetItem(env, WS(REMOTE_ADDR), WS(empty)) < 0 ||
                 PyDict_SetItem(env, WS(REMOTE_PORT), WS(zero)) < 0)
                 goto fail;
@@ -919,7 +919,7 @@ static PyObject *environ_new(GLWsgiServer *srv, const GLAsgiHead *h, PyObject *i
              PyDict_SetItem(env, WS(REMOTE_PORT), WS(zero)) < 0))
             goto fail;
     }
-    hcache *hc = nh > 0 ? hcache_get() : NULL;
+    hcache *hc = nh > 0 ? hcache_get(wt()) : NULL;
     if (nh > 0 && hc == NULL) goto fail;
     for (int i = 0; i < 2 * nh; i += 2) {
         int32_t a = i > 0 ? ends[i - 1] : 0, b = ends[i], c = ends[i + 1];
@@ -1096,20 +1096,43 @@ static void release_start(GLWsgiStart *st) {
     Py_DECREF((PyObject *)st);
 }
 
-/* The thread's objects, its filled template and caches, released as it leaves the pool. */
-static void release_thread_objects(void) {
-    Py_CLEAR(ftpl.tpl);
-    Py_CLEAR(ftpl.src);
-    ftpl.in = NULL;  /* (the template's) */
-    release_start((GLWsgiStart *)tobj.st);
-    tobj.st = NULL;
-    Py_CLEAR(tobj.in);
-    hcache_free();
+/* A pool thread's block for serve_thread, made now (with the GIL): 0, or -1 with an error. */
+static int wsgi_thread_new(void) {
+    gl_thread_state *ts = gl_thread();
+    if (ts == NULL) return -1;
+    if ((ts->wsgi = PyMem_Calloc(1, sizeof(wsgi_thread))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* The thread's objects, its filled template and caches, released as it leaves the pool
+ * (with the GIL: it owns them), and its block freed. */
+static void wsgi_thread_free(void) {
+    wsgi_thread *t = wt();
+    Py_CLEAR(t->ftpl.tpl);
+    Py_CLEAR(t->ftpl.src);
+    t->ftpl.in = NULL;  /* (the template's) */
+    release_start((GLWsgiStart *)t->st);
+    t->st = NULL;
+    Py_CLEAR(t->in);
+    if (t->hc != NULL) {
+        for (int i = 0; i < HKEY_SLOTS; i++) Py_XDECREF(t->hc->keys[i].key);
+        for (int i = 0; i < HVAL_SLOTS; i++) Py_XDECREF(t->hc->vals[i].s);
+        PyMem_Free(t->hc);
+    }
+    Py_CLEAR(t->c_remote.s);
+    Py_CLEAR(t->c_server.s);
+    for (int i = 0; i < PORT_SLOTS; i++) Py_CLEAR(t->ports[i].s);
+    PyMem_RawFree(t->hdr.p);  /* (gbuf: raw) */
+    gl_ts->wsgi = NULL;
+    PyMem_Free(t);
 }
 
 /* Only the thread refers to its input (and its filled template, which holds it): reusable. */
 static inline int input_unshared(GLWsgiInput *in) {
-    return Py_REFCNT(in) == 1 + (TLS_PTR(ftpl)->in == (PyObject *)in);
+    return Py_REFCNT(in) == 1 + (wt()->ftpl.in == (PyObject *)in);
 }
 
 /* This thread's input and start_response for a new request (borrowed: the thread's), reset;
@@ -1118,7 +1141,7 @@ static inline int input_unshared(GLWsgiInput *in) {
  * instructions); an application that kept one gets new ones and its old ones stay ended (wid
  * -1: their calls fail). */
 static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
-    __typeof__(&tobj) t = TLS_PTR(tobj);
+    wsgi_thread *t = wt();
     GLWsgiInput *in = (GLWsgiInput *)t->in;
     if (in == NULL || !input_unshared(in)) {
         if ((in = PyObject_New(GLWsgiInput, &InputType)) == NULL) return -1;
@@ -1200,8 +1223,13 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLAsgiHead *h) {
 static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
     if (self->base.sid < 0) Py_RETURN_NONE;
+    if (wsgi_thread_new() < 0) return NULL;
     long wid = glWsgiWorkerNew(self->wsid);
-    if (wid < 0) Py_RETURN_NONE;
+    if (wid < 0) {
+        wsgi_thread_free();
+        Py_RETURN_NONE;
+    }
+    wsgi_thread *t = wt();
     int finish = 0;
     for (;;) {
         GLAsgiHead *h = NULL;
@@ -1210,9 +1238,9 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
         /* the request just answered ended and the next taken with the GIL kept when this
          * thread may (wsgi.go's glWsgiTake; in the call that sent the last part: pass);
          * else wait for one with the GIL released */
-        if (pass.ended) {
-            h = pass.next, gen = pass.gen;
-        } else if (finish && !pass.idle) {
+        if (t->pass.ended) {
+            h = t->pass.next, gen = t->pass.gen;
+        } else if (finish && !t->pass.idle) {
             h = glWsgiTake(wid, finish, &gen);
         }
         if (h == NULL) {
@@ -1220,7 +1248,7 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
             h = glWsgiNext(wid, finish, &gen, &claim);
             Py_END_ALLOW_THREADS
         }
-        finish = 0, pass.ended = 0, pass.idle = 0, pass.next = NULL;
+        finish = 0, t->pass.ended = 0, t->pass.idle = 0, t->pass.next = NULL;
         /* a request is ready while other pool threads run the app: taken only now that this
          * thread holds the GIL (none if another thread took it first) */
         if (h == NULL && claim && (h = glWsgiClaim(wid, &gen)) == NULL) continue;
@@ -1229,7 +1257,7 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
          * input and start_response) may outlive it: they hold (wid, gen), which Go checks */
         finish = handle(self, wid, gen, h);
     }
-    release_thread_objects();
+    wsgi_thread_free();
     glWsgiWorkerFree(wid);
     Py_RETURN_NONE;
 }

@@ -175,7 +175,14 @@ var cWsgiWakeDelayEnv = C.CString("GOLOOP_WSGI_WAKE_DELAY")
 // end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
 
-func (h wsgiHook) take()  { h.w.sv.dropHeld() }
+// take releases the held bodies and logs the engine's warnings (accept errors), which the
+// loop thread logs for the pool.
+func (h wsgiHook) take() {
+	h.w.sv.dropHeld()
+	if h.w.sv.s.HasWarnings() {
+		h.w.sv.logWarnings()
+	}
+}
 func (h wsgiHook) flush() {}
 func (h wsgiHook) loopClosed() {
 	h.w.sv.s.Abort()

@@ -29,6 +29,8 @@ func addrOf(a net.Addr) Addr {
 	switch a := a.(type) {
 	case *net.TCPAddr:
 		return Addr{Host: a.IP.String(), Port: a.Port}
+	case *net.UDPAddr: // QUIC (h3.go)
+		return Addr{Host: a.IP.String(), Port: a.Port}
 	case *net.UnixAddr:
 		return Addr{Host: a.Name, Unix: true}
 	}
@@ -59,6 +61,8 @@ type Conn struct {
 	// *WS (a WebSocket session, from its handshake request on) or *h2cUpgrade (an
 	// `Upgrade: h2c` request being read, then *h2Conn).
 	next switched
+
+	q *h3Conn // an HTTP/3 connection's QUIC state (h3.go); nil: TCP
 
 	connLoop // loop mode (loopdriver.go)
 }
@@ -165,7 +169,9 @@ func (c *Conn) init() {
 	c.p = httpparser.NewRequestParser(c)
 	c.p.MaxHeaderSize = s.cfg.MaxHeadSize
 	c.p.UpgradeSkipsBody = true
-	c.p.SetLeniencies(httpparser.LenientDataAfterClose)
+	// LenientVersion: any HTTP/<digit>.<digit> is parsed, so that OnHeadersComplete can
+	// answer one other than 1.0 and 1.1 with 505 (a malformed version stays a 400)
+	c.p.SetLeniencies(httpparser.LenientDataAfterClose | httpparser.LenientVersion)
 	c.p.Want = httpparser.WantMessageBegin | httpparser.WantURL | httpparser.WantHeader |
 		httpparser.WantHeadersComplete | httpparser.WantBody | httpparser.WantMessageComplete
 }
@@ -408,6 +414,14 @@ func (c *Conn) OnHeadersComplete() error {
 	r.Major, r.Minor = p.Major(), p.Minor()
 	r.keepAlive = p.ShouldKeepAlive() && !p.ShouldUpgrade()
 	r.head = p.Method()[0] == 'H' && string(p.Method()) == "HEAD"
+	if r.Major != 1 || r.Minor > 1 {
+		// HTTP/2.0 (or 0.9, 1.2, 3.0 ...) as HTTP/1 text: not a version this connection
+		// speaks (HTTP/2 comes as its preface or an upgrade), never the application's
+		// (RFC 9110 15.6.6). An HTTP/0.9 request (no version) is answered the same way.
+		c.answer(505, "HTTP Version Not Supported")
+		c.stopRead = true
+		return nil
+	}
 	if p.IsConnect() {
 		// CONNECT asks for a tunnel (RFC 9110 9.3.6), with an authority-form target
 		// (RFC 9112 3.2.3) that has no path: not an ASGI request. 400, as uvicorn.
@@ -623,6 +637,10 @@ func (c *Conn) lost() {
 }
 
 func (c *Conn) lostLocked() {
+	if c.q != nil { // HTTP/3: its streams see the QUIC connection close (h3.go)
+		go c.q.qc.CloseWithError(0, "")
+		return
+	}
 	if c.next != nil {
 		c.next.lostLocked()
 	}
@@ -650,6 +668,9 @@ func (c *Conn) lostLocked() {
 // shutdown: the server closes. An idle connection closes now; a busy one after its
 // requests in flight are answered.
 func (c *Conn) shutdown() {
+	if c.q != nil {
+		return // HTTP/3: the server's GOAWAY (h3Close); its streams finish
+	}
 	c.mu.Lock()
 	if h, ok := c.next.(*h2Conn); ok { // GOAWAY; its streams finish (HTTP/1.1's is below)
 		c.mu.Unlock()

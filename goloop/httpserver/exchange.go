@@ -217,6 +217,15 @@ type bodyPart struct {
 	relAny bool   // rel may run on any goroutine (SendHeldAnywhere)
 }
 
+// refuseLocked is partErrLocked for part, whose file it closes when the part cannot be sent.
+func (r *Request) refuseLocked(part bodyPart, notStarted error) error {
+	err := r.partErrLocked(notStarted)
+	if err != nil && part.f != nil {
+		part.f.Close()
+	}
+	return err
+}
+
 // partErrLocked is why a body part cannot be sent now (nil: it can; notStarted: the error
 // if the response was not started).
 func (r *Request) partErrLocked(notStarted error) error {

@@ -929,10 +929,7 @@ func (st *h2Stream) send(part bodyPart, more bool, notStarted error) (flags int,
 	r, h, c := st.r, st.h, st.h.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := r.partErrLocked(notStarted); err != nil {
-		if part.f != nil {
-			part.f.Close()
-		}
+	if err := r.refuseLocked(part, notStarted); err != nil {
 		return 0, false, err
 	}
 	switch {

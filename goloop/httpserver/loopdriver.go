@@ -122,6 +122,7 @@ func (ll *loopListener) onEvent(uint32) {
 		}
 		// EMFILE and friends: stop watching the listener for a while (as the goroutine
 		// driver sleeps); the timer resumes it.
+		s.acceptFailed(os.NewSyscallError("accept4", err))
 		ll.retry = time.Now().Add(acceptBackoff)
 		s.lp.Modify(ll.fd, 0)
 		s.deadlineSoon(ll.retry)

@@ -52,6 +52,8 @@ type counters struct {
 	headTimeouts atomic.Int64 // heads not complete within HeadTimeout (HTTP/2: header blocks)
 	bodyTimeouts atomic.Int64 // bodies slower than BodyMinRate
 	respTimeouts atomic.Int64 // connections whose client read slower than RespMinRate
+	// accepts that failed for want of a resource (EMFILE, ENFILE, ...: accepterr.go)
+	acceptErrors atomic.Int64
 }
 
 var _ [SharedSlotSize - unsafe.Sizeof(counters{})]byte // a slot holds the counters
@@ -140,6 +142,8 @@ type MetricsSnapshot struct {
 	BodyTimeouts int64
 	// connections dropped because their client read the response too slowly (writerate.go)
 	RespTimeouts int64
+	// accepts that failed for want of a resource (EMFILE: the descriptor limit, ...)
+	AcceptErrors int64
 }
 
 // slots are the counters a snapshot sums: the shared file's slots in use, else this
@@ -166,7 +170,7 @@ func slotAt(mem []byte, i int) *counters {
 func (s *Server) Metrics() MetricsSnapshot {
 	ms := MetricsSnapshot{Requests: s.Requests(), InFlight: s.InFlight(), Connections: s.Connections(),
 		HeadTimeouts: s.ctr.headTimeouts.Load(), BodyTimeouts: s.ctr.bodyTimeouts.Load(),
-		RespTimeouts: s.ctr.respTimeouts.Load()}
+		RespTimeouts: s.ctr.respTimeouts.Load(), AcceptErrors: s.ctr.acceptErrors.Load()}
 	m := s.metrics
 	if m == nil {
 		return ms
@@ -181,6 +185,7 @@ func (s *Server) Metrics() MetricsSnapshot {
 		ms.HeadTimeouts += c.headTimeouts.Load()
 		ms.BodyTimeouts += c.bodyTimeouts.Load()
 		ms.RespTimeouts += c.respTimeouts.Load()
+		ms.AcceptErrors += c.acceptErrors.Load()
 		sumNs += c.sumNs.Load()
 		for i := range c.buckets {
 			ms.Buckets[i] += c.buckets[i].Load()
@@ -215,6 +220,9 @@ func (ms MetricsSnapshot) Prometheus() string {
 	fmt.Fprintf(&b, "goloop_request_timeouts_total{phase=\"head\"} %d\n", ms.HeadTimeouts)
 	fmt.Fprintf(&b, "goloop_request_timeouts_total{phase=\"body\"} %d\n", ms.BodyTimeouts)
 	fmt.Fprintf(&b, "goloop_request_timeouts_total{phase=\"response\"} %d\n", ms.RespTimeouts)
+	b.WriteString("# HELP goloop_accept_errors_total Accepts that failed for want of a resource (EMFILE: the open files limit, ENFILE, ENOBUFS, ENOMEM).\n")
+	b.WriteString("# TYPE goloop_accept_errors_total counter\n")
+	fmt.Fprintf(&b, "goloop_accept_errors_total %d\n", ms.AcceptErrors)
 	if !ms.Enabled {
 		return b.String()
 	}

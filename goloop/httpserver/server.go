@@ -66,6 +66,9 @@ type Config struct {
 	LimitConcurrency int
 	// Notify is called (from any goroutine) when an event is queued to an empty queue.
 	Notify func()
+	// OnWarning is called (from any goroutine) when a warning for the operator is queued
+	// (TakeWarnings: accept errors, accepterr.go).
+	OnWarning func()
 	// ReuseRequests: the application's side keeps no reference to a Request once its Done
 	// returned, nor calls it again (goloop's WSGI pool). A loop-mode HTTP/1.1 connection
 	// then reuses its finished request for its next one (Request.reuseLocked): no
@@ -135,10 +138,12 @@ type Server struct {
 	proxy   *proxyTrust              // proxy headers (proxy.go), nil: off
 	metrics *metrics                 // counters (metrics.go), nil: off
 	static  *staticServer            // static files served by Go (static.go), nil: none
+	h3      []h3Server               // HTTP/3 (h3.go), under mu
 
 	tlsExtra TLSExtra // SetTLSExtra (tlsops.go)
 
 	wscfg atomic.Pointer[WSConfig] // WebSocket's configuration (ws.go)
+	warn  warnings                 // for the operator's log (accepterr.go)
 
 	// loop mode (loopdriver.go)
 	lp    LoopPoller
@@ -233,6 +238,7 @@ func (s *Server) acceptLoop(ln net.Listener) {
 				return
 			}
 			// EMFILE and friends: back off as net/http does.
+			s.acceptFailed(err)
 			if delay == 0 {
 				delay = 5 * time.Millisecond
 			} else if delay *= 2; delay > time.Second {
@@ -279,6 +285,7 @@ func (s *Server) Close() {
 	s.listeners = nil
 	lls := s.lls
 	s.lls = nil
+	h3 := s.h3
 	conns := make([]*Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
@@ -294,6 +301,7 @@ func (s *Server) Close() {
 	for _, ll := range lls {
 		ll.close()
 	}
+	s.h3Close(h3) // GOAWAY
 	for _, c := range conns {
 		c.shutdown()
 	}
@@ -314,6 +322,7 @@ func (s *Server) Idle() <-chan struct{} {
 func (s *Server) Abort() {
 	s.Close()
 	s.mu.Lock()
+	s.h3Abort(s.h3)
 	conns := make([]*Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)

@@ -289,6 +289,8 @@ func (st *staticServer) record(r *Request, status int, size, t0 int64) {
 	e.Proto = "1.1"
 	if _, ok := r.x.(*h2Stream); ok {
 		e.Proto = "2"
+	} else if r.Major == 3 {
+		e.Proto = "3"
 	} else if r.Major == 1 && r.Minor == 0 {
 		e.Proto = "1.0"
 	}

@@ -476,6 +476,9 @@ func (c *Conn) canBorrowLocked() bool {
 
 // TLS reports whether c is a TLS connection (the scope's scheme is "https").
 func (c *Conn) TLS() bool {
+	if c.q != nil {
+		return true // QUIC
+	}
 	_, ok := c.nc.(*tlsConn)
 	return ok
 }
@@ -498,6 +501,9 @@ type TLSInfo struct {
 // TLSInfo returns c's TLS details (nil for a plain connection). Call it once the
 // handshake is complete (a request of c was dispatched).
 func (c *Conn) TLSInfo() *TLSInfo {
+	if c.q != nil {
+		return c.h3TLSInfo()
+	}
 	t, ok := c.nc.(*tlsConn)
 	if !ok {
 		return nil
@@ -507,19 +513,27 @@ func (c *Conn) TLSInfo() *TLSInfo {
 	if l := t.loaded; l != nil {
 		info.ServerCert = l.pem[t.cert]
 	}
-	for _, pc := range st.PeerCertificates {
+	peerInfo(info, st.PeerCertificates)
+	return info
+}
+
+// peerInfo sets info's client chain and name from the client's certificates.
+func peerInfo(info *TLSInfo, certs []*x509.Certificate) {
+	for _, pc := range certs {
 		info.ClientChain = append(info.ClientChain, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pc.Raw})))
 	}
-	if len(st.PeerCertificates) > 0 {
-		info.ClientName = st.PeerCertificates[0].Subject.String()
+	if len(certs) > 0 {
+		info.ClientName = certs[0].Subject.String()
 	}
-	return info
 }
 
 // TrackClose asks for an EvConnClosed event (its Req a placeholder whose Conn is c) when
 // the TLS connection c closes, so that what the application's side keeps per connection
 // (the tls extension) can be released. False: c is not TLS or already closed (no event).
 func (c *Conn) TrackClose() bool {
+	if c.q != nil {
+		return c.h3TrackClose()
+	}
 	t, ok := c.nc.(*tlsConn)
 	if !ok {
 		return false

@@ -8,11 +8,17 @@
                                                               # deprecated in 3.14)
 
 Importing goloop does not load the Go runtime (fork safety): the extension module is
-loaded when the first loop is created (or when goloop.Loop is first used).
+loaded when the first loop is created (or when goloop.Loop is first used). Go's runtime
+does not survive fork(): in a process forked after its parent loaded it, the policy
+(EventLoopPolicy, install(), run()) gives asyncio's own loop, with one RuntimeWarning;
+goloop.new_event_loop() and goloop.Loop() raise RuntimeError there.
 """
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import warnings
 from typing import Any, Coroutine, TypeVar
 
 from . import _compat
@@ -37,6 +43,34 @@ def new_event_loop() -> "asyncio.AbstractEventLoop":
     return Loop()
 
 
+def _go_lost() -> bool:
+    """True in a process forked after its parent loaded goloop's Go runtime (which the child
+    did not inherit alive: its threads are gone). Asks the extension's fork flag, which its
+    os.register_at_fork hook sets in C: no call into Go."""
+    m = sys.modules.get("goloop._goloop")
+    return m is not None and m._forked()
+
+
+_FORK_WARNING = (
+    "goloop: this process was forked after its parent started goloop's Go runtime, which does "
+    "not survive fork(); asyncio's own event loop is used in this process instead. To have "
+    "goloop in child processes, start them with multiprocessing's 'spawn' or 'forkserver' "
+    "method (multiprocessing.set_start_method or get_context), or fork before the first loop.")
+_warned_pid = 0  # the process that warned (a child forked from it warns again)
+
+
+def _policy_loop() -> "asyncio.AbstractEventLoop":
+    """The policy's loop (EventLoopPolicy, install(), run()): goloop's, or in a process forked
+    after the Go runtime started, asyncio's own (one RuntimeWarning per process)."""
+    if not _go_lost():
+        return new_event_loop()
+    global _warned_pid
+    if _warned_pid != os.getpid():
+        _warned_pid = os.getpid()
+        warnings.warn(_FORK_WARNING, RuntimeWarning, stacklevel=3)
+    return asyncio.SelectorEventLoop()
+
+
 class EventLoopPolicy(_compat.BasePolicy):
     """An event loop policy whose loops are goloop's (asyncio's default policy otherwise).
 
@@ -48,7 +82,15 @@ class EventLoopPolicy(_compat.BasePolicy):
     """
 
     def _loop_factory(self) -> "asyncio.AbstractEventLoop":  # type: ignore[override]
-        return new_event_loop()
+        return _policy_loop()
+
+    def get_event_loop(self) -> "asyncio.AbstractEventLoop":
+        if _go_lost():  # the parent's goloop loop, set for this thread, is unusable here
+            local = getattr(self, "_local", None)
+            if getattr(local, "_loop", None) is not None and type(local._loop).__module__.startswith("goloop"):
+                local._loop = None  # as if never set: the main thread gets a new (asyncio) loop
+                local._set_called = False
+        return super().get_event_loop()
 
     def __repr__(self) -> str:
         return "<goloop.EventLoopPolicy>"
@@ -65,10 +107,11 @@ def install() -> None:
 
 
 def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
-    """Run coroutine main on a new goloop loop and return its result: asyncio.run's contract."""
+    """Run coroutine main on a new goloop loop and return its result: asyncio.run's contract
+    (in a process forked after the Go runtime started: on asyncio's loop, with a warning)."""
     if _compat.get_running_loop() is not None:
         raise RuntimeError("goloop.run() cannot be called from a running event loop")
-    with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
+    with asyncio.Runner(debug=debug, loop_factory=_policy_loop) as runner:
         return runner.run(main)
 
 

@@ -17,7 +17,7 @@ PLACEHOLDERS = {
     "method": "the request's method",
     "path": "the request's path (percent-encoded) with ?query if any",
     "query_string": "the query string alone",
-    "protocol": "HTTP/1.0, HTTP/1.1 or HTTP/2",
+    "protocol": "HTTP/1.0, HTTP/1.1, HTTP/2 or HTTP/3",
     "status": "the response's status (an integer)",
     "size": "the response body's bytes (static files, ASGI's http.response.body messages; '-' for WSGI)",
     "dt_ms": "milliseconds from the request's start to its end (a float)",

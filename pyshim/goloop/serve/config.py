@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Any
 
+from . import h3 as _serve_h3
 from . import ops as _serve_ops
 from . import static as _serve_static
 
@@ -93,6 +94,7 @@ SUPPORTED_OPTIONS: dict[str, Any] = {
     "sched_batch": True,
 }
 SUPPORTED_OPTIONS.update(_serve_static.OPTIONS)  # --static-path-* (goloop.serve.static)
+SUPPORTED_OPTIONS.update(_serve_h3.OPTIONS)  # HTTP/3 (goloop.serve.h3)
 SUPPORTED_OPTIONS.update(_serve_ops.OPTIONS)  # worker controls, access-log format, TLS (goloop.serve.ops)
 
 _SSL_PROTOCOL_TLS, _SSL_PROTOCOL_TLS_SERVER = 2, 17  # ssl.PROTOCOL_TLS, ssl.PROTOCOL_TLS_SERVER
@@ -160,6 +162,7 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError("timeout_worker_healthcheck must be a number of seconds (0: off)")
     try:
         _serve_ops.check(cfg)
+        _serve_h3.check(cfg)
         _serve_static.mounts(cfg)
     except ValueError as e:
         raise ConfigError(str(e)) from None
@@ -191,12 +194,7 @@ def _check_ssl(cfg: dict[str, Any]) -> None:
         tls_pairs(cfg)
 
 
-def _paths(v: Any) -> list:
-    if v is None:
-        return []
-    if isinstance(v, (str, bytes, os.PathLike)):
-        return [v]
-    return list(v)
+_paths = _serve_static.path_list
 
 
 def tls_pairs(cfg: dict[str, Any]) -> list[tuple[Any, Any]]:
@@ -470,4 +468,5 @@ def parser() -> argparse.ArgumentParser:
                    help="leave the threads' scheduling policy alone (default: SCHED_BATCH)")
     _serve_static.add_arguments(p)
     _serve_ops.add_arguments(p)
+    _serve_h3.add_arguments(p)
     return p

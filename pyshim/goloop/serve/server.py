@@ -28,6 +28,7 @@ from urllib.parse import quote
 
 from .. import ClientDisconnected
 from . import accesslog as _serve_accesslog
+from . import h3 as _serve_h3
 from . import ops as _serve_ops
 from . import static as _serve_static
 from . import workers as _workers
@@ -266,6 +267,7 @@ class Server:
         self.config = _check_options(options)
         self.app_target = app
         self.sockets: list[socket.socket] = []
+        self.http3_ports: list[int] = []  # the UDP ports of HTTP/3 (--http3)
         self.started = False
         # called once listening, before any request can run (goloop serve's workers report
         # ready with it: a request that blocks the loop at once must not stop that report)
@@ -380,6 +382,9 @@ class Server:
             if not name or any(c in name + value for c in "\r\n\0") or ":" in name:
                 raise ConfigError(f"invalid header {h!r}")
             headers.append(f"{name.lower()}:{value}")
+        alt_svc = _serve_h3.alt_svc(cfg, self.sockets)  # HTTP/3 advertised (goloop.serve.h3)
+        if alt_svc:
+            headers.append(alt_svc)
         access = bool(cfg["access_log"]) and access_logger.isEnabledFor(logging.INFO)
         runner = _make_runner(app, access, cfg["limit_max_requests"], self)
         # Without an access log or a request limit, an HTTP request's coroutine is the
@@ -423,6 +428,16 @@ class Server:
         except OSError as exc:  # a TLS file missing or invalid: one line
             srv.release()
             logger.error("Error loading TLS files. %s", exc)
+            self.exit_code = 1
+            return
+        except BaseException:
+            srv.release()
+            raise
+        try:
+            self.http3_ports = _serve_h3.start(cfg, srv, self.sockets, _goloop)  # QUIC (goloop.serve.h3)
+        except OSError as exc:  # its UDP port taken: one line
+            srv.release()
+            logger.error("Error starting HTTP/3. %s", exc)
             self.exit_code = 1
             return
         except BaseException:
@@ -508,7 +523,7 @@ def configure_server(server: Any, srv: Any) -> None:
 
 def serve_metrics() -> dict | None:
     """The metrics of this process' running goloop serve server (None if none runs):
-    requests, in_flight, connections and, with metrics on (--metrics or --metrics-path),
+    requests, in_flight, connections, accept_errors and, with metrics on (--metrics or --metrics-path),
     responses by status class and the latency histogram (seconds; cumulative buckets).
     Counted in Go: no Python code runs per request for them. With --workers they are the
     whole server's: every worker counts in its slot of a file the master shares with them,
@@ -521,6 +536,8 @@ def serve_metrics() -> dict | None:
         out = {"requests": m["Requests"], "in_flight": m["InFlight"], "connections": m["Connections"],
                "enabled": m["Enabled"], "timeouts": {"head": m["HeadTimeouts"], "body": m["BodyTimeouts"],
                                                     "response": m["RespTimeouts"]}}
+        # accepts that failed for want of a resource (EMFILE: the open files limit, ENFILE ...)
+        out["accept_errors"] = m["AcceptErrors"]
         if m["Enabled"]:
             bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")]
             out["responses"] = {f"{i}xx": m["Status"][i] for i in range(1, 6)}

@@ -45,12 +45,20 @@ def expires_seconds(v: Any) -> int:
     return n
 
 
+def path_list(v: Any) -> list:
+    """A setting that takes one path or several (a str, bytes or PathLike, or an iterable of
+    them) as a list; None as an empty one."""
+    if v is None:
+        return []
+    if isinstance(v, (str, bytes, os.PathLike)):
+        return [v]
+    return list(v)
+
+
 def mounts(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """The mounts of cfg, checked (ValueError naming the problem): a route for each mount, in
     order; a single mount without a route is at /static (Granian's default route)."""
-    from .config import _paths  # (config imports this module: not at its top)
-
-    routes, dirs = [str(r) for r in _paths(cfg.get("static_path_route"))], _paths(cfg.get("static_path_mount"))
+    routes, dirs = [str(r) for r in path_list(cfg.get("static_path_route"))], path_list(cfg.get("static_path_mount"))
     if not dirs:
         if routes:
             raise ValueError("--static-path-route needs --static-path-mount (the directory it serves)")
