@@ -55,7 +55,7 @@ bench-deps: venv
 	@$(PY) tools/venv.py $(VENV) --quiet --set bench --require requirements/bench.txt --try requirements/bench-optional.txt
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || echo "wrk not installed: HTTP benchmarks will be skipped"
 
-# Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode (into $(VENV)).
+# Compile the Go engine into pyshim/goloop/_goloop*.so and install goloop in editable mode (into $(VENV)).
 build: deps
 	$(PIP) install --no-build-isolation -e .
 
@@ -138,7 +138,7 @@ test-arm64:
 	  GOLOOP_TEST_DEPS="$(ARM64_DEPS)" GOLOOP_TEST_LOOPS=goloop bash $(ARM64_SH) bash tools/wheel_tests.sh "$$w" \
 	    -q -n 2 $(ARM64_TESTS) $(ARM64_DESELECT)
 
-# The x86-64 manylinux_2_17 wheel of CPython 3.13 on an older glibc than this machine's: a Debian
+# The x86-64 manylinux_2_17 wheel of CPython 3.13 on an older glibc than the build host's: a Debian
 # bullseye root (glibc 2.31) with CPython 3.13 built in it (tools/oldglibc.sh makes it once), where
 # it installs into a venv and runs the echo tests and the wheel's own checks (GOLOOP_WHEEL).
 OLDGLIBC_TESTS ?= tests_py/test_tcp_echo.py tests_py/test_wheel.py -k "not sdist and not build_with"
@@ -244,7 +244,7 @@ test-asan: deps
 	  cat build/asan/report.*; exit 1; else echo "goloop: ASan/UBSan: no report"; fi
 
 # Which lines and functions of each C file of goloop/binding the test-asan files run (gcc
-# --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/x.json records it.
+# --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/c-coverage.json records it.
 COV_TESTS ?= $(ASAN_TESTS)
 coverage-c: deps
 	$(VPY) tools/coverage_c.py $(if $(COV_JSON),--json $(COV_JSON)) -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(COV_TESTS)
