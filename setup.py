@@ -11,6 +11,8 @@ headers. `make wheel` sets these for the manylinux wheels (tools/build_wheel.sh)
                            platform tag follow it
   GOLOOP_PYINCLUDE=A:B     the Python headers to compile against (default this interpreter's)
   GOLOOP_EXT_SUFFIX=...    the extension's suffix (default EXT_SUFFIX, with the target's arch)
+The checked builds of the Makefile: GOLOOP_RACE=1 (Go's race detector, `make test-race`),
+GOLOOP_ASAN=1 (AddressSanitizer + UBSan over the C, Go's -asan: `make test-asan`).
 """
 import os
 import re
@@ -103,7 +105,7 @@ class GoBuildExt(build_ext):
             # Python's symbols come from the interpreter at load time: no -lpython on Linux.
             env["CGO_LDFLAGS"] = "-Wl,--unresolved-symbols=ignore-all " + env.get("CGO_LDFLAGS", "")
         ldflags = "" if os.environ.get("GOLOOP_DEBUG_SYMBOLS") else "-s -w"
-        race = []
+        checks = []  # -race or -asan
         if os.environ.get("GOLOOP_RACE"):
             # Go's race detector in a c-shared library: its runtime shadows only memory below
             # 256 MiB (and Go's heap) on linux/amd64, while a library lands near the top of
@@ -112,9 +114,19 @@ class GoBuildExt(build_ext):
             # go to stderr, or to files named by GORACE=log_path=/tmp/race (a c-shared
             # library never exits with the detector's status 66). Go code only: C and Python
             # memory are not watched.
-            race = ["-race"]
+            checks = ["-race"]
             ldflags += " -extldflags=-Wl,-Ttext-segment=0x8000000"
-        cmd = [go, "build", "-buildmode=c-shared", "-trimpath", *race, f"-ldflags={ldflags}", "-o", out,
+        if os.environ.get("GOLOOP_ASAN"):
+            # AddressSanitizer and UndefinedBehaviorSanitizer over the C files (cgo's compiler),
+            # and Go's -asan, which has Go's heap checked by the same runtime (its allocations
+            # poisoned around, its cgo calls' pointers checked). Symbols kept for the reports'
+            # stacks. The interpreter is not instrumented: it must load the runtime first
+            # (LD_PRELOAD=$(gcc -print-file-name=libasan.so); the Makefile's test-asan).
+            checks = ["-asan"]
+            ldflags = ""
+            env["CGO_CFLAGS"] += " -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer"
+            env["CGO_LDFLAGS"] = env.get("CGO_LDFLAGS", "") + " -fsanitize=address,undefined"
+        cmd = [go, "build", "-buildmode=c-shared", "-trimpath", *checks, f"-ldflags={ldflags}", "-o", out,
                GO_PACKAGE]
         print("goloop:", f"CC={env['CC']!r}" if zig else "", f"GOARCH={env['GOARCH']}", " ".join(cmd))
         subprocess.run(cmd, cwd=HERE, env=env, check=True)

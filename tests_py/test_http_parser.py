@@ -7,7 +7,11 @@ Run from the repository root as `python3 -P -m pytest tests_py/test_http_parser.
 """
 import gc
 import inspect
+import os
+import sys
 import weakref
+
+import sys
 
 import pytest
 
@@ -558,6 +562,25 @@ def test_base_exceptions_in_callbacks_are_wrapped_like_httptools():
     assert isinstance(ei.value.__cause__, KeyboardInterrupt)
 
 
+def test_callback_error_owns_its_cause():
+    # The wrapping error holds the callback's exception twice (__cause__, __context__): two
+    # references more than before, not one (a debug build then fails in its collector).
+    class Proto:
+        exc = ValueError("from the callback")
+
+        def on_message_complete(self):
+            raise self.exc
+
+    before = sys.getrefcount(Proto.exc)
+    with pytest.raises(gh.HttpParserCallbackError) as ei:
+        gh.HttpRequestParser(Proto()).feed_data(REQUESTS["get"])
+    Proto.exc.__traceback__ = None  # its frames hold none of it
+    after = sys.getrefcount(Proto.exc)  # (before an assert's temporaries hold it too)
+    assert ei.value.__cause__ is Proto.exc
+    assert ei.value.__context__ is Proto.exc
+    assert after == before + 2
+
+
 def test_feed_data_from_a_callback_is_refused():
     class Proto:
         def on_url(self, url):
@@ -925,12 +948,34 @@ def test_parser_protocol_cycle_is_collected():
     assert ref() is None
 
 
-def test_many_parsers_created_and_freed():
-    for i in range(2000):
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _parse_with_new_parsers(n: int) -> None:
+    for _ in range(n):
         p = gh.HttpRequestParser(Recorder())
         p.feed_data(REQUESTS["get"])
-    del p
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads /proc/self/statm")
+def test_many_parsers_created_and_freed_leave_nothing():
+    """A parser (its Python object, its protocol, its C batch and its Go state in the id
+    table) is all freed with it: after a first round that warms up what is kept for reuse
+    (free lists, the id table's free ids, Go's heap), two more rounds of N parsers leave
+    Python's allocated blocks where they were and the process's resident memory within
+    noise. A leak of one Python object per parser adds N blocks; of 150 bytes of C or Go
+    memory, 3 MiB (measured without a leak: within +-1 MiB a round)."""
+    n = 20_000
+    _parse_with_new_parsers(n)
     gc.collect()
+    for _ in range(2):
+        blocks, rss = sys.getallocatedblocks(), _rss()
+        _parse_with_new_parsers(n)
+        gc.collect()
+        assert sys.getallocatedblocks() - blocks < 100
+        assert _rss() - rss < 3 * 1024 * 1024
 
 
 def test_subclass_and_reinit():

@@ -95,8 +95,9 @@ static void raise_callback_error(int slot) {
     }
     if (value != NULL) {
         Py_INCREF(value);
-        PyException_SetContext(exc, value); /* steals */
-        PyException_SetCause(exc, value);   /* steals */
+        PyException_SetContext(exc, value); /* steals the reference just made */
+        PyException_SetCause(exc, value);   /* steals the one PyErr_Fetch gave */
+        value = NULL;
     }
     Py_XDECREF(type);
     Py_XDECREF(value);
@@ -178,7 +179,11 @@ static int dispatch(GLHttpParser *self, GLHttpBatch *b, const char *input) {
         int slot = ev->kind;
         memcpy(&self->major, &ev->major, 4); /* major, minor, keep_alive, upgrade */
         self->status = ev->status;
-        const char *p1 = ((ev->arena & 1) ? b->arena : input) + ev->off1;
+        /* An event without data (message begin, headers complete...) leaves off1 unwritten
+         * (whatever the reused event array held): the address is formed only for the events
+         * that read data, since pointer arithmetic past the buffer is undefined behaviour
+         * even when nothing reads through it (UBSan's pointer-overflow check). */
+#define EV_DATA1() (((ev->arena & 1) ? b->arena : input) + ev->off1)
         if (slot == GL_HCB_URL || slot == GL_HCB_STATUS) {
             self->hidx = 0;
             if (slot == GL_HCB_URL) {
@@ -194,17 +199,17 @@ static int dispatch(GLHttpParser *self, GLHttpBatch *b, const char *input) {
         switch (slot) {
         case GL_HCB_URL:
         case GL_HCB_STATUS:
-            args[1] = cached_bytes(&self->line_cache, p1, ev->len1);
+            args[1] = cached_bytes(&self->line_cache, EV_DATA1(), ev->len1);
             if (args[1] == NULL) goto failed;
             nargs = 1;
             break;
         case GL_HCB_BODY:
-            args[1] = PyBytes_FromStringAndSize(p1, ev->len1);
+            args[1] = PyBytes_FromStringAndSize(EV_DATA1(), ev->len1);
             if (args[1] == NULL) goto failed;
             nargs = 1;
             break;
         case GL_HCB_HEADER: {
-            const char *p2 = ((ev->arena & 2) ? b->arena : input) + ev->off2;
+            const char *p1 = EV_DATA1(), *p2 = ((ev->arena & 2) ? b->arena : input) + ev->off2;
             unsigned int i = self->hidx++;
             if (i < GL_HCACHE) {
                 args[1] = cached_bytes(&self->hcache[i][0], p1, ev->len1);
@@ -255,6 +260,7 @@ static int dispatch(GLHttpParser *self, GLHttpBatch *b, const char *input) {
     }
     return 0;
 }
+#undef EV_DATA1
 
 /* ---------- HttpRequestParser / HttpResponseParser ---------- */
 

@@ -22,10 +22,10 @@ import warnings
 from typing import Any, Coroutine, TypeVar
 
 from . import _compat
+from ._version import __version__
 
 __all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run", "serve", "serve_metrics",
            "ClientDisconnected"]
-__version__ = "0.1.0"
 
 _T = TypeVar("_T")
 

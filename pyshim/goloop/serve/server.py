@@ -574,8 +574,14 @@ def main(argv: list[str] | None = None) -> int:
     """`goloop serve module:app [options]` (the `goloop` command, python -m goloop)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: goloop serve module:app [options]   (goloop serve --help for the options)")
+        print("usage: goloop serve module:app [options]   (goloop serve --help for the options)\n"
+              "       goloop --version")
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from .._version import __version__
+
+        print(f"goloop {__version__}")
+        return 0
     if argv[0] != "serve":
         print(f"goloop: unknown command {argv[0]!r} (the command is: goloop serve module:app [options])",
               file=sys.stderr)
