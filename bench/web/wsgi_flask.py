@@ -3,12 +3,14 @@ orjson, Flask's jinja2)."""
 from __future__ import annotations
 
 import orjson
-from flask import Flask, Response, render_template_string, request
+from flask import Flask, Response, request
 
 from tfb import (FORTUNE_TEMPLATE, HELLO, clamp, pg_db, pg_fortunes, pg_queries, pg_updates,
                  wsgi_headers)
 
 app = Flask(__name__)
+# compiled once, in Flask's environment (render_template_string would compile it per request)
+fortune_template = app.jinja_env.from_string(FORTUNE_TEMPLATE)
 
 
 def json_response(obj):
@@ -32,7 +34,7 @@ def queries():
 
 @app.route("/fortunes")
 def fortunes():
-    return render_template_string(FORTUNE_TEMPLATE, fortunes=pg_fortunes())
+    return fortune_template.render(fortunes=pg_fortunes())
 
 
 @app.route("/updates")
