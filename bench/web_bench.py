@@ -30,8 +30,8 @@ round 2 of every pair, ...
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -316,7 +316,12 @@ def write_results(summary, raw, apps, pairs, tests, args):
               f"queries=20. {args.rounds} interleaved round(s), each starting every server afresh; a cell is "
               "the median of its rounds. CPU per request: utime+stime of every thread of every process of the "
               "server's tree (/proc) over the measured run, divided by the requests wrk counted; PostgreSQL's "
-              "own CPU is not included.")
+              "own CPU is not included. Servers: goloop serve; Granian --workers 1 --runtime-threads 1; "
+              "uvicorn --loop uvloop --http httptools; Hypercorn -k uvloop; gunicorn sync, gunicorn gthread "
+              f"--threads {WSGI_THREADS}; bjoern; uWSGI (pyuwsgi) --http11-socket --processes 1. The ASGI apps "
+              "keep an asyncpg pool of 16 connections, the WSGI apps a psycopg_pool of "
+              f"{WSGI_THREADS} per process; on bjoern and uWSGI, which send no Date header, the WSGI apps add "
+              "Server and Date themselves (bench/web/tfb.py's wsgi_headers).")
     command = (f"python3 bench/web_bench.py --results --apps {','.join(apps)} --tests {','.join(tests)} "
                f"--duration {args.duration} --rounds {args.rounds}"
                + (f" --servers '{args.servers}'" if args.servers else ""))
@@ -359,8 +364,9 @@ def write_results(summary, raw, apps, pairs, tests, args):
 def pg_version():
     try:
         out = subprocess.run([os.path.join(pg.pg_bin(), "postgres"), "--version"], capture_output=True, text=True)
-        return out.stdout.split()[-1]
-    except (OSError, RuntimeError, IndexError):
+        m = re.search(r"\d+\.\d+", out.stdout)
+        return m.group(0) if m else ""
+    except (OSError, RuntimeError):
         return ""
 
 
