@@ -260,7 +260,7 @@ def main():
     summary = {k: summarize(v) for k, v in results.items()}
     print_table(summary, apps, pairs, tests)
     if args.results:
-        write_results(summary, results, apps, pairs, tests, args)
+        write_results(summary, apps, pairs, tests, args)
 
 
 def _interrupted(signum, frame):
@@ -304,7 +304,7 @@ def print_table(summary, apps, pairs, tests):
             print(line)
 
 
-def write_results(summary, raw, apps, pairs, tests, args):
+def write_results(summary, apps, pairs, tests, args):
     import render
     from results import write_result
 
@@ -325,39 +325,39 @@ def write_results(summary, raw, apps, pairs, tests, args):
     command = (f"python3 bench/web_bench.py --results --apps {','.join(apps)} --tests {','.join(tests)} "
                f"--duration {args.duration} --rounds {args.rounds}"
                + (f" --servers '{args.servers}'" if args.servers else ""))
+    modules = ("granian", "uvicorn", "uvloop", "httptools", "hypercorn", "gunicorn", "bjoern", "pyuwsgi",
+               "starlette", "fastapi", "flask", "django", "asyncpg", "psycopg", "psycopg-pool", "orjson", "jinja2")
     for order, app in enumerate(apps):
         servers = [s for a, s in pairs if a == app]
-        rows = []
-        for t in tests:
-            row = {"row": TESTS[t][0]}
-            errors = {}
-            for s in servers:
-                r = summary.get((app, s, t))
-                if isinstance(r, dict):
-                    row[s] = round(r["cpu_us"], 1)
-                    row[f"{s} req/s"] = round(r["value"])
-                    row[f"{s} p99 ms"] = round(r["p99_us"] / 1e3, 2) if r.get("p99_us") else None
-                    row[f"{s} errors"] = r["errors"]
-                    row[f"{s} spread"] = round(r["spread"], 3) if r.get("spread") is not None else None
-                else:
-                    row[s] = None
-                    errors[s] = str(r)
-            if errors:
-                row["errors"] = errors
-            rows.append(row)
-        peers = [s for s in servers if s != "goloop serve"]
-        write_result(f"web-{app}", group="Real applications (TechEmpower's test types)",
-                     title=f"{APPS[app][2]}: server CPU µs per request",
-                     command=command, method=method, better="lower", columns=["row"] + servers,
-                     units={s: "µs" for s in servers}, rows=rows, goloop="goloop serve", compare=peers,
-                     row_label="test type", order=20 + order, notes=list(args.note),
-                     rounds={f"{s} / {TESTS[t][0]}": [c if isinstance(c, str) else
-                                                     {k: c.get(k) for k in ("cpu_us", "value", "p99_us", "errors")}
-                                                     for c in raw.get((app, s, t), [])]
-                             for s in servers for t in tests},
-                     modules=("granian", "uvicorn", "uvloop", "httptools", "hypercorn", "gunicorn", "bjoern",
-                              "pyuwsgi", "starlette", "fastapi", "flask", "django", "asyncpg", "psycopg",
-                              "psycopg-pool", "orjson", "jinja2"))
+        # every cell's figures: requests/s, p99, errors, CPU spread over the rounds
+        figures = {TESTS[t][0]: {s: {k: summary[(app, s, t)].get(k) for k in ("value", "p99_us", "errors", "spread",
+                                                                             "cpu_rounds")}
+                                 for s in servers if isinstance(summary.get((app, s, t)), dict)}
+                   for t in tests}
+        for suffix, key, unit, better, what in (("", "cpu_us", "µs", "lower", "server CPU µs per request"),
+                                                ("-rps", "value", "req/s", "higher", "requests/s")):
+            rows = []
+            for t in tests:
+                row = {"row": TESTS[t][0]}
+                errors = {}
+                for s in servers:
+                    r = summary.get((app, s, t))
+                    if isinstance(r, dict):
+                        row[s] = round(r[key], 1) if key == "cpu_us" else round(r[key])
+                        if r.get("errors"):
+                            errors[s] = f"{r['errors']} socket errors or non-2xx answers"
+                    else:
+                        row[s] = None
+                        errors[s] = str(r)
+                if errors:
+                    row["errors"] = errors
+                rows.append(row)
+            write_result(f"web-{app}{suffix}", group="Real applications (TechEmpower's test types)",
+                         title=f"{APPS[app][2]}: {what}", command=command, method=method, better=better,
+                         columns=["row"] + servers, units={s: unit for s in servers}, rows=rows,
+                         goloop="goloop serve", compare=[s for s in servers if s != "goloop serve"],
+                         row_label="test type", order=20 + 2 * order + (1 if suffix else 0), notes=list(args.note),
+                         figures=figures, modules=modules)
     render.main([])
 
 
