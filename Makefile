@@ -6,7 +6,9 @@ PY      ?= python3
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
-export CGO_CFLAGS := -I$(PYINC) -O2
+# -Werror: the binding's C compiles with -Wall -Wextra (goloop/binding/doc.go), and a warning
+# fails every build made here (the wheels, built by tools/wheels.py, only show them)
+export CGO_CFLAGS := -I$(PYINC) -O2 -Werror
 export CGO_LDFLAGS := -Wl,--unresolved-symbols=ignore-all
 FUZZTIME ?= 20s
 # the one version, written in pyshim/goloop/_version.py
@@ -55,7 +57,7 @@ bench-deps: venv
 	@$(PY) tools/venv.py $(VENV) --quiet --set bench --require requirements/bench.txt --try requirements/bench-optional.txt
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || echo "wrk not installed: HTTP benchmarks will be skipped"
 
-# Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode (into $(VENV)).
+# Compile the engine (Go and C) into pyshim/goloop/_goloop*.so and install goloop in editable mode (into $(VENV)).
 build: deps
 	$(PIP) install --no-build-isolation -e .
 
@@ -117,7 +119,6 @@ ARCH ?= x86_64
 wheel-one: wheel-tools zig
 	$(VPY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(ARCH) --python $(VPY)
 
-# vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails here)
 # The aarch64 wheel of CPython 3.11 tested on aarch64 Linux: shared/pythons/arm64.sh (beside the
 # clone) runs a Debian bookworm arm64 root under qemu-user, where tools/wheel_tests.sh installs it
 # into a venv and runs ARM64_TESTS (emulation is 5-20x slower: these are chosen to fit CI's time;
@@ -138,7 +139,7 @@ test-arm64:
 	  GOLOOP_TEST_DEPS="$(ARM64_DEPS)" GOLOOP_TEST_LOOPS=goloop bash $(ARM64_SH) bash tools/wheel_tests.sh "$$w" \
 	    -q -n 2 $(ARM64_TESTS) $(ARM64_DESELECT)
 
-# The x86-64 manylinux_2_17 wheel of CPython 3.13 on an older glibc than this machine's: a Debian
+# The x86-64 manylinux_2_17 wheel of CPython 3.13 on an older glibc than the build host's: a Debian
 # bullseye root (glibc 2.31) with CPython 3.13 built in it (tools/oldglibc.sh makes it once), where
 # it installs into a venv and runs the echo tests and the wheel's own checks (GOLOOP_WHEEL).
 OLDGLIBC_TESTS ?= tests_py/test_tcp_echo.py tests_py/test_wheel.py -k "not sdist and not build_with"
@@ -147,9 +148,20 @@ test-oldglibc:
 	  [ -n "$$w" ] || { echo "goloop: no cp313 x86-64 wheel in $(WHEEL_DIR)/ (make wheel-one PY=.../3.13)"; exit 1; }; \
 	  tools/oldglibc.sh env GOLOOP_WHEEL="$(CURDIR)/$$w" bash tools/wheel_tests.sh "$$w" -q $(OLDGLIBC_TESTS)
 
-vet:
+# go vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails
+# there); gofmt; the binding's C with -Werror; ruff over the Python package (pyproject.toml's
+# [tool.ruff]); the words and cited paths of
+# Markdown and comments (tests_py/test_docs_words.py: no history, every cited path exists).
+RUFF ?= ruff==0.17.5  # (requirements/test.txt pins the same)
+vet: venv
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/httpserver
+	@f=$$($(dir $(GO))gofmt -l goloop tests_go bench); [ -z "$$f" ] || { echo "goloop: gofmt -w these files: $$f"; exit 1; }
+	$(GO) build -buildmode=c-shared -o build/vet/_goloop.so ./goloop/binding
+	@$(VPY) -m ruff --version >/dev/null 2>&1 || $(PIP) install $(RUFF)
+	@$(VPY) -m pytest --version >/dev/null 2>&1 || $(PIP) install pytest
+	$(VPY) -m ruff check pyshim
+	$(VPY) -P -m pytest -q -p no:cacheprovider -n 0 tests_py/test_docs_words.py
 
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...
@@ -244,7 +256,7 @@ test-asan: deps
 	  cat build/asan/report.*; exit 1; else echo "goloop: ASan/UBSan: no report"; fi
 
 # Which lines and functions of each C file of goloop/binding the test-asan files run (gcc
-# --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/x.json records it.
+# --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/c-coverage.json records it.
 COV_TESTS ?= $(ASAN_TESTS)
 coverage-c: deps
 	$(VPY) tools/coverage_c.py $(if $(COV_JSON),--json $(COV_JSON)) -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(COV_TESTS)

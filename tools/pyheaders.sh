@@ -30,7 +30,7 @@ if [ ! -f "$inc/Python.h" ] || [ ! -f "$out/arch/$arch-linux-gnu/python$ver/pyco
   : >"$apt/status"
   keyring=/usr/share/keyrings/debian-archive-keyring.gpg
   [ -f "$keyring" ] || { echo "pyheaders.sh: $keyring missing (apt-get install debian-archive-keyring)" >&2; exit 1; }
-  # the Debian mirror this machine's apt uses (its sources, deb822 or one-line style)
+  # the Debian mirror the host's apt uses (its sources, deb822 or one-line style)
   mirror=${DEBIAN_MIRROR:-$(sed -n 's/^URIs: *\([^ ]*\/debian\)\/*$/\1/p; s/^deb  *\(\[[^]]*\] *\)\?\([^ ]*\/debian\)\/* .*/\2/p' \
     /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -1 || true)}
   [ -n "$mirror" ] || { echo "pyheaders.sh: no Debian mirror found in /etc/apt (set DEBIAN_MIRROR)" >&2; exit 1; }

@@ -23,7 +23,7 @@ Where each target's headers come from (the first that exists):
             (derive_aarch64_pyconfig below). pyconfig.h is the only header that differs
             between the architectures, and only in the lines ARM64_FROM_X86 names; the rule is
             checked against Debian's own pair of x86-64 and aarch64 pyconfig.h before it is
-            used (and by tests_py/test_wheel_tools.py), so a CPython whose differences grow
+            used (and by tests_py/test_packaging.py), so a CPython whose differences grow
             stops the build instead of producing a wrong wheel.
 
 The engine's C parts are compiled and linked by zig (`zig cc -target ARCH-linux-gnu.2.17`), so it

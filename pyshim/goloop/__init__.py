@@ -1,4 +1,4 @@
-"""goloop: a drop-in asyncio event loop whose engine is written in Go.
+"""goloop: a drop-in asyncio event loop whose engine is written in Go and C.
 
     import asyncio, goloop
     asyncio.run(main(), loop_factory=goloop.new_event_loop)   # 3.12+

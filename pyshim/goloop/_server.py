@@ -21,7 +21,7 @@ import socket
 import stat
 import sys
 import weakref
-from asyncio import base_events, constants, events, exceptions, tasks
+from asyncio import base_events, constants, exceptions, tasks
 from asyncio.log import logger
 
 from . import _compat, _goloop

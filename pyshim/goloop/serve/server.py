@@ -1,5 +1,6 @@
-"""goloop serve: an ASGI server whose HTTP engine is Go (goloop/httpserver) and whose application
-runs on goloop's loop.
+"""goloop serve: an ASGI and WSGI server whose HTTP engine is Go (goloop/httpserver), bound to
+Python by Go and C (goloop/binding). An ASGI application runs on goloop's loop, a WSGI one on
+a pool of threads (goloop.serve.wsgi).
 
     goloop.serve(app, host="127.0.0.1", port=8000)          # from a program
     python -m goloop serve module:app --port 8000           # or the `goloop` command
@@ -542,7 +543,7 @@ def serve_metrics() -> dict | None:
             bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")]
             out["responses"] = {f"{i}xx": m["Status"][i] for i in range(1, 6)}
             out["latency"] = {"count": m["Count"], "sum": m["Sum"],
-                              "buckets": list(zip(bounds, m["Buckets"]))}
+                              "buckets": list(zip(bounds, m["Buckets"], strict=True))}
         return out
     return None
 
