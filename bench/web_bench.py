@@ -371,4 +371,7 @@ def pg_version():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("interrupted: the servers and PostgreSQL were stopped, its cluster removed")
