@@ -30,6 +30,7 @@ round 2 of every pair, ...
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -149,46 +150,67 @@ def measure(port, path, depth, duration, conns, pid):
     return res
 
 
-def run_pair(app, server, tests, args, env, cluster):
-    """Start server with app, validate, measure each test: {test: result dict or "failed: ..."}."""
-    import validate
-
+@contextlib.contextmanager
+def served(app, server, env):
+    """server serving app on a free port, on core 0: yields (proc, port), or None when the
+    server is not installed; stopped at the end (its stderr's tail in the exception when it
+    fails to start)."""
     interface, target, _ = APPS[app]
     port = free_port()
     argv = server_argv(server, interface, target, port)
     if argv is None:
-        return {t: "not installed" for t in tests}
+        yield None
+        return
     proc = start_server(server, argv, env)
-    errf = proc.errf
-    out = {}
     try:
-        wait_port(port, proc, timeout=60)
-        problems = validate.validate(f"http://127.0.0.1:{port}", cluster.admin_dsn, repeat=args.validate_repeat,
-                                     tests=tests)
-        if problems:
-            msg = "; ".join(problems[:6]) + (f" (+{len(problems) - 6} more)" if len(problems) > 6 else "")
-            print(f"# {app} / {server}: VALIDATION FAILED: {msg}", flush=True)
-            return {t: f"failed validation: {msg}" for t in tests}
-        for t in tests:
-            _, path, depth = TESTS[t]
-            try:
-                r = measure(port, path, depth, args.duration, args.connections, proc.pid)
-            except Exception as exc:  # noqa: BLE001 (a cell that fails is reported, not fatal)
-                out[t] = f"failed: {exc}"
-                print(f"# {app} / {server} / {t}: failed: {exc}", flush=True)
-                continue
-            out[t] = r
-            print(f"#   {app:9} {server:16} {t:9} {r['value']:9,.0f} req/s {r['cpu_us']:8.1f} µs CPU/req "
-                  f"p99 {(r.get('p99_us') or 0) / 1e3:7.2f} ms" + (f"  {r['errors']} errors" if r["errors"] else ""),
-                  flush=True)
-        return out
-    except Exception as exc:  # noqa: BLE001
-        errf.seek(0)
-        print(f"# {app} / {server}: failed: {exc}", flush=True)
-        return {t: f"failed: {exc}" for t in tests}
+        try:
+            wait_port(port, proc, timeout=60)
+        except RuntimeError as exc:
+            proc.errf.seek(0)
+            raise RuntimeError(f"{exc}: {proc.errf.read().decode(errors='replace')[-600:]}") from None
+        yield proc, port
     finally:
         stop(proc, 10)
-        errf.close()
+        proc.errf.close()
+
+
+def run_pair(app, server, tests, args, env, cluster):
+    """Start server with app, validate, measure each test: {test: result dict or "failed: ..."}
+    (with --validate-only: {"validation": "OK" or the problems})."""
+    import validate
+
+    out = {}
+    try:
+        with served(app, server, env) as running:
+            if running is None:
+                return {t: "not installed" for t in tests}
+            proc, port = running
+            problems = validate.validate(f"http://127.0.0.1:{port}", cluster.admin_dsn,
+                                         repeat=args.validate_repeat, tests=tests)
+            msg = "; ".join(problems[:6]) + (f" (+{len(problems) - 6} more)" if len(problems) > 6 else "")
+            if args.validate_only:
+                return {"validation": "OK" if not problems else "FAILED: " + msg}
+            if problems:
+                print(f"# {app} / {server}: VALIDATION FAILED: {msg}", flush=True)
+                return {t: f"failed validation: {msg}" for t in tests}
+            for t in tests:
+                _, path, depth = TESTS[t]
+                try:
+                    r = measure(port, path, depth, args.duration, args.connections, proc.pid)
+                except Exception as exc:  # noqa: BLE001 (a cell that fails is reported, not fatal)
+                    out[t] = f"failed: {exc}"
+                    print(f"# {app} / {server} / {t}: failed: {exc}", flush=True)
+                    continue
+                out[t] = r
+                print(f"#   {app:9} {server:16} {t:9} {r['value']:9,.0f} req/s {r['cpu_us']:8.1f} µs CPU/req "
+                      f"p99 {(r.get('p99_us') or 0) / 1e3:7.2f} ms"
+                      + (f"  {r['errors']} errors" if r["errors"] else ""), flush=True)
+            return out
+    except Exception as exc:  # noqa: BLE001
+        print(f"# {app} / {server}: failed: {exc}", flush=True)
+        if args.validate_only:
+            return {"validation": f"failed: {exc}"}
+        return {t: f"failed: {exc}" for t in tests if t not in out} | out
 
 
 def summarize(cells):
@@ -243,13 +265,14 @@ def main():
         env = dict(os.environ, **cluster.env(), WEB_WSGI_POOL=str(WSGI_THREADS),
                    PYTHONPATH=os.pathsep.join([WEB, os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
         print(f"# PostgreSQL on 127.0.0.1:{cluster.port} (core {CLIENT_CPU}); {len(pairs)} app/server pairs, "
-              f"tests {','.join(tests)}, {args.rounds} round(s) of {args.duration} s", flush=True)
+              f"tests {','.join(tests)}, "
+              + ("validation only" if args.validate_only else f"{args.rounds} round(s) of {args.duration} s"),
+              flush=True)
         for rnd in range(1 if args.validate_only else args.rounds):
             print(f"# round {rnd + 1}", flush=True)
             for app, server in pairs:
                 if args.validate_only:
-                    import validate
-                    r = run_pair_validate_only(app, server, tests, env, cluster, validate)
+                    r = run_pair(app, server, tests, args, env, cluster)["validation"]
                     print(f"# {app} / {server}: {r}", flush=True)
                     results.setdefault((app, server), []).append(r)
                     continue
@@ -265,26 +288,6 @@ def main():
 
 def _interrupted(signum, frame):
     raise KeyboardInterrupt
-
-
-def run_pair_validate_only(app, server, tests, env, cluster, validate):
-    interface, target, _ = APPS[app]
-    port = free_port()
-    argv = server_argv(server, interface, target, port)
-    if argv is None:
-        return "not installed"
-    proc = start_server(server, argv, env)
-    errf = proc.errf
-    try:
-        wait_port(port, proc, timeout=60)
-        problems = validate.validate(f"http://127.0.0.1:{port}", cluster.admin_dsn, tests=tests)
-        return "OK" if not problems else "FAILED: " + "; ".join(problems)
-    except Exception as exc:  # noqa: BLE001
-        errf.seek(0)
-        return f"failed: {exc}: {errf.read().decode(errors='replace')[-600:]}"
-    finally:
-        stop(proc, 10)
-        errf.close()
 
 
 def print_table(summary, apps, pairs, tests):

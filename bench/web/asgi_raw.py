@@ -3,13 +3,10 @@ framework). The pool is created by the lifespan startup when the server sends on
 the first request."""
 from __future__ import annotations
 
-import random
-
-import asyncpg
 import orjson
 
-from tfb import (FORTUNES_SQL, HELLO, POOL, READ_SQL, WRITE_SQL, dsn, jinja_template,
-                 queries_from_qs, sorted_fortunes)
+from tfb import (HELLO, apg_db, apg_fortunes, apg_pool, apg_queries, apg_updates, jinja_template,
+                 queries_from_qs)
 
 pool = None
 template = jinja_template()
@@ -21,7 +18,7 @@ TEXT_HEADERS = [(b"content-type", b"text/plain")]
 async def get_pool():
     global pool
     if pool is None:
-        pool = await asyncpg.create_pool(dsn(), min_size=POOL, max_size=POOL)
+        pool = await apg_pool()
     return pool
 
 
@@ -35,35 +32,19 @@ async def json_(scope, p):
 
 
 async def db(scope, p):
-    i = random.randint(1, 10000)
-    async with p.acquire() as conn:
-        n = await conn.fetchval(READ_SQL, i)
-    return JSON_HEADERS, orjson.dumps({"id": i, "randomNumber": n})
+    return JSON_HEADERS, orjson.dumps(await apg_db(p))
 
 
 async def queries(scope, p):
-    ids = random.sample(range(1, 10001), queries_from_qs(scope["query_string"]))
-    async with p.acquire() as conn:
-        st = await conn.prepare(READ_SQL)
-        worlds = [{"id": i, "randomNumber": await st.fetchval(i)} for i in ids]
-    return JSON_HEADERS, orjson.dumps(worlds)
+    return JSON_HEADERS, orjson.dumps(await apg_queries(p, queries_from_qs(scope["query_string"])))
 
 
 async def fortunes(scope, p):
-    async with p.acquire() as conn:
-        rows = await conn.fetch(FORTUNES_SQL)
-    return HTML_HEADERS, template.render(fortunes=sorted_fortunes(rows)).encode()
+    return HTML_HEADERS, template.render(fortunes=await apg_fortunes(p)).encode()
 
 
 async def updates(scope, p):
-    ids = sorted(random.sample(range(1, 10001), queries_from_qs(scope["query_string"])))
-    pairs = [(random.randint(1, 10000), i) for i in ids]
-    async with p.acquire() as conn:
-        st = await conn.prepare(READ_SQL)
-        for i in ids:
-            await st.fetchval(i)
-        await conn.executemany(WRITE_SQL, pairs)
-    return JSON_HEADERS, orjson.dumps([{"id": i, "randomNumber": n} for n, i in pairs])
+    return JSON_HEADERS, orjson.dumps(await apg_updates(p, queries_from_qs(scope["query_string"])))
 
 
 async def plaintext(scope, p):

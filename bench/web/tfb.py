@@ -157,3 +157,44 @@ def wsgi_headers(app):
         return [body]
 
     return wrapped
+
+
+# ---------- asyncpg (the ASGI apps) ----------
+
+async def apg_pool():
+    import asyncpg
+    return await asyncpg.create_pool(dsn(), min_size=POOL, max_size=POOL)
+
+
+async def apg_db(pool):
+    import random
+    i = random.randint(1, 10000)
+    async with pool.acquire() as conn:
+        return {"id": i, "randomNumber": await conn.fetchval(READ_SQL, i)}
+
+
+async def apg_queries(pool, n):
+    import random
+    ids = random.sample(range(1, 10001), n)
+    async with pool.acquire() as conn:
+        st = await conn.prepare(READ_SQL)
+        return [{"id": i, "randomNumber": await st.fetchval(i)} for i in ids]
+
+
+async def apg_fortunes(pool):
+    async with pool.acquire() as conn:
+        return sorted_fortunes(await conn.fetch(FORTUNES_SQL))
+
+
+async def apg_updates(pool, n):
+    """n worlds read one by one, then written with new random numbers in one executemany
+    (sorted ids: concurrent requests lock rows in the same order)."""
+    import random
+    ids = sorted(random.sample(range(1, 10001), n))
+    pairs = [(random.randint(1, 10000), i) for i in ids]
+    async with pool.acquire() as conn:
+        st = await conn.prepare(READ_SQL)
+        for i in ids:
+            await st.fetchval(i)
+        await conn.executemany(WRITE_SQL, pairs)
+    return [{"id": i, "randomNumber": n} for n, i in pairs]
