@@ -6,6 +6,7 @@ sets them) and their pool size from WEB_POOL (default 16 connections per process
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from urllib.parse import parse_qs
@@ -161,9 +162,27 @@ def wsgi_headers(app):
 
 # ---------- asyncpg (the ASGI apps) ----------
 
+_apg = None
+
+
 async def apg_pool():
-    import asyncpg
-    return await asyncpg.create_pool(dsn(), min_size=POOL, max_size=POOL)
+    """This process's asyncpg pool, made on first use (or by apg_lifespan's startup)."""
+    global _apg
+    if _apg is None:
+        import asyncpg
+        _apg = await asyncpg.create_pool(dsn(), min_size=POOL, max_size=POOL)
+    return _apg
+
+
+@contextlib.asynccontextmanager
+async def apg_lifespan(app):
+    """The frameworks' lifespan: the pool opened at startup, closed at shutdown."""
+    global _apg
+    await apg_pool()
+    yield
+    if _apg is not None:
+        await _apg.close()
+        _apg = None
 
 
 async def apg_db(pool):
