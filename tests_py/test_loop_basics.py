@@ -224,12 +224,36 @@ def test_handle_repr_names_callback(loop):
 
 
 def test_call_later_order(loop):
+    """Timers run in the order of their deadlines, not of the calls that made them.
+
+    call_later reads the clock at each call, so a pause of the process between two calls
+    (a loaded machine) moves the later call's deadline: the order the loop owes is that of
+    the handles' when(), which the test takes as its oracle. On a quiet machine that is
+    [0, 1, 2, 3] (the gaps between the delays are 10 ms); under load it may differ, and the
+    loop must still follow the deadlines. test_call_at_order fixes the deadlines from one
+    reading of the clock, so there the order is [0, 1, 2, 3] whatever the load."""
     order = []
-    loop.call_later(0.03, order.append, 3)
-    loop.call_later(0.01, order.append, 1)
-    loop.call_later(0.02, order.append, 2)
-    loop.call_later(0.0, order.append, 0)
+    made = [(loop.call_later(delay, order.append, i).when(), i)
+            for delay, i in [(0.03, 3), (0.01, 1), (0.02, 2), (0.0, 0)]]
+    # scheduled last with the longest delay: its deadline is after every other one
     loop.call_later(0.05, loop.stop)
+    loop.run_forever()
+    by_deadline = [i for _, i in sorted(made)]
+    assert order == by_deadline
+    assert sorted(order) == [0, 1, 2, 3]
+
+
+def test_call_at_order(loop):
+    """Deadlines fixed from one reading of the clock: however late the loop gets to them
+    (all may be due at once under load), they run in deadline order, and the stop, due
+    last, runs after them."""
+    order = []
+    now = loop.time()
+    loop.call_at(now + 0.03, order.append, 3)
+    loop.call_at(now + 0.01, order.append, 1)
+    loop.call_at(now + 0.02, order.append, 2)
+    loop.call_at(now, order.append, 0)
+    loop.call_at(now + 0.05, loop.stop)
     loop.run_forever()
     assert order == [0, 1, 2, 3]
 
@@ -1115,6 +1139,11 @@ def test_io_and_timers_not_starved_by_busy_callbacks(loop, sockpair):
 
     def chain():  # a ready queue that never empties
         state["n"] += 1
+        if state["n"] == 10:
+            # busy for ten iterations already: only now the data and the timer, so the chain
+            # provably runs before and while they are due, however slowly the machine goes
+            b.send(b"x")
+            loop.call_later(0.01, on_timer)
         if not state["stop"]:
             loop.call_soon(chain)
 
@@ -1135,8 +1164,6 @@ def test_io_and_timers_not_starved_by_busy_callbacks(loop, sockpair):
 
     loop.add_reader(a.fileno(), on_read)
     loop.call_soon(chain)
-    loop.call_later(0.02, b.send, b"x")
-    loop.call_later(0.03, on_timer)
     loop.call_later(10, loop.stop)
     start = time.monotonic()
     loop.run_forever()

@@ -1,7 +1,7 @@
 """goloop serve runs each request's application coroutine inside a C wrapper (asgi_run.c)
-when no access log or request limit needs Python around it: what the Python wrapper did
-must still hold (errors logged and answered 500, the Task machinery, awaitables that are not
-coroutines, cancellation), and the Python wrapper still serves the access-log case."""
+when no access log or request limit needs Python around it, and inside a Python wrapper
+coroutine otherwise: both must give the same behaviour (errors logged and answered 500, the
+Task machinery, awaitables that are not coroutines, cancellation)."""
 import asyncio
 import sys
 import logging

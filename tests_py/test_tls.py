@@ -466,7 +466,8 @@ def _handshake_timeout_case(loop, certs):
             await server.wait_closed()
 
     exc_type, elapsed = run(loop, main())
-    assert 0.15 < elapsed < 5
+    # the 0.2 s timeout ended it, not the default 60 s one (30 s: room for a loaded machine)
+    assert 0.15 < elapsed < 30
     return exc_type
 
 

@@ -1,5 +1,5 @@
 """goloop's TLS record path: goloop's own copy of asyncio's SSLProtocol
-(goloop/_sslproto.py) with its per-record methods ported to C (goloop/binding/loop_sslfast.c).
+(pyshim/goloop/_sslproto.py) with its per-record methods ported to C (goloop/binding/loop_sslfast.c).
 asyncio's own SSLProtocol and loop are the oracle: the same inputs must give the app
 protocol the same events and bytes, on every CPython goloop supports."""
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Packaging: the wheel and the sdist.
 
 - The wheel for the running interpreter holds the package `goloop` and its compiled engine
-  `_goloop<EXT_SUFFIX>` (one, this interpreter's), and installed with pip into a fresh venv it
-  runs an echo server and client with no `go` on PATH, from outside the repository.
+  `_goloop<EXT_SUFFIX>` (one, this interpreter's), LICENSE and the notices, and the release
+  metadata; installed with pip into a fresh venv it passes tools/wheel_smoke.py (an echo server
+  and client, `goloop --version`, one `goloop serve` request) with no `go` on PATH, from outside
+  the repository.
 - The sdist holds what Go needs to build it, and a build without Go (or with a too old one)
   stops with a message saying what to install.
 
@@ -89,11 +91,44 @@ def wheel(request) -> str:
     return request.getfixturevalue("built_from_sdist")
 
 
+def _version() -> str:
+    """The version, as pyshim/goloop/_version.py writes it (the one place it is written)."""
+    import re
+    with open(os.path.join(REPO, "pyshim", "goloop", "_version.py")) as f:
+        (v,) = re.findall(r'^__version__ = "([^"]+)"$', f.read(), re.M)
+    return v
+
+
+def _check_metadata(metadata: str) -> None:
+    """The release metadata of METADATA or PKG-INFO: PEP 639's license fields, one version."""
+    lines = metadata.split("\n\n", 1)[0].splitlines()
+    assert f"Version: {_version()}" in lines, lines
+    assert "License-Expression: MIT" in lines, lines
+    assert "License-File: LICENSE" in lines and "License-File: THIRD_PARTY_NOTICES.md" in lines, lines
+    assert not [ln for ln in lines if ln.startswith(("License:", "Classifier: License ::"))], lines
+    assert "Requires-Python: >=3.11" in lines, lines
+    urls = {ln.split(":", 1)[1].split(",")[0].strip() for ln in lines if ln.startswith("Project-URL:")}
+    assert urls == {"Homepage", "Documentation", "Source", "Issues", "Changelog"}, urls
+    for minor in range(11, 16):
+        assert f"Classifier: Programming Language :: Python :: 3.{minor}" in lines
+    assert "Description-Content-Type: text/markdown" in lines
+    # the long description is the README
+    with open(os.path.join(REPO, "README.md")) as f:
+        assert metadata.split("\n\n", 1)[1].strip() == f.read().strip()
+
+
 def _check_wheel_contents(path: str) -> None:
     assert os.path.basename(path).split("-")[2:4] == PYTAG.split("-"), (path, PYTAG)
+    assert os.path.basename(path).split("-")[1] == _version(), path
     with zipfile.ZipFile(path) as z:
         names = z.namelist()
         metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        info = f"goloop-{_version()}.dist-info"
+        for lic in ("LICENSE", "THIRD_PARTY_NOTICES.md"):
+            assert f"{info}/licenses/{lic}" in names, names
+            with open(os.path.join(REPO, lic), "rb") as f:
+                assert z.read(f"{info}/licenses/{lic}") == f.read(), lic
+    _check_metadata(metadata)
     pyfiles = sorted(f"goloop/{f}" for f in os.listdir(os.path.join(REPO, "pyshim", "goloop"))
                      if f.endswith(".py") or f == "py.typed")
     missing = [f for f in pyfiles if f not in names]
@@ -125,6 +160,11 @@ def test_sdist_has_the_go_sources_and_builds(sdist, built_from_sdist):
             for d, _, fs in os.walk(os.path.join(REPO, "goloop")) for f in fs
             if f.endswith((".go", ".c", ".h")) and f != "_goloop.h"}
     assert want <= names, f"sdist lacks {sorted(want - names)}"
+    for f in ("LICENSE", "THIRD_PARTY_NOTICES.md", "README.md", "CHANGELOG.md", "pyshim/goloop/_version.py"):
+        assert f in names, f"sdist lacks {f}"
+    assert os.path.basename(sdist) == f"goloop-{_version()}.tar.gz", sdist
+    with tarfile.open(sdist) as t:
+        _check_metadata(t.extractfile(f"goloop-{_version()}/PKG-INFO").read().decode())
     _check_wheel_contents(built_from_sdist)
 
 
@@ -181,38 +221,9 @@ def test_engine_needs_no_glibc_newer_than_its_tag(wheel, tmp_path):
     assert not unversioned, f"undefined symbols with no version that are not Python's: {unversioned}"
 
 
-ECHO_SCRIPT = r'''
-import asyncio, os, shutil, sys
-assert shutil.which("go") is None, "go is reachable: " + shutil.which("go")
-import goloop
-assert goloop.__file__.startswith(sys.prefix), goloop.__file__
-
-class Echo(asyncio.Protocol):
-    def connection_made(self, transport):
-        self.transport = transport
-    def data_received(self, data):
-        self.transport.write(data)
-
-async def main():
-    loop = asyncio.get_running_loop()
-    assert isinstance(loop, goloop.Loop), type(loop)
-    server = await loop.create_server(Echo, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    msg = b"echo through a wheel, pid %d" % os.getpid()
-    writer.write(msg)
-    await writer.drain()
-    got = await asyncio.wait_for(reader.readexactly(len(msg)), 10)
-    writer.close()
-    await writer.wait_closed()
-    server.close()
-    await server.wait_closed()
-    return msg, got
-
-msg, got = goloop.run(main())
-assert got == msg, (got, msg)
-print("ECHO-OK", sys.modules["goloop._goloop"].__file__)
-'''
+# the smoke test `make wheel-check` runs in each wheel's venv: goloop from the venv, its version,
+# an echo round trip on goloop's loop, one `goloop serve` request; it prints ENGINE <path>
+SMOKE_SCRIPT = os.path.join(REPO, "tools", "wheel_smoke.py")
 
 
 def _broken_copy(wheel: str, dest: str) -> str:
@@ -226,34 +237,35 @@ def _broken_copy(wheel: str, dest: str) -> str:
 
 
 def test_wheel_runs_in_fresh_venv_without_go(wheel, tmp_path):
+    # A venv without pip of its own (ensurepip is the slow part of making one: under a CPU hog
+    # it took over 2 minutes); this interpreter's pip installs into it (--python).
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], timeout=120)
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     vpy = str(venv / "bin" / "python")
     env = _clean_env(_path_without_go(str(venv / "bin")), str(tmp_path))
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    script = tmp_path / "echo_check.py"
-    script.write_text(ECHO_SCRIPT)
+    assert shutil.which("go", path=env["PATH"]) is None, env["PATH"]
 
     def install(path):
-        _run([vpy, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--force-reinstall", path],
-             env=env, cwd=str(outside), timeout=120)
+        _run([sys.executable, "-m", "pip", "--python", vpy, "install", "-q", "--no-index", "--no-deps",
+              "--force-reinstall", path], env=env, cwd=str(outside))
 
-    def run_echo():
-        return _run([vpy, str(script)], env=env, cwd=str(outside), timeout=60, check=False)
+    def run_smoke():
+        return _run([vpy, "-P", SMOKE_SCRIPT, _version()], env=env, cwd=str(outside), timeout=300, check=False)
 
     # First the wheel without its engine: the check must catch it.
     broken_dir = tmp_path / "broken"
     broken_dir.mkdir()
     install(_broken_copy(wheel, str(broken_dir)))
-    p = run_echo()
-    assert p.returncode != 0 and "ECHO-OK" not in p.stdout, p.stdout + p.stderr
+    p = run_smoke()
+    assert p.returncode != 0 and "SMOKE-OK" not in p.stdout, p.stdout + p.stderr
     assert "_goloop" in p.stderr, p.stderr
 
     install(wheel)
-    p = run_echo()
-    assert p.returncode == 0 and "ECHO-OK" in p.stdout, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
-    engine = p.stdout.split("ECHO-OK", 1)[1].strip()
+    p = run_smoke()
+    assert p.returncode == 0 and "SMOKE-OK" in p.stdout, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    (engine,) = [ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("ENGINE ")]
     assert engine.startswith(str(venv)) and engine.endswith(EXT_SUFFIX), engine
 
 

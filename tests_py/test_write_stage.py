@@ -68,10 +68,18 @@ def test_staged_write_partly_sent_keeps_the_rest_in_order(loop):
     the rest stays queued (get_write_buffer_size) and follows once the peer reads."""
     async def main():
         tr, pr, peer = await _raw_peer("tcp", None, Rec)
+        # Loopback takes what the sender's and the receiver's buffers hold, and the kernel's
+        # autotuning grows both to several MiB (tcp_wmem, tcp_rmem): fixed 64 KiB buffers (the
+        # kernel doubles them, and stops tuning them) hold well under 1 MiB in all, whatever
+        # the machine's settings, so the 8 MiB below cannot all be taken by the socket.
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        tr.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
         tr.pause_reading()
         tr.set_write_buffer_limits(high=64 * 1024 * 1024)
-        data = bytes(range(256)) * (32 * 1024)  # 8 MiB: more than loopback buffers take
+        data = bytes(range(256)) * (32 * 1024)  # 8 MiB
         tr.write(data)
+        # an iteration of the loop or more (how many does not matter: the peer reads nothing,
+        # so what the socket did not take stays queued however long this takes)
         await asyncio.sleep(0.05)
         assert 0 < tr.get_write_buffer_size() < len(data)
         tr.write(b"tail")

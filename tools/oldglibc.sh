@@ -19,7 +19,7 @@ root=${OLDGLIBC_ROOT:-/opt/bullseye}
 suite=bullseye
 py=/opt/python-3.13/bin/python3.13
 
-# the Debian mirror this machine's apt uses (its sources, deb822 or one-line style)
+# the Debian mirror the host's apt uses (its sources, deb822 or one-line style)
 mirror=${DEBIAN_MIRROR:-$(sed -n 's/^URIs: *\([^ ]*\/debian\)\/*$/\1/p; s/^deb  *\(\[[^]]*\] *\)\?\([^ ]*\/debian\)\/* .*/\2/p' \
   /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -1 || true)}
 [ -n "$mirror" ] || { echo "oldglibc.sh: no Debian mirror found in /etc/apt (set DEBIAN_MIRROR)" >&2; exit 1; }
@@ -37,7 +37,7 @@ cp /etc/resolv.conf "$root/etc/resolv.conf"
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt" 2>/dev/null || true
 [ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
 
-bind() {  # bind DIR: DIR of this machine at the same path inside the root
+bind() {  # bind DIR: DIR of the host at the same path inside the root
   mkdir -p "$root$1"
   mountpoint -q "$root$1" || mount --bind "$1" "$root$1"
 }

@@ -10,7 +10,8 @@
 #                                        whole /usr/include would put Debian's libc headers over
 #                                        the cross compiler's own)
 # 3.11 comes from bookworm, 3.13 from trixie or sid, 3.14 and 3.15 from sid (the newest of the
-# suites that has it). Debian ships no free-threaded (3.13t) build, so there are none for it.
+# suites that has it). Debian ships no 3.12 any more and no free-threaded (3.13t) build: for
+# those tools/wheels.py derives the aarch64 pyconfig.h from an x86-64 interpreter's.
 # The result is cached in $GOLOOP_CACHE (default ~/.cache/goloop)/pyheaders/ARCH/VER.
 set -euo pipefail
 arch=${1:?usage: pyheaders.sh x86_64|aarch64 3.X}; ver=${2:?usage: pyheaders.sh ARCH 3.X}
@@ -29,7 +30,7 @@ if [ ! -f "$inc/Python.h" ] || [ ! -f "$out/arch/$arch-linux-gnu/python$ver/pyco
   : >"$apt/status"
   keyring=/usr/share/keyrings/debian-archive-keyring.gpg
   [ -f "$keyring" ] || { echo "pyheaders.sh: $keyring missing (apt-get install debian-archive-keyring)" >&2; exit 1; }
-  # the Debian mirror this machine's apt uses (its sources, deb822 or one-line style)
+  # the Debian mirror the host's apt uses (its sources, deb822 or one-line style)
   mirror=${DEBIAN_MIRROR:-$(sed -n 's/^URIs: *\([^ ]*\/debian\)\/*$/\1/p; s/^deb  *\(\[[^]]*\] *\)\?\([^ ]*\/debian\)\/* .*/\2/p' \
     /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -1 || true)}
   [ -n "$mirror" ] || { echo "pyheaders.sh: no Debian mirror found in /etc/apt (set DEBIAN_MIRROR)" >&2; exit 1; }

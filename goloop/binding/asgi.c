@@ -5,24 +5,12 @@
 #include "asgi.h"
 #include "_cgo_export.h"
 
-static PyObject *ClientDisconnected;
 static void release_own_start(GLAsgiSend *s);
 static PyTypeObject DoneType, SendType, RecvType, ServerType;
-static PyTypeObject *loopcore_type;  /* _goloop.LoopCore */
 
 /* interned strings */
 GLAsgiStrings gl_asgi_str;  /* asgi.h: GL_ASGI_STRINGS */
 static PyObject *msg_disconnect;      /* {"type": "http.disconnect"} (copied for each use) */
-static PyObject *empty_bytes;
-#define NMETHODS 9
-static const char *method_names[NMETHODS] = {"GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH",
-                                             "CONNECT", "TRACE"};
-static PyObject *method_objs[NMETHODS];
-
-PyObject *gl_bytes(const char *p, Py_ssize_t n) {
-    if (n == 0) return Py_NewRef(empty_bytes);
-    return PyBytes_FromStringAndSize(p, n);
-}
 
 /* ---------- a finished awaitable: `await x` returns x's value at once ---------- */
 
@@ -102,7 +90,7 @@ static PyTypeObject DoneType = {
     .tp_methods = done_methods,
 };
 
-/* ---------- the server object ---------- */
+/* ---------- the server object: an HttpServer (server.c) whose requests are tasks ---------- */
 
 static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"loop", "runner", "template", "state", "max_head", "keep_alive_ms",
@@ -113,7 +101,7 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     const char *headers;
     Py_ssize_t hlen;
     GL_FORK_GUARD(-1);
-    if (self->sid >= 0) {
+    if (self->base.sid >= 0) {
         PyErr_SetString(PyExc_RuntimeError, "AsgiServer already initialized");
         return -1;
     }
@@ -121,11 +109,11 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
                                      &template, &state, &max_head, &ka, &limit, &server_header,
                                      &date_header, &headers, &hlen, &on_error, &app))
         return -1;
-    if (!PyObject_TypeCheck(loop, loopcore_type)) {
+    if (!PyObject_TypeCheck(loop, gl_loop_type())) {
         PyErr_SetString(PyExc_TypeError, "AsgiServer needs a goloop loop");
         return -1;
     }
-    self->loop = Py_NewRef(loop);
+    self->base.loop = Py_NewRef(loop);
     self->runner = Py_NewRef(runner);
     if (on_error != Py_None && app != Py_None) {
         self->on_error = Py_NewRef(on_error);
@@ -139,14 +127,7 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-static PyObject *srv_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    GLAsgiServer *self = (GLAsgiServer *)type->tp_alloc(type, 0);
-    if (self != NULL) self->sid = -1;
-    return (PyObject *)self;
-}
-
 static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
-    Py_VISIT(self->loop);
     Py_VISIT(self->runner);
     Py_VISIT(self->on_error);
     Py_VISIT(self->app);
@@ -155,7 +136,7 @@ static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
     Py_VISIT(self->template);
     Py_VISIT(self->scope_tpl);
     Py_VISIT(self->state);
-    return 0;
+    return gl_server_traverse(&self->base, visit, arg);
 }
 
 static int srv_clear(GLAsgiServer *self) {
@@ -172,56 +153,9 @@ static int srv_clear(GLAsgiServer *self) {
 
 static void srv_dealloc(GLAsgiServer *self) {
     PyObject_GC_UnTrack(self);
-    if (self->sid >= 0 && !gl_forked) glAsgiServerRelease(self->sid);
+    gl_server_release(&self->base);
     srv_clear(self);
-    Py_CLEAR(self->loop);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-#define SRV_CHECK(self) do { GL_FORK_GUARD(NULL); if ((self)->sid < 0) { \
-    PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed"); return NULL; } } while (0)
-
-static PyObject *srv_listen(GLAsgiServer *self, PyObject *arg) {
-    SRV_CHECK(self);
-    long fd = PyLong_AsLong(arg);
-    if (fd == -1 && PyErr_Occurred()) return NULL;
-    if (fd < 0 || fd > INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "invalid file descriptor");
-        return NULL;
-    }
-    if (glAsgiListen(self->sid, fd) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *srv_close(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
-    SRV_CHECK(self);
-    if (glAsgiClose(self->sid, 0) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *srv_abort(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
-    SRV_CHECK(self);
-    if (glAsgiClose(self->sid, 1) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *srv_release(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
-    GL_FORK_GUARD(NULL);
-    if (self->sid >= 0) glAsgiServerRelease(self->sid);
-    Py_RETURN_NONE;
-}
-
-static PyObject *srv_stats(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
-    SRV_CHECK(self);
-    long conns, inflight, requests;
-    if (glAsgiStats(self->sid, &conns, &inflight, &requests) < 0) return NULL;
-    return Py_BuildValue("(lll)", conns, inflight, requests);
-}
-
-static PyObject *srv_flush(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
-    GL_FORK_GUARD(NULL);
-    if (self->sid >= 0 && glAsgiFlush(self->sid) < 0) return NULL;
-    Py_RETURN_NONE;
+    gl_server_dealloc(&self->base);
 }
 
 static PyObject *srv_set_state(GLAsgiServer *self, PyObject *state) {
@@ -229,44 +163,8 @@ static PyObject *srv_set_state(GLAsgiServer *self, PyObject *state) {
     Py_RETURN_NONE;
 }
 
-/* set_tls(pairs, password, ca_certs, cert_reqs): TLS for every connection accepted from now
- * on (server_tls.go); pairs is b"cert\0key\0cert\0key..." (file system encoding; an empty key:
- * in the cert's file). */
-static PyObject *srv_set_tls(GLAsgiServer *self, PyObject *args) {
-    SRV_CHECK(self);
-    const char *pairs, *pw, *ca;
-    Py_ssize_t plen;
-    int reqs;
-    if (!PyArg_ParseTuple(args, "y#zzi:set_tls", &pairs, &plen, &pw, &ca, &reqs)) return NULL;
-    if (glAsgiSetTLS(self->sid, (char *)pairs, plen, (char *)pw, (char *)ca, reqs) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *srv_reload_tls(GLAsgiServer *self, PyObject *Py_UNUSED(ignored)) {
-    SRV_CHECK(self);
-    if (glAsgiReloadTLS(self->sid) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef srv_methods[] = {
-    {"set_tls", (PyCFunction)srv_set_tls, METH_VARARGS,
-     "set_tls(pairs, password, ca_certs, cert_reqs): TLS (and h2 by ALPN); pairs: b'cert\\0key\\0...'."},
-    {"reload_tls", (PyCFunction)srv_reload_tls, METH_NOARGS,
-     "Read the TLS files again: the next handshakes use them (the old ones stay on error)."},
-    {"listen", (PyCFunction)srv_listen, METH_O, "listen(fd): serve the listening socket fd (a duplicate)."},
-    {"close", (PyCFunction)srv_close, METH_NOARGS,
-     "Stop accepting; idle connections close now, busy ones after their responses."},
-    {"abort", (PyCFunction)srv_abort, METH_NOARGS, "Close every connection now."},
-    {"release", (PyCFunction)srv_release, METH_NOARGS,
-     "Abort and detach from the loop, dropping every reference Go holds (loop thread)."},
-    {"stats", (PyCFunction)srv_stats, METH_NOARGS, "(connections, requests in flight, requests so far)"},
     {"set_state", (PyCFunction)srv_set_state, METH_O, "The lifespan state copied into each scope."},
-    {"_flush", (PyCFunction)srv_flush, METH_NOARGS, NULL},
-    {"configure", (PyCFunction)(void (*)(void))gl_asgi_srv_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(proxy_headers=None, metrics=False, metrics_path=None, timeout_request_head=None, "
-     "min_request_body_rate=0, h2_only=False, min_response_rate=240, min_response_grace=0), before set_tls "
-     "and listen (server_proxy_metrics.c)."},
-    {"metrics", (PyCFunction)gl_asgi_srv_metrics, METH_O, "metrics(fmt): 'prometheus' (str) or 'json' (str)."},
     {NULL}};
 
 static PyTypeObject ServerType = {
@@ -274,8 +172,7 @@ static PyTypeObject ServerType = {
     .tp_name = "goloop._goloop.AsgiServer",
     .tp_basicsize = sizeof(GLAsgiServer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "goloop serve's HTTP server on a goloop loop (see goloop.serve.server).",
-    .tp_new = srv_new,
+    .tp_doc = "goloop serve's ASGI server on a goloop loop (see goloop.serve.server).",
     .tp_init = (initproc)srv_init,
     .tp_dealloc = (destructor)srv_dealloc,
     .tp_traverse = (traverseproc)srv_traverse,
@@ -322,22 +219,6 @@ int gl_asgi_recv_traverse(GLAsgiRecv *self, visitproc visit, void *arg) {
 /* ---------- send ---------- */
 
 
-int gbuf_put(gbuf *b, const char *s, Py_ssize_t n) {
-    if (b->n + n > b->cap) {
-        Py_ssize_t cap = b->cap * 2 + n + 256;
-        char *p = PyMem_RawRealloc(b->p, cap);
-        if (p == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (s != NULL) memcpy(b->p + b->n, s, n);
-    b->n += n;
-    return 0;
-}
-
 /* The response head's buffer (hdrbuf) and the request whose http.response.start is held
  * (held_start: GLAsgiSend.held_status, its header lines in hdrbuf until its first body part
  * or until hdrbuf is needed for something else) are the thread's (gl_thread_state): loops
@@ -353,9 +234,9 @@ void gl_asgi_release_start(void) {
     t->held_start = NULL;
     int status = s->held_status;
     s->held_status = 0;
-    if (gl_forked || s->rid < 0 || s->srv->sid < 0) return;
-    int rc = glAsgiStart(s->srv->sid, s->rid, status, t->hdrbuf.p, t->hdrbuf.n);
-    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) s->start_lost = 1;
+    if (gl_forked || s->rid < 0 || s->srv->base.sid < 0) return;
+    int rc = glAsgiStart(s->srv->base.sid, s->rid, status, t->hdrbuf.p, t->hdrbuf.n);
+    if (rc == GL_ERR_DISCONNECTED || rc == GL_ERR_GONE) s->start_lost = 1;
     else if (rc < 0) PyErr_WriteUnraisable((PyObject *)s);  /* cannot happen: checked when held */
 }
 
@@ -385,11 +266,6 @@ static int header_part(PyObject *o, int is_name, const char **p, Py_ssize_t *n) 
 bad:
     PyErr_Format(PyExc_RuntimeError, "Invalid HTTP header %s.", is_name ? "name" : "value");
     return -1;
-}
-
-PyObject *gl_asgi_raise_disconnected(void) {
-    PyErr_SetString(ClientDisconnected, "the client disconnected");
-    return NULL;
 }
 
 /* The header lines ("name: value\r\n" each) of an ASGI headers iterable (NULL: none) into
@@ -488,8 +364,8 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
         gl_ts->held_start = self;  /* (made by gl_asgi_header_lines) */
         return Py_NewRef((PyObject *)done_none);
     }
-    int rc = glAsgiStart(self->srv->sid, self->rid, status, gl_ts->hdrbuf.p, gl_ts->hdrbuf.n);
-    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return gl_asgi_raise_disconnected();
+    int rc = glAsgiStart(self->srv->base.sid, self->rid, status, gl_ts->hdrbuf.p, gl_ts->hdrbuf.n);
+    if (rc == GL_ERR_DISCONNECTED || rc == GL_ERR_GONE) return gl_raise_disconnected();
     if (rc < 0) return NULL;
     self->started = 1;
     if (gl_asgi_start_trailers(self, msg) < 0) return NULL; /* trailers: True (asgi_spec.c) */
@@ -497,18 +373,18 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
 }
 
 static PyObject *new_future(GLAsgiSend *self, PyObject **slot) {
-    PyObject *fut = PyObject_CallMethodNoArgs(self->srv->loop, GLS(create_future));
+    PyObject *fut = PyObject_CallMethodNoArgs(self->srv->base.loop, GLS(create_future));
     if (fut == NULL) return NULL;
     Py_XSETREF(*slot, Py_NewRef(fut));
-    glAsgiWait(self->srv->sid, self->rid, self);
+    glAsgiWait(self->srv->base.sid, self->rid, self);
     return fut;
 }
 
 /* Go's answer to a send: None (a finished awaitable), a Future (backpressure) or an error. */
 static inline PyObject *answer(GLAsgiSend *self, int rc) {
-    if (rc == GL_ASGI_ERR_DISCONNECTED || rc == GL_ASGI_ERR_GONE) return gl_asgi_raise_disconnected();
+    if (rc == GL_ERR_DISCONNECTED || rc == GL_ERR_GONE) return gl_raise_disconnected();
     if (rc < 0) return NULL;
-    if (rc == GL_ASGI_PAUSED) return new_future(self, &self->send_fut);
+    if (rc == GL_PAUSED) return new_future(self, &self->send_fut);
     return Py_NewRef((PyObject *)done_none);
 }
 
@@ -526,7 +402,7 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
     PyObject *keep = body != NULL && PyBytes_CheckExact(body) ? body : NULL;
     if (rc == 0) {
         if (self->start_lost) {
-            rc = GL_ASGI_ERR_DISCONNECTED;
+            rc = GL_ERR_DISCONNECTED;
         } else if (self->held_status != 0) {  /* the held start and this part: one call */
             int status = self->held_status;
             self->held_status = 0;
@@ -535,10 +411,10 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
                 rc = -1;
             } else {
                 t->held_start = NULL;
-                rc = glAsgiStartSend(self->srv->sid, self->rid, status, t->hdrbuf.p, t->hdrbuf.n, p, n, more, keep);
+                rc = glAsgiStartSend(self->srv->base.sid, self->rid, status, t->hdrbuf.p, t->hdrbuf.n, p, n, more, keep);
             }
         } else {
-            rc = glAsgiSend(self->srv->sid, self->rid, p, n, more, keep);
+            rc = glAsgiSend(self->srv->base.sid, self->rid, p, n, more, keep);
         }
         PyBuffer_Release(&view);
     }
@@ -577,7 +453,7 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
         r = send_start(self, msg);
     } else if (!PyErr_Occurred()) {
         release_own_start(self);
-        r = self->start_lost ? gl_asgi_raise_disconnected()
+        r = self->start_lost ? gl_raise_disconnected()
                              : gl_asgi_send_ext(self, type, msg); /* trailers, pathsend (asgi_spec.c) */
     } else {
         r = NULL;
@@ -591,7 +467,7 @@ static PyObject *app_done(GLAsgiSend *self, int failed) {
     GL_FORK_GUARD(NULL);
     release_own_start(self);
     int found = GL_ASGI_FINISH_OK;
-    if (self->rid >= 0 && self->srv->sid >= 0) found = glAsgiDone(self->srv->sid, self->rid, failed);
+    if (self->rid >= 0 && self->srv->base.sid >= 0) found = glAsgiDone(self->srv->base.sid, self->rid, failed);
     if (found < 0) return NULL;
     return PyLong_FromLong(found);
 }
@@ -716,8 +592,8 @@ int gl_asgi_wake(GLAsgiSend *s, int ws) {
         if (rc != 0) {
             PyObject *fut = s->send_fut;
             s->send_fut = NULL;
-            if (rc == GL_ASGI_ERR_DISCONNECTED) {
-                PyObject *exc = PyObject_CallFunction(ClientDisconnected, "s", "the client disconnected");
+            if (rc == GL_ERR_DISCONNECTED) {
+                PyObject *exc = gl_disconnected_error();
                 if (exc != NULL) {
                     resolve(fut, GLS(set_exception), exc);
                     Py_DECREF(exc);
@@ -736,17 +612,6 @@ int gl_asgi_wake(GLAsgiSend *s, int ws) {
 }
 
 /* ---------- the request: scope, receive, send, and the application's task ---------- */
-
-PyTypeObject *gl_asgi_server_type(void) { return &ServerType; }
-PyTypeObject *gl_asgi_loop_type(void) { return loopcore_type; }
-
-PyObject *gl_asgi_method(const char *p, Py_ssize_t n) {
-    for (int i = 0; i < NMETHODS; i++) {
-        if ((Py_ssize_t)strlen(method_names[i]) == n && memcmp(method_names[i], p, n) == 0)
-            return Py_NewRef(method_objs[i]);
-    }
-    return PyUnicode_DecodeLatin1(p, n, NULL);
-}
 
 /* The scope's headers: a list of (name, value) bytes pairs, from the request's blob and the
  * ends of its segments (names and values alternate from segment 0). */
@@ -858,7 +723,7 @@ static PyObject *scope_copy(GLAsgiServer *srv) {
 }
 
 /* The scope of an HTTP request, or NULL with an error. */
-int gl_asgi_fill_scope(GLAsgiServer *srv, PyObject *scope, const GLAsgiHead *h) {
+int gl_asgi_fill_scope(GLAsgiServer *srv, PyObject *scope, const GLHead *h) {
     const char *blob = h->blob;
     const int32_t *ends = h->ends;
     int nends = h->nends;
@@ -883,7 +748,7 @@ int gl_asgi_fill_scope(GLAsgiServer *srv, PyObject *scope, const GLAsgiHead *h) 
 }
 
 /* The scope of an HTTP request, or NULL with an error. */
-static PyObject *http_scope(GLAsgiServer *srv, const GLAsgiHead *h) {
+static PyObject *http_scope(GLAsgiServer *srv, const GLHead *h) {
     PyObject *scope = scope_copy(srv);
     if (scope == NULL) return NULL;
     const char *blob = h->blob;
@@ -891,7 +756,7 @@ static PyObject *http_scope(GLAsgiServer *srv, const GLAsgiHead *h) {
     int nends = h->nends, major = h->major, minor = h->minor;
 #define SEG(i) (blob + ((i) > 0 ? ends[(i) - 1] : 0)), (Py_ssize_t)(ends[i] - ((i) > 0 ? ends[(i) - 1] : 0))
     if (PyDict_SetItem(scope, GLS(http_version), major == 3 ? GLS(v3) : major == 2 ? GLS(v2) : (major == 1 && minor == 0) ? GLS(v10) : GLS(v11)) < 0 ||
-        gl_set_new(scope, GLS(method), gl_asgi_method(SEG(nends - 4))) < 0 || gl_asgi_fill_scope(srv, scope, h) < 0)
+        gl_set_new(scope, GLS(method), gl_method(SEG(nends - 4))) < 0 || gl_asgi_fill_scope(srv, scope, h) < 0)
         goto fail;
 #undef SEG
     if (h->ext != NULL && PyDict_SetItem(scope, GLS(extensions), h->ext) < 0) goto fail;  /* TLS: with "tls" */
@@ -931,12 +796,12 @@ static PyObject *create_task(GLAsgiServer *srv, PyObject *coro) {
 #if PY_VERSION_HEX < 0x030C0000
     PyObject *name = task_name();
     if (name == NULL) return NULL;
-    PyObject *args[3] = {srv->loop, coro, name};
+    PyObject *args[3] = {srv->base.loop, coro, name};
     PyObject *task = PyObject_VectorcallMethod(GLS(create_task), args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_name);
     Py_DECREF(name);
     return task;
 #else
-    return gl_loop_create_task_eager((GLLoop *)srv->loop, coro);
+    return gl_loop_create_task_eager((GLLoop *)srv->base.loop, coro);
 #endif
 }
 
@@ -957,7 +822,7 @@ static void report_error(GLAsgiServer *srv) {
     if (!gl_exc_is_fatal()) {
         /* the application's call raised at once (direct calls: on_error logs it as any
          * application exception, "Exception in ASGI application") */
-        PyObject *exc = srv->on_error != NULL ? gl_asgi_take_exception() : NULL;
+        PyObject *exc = srv->on_error != NULL ? gl_take_exception() : NULL;
         PyObject *x = NULL;
         if (exc != NULL) {
             PyObject *zero = PyLong_FromLong(0);
@@ -972,8 +837,8 @@ static void report_error(GLAsgiServer *srv) {
         Py_XDECREF(x);
         return;
     }
-    PyObject *exc = gl_asgi_take_exception(), *h = NULL;
-    if (exc != NULL) h = PyObject_CallMethodObjArgs(srv->loop, GLS(call_soon), reraise_fn, exc, NULL);
+    PyObject *exc = gl_take_exception(), *h = NULL;
+    if (exc != NULL) h = PyObject_CallMethodObjArgs(srv->base.loop, GLS(call_soon), reraise_fn, exc, NULL);
     if (h == NULL) PyErr_WriteUnraisable(srv->runner);
     Py_XDECREF(h);
     Py_XDECREF(exc);
@@ -1045,8 +910,31 @@ fail:
 
 static const GLAsgiKind http_kind = {&SendType, &RecvType, (vectorcallfunc)send_call, (vectorcallfunc)recv_call};
 
-int gl_asgi_request(GLAsgiServer *srv, long rid, const GLAsgiHead *h) {
+int gl_asgi_request(GLAsgiServer *srv, long rid, const GLHead *h) {
     return gl_asgi_launch(srv, rid, http_scope(srv, h), &http_kind, srv->app);
+}
+
+/* ---------- a trusted proxy's changes ---------- */
+
+/* enc is "scheme\nclient" (either part may be empty: unchanged). */
+int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n) {
+    const char *nl = memchr(enc, '\n', (size_t)n);
+    Py_ssize_t slen = nl ? nl - enc : n;
+    if (slen > 0) {
+        PyObject *v = PyUnicode_DecodeLatin1(enc, slen, NULL);
+        if (v == NULL) return -1;
+        int rc = PyDict_SetItem(scope, GLS(scheme), v);
+        Py_DECREF(v);
+        if (rc < 0) return -1;
+    }
+    if (nl != NULL && n - slen - 1 > 0) {
+        PyObject *v = Py_BuildValue("(Ni)", PyUnicode_DecodeLatin1(nl + 1, n - slen - 1, NULL), 0);
+        if (v == NULL) return -1;
+        int rc = PyDict_SetItem(scope, GLS(client), v);
+        Py_DECREF(v);
+        if (rc < 0) return -1;
+    }
+    return 0;
 }
 
 /* ---------- init ---------- */
@@ -1055,7 +943,6 @@ int gl_init_asgi(PyObject *m) {
 #define GL_ASGI_INTERN(name, text) if ((GLS(name) = PyUnicode_InternFromString(text)) == NULL) return -1;
     GL_ASGI_STRINGS(GL_ASGI_INTERN)
 #undef GL_ASGI_INTERN
-    if (gl_init_thread_state() < 0) return -1;
     if ((reraise_fn = PyCFunction_New(&reraise_def, NULL)) == NULL) return -1;
 #if PY_VERSION_HEX < 0x030C0000
     {
@@ -1065,37 +952,16 @@ int gl_init_asgi(PyObject *m) {
         if (kw_name == NULL) return -1;
     }
 #endif
-    for (int i = 0; i < NMETHODS; i++)
-        if ((method_objs[i] = PyUnicode_InternFromString(method_names[i])) == NULL) return -1;
-    if ((empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL) return -1;
     if ((msg_disconnect = PyDict_New()) == NULL || PyDict_SetItem(msg_disconnect, GLS(type), GLS(http_disconnect)) < 0)
         return -1;
-    loopcore_type = (PyTypeObject *)PyObject_GetAttrString(m, "LoopCore");
-    if (loopcore_type == NULL) return -1;
+    ServerType.tp_base = gl_server_type();
     if (PyType_Ready(&DoneType) < 0 || PyType_Ready(&SendType) < 0 || PyType_Ready(&RecvType) < 0 ||
         PyType_Ready(&ServerType) < 0 || gl_init_asgi_run(m) < 0)
         return -1;
     done_none = PyObject_New(GLDone, &DoneType);
     if (done_none == NULL) return -1;
     done_none->value = Py_NewRef(Py_None);
-    /* goloop.ClientDisconnected is the package's (defined in Python: importing goloop does not
-     * load this library); a copy of its own only if this module was loaded without it */
-    PyObject *pkg = PyImport_ImportModule("goloop");
-    if (pkg != NULL) {
-        ClientDisconnected = PyObject_GetAttrString(pkg, "ClientDisconnected");
-        Py_DECREF(pkg);
-    }
-    if (ClientDisconnected == NULL || !PyExceptionClass_Check(ClientDisconnected) ||
-        !PyObject_IsSubclass(ClientDisconnected, PyExc_OSError)) {
-        PyErr_Clear();
-        Py_XDECREF(ClientDisconnected);
-        ClientDisconnected = PyErr_NewExceptionWithDoc(
-            "goloop.ClientDisconnected", "send() on a request whose client went away (ASGI 2.4: an OSError).",
-            PyExc_OSError, NULL);
-    }
-    if (ClientDisconnected == NULL) return -1;
-    if (PyModule_AddObjectRef(m, "ClientDisconnected", ClientDisconnected) < 0 ||
-        PyModule_AddObjectRef(m, "AsgiServer", (PyObject *)&ServerType) < 0)
+    if (PyModule_AddObjectRef(m, "AsgiServer", (PyObject *)&ServerType) < 0)
         return -1;
     return 0;
 }
@@ -1110,7 +976,7 @@ PyObject *gl_asgi_done(PyObject *value) { return done_new(value); }
 int gl_asgi_finish(GLAsgiSend *s, int failed) {
     release_own_start(s);
     if (gl_forked || s->rid < 0) return GL_ASGI_FINISH_OK;
-    if (s->srv->sid < 0) return GL_ASGI_FINISH_OK;  /* released: the dealloc frees the id */
+    if (s->srv->base.sid < 0) return GL_ASGI_FINISH_OK;  /* released: the dealloc frees the id */
     int found = glAsgiFinish(s->rid, failed);
     s->rid = -1;
     s->finished = 1;

@@ -28,27 +28,30 @@ import (
 type asgiSrv struct {
 	id     int
 	l      *loop
-	py     *C.GLAsgiServer
+	py     *C.GLServer
 	s      *httpserver.Server
 	evs    []httpserver.Event
 	tagged map[*httpserver.Request]struct{} // requests whose Tag holds a reference to their send object
 	refs   heldRefs                         // held bodies' references to release on the loop thread (server_held.go)
-	// the extensions dict of each TLS connection's scopes, with "tls" (server_tls.go)
+	// the extensions dict of each TLS connection's ASGI scopes, with "tls" (asgi_spec.go)
 	tlsConns map[*httpserver.Conn]pyObj
 	headBuf  // the C memory head passes a request's scope fields in
 	// onRelease, if set, runs when the server is released (a WSGI server's pool: wsgi.go)
 	onRelease func()
 }
 
-// headBuf is the C memory a request's head is passed to C in (head): the GLAsgiHead and
+// asgi is the server's Python object as ASGI's (an AsgiServer: only for an ASGI server).
+func (sv *asgiSrv) asgi() *C.GLAsgiServer { return (*C.GLAsgiServer)(unsafe.Pointer(sv.py)) }
+
+// headBuf is the C memory a request's head is passed to C in (head): the GLHead and
 // its scratch. The loop thread's (asgiSrv), or each WSGI pool thread's own (wsgi.go).
 type headBuf struct {
-	hd         *C.GLAsgiHead
+	hd         *C.GLHead
 	scratch    unsafe.Pointer
 	scratchLen int
 }
 
-func newHeadBuf() headBuf { return headBuf{hd: (*C.GLAsgiHead)(C.calloc(1, C.sizeof_GLAsgiHead))} }
+func newHeadBuf() headBuf { return headBuf{hd: (*C.GLHead)(C.calloc(1, C.sizeof_GLHead))} }
 
 func (b *headBuf) free() {
 	C.free(unsafe.Pointer(b.hd))
@@ -77,7 +80,7 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	if !l.checkClosed() {
 		return -1
 	}
-	sv := newAsgiSrv(py, l, serverConfig(maxHead, keepAliveMs, limitConc, serverHdr, dateHdr, headers, hlen))
+	sv := newAsgiSrv(&py.base, l, serverConfig(maxHead, keepAliveMs, limitConc, serverHdr, dateHdr, headers, hlen))
 	if !goroutineReaders() {
 		sv.s.SetLoop(drvPoller{l})
 	}
@@ -108,7 +111,7 @@ func serverConfig(maxHead, keepAliveMs, limitConc C.long, serverHdr, dateHdr C.i
 
 // newAsgiSrv makes the Go server of py (cfg.Notify: the loop's wake-up unless set) and
 // registers it (py.sid).
-func newAsgiSrv(py *C.GLAsgiServer, l *loop, cfg httpserver.Config) *asgiSrv {
+func newAsgiSrv(py *C.GLServer, l *loop, cfg httpserver.Config) *asgiSrv {
 	poll := l.poll
 	if cfg.Notify == nil {
 		cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
@@ -238,11 +241,11 @@ func (sv *asgiSrv) take() {
 }
 
 // logWarnings logs the engine's warnings for the operator (accept errors: EMFILE ...) on
-// the "goloop.error" logger (asgi_proxy_metrics.c's gl_asgi_warn; loop thread).
+// the "goloop.error" logger (server_proxy_metrics.c's gl_server_warn; loop thread).
 func (sv *asgiSrv) logWarnings() {
 	for _, msg := range sv.s.TakeWarnings() {
 		cs := C.CString(msg)
-		C.gl_asgi_warn(cs)
+		C.gl_server_warn(cs)
 		C.free(unsafe.Pointer(cs))
 	}
 }
@@ -299,16 +302,16 @@ func (sv *asgiSrv) flush() {
 	}
 }
 
-// head is what C makes r's scope from (asgi.h's GLAsgiHead): r's head, its connection's
+// head is what C makes r's scope from (asgi.h's GLHead): r's head, its connection's
 // addresses, what trusted proxy headers changed, the WebSocket subprotocols offered, and the
 // connection's extensions (ext, or nil). Go copies them into the server's C scratch (a few
 // hundred bytes): C memory holds no Go pointer, and a call with one pointer argument checks
 // less than one with six Go pointers.
-func (sv *asgiSrv) head(r *httpserver.Request, ext pyObj) *C.GLAsgiHead {
+func (sv *asgiSrv) head(r *httpserver.Request, ext pyObj) *C.GLHead {
 	return sv.headBuf.fill(r, ext)
 }
 
-func (sv *headBuf) fill(r *httpserver.Request, ext pyObj) *C.GLAsgiHead {
+func (sv *headBuf) fill(r *httpserver.Request, ext pyObj) *C.GLHead {
 	c := r.Conn()
 	var protos string
 	if ws := r.WS(); ws != nil {
@@ -357,7 +360,7 @@ func (sv *asgiSrv) start(r *httpserver.Request) {
 	}
 	rid, _ := asgiReqs.Add(r)
 	ext, owned := sv.scopeExt(r.Conn())
-	rc := C.gl_asgi_request(sv.py, C.long(rid), sv.head(r, ext))
+	rc := C.gl_asgi_request(sv.asgi(), C.long(rid), sv.head(r, ext))
 	if owned {
 		C.gl_decref(ext)
 	}
@@ -390,7 +393,7 @@ func glAsgiStart(sid, rid C.long, status C.int, hdr *C.char, n C.Py_ssize_t) (rc
 	defer recoverInt(&rc)
 	r := getReq(rid)
 	if r == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	return asgiErr(r.Start(int(status), bytesFromC(hdr, n)))
 }
@@ -398,12 +401,12 @@ func glAsgiStart(sid, rid C.long, status C.int, hdr *C.char, n C.Py_ssize_t) (rc
 func asgiErr(err error) C.int {
 	switch err {
 	case nil:
-		return C.GL_ASGI_OK
+		return C.GL_OK
 	case httpserver.ErrDisconnected:
-		return C.GL_ASGI_ERR_DISCONNECTED
+		return C.GL_ERR_DISCONNECTED
 	}
 	raise(C.PyExc_RuntimeError, err.Error())
-	return C.GL_ASGI_ERR_RUNTIME
+	return C.GL_ERR_RUNTIME
 }
 
 // glAsgiSend is http.response.body (obj: see sendBody).
@@ -413,7 +416,7 @@ func glAsgiSend(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int, obj *
 	defer recoverInt(&rc)
 	r := getReq(rid)
 	if r == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	return sendBody(sid, r, body, n, more, obj)
 }
@@ -427,7 +430,7 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 	defer recoverInt(&rc)
 	r := getReq(rid)
 	if r == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	if err := r.Start(int(status), bytesFromC(hdr, hn)); err != nil {
 		return asgiErr(err)
@@ -463,15 +466,15 @@ func sendBody(sid C.long, r *httpserver.Request, body *C.char, n C.Py_ssize_t, m
 	return sendRC(flags, err)
 }
 
-// sendRC is the answer to a body part's send: an error, GL_ASGI_PAUSED or GL_ASGI_OK.
+// sendRC is the answer to a body part's send: an error, GL_PAUSED or GL_OK.
 func sendRC(flags int, err error) C.int {
 	if err != nil {
 		return asgiErr(err)
 	}
 	if flags&httpserver.SendPaused != 0 {
-		return C.GL_ASGI_PAUSED
+		return C.GL_PAUSED
 	}
-	return C.GL_ASGI_OK
+	return C.GL_OK
 }
 
 // glAsgiRecv takes the body received so far: a new bytes object (body states) or None.
@@ -495,18 +498,18 @@ func glAsgiRecv(rid C.long, state *C.int) (ret pyObj) {
 	return C.gl_bytes((*C.char)(unsafe.Pointer(&b[0])), C.Py_ssize_t(len(b)))
 }
 
-// glAsgiSendReady: 1 the paused sender may go on, 0 it waits, GL_ASGI_ERR_DISCONNECTED.
+// glAsgiSendReady: 1 the paused sender may go on, 0 it waits, GL_ERR_DISCONNECTED.
 //
 //export glAsgiSendReady
 func glAsgiSendReady(rid C.long) (rc C.int) {
 	defer recoverInt(&rc)
 	r := getReq(rid)
 	if r == nil {
-		return C.GL_ASGI_ERR_DISCONNECTED
+		return C.GL_ERR_DISCONNECTED
 	}
 	ok, err := r.SendReady()
 	if err != nil {
-		return C.GL_ASGI_ERR_DISCONNECTED
+		return C.GL_ERR_DISCONNECTED
 	}
 	if ok {
 		return 1

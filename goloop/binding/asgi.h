@@ -1,14 +1,13 @@
-/* goloop serve's binding: the C objects of the ASGI server (asgi.c) and what asgi.go calls.
- * Everything here runs on the thread of the loop the server belongs to. */
+/* goloop serve's ASGI interface (asgi*.c): the server's ASGI subtype, a request's send and
+ * receive, the scope's strings and helpers, and what asgi.go calls. Everything here runs on
+ * the thread of the loop the server belongs to. What WSGI shares is server.h's. */
 #ifndef GOLOOP_ASGI_H
 #define GOLOOP_ASGI_H
-#include "gl.h"
+#include "server.h"
 
-/* _goloop.AsgiServer: Python's handle on a Go httpserver.Server attached to a loop. */
+/* _goloop.AsgiServer (an HttpServer, server.h): requests answered by tasks on the loop. */
 typedef struct {
-    PyObject_HEAD
-    long sid;              /* Go server id; -1 once released */
-    PyObject *loop;
+    GLServer base;
     PyObject *runner;      /* runner(scope, receive, send) -> coroutine */
     PyObject *template;    /* the scope's constant items */
     PyObject *scope_tpl;   /* template + every key an HTTP request sets (None): what a scope copies */
@@ -25,7 +24,7 @@ typedef struct {
 } GLAsgiServer;
 
 /* `send` of one request (and the state receive shares). */
-typedef struct {
+typedef struct GLAsgiSend {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     long rid;              /* Go request id; -1 once released */
@@ -78,8 +77,6 @@ typedef struct {
 /* The message receive() returns now, or NULL: an error, or (none set) nothing yet. */
 typedef PyObject *(*gl_asgi_message_fn)(GLAsgiSend *s);
 
-PyObject *gl_asgi_raise_disconnected(void);  /* ClientDisconnected (asgi.c) */
-
 /* message[key] of a dict (or any mapping), or NULL without an error when it is missing. */
 static inline PyObject *gl_asgi_get(PyObject *msg, PyObject *key) {
     if (PyDict_CheckExact(msg)) return Py_XNewRef(PyDict_GetItemWithError(msg, key));
@@ -101,7 +98,7 @@ static inline PyObject *gl_asgi_send_type(GLAsgiSend *self, PyObject *const *arg
         PyErr_SetString(PyExc_TypeError, "send() takes one message");
         return NULL;
     }
-    if (self->rid < 0 || self->srv->sid < 0) return gl_asgi_raise_disconnected();
+    if (self->rid < 0 || self->srv->base.sid < 0) return gl_raise_disconnected();
     PyObject *type = gl_asgi_get(args[0], type_key);
     if (type == NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "type");
     return type;
@@ -163,39 +160,6 @@ static inline int gl_set_new(PyObject *d, PyObject *k, PyObject *v) {
     int rc = PyDict_SetItem(d, k, v);
     Py_DECREF(v);
     return rc;
-}
-
-/* A growing byte buffer (PyMem's raw allocator: freed by a thread's exit without the GIL,
- * server_thread.c): gbuf_put appends (s NULL: n bytes of room, to fill), -1 with
- * MemoryError (asgi.c). */
-typedef struct {
-    char *p;
-    Py_ssize_t n, cap;
-} gbuf;
-int gbuf_put(gbuf *b, const char *s, Py_ssize_t n);
-
-/* The server binding's per-thread state (server_thread.c): a block on the heap behind ONE
- * thread-local pointer, made at the thread's first use and freed when the thread exits.
- * Static thread-local storage is a reserve glibc keeps small for libraries loaded after
- * start-up (512 bytes by default, shared with every other such library: OpenMP's libgomp,
- * Mesa's libEGL ...): a library that takes more than a pointer of it can fail to import.
- * Several threads serve at once (a loop in each, or WSGI pool threads on a free-threaded
- * build): the state is per thread, never shared. */
-typedef struct {
-    gbuf hdrbuf;             /* the header lines of the ASGI response being started
-                                (gl_asgi_header_lines); raw memory: freed without the GIL */
-    GLAsgiSend *held_start;  /* the request whose http.response.start is held (borrowed: the
-                                request lets go of it before it is freed, release_own_start) */
-    void *wsgi;              /* a WSGI pool thread's caches (wsgi.c's wsgi_thread), owned by its
-                                serve_thread() and freed by it, with the GIL, as it returns */
-} gl_thread_state;
-extern __thread gl_thread_state *gl_ts __attribute__((tls_model("initial-exec")));
-gl_thread_state *gl_thread_state_new(void);
-int gl_init_thread_state(void);
-/* The calling thread's state, made now at its first use; NULL with MemoryError. */
-static inline gl_thread_state *gl_thread(void) {
-    gl_thread_state *t = gl_ts;
-    return t != NULL ? t : gl_thread_state_new();
 }
 
 /* The server binding's interned strings, in one table (gl_init_asgi interns them):
@@ -271,45 +235,24 @@ typedef struct {
 extern GLAsgiStrings gl_asgi_str;
 #define GLS(name) (gl_asgi_str.name)
 
-/* What Go passes to start a request or a WebSocket session (asgi.go's head, asgi_ws.go):
- * its head, the connection's addresses, what a trusted proxy changed, the scope's extensions.
- * All of it is C memory (the server's scratch, Go copies into it), valid for the call. */
-typedef struct {
-    const char *blob;        /* httpserver.Request.Blob: the headers' names and values, then the method, */
-    const int32_t *ends;     /* raw path, query string and path; segment i ends at ends[i] */
-    int nends;
-    int major, minor;        /* the HTTP version (HTTP scopes) */
-    const char *chost;       /* the client's address (none on a Unix socket) */
-    Py_ssize_t chostlen;
-    int cport;
-    const char *shost;       /* the server's address; is_unix: the socket's path */
-    Py_ssize_t shostlen;
-    int sport, is_unix;
-    const char *protos;      /* WebSocket: the subprotocols offered, comma separated */
-    Py_ssize_t protolen;
-    const char *proxy;       /* what trusted proxy headers changed ("scheme\nclient"), or NULL */
-    Py_ssize_t proxylen;
-    PyObject *ext;           /* the connection's extensions dict (TLS: with "tls"), or NULL; borrowed */
-} GLAsgiHead;
+/* what the end of an application's call found (httpserver.Finish*) */
+#define GL_ASGI_FINISH_OK 0
+#define GL_ASGI_FINISH_LOST 1           /* the client went away */
+#define GL_ASGI_FINISH_NOT_STARTED 2    /* no response started: answered 500 */
+#define GL_ASGI_FINISH_INCOMPLETE 3     /* the response started and was cut */
 
 /* Called by asgi.go. */
-int gl_asgi_request(GLAsgiServer *srv, long rid, const GLAsgiHead *h);
+int gl_asgi_request(GLAsgiServer *srv, long rid, const GLHead *h);
 /* The fields of h every scope has, into scope (a copy of the server's template). */
-int gl_asgi_fill_scope(GLAsgiServer *srv, PyObject *scope, const GLAsgiHead *h);
+int gl_asgi_fill_scope(GLAsgiServer *srv, PyObject *scope, const GLHead *h);
 int gl_asgi_wake(GLAsgiSend *s, int ws);
-PyObject *gl_bytes(const char *p, Py_ssize_t n);
 PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh);  /* the scope's headers */
 PyObject *gl_asgi_addr(const char *host, Py_ssize_t hlen, int port, int is_unix);  /* (host, port|None) */
 int gl_init_asgi(PyObject *m);
-void gl_asgi_warn(const char *msg);
-PyTypeObject *gl_asgi_server_type(void);
-PyTypeObject *gl_asgi_loop_type(void);                /* _goloop.LoopCore */             /* AsgiServer (WsgiServer's base: wsgi.c) */
-PyObject *gl_asgi_method(const char *p, Py_ssize_t n);  /* a method's str (interned when common) */
 /* asgi_run.c */
 PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error);
 int gl_init_asgi_run(PyObject *m);
 int gl_asgi_is_run(PyObject *o);
-PyObject *gl_asgi_take_exception(void);  /* the exception being raised, with its traceback */
 /* asgi_spec.c: http.response.trailers and http.response.pathsend; asgi.c's header lines */
 int gl_asgi_start_trailers(GLAsgiSend *self, PyObject *msg);
 PyObject *gl_asgi_send_ext(GLAsgiSend *self, PyObject *type, PyObject *msg);
@@ -327,32 +270,12 @@ PyObject *gl_asgi_receive(GLAsgiRecv *self, size_t nargsf, PyObject *kwnames, gl
 int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKind *kind, PyObject *app);
 
 /* WebSocket (asgi_ws.c) */
-int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const GLAsgiHead *h);
+int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const GLHead *h);
 PyObject *gl_asgi_ws_message(GLAsgiSend *s);  /* receive()'s message (a gl_asgi_message_fn) */
 PyObject *gl_ws_text(const char *p, Py_ssize_t n);
 int gl_init_asgi_ws(PyObject *m);
-int gl_init_server_static(PyObject *m); /* server_static.c */
 
-/* server_proxy_metrics.c: proxy headers, metrics, configuration (off the per-request path) */
+/* what a trusted proxy's headers changed, applied to a scope (asgi.go passes it then) */
 int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n);
-PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds);
-PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg);
-
-/* Go's answers to Start/Send (asgi.go) */
-#define GL_ASGI_OK 0
-#define GL_ASGI_PAUSED 1
-#define GL_ASGI_ERR_DISCONNECTED (-2)
-#define GL_ASGI_ERR_RUNTIME (-3)     /* message in a RuntimeError */
-#define GL_ASGI_ERR_GONE (-4)        /* the request was released */
-/* what the end of an application's call found (httpserver.Finish*) */
-#define GL_ASGI_FINISH_OK 0
-#define GL_ASGI_FINISH_LOST 1           /* the client went away */
-#define GL_ASGI_FINISH_NOT_STARTED 2    /* no response started: answered 500 */
-#define GL_ASGI_FINISH_INCOMPLETE 3     /* the response started and was cut */
-/* receive states (httpserver.RecvState) */
-#define GL_RECV_WAIT 0
-#define GL_RECV_BODY 1
-#define GL_RECV_LAST 2
-#define GL_RECV_DISCONNECT 3
 
 #endif

@@ -17,21 +17,6 @@ typedef struct {
 
 static PyTypeObject RunType;
 
-/* The exception being raised, as one object with its traceback (3.12's PyErr_GetRaisedException). */
-PyObject *gl_asgi_take_exception(void) {
-#if PY_VERSION_HEX >= 0x030C0000
-    return PyErr_GetRaisedException();
-#else
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    PyErr_NormalizeException(&t, &v, &tb);
-    if (tb != NULL && v != NULL) PyException_SetTraceback(v, tb);
-    Py_XDECREF(t);
-    Py_XDECREF(tb);
-    return v;
-#endif
-}
-
 /* Raise exc again (steals the reference; 3.12's PyErr_SetRaisedException). */
 static void PyErr_SetRaisedException_compat(PyObject *exc) {
 #if PY_VERSION_HEX >= 0x030C0000
@@ -108,7 +93,7 @@ static PySendResult run_outcome(GLAsgiRun *r, PySendResult status, PyObject **re
             run_report(r, Py_None, found);
         return PYGEN_RETURN;
     }
-    PyObject *exc = gl_asgi_take_exception();  /* kept aside while Go finishes the request */
+    PyObject *exc = gl_take_exception();  /* kept aside while Go finishes the request */
     int found = run_app_done(r, 1);
     if (exc == NULL) return PYGEN_ERROR;
     if (!PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_Exception)) {  /* CancelledError, exit */

@@ -1,7 +1,8 @@
 package main
 
-// goloop serve's binding for http.response.trailers, http.response.pathsend and
-// http.response.zerocopysend (asgi_spec.c calls these; loop thread).
+// goloop serve's binding for ASGI's extensions: http.response.trailers, http.response.pathsend
+// and http.response.zerocopysend (asgi_spec.c calls these), and the tls extension of a TLS
+// connection's scopes (scopeExt); loop thread.
 
 /*
 #include "asgi.h"
@@ -11,7 +12,9 @@ import "C"
 import (
 	"errors"
 	"os"
+	"unsafe"
 
+	"github.com/goloop/goloop/goloop/httpserver"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +36,7 @@ func glAsgiSendTrailers(rid C.long, hdr *C.char, n C.Py_ssize_t, more C.int) (rc
 	defer recoverInt(&rc)
 	r := getReq(rid)
 	if r == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	return asgiErr(r.SendTrailers(bytesFromC(hdr, n), more != 0))
 }
@@ -45,7 +48,7 @@ func glAsgiSendFile(rid C.long, path *C.char, n C.Py_ssize_t) (rc C.int) {
 	defer recoverInt(&rc)
 	r := getReq(rid)
 	if r == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	return sendFileRC(r.SendFile(C.GoStringN(path, C.int(n))))
 }
@@ -58,7 +61,7 @@ func glAsgiSendFD(rid C.long, fd C.int, offset, count C.longlong, more C.int, se
 	defer recoverInt(&rc)
 	r := getReq(rid)
 	if r == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	flags, n, err := r.SendFD(int(fd), int64(offset), int64(count), more != 0)
 	*sent = C.longlong(n)
@@ -73,7 +76,50 @@ func sendFileRC(flags int, err error) C.int {
 	var en unix.Errno
 	if (errors.As(err, &pe) || errors.As(err, &se)) && errors.As(err, &en) {
 		C.gl_set_oserror(C.int(en))
-		return C.GL_ASGI_ERR_RUNTIME
+		return C.GL_ERR_RUNTIME
 	}
 	return sendRC(flags, err)
+}
+
+// scopeExt is the extensions dict of the scopes of connection c when it is not the
+// template's: a TLS connection's, with "tls", made at its first request and kept until it
+// closes (EvConnClosed: connClosed). nil otherwise, or on an error (reported: the scope goes
+// without "tls", the request is served). owned: the caller must release it (c closed
+// meanwhile: nothing keeps it).
+func (sv *asgiSrv) scopeExt(c *httpserver.Conn) (ext pyObj, owned bool) {
+	if !c.TLS() {
+		return nil, false
+	}
+	if o, ok := sv.tlsConns[c]; ok {
+		return o, false
+	}
+	info := c.TLSInfo()
+	if info == nil {
+		return nil, false
+	}
+	blob := make([]byte, 0, len(info.ServerCert)+len(info.ClientName)+len(info.ClientChain)*800)
+	ends := make([]int32, 0, 2+len(info.ClientChain))
+	for _, s := range append([]string{info.ServerCert, info.ClientName}, info.ClientChain...) {
+		blob = append(blob, s...)
+		ends = append(ends, int32(len(blob)))
+	}
+	o := C.gl_asgi_tls_ext(sv.asgi(), bytesToC(blob), (*C.int32_t)(unsafe.Pointer(&ends[0])), C.int(len(ends)),
+		C.int(info.Version), C.int(info.CipherSuite))
+	if o == nil {
+		C.PyErr_WriteUnraisable(nil)
+		return nil, false
+	}
+	if !c.TrackClose() { // closed already: no event will release it
+		return o, true
+	}
+	sv.tlsConns[c] = o
+	return o, false
+}
+
+// connClosed releases what was kept for connection c (loop thread).
+func (sv *asgiSrv) connClosed(c *httpserver.Conn) {
+	if o, ok := sv.tlsConns[c]; ok {
+		delete(sv.tlsConns, c)
+		C.gl_decref(o)
+	}
 }

@@ -6,7 +6,6 @@
 #include "_cgo_export.h"
 
 static PyTypeObject WsSendType, WsRecvType;
-static PyTypeObject *server_type;
 
 
 PyObject *gl_ws_text(const char *p, Py_ssize_t n) {
@@ -50,7 +49,7 @@ static PyObject *ws_accept(GLAsgiSend *self, PyObject *msg) {
         return NULL;
     }
     hp = gl_asgi_hdrbuf(&hn);
-    int rc = glAsgiWsAccept(self->srv->sid, self->rid, (char *)spp, spn, (char *)hp, hn);
+    int rc = glAsgiWsAccept(self->srv->base.sid, self->rid, (char *)spp, spn, (char *)hp, hn);
     Py_XDECREF(sp);
     return gl_asgi_answer(self, rc);
 }
@@ -65,7 +64,7 @@ static PyObject *ws_send(GLAsgiSend *self, PyObject *msg) {
         Py_ssize_t n;
         rc = gl_asgi_view(b, &view, &p, &n);  /* -1: an error, which gl_asgi_answer returns */
         if (rc == 0) {
-            rc = glAsgiWsSend(self->srv->sid, self->rid, 0, p, n);
+            rc = glAsgiWsSend(self->srv->base.sid, self->rid, 0, p, n);
             PyBuffer_Release(&view);
         }
         Py_DECREF(b);
@@ -86,7 +85,7 @@ static PyObject *ws_send(GLAsgiSend *self, PyObject *msg) {
         Py_DECREF(t);
         return NULL;
     }
-    rc = glAsgiWsSend(self->srv->sid, self->rid, 1, (char *)p, n);
+    rc = glAsgiWsSend(self->srv->base.sid, self->rid, 1, (char *)p, n);
     Py_DECREF(t);
     return gl_asgi_answer(self, rc);
 }
@@ -116,7 +115,7 @@ static PyObject *ws_close(GLAsgiSend *self, PyObject *msg) {
         }
     }
     if (code < 0 || code > 65535) code = 0;  /* invalid: Go says so */
-    int rc = glAsgiWsClose(self->srv->sid, self->rid, (int)code, (char *)p, n);
+    int rc = glAsgiWsClose(self->srv->base.sid, self->rid, (int)code, (char *)p, n);
     Py_XDECREF(r);
     return gl_asgi_answer(self, rc);
 }
@@ -127,7 +126,7 @@ static PyObject *ws_http_start(GLAsgiSend *self, PyObject *msg) {
     Py_ssize_t hn;
     if (header_lines(msg) < 0) return NULL;
     const char *hp = gl_asgi_hdrbuf(&hn);
-    int rc = glAsgiWsDeny(self->srv->sid, self->rid, (int)status, (char *)hp, hn);
+    int rc = glAsgiWsDeny(self->srv->base.sid, self->rid, (int)status, (char *)hp, hn);
     return gl_asgi_answer(self, rc);
 }
 
@@ -141,7 +140,7 @@ static PyObject *ws_http_body(GLAsgiSend *self, PyObject *msg) {
     Py_ssize_t n;
     rc = gl_asgi_view(body, &view, &p, &n);  /* -1: an error, which gl_asgi_answer returns */
     if (rc == 0) {
-        rc = glAsgiWsDenyBody(self->srv->sid, self->rid, p, n, more);
+        rc = glAsgiWsDenyBody(self->srv->base.sid, self->rid, p, n, more);
         PyBuffer_Release(&view);
     }
     Py_XDECREF(body);
@@ -248,7 +247,7 @@ static PyObject *split_protocols(const char *p, Py_ssize_t n) {
 }
 
 /* The scope of a WebSocket session, or NULL with an error. */
-static PyObject *ws_scope(GLAsgiServer *srv, const GLAsgiHead *h) {
+static PyObject *ws_scope(GLAsgiServer *srv, const GLHead *h) {
     PyObject *scope = PyDict_Copy(srv->template), *scheme;
     if (scope == NULL) return NULL;
     if (PyDict_SetItem(scope, GLS(type), GLS(websocket)) < 0 || PyDict_SetItem(scope, GLS(http_version), GLS(v11)) < 0 ||
@@ -272,25 +271,26 @@ fail:
 static const GLAsgiKind ws_kind = {&WsSendType, &WsRecvType, (vectorcallfunc)ws_send_call,
                                    (vectorcallfunc)ws_recv_call};
 
-int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const GLAsgiHead *h) {
+int gl_asgi_ws_request(GLAsgiServer *srv, long rid, const GLHead *h) {
     return gl_asgi_launch(srv, rid, ws_scope(srv, h), &ws_kind, NULL);
 }
 
-/* _goloop._asgi_ws_config(server, disabled, max_size, max_queue, ping_interval, ping_timeout, deflate) */
+/* _goloop._asgi_ws_config(server, disabled, max_size, max_queue, ping_interval, ping_timeout, deflate):
+ * the Go server's WebSocket settings (any HttpServer: a WSGI server's turn WebSocket off) */
 static PyObject *ws_config(PyObject *mod, PyObject *args) {
     PyObject *srv;
     int disabled, deflate;
     long max_size, max_queue;
     double ping_interval, ping_timeout;
     GL_FORK_GUARD(NULL);
-    if (!PyArg_ParseTuple(args, "O!pllddp", server_type, &srv, &disabled, &max_size, &max_queue, &ping_interval,
+    if (!PyArg_ParseTuple(args, "O!pllddp", gl_server_type(), &srv, &disabled, &max_size, &max_queue, &ping_interval,
                           &ping_timeout, &deflate))
         return NULL;
-    if (((GLAsgiServer *)srv)->sid < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
+    if (((GLServer *)srv)->sid < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the server is closed");
         return NULL;
     }
-    if (glAsgiWsConfig(((GLAsgiServer *)srv)->sid, disabled, max_size, max_queue, ping_interval, ping_timeout,
+    if (glAsgiWsConfig(((GLServer *)srv)->sid, disabled, max_size, max_queue, ping_interval, ping_timeout,
                        deflate) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -302,8 +302,6 @@ static PyMethodDef ws_functions[] = {
     {NULL}};
 
 int gl_init_asgi_ws(PyObject *m) {
-    server_type = (PyTypeObject *)PyObject_GetAttrString(m, "AsgiServer");
-    if (server_type == NULL) return -1;
     if (PyType_Ready(&WsSendType) < 0 || PyType_Ready(&WsRecvType) < 0) return -1;
     return PyModule_AddFunctions(m, ws_functions);
 }

@@ -41,7 +41,7 @@ func glAsgiWsConfig(sid C.long, disabled C.int, maxSize, maxQueue C.long, pingIn
 func (sv *asgiSrv) startWS(r *httpserver.Request) {
 	rid, _ := asgiReqs.Add(r)
 	ext, owned := sv.scopeExt(r.Conn())
-	rc := C.gl_asgi_ws_request(sv.py, C.long(rid), sv.head(r, ext))
+	rc := C.gl_asgi_ws_request(sv.asgi(), C.long(rid), sv.head(r, ext))
 	if owned {
 		C.gl_decref(ext)
 	}
@@ -56,9 +56,9 @@ func wsRet(sid C.long, flags int, err error) C.int {
 		return asgiErr(err)
 	}
 	if flags&httpserver.SendPaused != 0 {
-		return C.GL_ASGI_PAUSED
+		return C.GL_PAUSED
 	}
-	return C.GL_ASGI_OK
+	return C.GL_OK
 }
 
 //export glAsgiWsAccept
@@ -66,7 +66,7 @@ func glAsgiWsAccept(sid, rid C.long, sp *C.char, spn C.Py_ssize_t, hdr *C.char, 
 	defer recoverInt(&rc)
 	w := getWS(rid)
 	if w == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	return wsRet(sid, 0, w.Accept(string(bytesFromC(sp, spn)), bytesFromC(hdr, hn)))
 }
@@ -76,7 +76,7 @@ func glAsgiWsSend(sid, rid C.long, text C.int, p *C.char, n C.Py_ssize_t) (rc C.
 	defer recoverInt(&rc)
 	w := getWS(rid)
 	if w == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	flags, err := w.Send(text != 0, bytesFromC(p, n))
 	return wsRet(sid, flags, err)
@@ -87,7 +87,7 @@ func glAsgiWsClose(sid, rid C.long, code C.int, reason *C.char, n C.Py_ssize_t) 
 	defer recoverInt(&rc)
 	w := getWS(rid)
 	if w == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	return wsRet(sid, 0, w.Close(int(code), string(bytesFromC(reason, n))))
 }
@@ -97,7 +97,7 @@ func glAsgiWsDeny(sid, rid C.long, status C.int, hdr *C.char, n C.Py_ssize_t) (r
 	defer recoverInt(&rc)
 	w := getWS(rid)
 	if w == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	return wsRet(sid, 0, w.Deny(int(status), bytesFromC(hdr, n)))
 }
@@ -107,7 +107,7 @@ func glAsgiWsDenyBody(sid, rid C.long, body *C.char, n C.Py_ssize_t, more C.int)
 	defer recoverInt(&rc)
 	w := getWS(rid)
 	if w == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	flags, err := w.DenyBody(bytesFromC(body, n), more != 0)
 	return wsRet(sid, flags, err)

@@ -1,6 +1,11 @@
-/* Shared declarations of goloop's CPython binding: the C object layouts that Go reads
- * and writes directly, and the small C helpers Go calls (for CPython macros and inline
- * functions that cgo cannot call). The logic lives in the Go files of this package. */
+/* The loop's shared declarations, included by every C file of goloop's CPython binding: the
+ * C object layouts of LoopCore, Handle and the socket transports, which C and Go both read
+ * and write; the loop's C functions Go calls (the ready ring and running handles, read
+ * delivery, staged writes, the wake-up); and small helpers for CPython macros cgo cannot
+ * call. The work is split between the two languages: C has the per-callback paths (the
+ * ready ring, handles, reads into bytes, writes staged per iteration, TLS records), Go the
+ * poller, timers, descriptors and write queues. The rules every C file follows (reference
+ * ownership, which thread may touch Python, the `_u` entry points) are in doc.go. */
 #ifndef GOLOOP_GL_H
 #define GOLOOP_GL_H
 

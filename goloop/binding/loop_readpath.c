@@ -83,7 +83,6 @@ void gl_tr_clear_ctx(GLTransport *tr) {
     tr->wloop = NULL;  /* borrowed (loop_transport.c, tr_core_attach) */
 }
 
-/* data_received(bytes(buf[:n])): returns 0, or -1 with the callback's exception set. */
 /* One Protocol read, in one call from Go: read(2) from the (non-blocking) socket and
  * data_received(bytes), called in the connection's read context ctx (NULL: the current
  * one). The method and ctx come as integers (see gl.h). Small reads land in the

@@ -680,7 +680,7 @@ static int backlog_rest(PyObject *self, PyObject *data, Py_ssize_t done, Py_ssiz
  * record); and the memset and copies of a 100 KiB write run through memory no longer in the
  * cache. Record by record, the BIO's buffer stays one record long and warm: memset and
  * memmove fell from 14.8 % to 9.8 % of a 100 KiB HTTPS server's CPU, about what the calls
- * per record cost (CPU per response measured the same, within this machine's noise).
+ * per record cost (CPU per response measured the same, within the measurement's noise).
  *
  * Returns Ellipsis when it does not apply (nothing done; the caller makes asyncio's one
  * write): a buffer that is not one contiguous run of len(data) bytes. */

@@ -110,7 +110,7 @@ Py_ssize_t gl_flush_staged_u(uintptr_t loop) { return gl_flush_staged((GLLoop *)
 
 static PyObject *tr_write(GLTransport *self, PyObject *data) {
     if (!PyBytes_Check(data) && !PyByteArray_Check(data) && !PyMemoryView_Check(data)) {
-#if PY_VERSION_HEX >= 0x030C0000 /* asyncio's message changed in 3.12 */
+#if PY_VERSION_HEX >= 0x030D0000 /* asyncio changed its message within 3.13 (gh-138703); 3.12 has the old */
         PyErr_Format(PyExc_TypeError,
                      "data argument must be a bytes, bytearray, or memoryview object, not '%.100s'",
                      Py_TYPE(data)->tp_name);

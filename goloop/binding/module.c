@@ -1,10 +1,11 @@
 /* The _goloop extension module: its init (which makes each part's types and module
  * functions: the loop's loop_handle.c, loop_core.c, loop_sockfast.c, loop_readpath.c, loop_transport.c and
- * loop_sslfast.c; the goloop.http parser's parser.c; the server's asgi.c, which inits
- * asgi_run.c and interns the server's strings, and asgi_ws.c), the fork guard and the
- * exit-time signal stack. */
+ * loop_sslfast.c; the goloop.http parser's parser.c; the server's server.c (the type both
+ * interfaces share), ASGI's asgi.c (which inits asgi_run.c and interns the scope's strings)
+ * and asgi_ws.c, WSGI's wsgi.c), the fork guard and the exit-time signal stack. */
 #include <signal.h>
 #include "gl.h"
+#include "asgi.h"
 #include "wsgi.h"
 #include "_cgo_export.h"
 
@@ -61,7 +62,11 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef goloop_module = {
-    PyModuleDef_HEAD_INIT, "_goloop", "goloop's engine, written in Go.", -1, module_methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_goloop",
+    .m_doc = "goloop's engine, written in Go and C.",
+    .m_size = -1,
+    .m_methods = module_methods,
 };
 
 /* Registers the module function `hook` with registrar(hook) (kwname NULL) or
@@ -99,8 +104,8 @@ PyMODINIT_FUNC PyInit__goloop(void) {
 #endif
     if (gl_init_handle_types(m) < 0 || gl_init_loopcore(m) < 0 || gl_init_sockfast(m) < 0 ||
         gl_init_readpath() < 0 || gl_init_transport_type(m) < 0 || gl_init_http(m) < 0 ||
-        gl_init_ssl(m) < 0 || gl_init_asgi(m) < 0 || gl_init_asgi_ws(m) < 0 || gl_init_wsgi(m) < 0 ||
-        gl_init_server_static(m) < 0)
+        gl_init_ssl(m) < 0 || gl_init_server(m) < 0 || gl_init_asgi(m) < 0 || gl_init_asgi_ws(m) < 0 ||
+        gl_init_wsgi(m) < 0 || gl_init_server_static(m) < 0)
         goto fail;
     /* Fork guard: a child forked after the Go runtime started must not call into Go. */
     if (register_hook(m, "_mark_forked", "os", "register_at_fork", "after_in_child") < 0)

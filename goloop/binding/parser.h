@@ -1,8 +1,8 @@
 /* goloop.http: the C layouts shared by parser.c and parser.go: the parser object, the batch of
  * events Go records during one feed_data (C then calls the protocol's callbacks from it),
  * and parse_url's result. */
-#ifndef GOLOOP_HTTP_H
-#define GOLOOP_HTTP_H
+#ifndef GOLOOP_PARSER_H
+#define GOLOOP_PARSER_H
 
 #include "gl.h"
 

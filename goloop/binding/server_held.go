@@ -6,7 +6,7 @@ package main
 // the GIL released) are bounded in memory whatever the client reads:
 //   - on a loop-mode HTTP/1.1 connection answering its first request in flight, and on an
 //     HTTP/2 stream with nothing pending, the part's
-//     bytes object is held, not copied (httpserver.Request.SendHeldAnywhere): wsgi.c gives Go a strong
+//     bytes object is held, not copied (httpserver.Request.SendHeldAnywhere): wsgi_response.c gives Go a strong
 //     reference, the engine writes from the object's buffer as the socket takes it, and
 //     when it is done with it (written, or the connection lost) the reference goes to the
 //     server's release list, which the loop thread empties with the GIL (the loop hook's
@@ -77,7 +77,7 @@ func (sv *asgiSrv) dropHeld() {
 
 // glWsgiSendLarge (GIL released) is glWsgiSend of a part over GL_WSGI_HOLD_MAX: obj, when
 // not NULL, is the part's bytes object with a strong reference for Go; *held = 1 if Go
-// kept it (released later on the loop thread), else wsgi.c releases it. sized: the
+// kept it (released later on the loop thread), else wsgi_response.c releases it. sized: the
 // application gave a Content-Length (else the last part of a response not started gets
 // one, as a one-part answer does, though it is sent in slices).
 //
@@ -87,7 +87,7 @@ func glWsgiSendLarge(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 	defer wsgiRecover(wid, &rc)
 	wk := worker(wid, gen)
 	if wk == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	r := wk.r
 	b := bytesFromC(body, n)
@@ -111,7 +111,7 @@ func glWsgiSendLarge(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 	}
 	for len(b) > wsgiSlice {
 		flags, err := r.Send(b[:wsgiSlice], true)
-		if rc := wk.sent(flags, err, true); rc != C.GL_ASGI_OK {
+		if rc := wk.sent(flags, err, true); rc != C.GL_OK {
 			return rc
 		}
 		b = b[wsgiSlice:]

@@ -1,31 +1,10 @@
-/* goloop serve's operations hooks: proxy headers applied to a scope, and the
- * server's configure()/metrics() methods. Nothing here runs per request unless a trusted
- * proxy's headers changed the request (asgi.go passes them then). Loop thread only. */
-#include "asgi.h"
+/* goloop serve's operations hooks: the server's configure() (proxy headers, metrics, slow
+ * clients) and metrics() methods, for both interfaces' servers. Nothing here runs per
+ * request. Loop thread only. */
+#include "server.h"
 #include "_cgo_export.h"
 
-/* enc is "scheme\nclient" (either part may be empty: unchanged). */
-int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n) {
-    const char *nl = memchr(enc, '\n', (size_t)n);
-    Py_ssize_t slen = nl ? nl - enc : n;
-    if (slen > 0) {
-        PyObject *v = PyUnicode_DecodeLatin1(enc, slen, NULL);
-        if (v == NULL) return -1;
-        int rc = PyDict_SetItem(scope, GLS(scheme), v);
-        Py_DECREF(v);
-        if (rc < 0) return -1;
-    }
-    if (nl != NULL && n - slen - 1 > 0) {
-        PyObject *v = Py_BuildValue("(Ni)", PyUnicode_DecodeLatin1(nl + 1, n - slen - 1, NULL), 0);
-        if (v == NULL) return -1;
-        int rc = PyDict_SetItem(scope, GLS(client), v);
-        Py_DECREF(v);
-        if (rc < 0) return -1;
-    }
-    return 0;
-}
-
-PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
+PyObject *gl_server_configure(GLServer *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"proxy_headers", "metrics", "metrics_path", "metrics_fd", "metrics_slot",
                              "timeout_request_head", "min_request_body_rate", "h2_only",
                              "min_response_rate", "min_response_grace", NULL};
@@ -40,7 +19,7 @@ PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kw
                                      &pathlen, &mfd, &mslot, &head, &rate, &h2only, &resp_rate, &resp_grace))
         return NULL;
     if (self->sid < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
+        PyErr_SetString(PyExc_RuntimeError, "the server is closed");
         return NULL;
     }
     if (head != -2) { /* slow clients and --http: before set_tls and listen */
@@ -63,10 +42,10 @@ PyObject *gl_asgi_srv_configure(GLAsgiServer *self, PyObject *args, PyObject *kw
     Py_RETURN_NONE;
 }
 
-PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg) {
+PyObject *gl_server_metrics(GLServer *self, PyObject *arg) {
     GL_FORK_GUARD(NULL);
     if (self->sid < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
+        PyErr_SetString(PyExc_RuntimeError, "the server is closed");
         return NULL;
     }
     const char *fmt = PyUnicode_AsUTF8(arg);
@@ -85,7 +64,7 @@ PyObject *gl_asgi_srv_metrics(GLAsgiServer *self, PyObject *arg) {
 
 /* Logs msg (UTF-8) as a warning of the "goloop.error" logger: the engine's warnings for the
  * operator (an accept that failed: EMFILE ...). An error doing it is reported, not raised. */
-void gl_asgi_warn(const char *msg) {
+void gl_server_warn(const char *msg) {
     PyObject *logging = PyImport_ImportModule("logging");
     PyObject *logger = logging ? PyObject_CallMethod(logging, "getLogger", "s", "goloop.error") : NULL;
     PyObject *r = logger ? PyObject_CallMethod(logger, "warning", "ss", "%s", msg) : NULL;

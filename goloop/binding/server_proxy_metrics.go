@@ -4,7 +4,7 @@ package main
 // before the server listens; read on the loop thread.
 
 /*
-#include "asgi.h"
+#include "server.h"
 */
 import "C"
 

@@ -1,14 +1,14 @@
 /* goloop serve's static files (server_static.go, goloop/httpserver/static.go): their configuration
  * and the access log's records of what Go answered, and the TLS controls beyond the files,
- * as module functions on an AsgiServer (or a WsgiServer, its subtype). */
-#include "asgi.h"
+ * as module functions on an HttpServer (server.h: an AsgiServer or a WsgiServer). */
+#include "server.h"
 #include "_cgo_export.h"
 
 static PyTypeObject *static_server_type;
 
 static long static_sid(PyObject *srv) {
-    long sid = ((GLAsgiServer *)srv)->sid;
-    if (sid < 0) PyErr_SetString(PyExc_RuntimeError, "the ASGI server is closed");
+    long sid = ((GLServer *)srv)->sid;
+    if (sid < 0) PyErr_SetString(PyExc_RuntimeError, "the server is closed");
     return sid;
 }
 
@@ -78,6 +78,6 @@ static PyMethodDef static_functions[] = {
     {NULL}};
 
 int gl_init_server_static(PyObject *m) {
-    static_server_type = gl_asgi_server_type();
+    static_server_type = gl_server_type();
     return PyModule_AddFunctions(m, static_functions);
 }

@@ -6,7 +6,7 @@ package main
 // controls beyond the files (--ssl-protocol-min, --ssl-crl: goloop/httpserver/tlsops.go).
 
 /*
-#include "asgi.h"
+#include "server.h"
 */
 import "C"
 

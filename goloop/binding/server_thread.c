@@ -1,4 +1,4 @@
-/* The server binding's per-thread state (gl_thread_state, asgi.h): the one thread-local
+/* The server binding's per-thread state (gl_thread_state, server.h): the one thread-local
  * variable of the C code, a pointer. Its block is made with the raw allocator at the
  * thread's first use and freed by a pthread key's destructor when the thread exits, where
  * the thread may no longer hold the GIL: it holds no Python object (a WSGI pool thread's
@@ -8,7 +8,7 @@
  * variable (the default for -fPIC) costs a __tls_get_addr call. The library's thread-local
  * segment is in the static TLS block anyway (Go's runtime reaches its own variable, the
  * current goroutine, initial-exec), so the model costs no more static TLS than the size. */
-#include "asgi.h"
+#include "server.h"
 #include <errno.h>
 #include <pthread.h>
 

@@ -1,11 +1,11 @@
 package main
 
-// goloop serve's TLS (binding): the options of AsgiServer.set_tls, the SIGHUP reload, and
-// the tls scope extension of each TLS connection. The handshakes and records are Go's
-// (goloop/httpserver/tls.go), in the connections' goroutines.
+// goloop serve's TLS (binding, both interfaces): the options of HttpServer.set_tls and the
+// SIGHUP reload. The handshakes and records are Go's (goloop/httpserver/tls.go), in the
+// connections' goroutines; ASGI's tls scope extension is asgi_spec.go's.
 
 /*
-#include "asgi.h"
+#include "server.h"
 */
 import "C"
 
@@ -13,7 +13,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/goloop/goloop/goloop/httpserver"
 )
@@ -54,49 +53,6 @@ func glAsgiReloadTLS(sid C.long) (rc C.int) {
 		return -1
 	}
 	return 0
-}
-
-// scopeExt is the extensions dict of the scopes of connection c when it is not the
-// template's: a TLS connection's, with "tls", made at its first request and kept until it
-// closes (EvConnClosed: connClosed). nil otherwise, or on an error (reported: the scope goes
-// without "tls", the request is served). owned: the caller must release it (c closed
-// meanwhile: nothing keeps it).
-func (sv *asgiSrv) scopeExt(c *httpserver.Conn) (ext pyObj, owned bool) {
-	if !c.TLS() {
-		return nil, false
-	}
-	if o, ok := sv.tlsConns[c]; ok {
-		return o, false
-	}
-	info := c.TLSInfo()
-	if info == nil {
-		return nil, false
-	}
-	blob := make([]byte, 0, len(info.ServerCert)+len(info.ClientName)+len(info.ClientChain)*800)
-	ends := make([]int32, 0, 2+len(info.ClientChain))
-	for _, s := range append([]string{info.ServerCert, info.ClientName}, info.ClientChain...) {
-		blob = append(blob, s...)
-		ends = append(ends, int32(len(blob)))
-	}
-	o := C.gl_asgi_tls_ext(sv.py, bytesToC(blob), (*C.int32_t)(unsafe.Pointer(&ends[0])), C.int(len(ends)),
-		C.int(info.Version), C.int(info.CipherSuite))
-	if o == nil {
-		C.PyErr_WriteUnraisable(nil)
-		return nil, false
-	}
-	if !c.TrackClose() { // closed already: no event will release it
-		return o, true
-	}
-	sv.tlsConns[c] = o
-	return o, false
-}
-
-// connClosed releases what was kept for connection c (loop thread).
-func (sv *asgiSrv) connClosed(c *httpserver.Conn) {
-	if o, ok := sv.tlsConns[c]; ok {
-		delete(sv.tlsConns, c)
-		C.gl_decref(o)
-	}
 }
 
 // glServeH3 serves HTTP/3 over QUIC on UDP at host:port (0: any free port; max streams 0:

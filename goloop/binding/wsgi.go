@@ -13,16 +13,16 @@ package main
 // Notify, which routes the queue under the pool's mutex: a request to the ready list (and
 // the leader is interrupted or a sleeping pool thread signalled), a wake-up to the channel
 // of the pool thread that handles that request. GOLOOP_WSGI_DRIVER=goroutine serves every
-// listener with the goroutine driver (the path before the leader/follower one).
+// listener with the goroutine driver instead (every connection read by a goroutine).
 // A pool thread blocks in glWsgiNext (GIL released) until a request is ready and leaves
 // with its head in its own C memory (under load it ends its request and takes a ready one
 // with the GIL kept instead: glWsgiTake, glWsgiSendEnd); its reads of the body, its sends
 // (with the flush: the thread writes to the socket itself; a small part with the GIL held)
 // and its waits for body or backpressure are Go calls (the waits with the GIL released,
-// wsgi.c); a wait leads the poller when nobody does. No Python
+// wsgi_input.c, wsgi_response.c); a wait leads the poller when nobody does. No Python
 // object is touched by Go here (but the references to the large bodies it holds, which
 // the loop thread releases: server_held.go): errors travel as codes and messages in the
-// thread's C memory, which wsgi.c raises.
+// thread's C memory, which wsgi*.c raise.
 
 /*
 #include "wsgi.h"
@@ -98,7 +98,7 @@ type wsgiWorker struct {
 	hb   headBuf
 	rbuf unsafe.Pointer // the body part glWsgiRecv passes (C memory)
 	rcap int
-	emsg *C.char // the message of the last GL_ASGI_ERR_RUNTIME (C memory)
+	emsg *C.char // the message of the last GL_ERR_RUNTIME (C memory)
 
 	takenAt time.Time // when it took its request (endTake holds only a quick one's answer)
 }
@@ -109,7 +109,7 @@ var (
 )
 
 //export glWsgiServerNew
-func glWsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, limitConc C.long,
+func glWsgiServerNew(py *C.GLServer, lp *C.GLLoop, maxHead, keepAliveMs, limitConc C.long,
 	serverHdr, dateHdr C.int, headers *C.char, hlen C.Py_ssize_t, eager C.int, wsid *C.long) (rc C.int) {
 	defer recoverInt(&rc)
 	l := getLoop(lp)
@@ -526,7 +526,7 @@ func worker(wid C.long, gen C.long) *wsgiWorker {
 // waits on a thread that waits for the GIL.
 //
 //export glWsgiNext
-func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLAsgiHead) {
+func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLHead) {
 	defer recoverHead(&h)
 	wk := wsgiWorkers.Get(int(wid))
 	if wk == nil {
@@ -596,7 +596,7 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLAsg
 // a pool thread back from I/O), as it would within one long request.
 //
 //export glWsgiTake
-func glWsgiTake(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
+func glWsgiTake(wid C.long, finish C.int, gen *C.long) (h *C.GLHead) {
 	defer recoverHead(&h)
 	wk := wsgiWorkers.Get(int(wid))
 	if wk == nil {
@@ -620,7 +620,7 @@ func glWsgiTake(wid C.long, finish C.int, gen *C.long) (h *C.GLAsgiHead) {
 // read, and waited a round more: p99 +40%, measured), by any other send of the thread, and
 // by the progress timer (armed here) if the thread does not come back (its application
 // blocked).
-func (wk *wsgiWorker) endTake(finish C.int, gen *C.long) *C.GLAsgiHead {
+func (wk *wsgiWorker) endTake(finish C.int, gen *C.long) *C.GLHead {
 	w := wk.w
 	busy := wk.end(finish)
 	w.mu.Lock()
@@ -633,7 +633,7 @@ func (wk *wsgiWorker) endTake(finish C.int, gen *C.long) *C.GLAsgiHead {
 	}
 	flush := busy == 1 || w.held > 0
 	w.held = 0
-	var h *C.GLAsgiHead
+	var h *C.GLHead
 	if take {
 		h = wk.takeLocked(gen)
 	} else {
@@ -685,7 +685,7 @@ func (wk *wsgiWorker) end(finish C.int) int {
 // request: its head, or NULL if there is none any more (or the pool stopped).
 //
 //export glWsgiClaim
-func glWsgiClaim(wid C.long, gen *C.long) (h *C.GLAsgiHead) {
+func glWsgiClaim(wid C.long, gen *C.long) (h *C.GLHead) {
 	defer recoverHead(&h)
 	wk := wsgiWorkers.Get(int(wid))
 	if wk == nil {
@@ -702,14 +702,14 @@ func glWsgiClaim(wid C.long, gen *C.long) (h *C.GLAsgiHead) {
 }
 
 // recoverHead: a panic ends glWsgiNext or glWsgiClaim with no request.
-func recoverHead(h **C.GLAsgiHead) {
+func recoverHead(h **C.GLHead) {
 	if recover() != nil {
 		*h = nil
 	}
 }
 
 // takeLocked takes the first ready request for wk (w.mu held, released after).
-func (wk *wsgiWorker) takeLocked(gen *C.long) *C.GLAsgiHead {
+func (wk *wsgiWorker) takeLocked(gen *C.long) *C.GLHead {
 	w := wk.w
 	r := w.ready[w.head]
 	w.ready[w.head] = nil
@@ -734,18 +734,18 @@ func (wk *wsgiWorker) takeLocked(gen *C.long) *C.GLAsgiHead {
 
 // glWsgiRecv takes the body received so far into the thread's C memory (*p, *n) and says
 // what it found (GL_RECV_*); wait: block (GIL released) until there is something, else
-// GL_RECV_WAIT. GL_ASGI_ERR_GONE: the request is over.
+// GL_RECV_WAIT. GL_ERR_GONE: the request is over.
 //
 //export glWsgiRecv
 func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.int) {
 	defer func() {
 		if recover() != nil {
-			rc = C.GL_ASGI_ERR_GONE
+			rc = C.GL_ERR_GONE
 		}
 	}()
 	wk := worker(wid, gen)
 	if wk == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	b, st := wk.r.Receive()
 	if st == httpserver.RecvWait {
@@ -771,16 +771,16 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 
 // glWsgiSend starts the response if status > 0 (its header lines hdr), sends a body part
 // (the last one unless more), writes the output if flush, and waits while the output is
-// over its bound: GL_ASGI_OK, GL_ASGI_ERR_DISCONNECTED, GL_ASGI_ERR_GONE or
-// GL_ASGI_ERR_RUNTIME (the message: glWsgiError). wait 0 (a small part, called with the
+// over its bound: GL_OK, GL_ERR_DISCONNECTED, GL_ERR_GONE or
+// GL_ERR_RUNTIME (the message: glWsgiError). wait 0 (a small part, called with the
 // GIL held: no release and take of the GIL for a send that does not block): instead of
 // waiting it returns GL_WSGI_PAUSED (the part was taken), and glWsgiSendWait, GIL
 // released, does the wait; and with the GIL, when another pool thread may want it (one
 // busy or woken, or leading the poller), it returns GL_WSGI_RELEASE at once, nothing
-// done: wsgi.c calls again with the GIL released, so that thread does not wait for the
+// done: wsgi_response.c calls again with the GIL released, so that thread does not wait for the
 // GIL through this write (nor does one claiming a ready request: glWsgiClaim). Sent with
 // wait 0 when no request was ready (with the GIL), it returns GL_WSGI_SENT_IDLE for
-// GL_ASGI_OK: wsgi.c then skips glWsgiTake at the request's end (a call that would find
+// GL_OK: wsgi.c then skips glWsgiTake at the request's end (a call that would find
 // none, at low load).
 //
 //export glWsgiSend
@@ -789,7 +789,7 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 	defer wsgiRecover(wid, &rc)
 	wk := worker(wid, gen)
 	if wk == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	ready := true
 	if wait == 0 {
@@ -805,7 +805,7 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 		}
 		return C.GL_WSGI_PAUSED
 	}
-	if rc = wk.sent(flags, err, flush != 0); rc == C.GL_ASGI_OK && !ready {
+	if rc = wk.sent(flags, err, flush != 0); rc == C.GL_OK && !ready {
 		return C.GL_WSGI_SENT_IDLE
 	}
 	return rc
@@ -844,18 +844,18 @@ func (wk *wsgiWorker) alone() (alone, ready bool) {
 // small part: wait 0) when the application is done with the request (a list or tuple
 // answer: no close(), nothing after it can fail), followed by glWsgiTake (finish 1): the
 // part sent, the request ended and the next ready one taken in one call into Go. The part
-// sent (GL_ASGI_OK), *next is the head of the request taken, or NULL (none taken: the
+// sent (GL_OK), *next is the head of the request taken, or NULL (none taken: the
 // thread waits in glWsgiNext, its request ended). Otherwise as glWsgiSend with wait 0,
 // the request not ended: GL_WSGI_RELEASE (nothing done), GL_WSGI_PAUSED (the part taken,
 // the output over its bound: glWsgiSendWait) or an error.
 //
 //export glWsgiSendEnd
 func glWsgiSendEnd(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
-	next **C.GLAsgiHead, ngen *C.long) (rc C.int) {
+	next **C.GLHead, ngen *C.long) (rc C.int) {
 	defer wsgiRecover(wid, &rc)
 	wk := worker(wid, gen)
 	if wk == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	if alone, _ := wk.alone(); !alone {
 		return C.GL_WSGI_RELEASE
@@ -869,18 +869,18 @@ func glWsgiSendEnd(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, 
 		return C.GL_WSGI_PAUSED
 	}
 	*next = wk.endTake(1, ngen)
-	return C.GL_ASGI_OK
+	return C.GL_OK
 }
 
 // glWsgiSendWait (GIL released) waits, after glWsgiSend's GL_WSGI_PAUSED, until the
-// output is under its bound: GL_ASGI_OK, GL_ASGI_ERR_DISCONNECTED or GL_ASGI_ERR_GONE.
+// output is under its bound: GL_OK, GL_ERR_DISCONNECTED or GL_ERR_GONE.
 //
 //export glWsgiSendWait
 func glWsgiSendWait(wid, gen C.long) (rc C.int) {
 	defer wsgiRecover(wid, &rc)
 	wk := worker(wid, gen)
 	if wk == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	return wk.sent(httpserver.SendPaused, nil, false)
 }
@@ -894,7 +894,7 @@ func glWsgiSendFD(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, f
 	defer wsgiRecover(wid, &rc)
 	wk := worker(wid, gen)
 	if wk == nil {
-		return C.GL_ASGI_ERR_GONE
+		return C.GL_ERR_GONE
 	}
 	var st syscall.Stat_t
 	if syscall.Fstat(int(fd), &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
@@ -910,7 +910,7 @@ func glWsgiSendFD(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, f
 	return wk.sent(flags, err, true)
 }
 
-// wsgiStart starts r's response from start_response's head (wsgi.c): the status's reason
+// wsgiStart starts r's response from start_response's head (wsgi_response.c): the status's reason
 // phrase and "\r\n", then the header lines.
 func wsgiStart(r *httpserver.Request, status int, head []byte) error {
 	i := bytes.IndexByte(head, '\n')
@@ -928,7 +928,7 @@ func (wk *wsgiWorker) sent(flags int, err error, flush bool) C.int {
 		wk.w.sv.s.Flush()
 	}
 	if flags&httpserver.SendPaused == 0 {
-		return C.GL_ASGI_OK
+		return C.GL_OK
 	}
 	var gone error
 	wk.await(func() bool {
@@ -937,28 +937,28 @@ func (wk *wsgiWorker) sent(flags int, err error, flush bool) C.int {
 		return ok || gone != nil
 	})
 	if gone != nil {
-		return C.GL_ASGI_ERR_DISCONNECTED
+		return C.GL_ERR_DISCONNECTED
 	}
-	return C.GL_ASGI_OK
+	return C.GL_OK
 }
 
 func (wk *wsgiWorker) err(err error) C.int {
 	if err == httpserver.ErrDisconnected {
-		return C.GL_ASGI_ERR_DISCONNECTED
+		return C.GL_ERR_DISCONNECTED
 	}
 	C.free(unsafe.Pointer(wk.emsg))
 	wk.emsg = C.CString(err.Error())
-	return C.GL_ASGI_ERR_RUNTIME
+	return C.GL_ERR_RUNTIME
 }
 
-// wsgiRecover turns a panic of a call without the GIL into GL_ASGI_ERR_RUNTIME.
+// wsgiRecover turns a panic of a call without the GIL into GL_ERR_RUNTIME.
 func wsgiRecover(wid C.long, rc *C.int) {
 	if p := recover(); p != nil {
 		if wk := wsgiWorkers.Get(int(wid)); wk != nil {
 			C.free(unsafe.Pointer(wk.emsg))
 			wk.emsg = C.CString("goloop: internal error: " + anyString(p))
 		}
-		*rc = C.GL_ASGI_ERR_RUNTIME
+		*rc = C.GL_ERR_RUNTIME
 	}
 }
 
@@ -972,7 +972,7 @@ func anyString(p any) string {
 	return "panic"
 }
 
-// glWsgiError is the message of the thread's last GL_ASGI_ERR_RUNTIME (C memory, valid
+// glWsgiError is the message of the thread's last GL_ERR_RUNTIME (C memory, valid
 // until its next call), or NULL.
 //
 //export glWsgiError

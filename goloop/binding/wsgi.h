@@ -1,13 +1,13 @@
 /* goloop serve --interface wsgi: the C objects of the WSGI server (wsgi.c) and what wsgi.go
- * calls. A WsgiServer is an AsgiServer (its listening, TLS, limits, proxy headers, metrics,
- * close/abort/stats are the same Go server's) whose requests are answered by a pool of
+ * calls. A WsgiServer is an HttpServer (server.h: its listening, TLS, limits, proxy headers,
+ * metrics, close/abort/stats are the Go server's) whose requests are answered by a pool of
  * Python threads, each in WsgiServer.serve_thread(). */
 #ifndef GOLOOP_WSGI_H
 #define GOLOOP_WSGI_H
-#include "asgi.h"
+#include "server.h"
 
 typedef struct {
-    GLAsgiServer base;
+    GLServer base;
     long wsid;               /* Go pool id (wsgi.go) */
     PyObject *app;           /* the WSGI application */
     PyObject *environ_tpl;   /* the environ's constant items, and None for each per-request key */
@@ -22,18 +22,185 @@ int gl_init_wsgi(PyObject *m);
 
 /* Go's answer to a file wrapper that is not a regular file: iterate it instead */
 #define GL_WSGI_NOT_FILE (-5)
-/* (wsgi.c) a body part past the response's Content-Length, once the body it declared was sent */
+/* (wsgi_response.c) a body part past the response's Content-Length, once the body it declared was sent */
 #define GL_WSGI_TOO_LONG (-6)
 /* glWsgiSend with wait 0: the part was taken, the output is over its bound (glWsgiSendWait) */
 #define GL_WSGI_PAUSED (-7)
 /* glWsgiSend with wait 0: another pool thread may want the GIL: nothing done, call again
  * with the GIL released */
 #define GL_WSGI_RELEASE (-8)
-/* glWsgiSend with wait 0: GL_ASGI_OK, and no request was ready (glWsgiTake would find none) */
+/* glWsgiSend with wait 0: GL_OK, and no request was ready (glWsgiTake would find none) */
 #define GL_WSGI_SENT_IDLE (-9)
 /* a body part up to this size is sent with the GIL held while no other pool thread runs (the
  * socket is written, the thread waits only if the output is over its bound: then without
  * the GIL) */
 #define GL_WSGI_HOLD_MAX (16 * 1024)
+
+/* ---------- shared by wsgi*.c (the C files of the WSGI interface) ---------- */
+
+/* The environ's interned strings: WS(name) is the str of X(name, text). */
+#define WSGI_STRINGS(X)                        \
+    X(REQUEST_METHOD, "REQUEST_METHOD")        \
+    X(SCRIPT_NAME, "SCRIPT_NAME")              \
+    X(PATH_INFO, "PATH_INFO")                  \
+    X(QUERY_STRING, "QUERY_STRING")            \
+    X(CONTENT_TYPE, "CONTENT_TYPE")            \
+    X(CONTENT_LENGTH, "CONTENT_LENGTH")        \
+    X(SERVER_NAME, "SERVER_NAME")              \
+    X(SERVER_PORT, "SERVER_PORT")              \
+    X(SERVER_PROTOCOL, "SERVER_PROTOCOL")      \
+    X(REMOTE_ADDR, "REMOTE_ADDR")              \
+    X(REMOTE_PORT, "REMOTE_PORT")              \
+    X(HTTP_COOKIE, "HTTP_COOKIE")              \
+    X(url_scheme, "wsgi.url_scheme")           \
+    X(input, "wsgi.input")                     \
+    X(p10, "HTTP/1.0")                         \
+    X(p11, "HTTP/1.1")                         \
+    X(p2, "HTTP/2")                            \
+    X(p3, "HTTP/3")                            \
+    X(close, "close")                          \
+    X(fileno, "fileno")                        \
+    X(tell, "tell")                            \
+    X(filelike, "filelike")                    \
+    X(empty, "")                               \
+    X(zero, "0")                               \
+    X(GET, "GET")                              \
+    X(slash, "/")
+typedef struct {
+#define WSGI_FIELD(name, text) PyObject *name;
+    WSGI_STRINGS(WSGI_FIELD)
+#undef WSGI_FIELD
+} GLWsgiStrings;
+extern GLWsgiStrings gl_wsgi_str;  /* wsgi.c interns them (gl_init_wsgi) */
+#define WS(name) (gl_wsgi_str.name)
+
+/* The pool thread's caches of a header's environ key ("HTTP_USER_AGENT" for user-agent) and
+ * of its values (a client sends the same Host, Accept, User-Agent, ... on every request: the
+ * str of the last value of a slot is used again, not made and freed per request). */
+#define HKEY_SLOTS 128
+#define HKEY_MAX 40
+#define HVAL_SLOTS 64
+#define HVAL_MAX 64
+typedef struct {
+    unsigned char len;
+    char name[HKEY_MAX];
+    PyObject *key;
+} hkey_entry;
+typedef struct {
+    Py_ssize_t len;
+    PyObject *s;
+    char v[HVAL_MAX];
+} hval_entry;
+typedef struct {
+    hkey_entry keys[HKEY_SLOTS];
+    hval_entry vals[HVAL_SLOTS];
+} hcache;
+
+/* A str of host (latin-1/ASCII), the last one of this slot when host is the same. */
+typedef struct {
+    PyObject *s;
+    char key[64];
+    Py_ssize_t len;
+} str_cache;
+
+/* The str of a port number (SERVER_PORT, REMOTE_PORT), from the thread's table (wsgi_thread.ports) by the port
+ * modulo a prime: a keep-alive connection's requests find their client's port there (no
+ * printf: PyUnicode_FromFormat("%d") was ~1,300 instructions a request, snprintf ~700). Linux
+ * gives a client's connections ports two apart: modulo 64 they used half the slots, and ten
+ * connections of one client shared slots in turn (~20% misses in a -c10 run), modulo 67 none. */
+#define PORT_SLOTS 67
+typedef struct {
+    int port;
+    PyObject *s;
+} port_entry;
+
+/* The server's template with the items a TCP connection keeps from request to request
+ * filled in (SERVER_NAME, SERVER_PORT, SERVER_PROTOCOL, REMOTE_ADDR), per pool thread, made
+ * again when they change: copying it costs what copying the template costs, and each
+ * request sets four items fewer (~600 instructions). Cleared when the thread leaves. */
+typedef struct {
+    PyObject *src;  /* the template it was made from (strong: its address cannot be reused) */
+    PyObject *tpl;
+    PyObject *in;   /* the thread's wsgi.input that tpl holds (borrowed: tpl's), or NULL */
+    int cport;      /* the REMOTE_PORT tpl holds (its last request's), -1: none */
+    int sport, proto;
+    Py_ssize_t shostlen, chostlen;
+    char shost[64], chost[64];
+} filled_tpl;
+
+/* A pool thread's request handed on from the end of one request to its loop (serve_thread):
+ * ended: send_part's part with more 0 and end (a list or tuple answer's last part, an
+ * iterable's part that completes its Content-Length) ended the request in the same call
+ * (glWsgiSendEnd), next (gen): the request it took then, or NULL (its head is in the
+ * thread's head buffer, where the ended request's was: neither handle nor send_result reads
+ * its head after its first send); idle: the last part sent found no request ready (glWsgiSend's
+ * GL_WSGI_SENT_IDLE): glWsgiTake is not called. */
+typedef struct {
+    int ended, idle;
+    GLHead *next;
+    long gen;
+} pass_state;
+
+/* A pool thread's own objects and caches: made by its serve_thread() as it starts (PyMem,
+ * with the GIL), found through the thread's gl_thread_state (one thread-local load, where a
+ * _Thread_local variable of a shared library costs a __tls_get_addr call), and released by
+ * serve_thread() as it returns, with the GIL (wsgi_thread_free): the objects it refers to are
+ * its own strong references (in, st, hc's and the caches' strs, ftpl's src and tpl). */
+typedef struct {
+    hcache *hc;          /* made at the first header (PyMem) */
+    PyObject *in, *st;   /* its last request's wsgi.input and start_response (request_objects) */
+    gbuf hdr;            /* the head of its response (GLWsgiStart's hdr) */
+    str_cache c_remote, c_server;
+    port_entry ports[PORT_SLOTS];
+    filled_tpl ftpl;
+    pass_state pass;
+} wsgi_thread;
+
+/* The calling pool thread's block (only a pool thread, inside serve_thread, calls this). */
+static inline wsgi_thread *wt(void) { return (wsgi_thread *)gl_ts->wsgi; }
+
+/* wsgi_input.c: wsgi.input */
+typedef struct {
+    PyObject_HEAD
+    long wid, gen;
+    PyObject *buf;     /* the body part being read (bytes) or NULL */
+    Py_ssize_t pos;    /* read up to here in buf */
+    char eof;          /* the last part was taken */
+} GLWsgiInput;
+extern PyTypeObject gl_wsgi_input_type;
+
+/* wsgi_response.c: start_response (one per pool thread, reused) and the write callable */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    long wid, gen;
+    int status;       /* start_response's status; 0: not called */
+    char sent;        /* the head went to Go */
+    char done;        /* the body went to Go whole (its last part: nothing more is sent) */
+    long long clen;   /* the application's Content-Length (-1: none, or not one number) */
+    long long body;   /* body bytes sent */
+    gbuf *hdr;        /* the status's reason and "\r\n", then the header lines ("name: value\r\n",
+                       * names as the application wrote them): glWsgiSend's hdr. The pool
+                       * thread's buffer (wsgi_thread.hdr), used only while the request runs (wid >= 0):
+                       * no allocation per request */
+    PyObject *write;  /* the write callable start_response returns (made at its first call, kept
+                       * with this object for the thread's next requests); it refers to this
+                       * object too: the cycle is broken by gl_wsgi_release_start */
+} GLWsgiStart;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    GLWsgiStart *st;
+} GLWsgiWrite;
+extern PyTypeObject gl_wsgi_start_type, gl_wsgi_write_type;
+PyObject *gl_wsgi_start_call(GLWsgiStart *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+PyObject *gl_wsgi_raise_send(GLWsgiStart *st, int rc);  /* a send's error code raised: NULL */
+int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end, PyObject *obj);
+int gl_wsgi_need_start(GLWsgiStart *st);
+void gl_wsgi_release_start(GLWsgiStart *st);  /* drops a start_response and its write */
+
+/* wsgi_environ.c: the environ */
+PyObject *gl_wsgi_environ(GLWsgiServer *srv, const GLHead *h, PyObject *input);
 
 #endif

@@ -163,8 +163,8 @@ type Parser struct {
 	body     uint8
 	mclass   uint8
 	urlFrag  int32 // index of '#' in the request-target (OnURL's), 0: no fragment
-	skipLF   bool // LenientOptionalLFAfterCR: a line ended with CR, skip a following LF
-	partial  bool // buf holds an incomplete line
+	skipLF   bool  // LenientOptionalLFAfterCR: a line ended with CR, skip a following LF
+	partial  bool  // buf holds an incomplete line
 	hint     scanHint
 	after09  bool // the request line had no version (HTTP/0.9): llhttp's URL state sees the next byte
 	hasPend  bool // LenientHeaders: a header is pending in pendName/pendVal

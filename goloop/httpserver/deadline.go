@@ -6,7 +6,7 @@ package httpserver
 //   - nothing (between requests) or a busy connection (requests in flight): the keep-alive
 //     timeout, pushed by every read; a busy connection is given another period;
 //   - a request head: HeadTimeout from the read that brought its first byte, not pushed by
-//     later reads (a client trickling a head a byte at a time no longer keeps its
+//     later reads (a client trickling a head a byte at a time cannot keep its
 //     connection forever); then 408 and close;
 //   - a request body (HTTP/1.1): an average of BodyMinRate bytes per second after
 //     BodyGrace, from the head's end: the deadline is start + grace + received/rate, so a

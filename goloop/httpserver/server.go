@@ -1,8 +1,12 @@
 // Package httpserver is the HTTP engine of `goloop serve`, for both ASGI and WSGI: listeners,
 // connections, HTTP/1.1 parsing with goloop/httpparser, keep-alive, pipelining, request
-// bodies and response framing. It is pure Go and knows nothing of Python: complete request
-// heads become Requests queued as Events; whoever runs the application (goloop's binding,
-// on the loop thread) takes the queue, answers through Request's methods and calls Flush.
+// bodies and response framing, HTTP/2 and h2c, WebSocket, TLS, deadlines, proxy headers and
+// metrics, and the drivers of connections (goroutines on Go's netpoller; the loop driver,
+// loopdriver.go, on a LoopPoller: the event loop's own, or pooldriver.go's, which the WSGI
+// pool's threads run). It is pure Go and knows nothing of Python: complete request
+// heads become Requests queued as Events; whoever runs the application (goloop's binding: the
+// loop thread for ASGI, the WSGI pool's threads) takes the queue, answers through Request's
+// methods and calls Flush.
 // See DESIGN.md.
 package httpserver
 

@@ -1,79 +1,9 @@
-// Package sched holds goloop's scheduling structures: a FIFO ready queue and a timer heap.
-// They are generic over the item so they carry Python handles in the binding and plain
-// values in tests; neither allocates per operation once grown.
+// Package sched holds the event loop's timer heap: a 4-ary min-heap ordered by deadline, then
+// by insertion order. It is generic over the item, so the binding stores handle pointers
+// (goloop/binding/loop.go) and tests store plain values; it does not allocate per operation
+// once grown. The loop's ready queue is not here: it is a ring of handles in C (GLLoop.ready
+// in goloop/binding/gl.h), appended to by call_soon without a call into Go.
 package sched
-
-// Queue is a growable ring buffer used as the loop's FIFO ready queue.
-type Queue[T any] struct {
-	buf  []T
-	head int
-	n    int
-}
-
-// Len is the number of queued items.
-func (q *Queue[T]) Len() int { return q.n }
-
-// Push appends v at the tail.
-func (q *Queue[T]) Push(v T) {
-	if q.n == len(q.buf) {
-		q.grow()
-	}
-	i := q.head + q.n
-	if i >= len(q.buf) {
-		i -= len(q.buf)
-	}
-	q.buf[i] = v
-	q.n++
-}
-
-func (q *Queue[T]) grow() {
-	size := len(q.buf) * 2
-	if size == 0 {
-		size = 64
-	}
-	nb := make([]T, size)
-	k := copy(nb, q.buf[q.head:])
-	copy(nb[k:], q.buf[:q.head])
-	q.buf = nb
-	q.head = 0
-}
-
-// Pop removes and returns the head; ok is false when the queue is empty.
-func (q *Queue[T]) Pop() (v T, ok bool) {
-	if q.n == 0 {
-		return v, false
-	}
-	var zero T
-	v = q.buf[q.head]
-	q.buf[q.head] = zero
-	q.head++
-	if q.head == len(q.buf) {
-		q.head = 0
-	}
-	q.n--
-	return v, true
-}
-
-// Each calls f on every queued item, oldest first, until f returns false.
-func (q *Queue[T]) Each(f func(T) bool) {
-	for i := 0; i < q.n; i++ {
-		j := q.head + i
-		if j >= len(q.buf) {
-			j -= len(q.buf)
-		}
-		if !f(q.buf[j]) {
-			return
-		}
-	}
-}
-
-// Drain pops every item, oldest first, passing each to f.
-func (q *Queue[T]) Drain(f func(T)) {
-	for q.n > 0 {
-		v, _ := q.Pop()
-		f(v)
-	}
-}
 
 // Timer is one entry of a TimerHeap.
 type Timer[T any] struct {
@@ -121,15 +51,6 @@ func (h *TimerHeap[T]) Pop() (t Timer[T], ok bool) {
 		h.down(0)
 	}
 	return t, true
-}
-
-// Each calls f on every timer, in heap (not deadline) order, until f returns false.
-func (h *TimerHeap[T]) Each(f func(Timer[T]) bool) {
-	for _, t := range h.items {
-		if !f(t) {
-			return
-		}
-	}
 }
 
 // Items is the heap's array, in heap order (a view: valid until the next change).

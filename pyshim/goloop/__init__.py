@@ -1,4 +1,4 @@
-"""goloop: a drop-in asyncio event loop whose engine is written in Go.
+"""goloop: a drop-in asyncio event loop whose engine is written in Go and C.
 
     import asyncio, goloop
     asyncio.run(main(), loop_factory=goloop.new_event_loop)   # 3.12+
@@ -22,10 +22,10 @@ import warnings
 from typing import Any, Coroutine, TypeVar
 
 from . import _compat
+from ._version import __version__
 
 __all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run", "serve", "serve_metrics",
            "ClientDisconnected"]
-__version__ = "0.1.0"
 
 _T = TypeVar("_T")
 

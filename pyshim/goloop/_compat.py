@@ -156,6 +156,12 @@ IS_COROUTINE_MARK = getattr(coroutines, "_is_coroutine", None)
 # the server was already closed; 3.11's returns at once once the server is closed.
 WAIT_CLOSED_WAITS_FOR_CLIENTS = PY312
 
+# asyncio's Server before 3.13 counts its connections: _attach() and _detach() take no
+# argument (3.12's own test_server calls them so); 3.13 keeps the transports themselves
+# (_attach(transport), for close_clients). goloop's Server keeps the transports on every
+# version, and before 3.13 also takes the older calls, as one unnamed connection each.
+SERVER_ATTACH_TAKES_TRANSPORT = PY313
+
 # 3.15: each connection's protocol callbacks run in one contextvars context, fixed when the
 # connection is made (not in per-callback copies): a server copies the context it was created
 # in (Server._context), each accepted connection runs in a copy of that, and

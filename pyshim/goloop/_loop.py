@@ -1,7 +1,10 @@
-"""goloop.Loop: asyncio's event loop API over the Go engine.
+"""goloop.Loop: asyncio's event loop API over goloop's engine.
 
-The Go core (goloop._goloop.LoopCore) owns scheduling, timers, polling and the I/O hot
-paths; this class composes it with asyncio's own unix selector loop for everything that is
+Loop derives from goloop._goloop.LoopCore, a C type (goloop/binding/loop_core.c) whose loop
+state is shared with Go (goloop/binding/loop.go): the ready queue and running handles are C
+(call_soon appends without a call into Go), the timer heap, the poller and run_forever's
+iterations Go, and the socket I/O hot paths both (loop_transport.go/.c, loop_readpath.c).
+This class composes LoopCore with asyncio's own unix selector loop for everything that is
 argument handling and protocol plumbing (exception handler, executors, async generators,
 signals, create_connection's address logic ...), so behaviour and exceptions match asyncio.
 """

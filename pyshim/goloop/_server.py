@@ -1,8 +1,9 @@
 """goloop's servers: the Server object, create_server/create_unix_server and the accept path.
 
 asyncio keeps the bookkeeping between a server and its connections private (Server._attach /
-_detach changed signature in 3.13, wait_closed's semantics in 3.12.1, close_clients and
-abort_clients came in 3.13), so goloop owns it, as uvloop does: this module's Server is the
+_detach changed signature in 3.13, and goloop's takes both before it; wait_closed's semantics
+changed in 3.12.1; close_clients and abort_clients came in 3.13), so goloop owns it, as uvloop
+does: this module's Server is the
 one goloop's loops create, with the 3.13 API and semantics on every supported version, and
 goloop's transports attach to it. create_server and create_unix_server are asyncio's
 (3.13) address logic, so arguments, errors and messages are asyncio's; they make goloop's
@@ -20,7 +21,7 @@ import socket
 import stat
 import sys
 import weakref
-from asyncio import base_events, constants, events, exceptions, tasks
+from asyncio import base_events, constants, exceptions, tasks
 from asyncio.log import logger
 
 from . import _compat, _goloop
@@ -45,6 +46,8 @@ class Server(base_events.Server):
         self._sockets = sockets
         # weak references: a transport nobody holds must still be able to warn and go
         self._clients = weakref.WeakSet()
+        # connections attached without a transport (asyncio's signature before 3.13)
+        self._unnamed_clients = 0
         self._waiters = []
         self._protocol_factory = protocol_factory
         self._backlog = backlog
@@ -61,13 +64,31 @@ class Server(base_events.Server):
 
     # -- goloop's transports call these ----------------------------------------------------
 
-    def _attach(self, transport):
-        self._clients.add(transport)
+    if _compat.SERVER_ATTACH_TAKES_TRANSPORT:
+        def _attach(self, transport):
+            self._clients.add(transport)
 
-    def _detach(self, transport):
-        self._clients.discard(transport)
-        if len(self._clients) == 0 and self._sockets is None:
-            self._wakeup()
+        def _detach(self, transport):
+            self._clients.discard(transport)
+            if self._connection_count() == 0 and self._sockets is None:
+                self._wakeup()
+    else:
+        def _attach(self, transport=None):
+            if transport is None:
+                self._unnamed_clients += 1
+            else:
+                self._clients.add(transport)
+
+        def _detach(self, transport=None):
+            if transport is None:
+                self._unnamed_clients -= 1
+            else:
+                self._clients.discard(transport)
+            if self._connection_count() == 0 and self._sockets is None:
+                self._wakeup()
+
+    def _connection_count(self):
+        return len(self._clients) + self._unnamed_clients
 
     def _wakeup(self):
         waiters = self._waiters
@@ -113,7 +134,7 @@ class Server(base_events.Server):
                 and not self._serving_forever_fut.done()):
             self._serving_forever_fut.cancel()
             self._serving_forever_fut = None
-        if len(self._clients) == 0:
+        if self._connection_count() == 0:
             self._wakeup()
 
     def close_clients(self):

@@ -204,7 +204,7 @@ def tls_pairs(cfg: dict[str, Any]) -> list[tuple[Any, Any]]:
     if keys and len(keys) != len(certs):
         raise ConfigError(f"ssl_keyfile is given {len(keys)} times for {len(certs)} ssl_certfile: give one key "
                           "per certificate, in the same order (or none: each key in its certificate's file)")
-    return list(zip(certs, keys or [None] * len(certs)))
+    return list(zip(certs, keys or [None] * len(certs), strict=True))
 
 
 def wants_supervisor(options: dict[str, Any]) -> bool:

@@ -1,5 +1,6 @@
-"""goloop serve: an ASGI server whose HTTP engine is Go (goloop/httpserver) and whose application
-runs on goloop's loop.
+"""goloop serve: an ASGI and WSGI server whose HTTP engine is Go (goloop/httpserver), bound to
+Python by Go and C (goloop/binding). An ASGI application runs on goloop's loop, a WSGI one on
+a pool of threads (goloop.serve.wsgi).
 
     goloop.serve(app, host="127.0.0.1", port=8000)          # from a program
     python -m goloop serve module:app --port 8000           # or the `goloop` command
@@ -542,7 +543,7 @@ def serve_metrics() -> dict | None:
             bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")]
             out["responses"] = {f"{i}xx": m["Status"][i] for i in range(1, 6)}
             out["latency"] = {"count": m["Count"], "sum": m["Sum"],
-                              "buckets": list(zip(bounds, m["Buckets"]))}
+                              "buckets": list(zip(bounds, m["Buckets"], strict=True))}
         return out
     return None
 
@@ -574,8 +575,14 @@ def main(argv: list[str] | None = None) -> int:
     """`goloop serve module:app [options]` (the `goloop` command, python -m goloop)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: goloop serve module:app [options]   (goloop serve --help for the options)")
+        print("usage: goloop serve module:app [options]   (goloop serve --help for the options)\n"
+              "       goloop --version")
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from .._version import __version__
+
+        print(f"goloop {__version__}")
+        return 0
     if argv[0] != "serve":
         print(f"goloop: unknown command {argv[0]!r} (the command is: goloop serve module:app [options])",
               file=sys.stderr)

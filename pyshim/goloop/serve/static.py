@@ -73,7 +73,7 @@ def mounts(cfg: dict[str, Any]) -> list[dict[str, Any]]:
         raise ValueError("--static-path-dir-to-file must be a file name (e.g. index.html)")
     max_age = expires_seconds(cfg.get("static_path_expires") if cfg.get("static_path_expires") is not None else 0)
     out = []
-    for route, d in zip(routes, dirs):
+    for route, d in zip(routes, dirs, strict=True):
         if not route.startswith("/"):
             raise ValueError(f"--static-path-route {route!r} must begin with '/'")
         d = os.path.abspath(os.fsdecode(d))

@@ -1,7 +1,7 @@
 """goloop serve --interface wsgi: WSGI applications (PEP 3333: Flask, Django ...) on goloop
 serve's Go engine (HTTP/1.1, HTTP/2, TLS).
 
-The engine is the ASGI server's (goloop/httpserver, goloop/binding): Go reads, parses and writes
+The engine is the one both interfaces share (goloop/httpserver, goloop/binding): Go reads, parses and writes
 every connection without the GIL. A pool of Python threads (--threads) answers the requests:
 each thread blocks in Go (GIL released) until Go hands it a request, builds its environ in C,
 calls the application with the GIL, and sends the response through Go (the GIL released
@@ -50,7 +50,7 @@ def is_asgi(app: Any) -> bool:
         return True  # ASGI 2 (a class called with the scope); a WSGI app is an instance or function
     if inspect.iscoroutinefunction(app) or asyncio.iscoroutinefunction(app):
         return True
-    call = getattr(app, "__call__", None)
+    call = app.__call__ if callable(app) else None
     if call is not None and (inspect.iscoroutinefunction(call) or asyncio.iscoroutinefunction(call)):
         return True
     try:
