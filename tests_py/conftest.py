@@ -89,3 +89,20 @@ def serve_readers(request, monkeypatch):
     else:
         monkeypatch.delenv("GOLOOP_SERVE_READERS", raising=False)
     return request.param
+
+
+@pytest.fixture(scope="module")
+def certs():
+    """A CA, a server certificate for localhost/127.0.0.1 and a client certificate
+    (test_tls.make_certs), made once per test module; skips where neither cryptography nor
+    openssl can make them."""
+    import tempfile
+
+    from test_tls import make_certs
+
+    with tempfile.TemporaryDirectory(prefix="goloop-certs-") as d:
+        try:
+            made = make_certs(d)
+        except RuntimeError as exc:  # no cryptography and no openssl
+            pytest.skip(str(exc))
+        yield made

@@ -18,7 +18,6 @@ import asyncio
 import gc
 import socket
 import sys
-import tempfile
 import threading
 import time
 
@@ -213,13 +212,6 @@ def test_tcp_connections(run):
         assert_no_growth(step, 50)
     finally:
         stop()
-
-
-@pytest.fixture(scope="module")
-def certs():
-    from test_tls import make_certs
-    with tempfile.TemporaryDirectory() as d:
-        yield make_certs(d)
 
 
 def test_tls_round_trip(run, certs):

@@ -11,7 +11,6 @@ import tempfile
 import pytest
 
 from loophelpers import is_goloop
-from test_tls import make_certs
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,12 +44,6 @@ def files():
     for path in out.values():
         os.unlink(path)
     os.rmdir(d)
-
-
-@pytest.fixture(scope="module")
-def certs():
-    with tempfile.TemporaryDirectory(prefix="goloop-sf-tls-") as d:
-        yield make_certs(d)
 
 
 class Sink(asyncio.Protocol):

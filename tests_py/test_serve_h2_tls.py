@@ -15,7 +15,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -33,15 +32,6 @@ httpx = pytest.importorskip("httpx")
 import h2.config  # noqa: E402
 import h2.connection  # noqa: E402
 import h2.events  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def certs():
-    with tempfile.TemporaryDirectory(prefix="goloop-h2tls-") as d:
-        try:
-            yield make_certs(d)
-        except RuntimeError as exc:  # no cryptography and no openssl
-            pytest.skip(str(exc))
 
 
 def tls_options(certs, **kw):

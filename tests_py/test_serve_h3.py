@@ -7,14 +7,12 @@ import asyncio
 import hashlib
 import http.client
 import json
-import tempfile
 import threading
 import time
 
 import pytest
 
 from test_serve_http import scope_app, serving
-from test_tls import make_certs
 
 aioquic = pytest.importorskip("aioquic")
 from aioquic.asyncio.client import connect  # noqa: E402
@@ -23,15 +21,6 @@ from aioquic.h3.connection import H3_ALPN, H3Connection  # noqa: E402
 from aioquic.h3.events import DataReceived, HeadersReceived  # noqa: E402
 from aioquic.quic.configuration import QuicConfiguration  # noqa: E402
 from aioquic.quic.events import StreamReset  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def certs():
-    with tempfile.TemporaryDirectory(prefix="goloop-h3-") as d:
-        try:
-            yield make_certs(d)
-        except RuntimeError as exc:  # no cryptography and no openssl
-            pytest.skip(str(exc))
 
 
 def h3_options(certs, **kw):
