@@ -35,7 +35,7 @@ PIP     := $(VPY) -m pip --disable-pip-version-check -q
 # (pip warns on every call as root, as CI runs it)
 export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: all setup venv deps bench-deps docs-deps docs docs-check build wheel sdist wheel-check arm64-sid-root wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race stage-pytest stage-cpython test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
+.PHONY: all setup venv deps bench-deps docs-deps docs docs-check build wheel sdist wheel-check arm64-sid-root wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench-web stage-pytest stage-cpython test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
 
 all: build
 
@@ -303,6 +303,12 @@ bench: build bench-deps
 	$(VPY) bench/run.py --only echo,http,tls --results
 	$(VPY) bench/serve_bench.py --duration 5 --rounds 2 --https --results
 	$(VPY) bench/render.py
+
+# TechEmpower's six test types on six apps over a private PostgreSQL (bench/web_bench.py:
+# Debian's postgresql package, installed if missing; a cluster made, loaded and removed)
+WEB_BENCH_ARGS ?= --duration 10 --rounds 3
+bench-web: build bench-deps
+	$(VPY) bench/web_bench.py $(WEB_BENCH_ARGS) --results
 
 demo: build bench-deps
 	$(VPY) bench/run.py --quick

@@ -107,6 +107,13 @@ def main() -> int:
         except (OSError, subprocess.CalledProcessError):
             made = False
 
+    if not made:
+        # a folder that is not a venv is never emptied (VENV may be set by hand to a wrong path)
+        if os.path.isdir(venv) and os.listdir(venv) and not os.path.exists(os.path.join(venv, "pyvenv.cfg")):
+            print(f"goloop: {venv} exists and is not a virtual environment: not touching it "
+                  "(set VENV to a new or a venv folder)", file=sys.stderr)
+            return 2
+
     files = args.require + args.require_gil + args.try_
     digest = files_hash(files, tag) if args.set else ""
     todo = not made or (args.set and stamp.get("sets", {}).get(args.set) != digest)

@@ -897,7 +897,7 @@ fail:
     if (send != NULL) send->rid = -1;  /* Go answers 500 and forgets the request */
     report_error(srv);
     if (coro != NULL && (PyCoro_CheckExact(coro) || gl_asgi_is_run(coro))) {
-        PyObject *r = PyObject_CallMethod(coro, "close", NULL);
+        PyObject *r = gl_call_method0(coro, "close");
         if (r == NULL) PyErr_Clear();
         Py_XDECREF(r);
     }

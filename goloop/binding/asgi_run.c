@@ -29,7 +29,7 @@ static void PyErr_SetRaisedException_compat(PyObject *exc) {
 
 /* o.name, or *res = NULL without an error when it has none (3.13's PyObject_GetOptionalAttr). */
 static int get_optional_attr(PyObject *o, const char *name, PyObject **res) {
-    *res = PyObject_GetAttrString(o, name);
+    *res = gl_getattr(o, name);
     if (*res != NULL) return 1;
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
     PyErr_Clear();
@@ -172,7 +172,7 @@ static PyObject *run_close(GLAsgiRun *r, PyObject *Py_UNUSED(ignored)) {
     PyObject *it = r->it;
     if (it != NULL) {
         r->it = NULL;
-        PyObject *x = PyObject_CallMethod(it, "close", NULL);
+        PyObject *x = gl_call_method0(it, "close");
         if (x == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
         Py_XDECREF(x);
         Py_DECREF(it);

@@ -79,7 +79,9 @@ static PyObject *send_zerocopy(GLAsgiSend *self, PyObject *msg) {
     }
     rc = glAsgiSendFD(self->rid, fd, offset, count, more, &sent);
     if (rc >= 0 && by_object) {
-        PyObject *r = PyObject_CallMethod(file, "seek", "L", offset + sent);
+        PyObject *where = PyLong_FromLongLong(offset + sent);
+        PyObject *r = where ? gl_call_method1(file, "seek", where) : NULL;
+        Py_XDECREF(where);
         if (r == NULL) goto done;
         Py_DECREF(r);
     }

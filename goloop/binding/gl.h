@@ -198,6 +198,9 @@ PyObject *gl_none(void);
 int gl_is_none(PyObject *o);
 void gl_incref(PyObject *o);
 void gl_decref(PyObject *o);
+/* pyapi.c: by the interned name (never a new str per call: see there) */
+PyObject *gl_name(const char *name);
+PyObject *gl_call_method(PyObject *self, const char *name, PyObject *const *args, size_t nargs);
 PyObject *gl_call_method0(PyObject *self, const char *name);
 PyObject *gl_call_method1(PyObject *self, const char *name, PyObject *arg);
 void gl_set_error(PyObject *type, const char *msg);

@@ -654,7 +654,7 @@ static int fileobj_lookup(GLLoop *self, PyObject *fileobj) {
     if (!PyLong_Check(fileobj) && self->id >= 0 && (fd = glFdOf(self, fileobj)) >= 0)
         return fd;
     /* asyncio's error (selectors._fileobj_to_fd) */
-    PyObject *n = PyLong_Check(fileobj) ? Py_NewRef(fileobj) : PyObject_CallMethod(fileobj, "fileno", NULL);
+    PyObject *n = PyLong_Check(fileobj) ? Py_NewRef(fileobj) : gl_call_method0(fileobj, "fileno");
     if (n != NULL && PyLong_Check(n)) {
         PyErr_Format(PyExc_ValueError, "Invalid file descriptor: %R", n);
     } else {

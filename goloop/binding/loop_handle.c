@@ -418,7 +418,7 @@ int gl_check_callback(PyObject *cb, const char *method) {
                      * step wrapper, a builtin) is decided without walking its MRO */
                     ((Py_TYPE(f)->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
                      PyType_IsSubtype(Py_TYPE(f), (PyTypeObject *)partial_type)))) {
-            inner = PyObject_GetAttrString(f, "func");
+            inner = gl_getattr(f, "func");
             if (inner == NULL) {
                 Py_DECREF(f);
                 return -1;
@@ -506,7 +506,7 @@ PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject
         PyObject *fh = PyImport_ImportModule("asyncio.format_helpers");
         PyFrameObject *frame = PyEval_GetFrame();
         if (fh != NULL) {
-            h->source_tb = PyObject_CallMethod(fh, "extract_stack", "O", frame ? (PyObject *)frame : Py_None);
+            h->source_tb = gl_call_method1(fh, "extract_stack", frame ? (PyObject *)frame : Py_None);
             Py_DECREF(fh);
         }
         if (h->source_tb == NULL) PyErr_Clear();
@@ -528,7 +528,8 @@ static int report_exception(PyObject *loop, PyObject *h) {
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
-    PyObject *r = PyObject_CallMethod(loop, "_handle_callback_exception", "OO", h, value ? value : Py_None);
+    PyObject *cargs[2] = {h, value ? value : Py_None};
+    PyObject *r = gl_call_method(loop, "_handle_callback_exception", cargs, 2);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
@@ -637,13 +638,13 @@ int gl_handle_run(PyObject *o) {
         if (!h->cancelled) rc = run_gl_handle(h);
     } else {
         /* A foreign handle (asyncio.Handle, e.g. from _add_callback): honour _cancelled, call _run(). */
-        PyObject *c = PyObject_GetAttrString(o, "_cancelled");
+        PyObject *c = gl_getattr(o, "_cancelled");
         int cancelled = c ? PyObject_IsTrue(c) : -1;
         Py_XDECREF(c);
         if (cancelled < 0) {
             rc = -1;
         } else if (!cancelled) {
-            PyObject *r = PyObject_CallMethod(o, "_run", NULL);
+            PyObject *r = gl_call_method0(o, "_run");
             if (r == NULL) rc = -1;
             Py_XDECREF(r);
         }

@@ -44,7 +44,7 @@ static inline int ctx_exit(PyObject *ctx, int failed) {
 
 PyObject *gl_call_method0_in(PyObject *self, const char *name, PyObject *ctx) {
     if (ctx_enter(ctx) < 0) return NULL;
-    PyObject *r = PyObject_CallMethod(self, name, NULL);
+    PyObject *r = gl_call_method0(self, name);
     if (ctx_exit(ctx, r == NULL) < 0) Py_CLEAR(r);
     return r;
 }
@@ -136,7 +136,12 @@ int gl_call_fatal(PyObject *tr, const char *msg) {
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
-    PyObject *r = PyObject_CallMethod(tr, "_fatal_error", "Os", value ? value : Py_None, msg);
+    PyObject *m = PyUnicode_FromString(msg), *r = NULL;
+    if (m != NULL) {
+        PyObject *fargs[2] = {value ? value : Py_None, m};
+        r = gl_call_method(tr, "_fatal_error", fargs, 2);
+        Py_DECREF(m);
+    }
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);

@@ -411,7 +411,7 @@ deliver:
         PyObject *data = first;
         if (list != NULL && !all_bytes) {  /* b''.join(chunks), by bytes.join */
             PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
-            data = empty ? PyObject_CallMethod(empty, "join", "O", list) : NULL;
+            data = empty ? gl_call_method1(empty, "join", list) : NULL;
             Py_XDECREF(empty);
             if (data == NULL) goto done;
         } else if (list != NULL) {  /* b''.join(chunks) */
@@ -645,7 +645,7 @@ static int hand_over(PyObject *self, PyObject *records) {
             Py_INCREF(data);
         } else {
             PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
-            data = empty ? PyObject_CallMethod(empty, "join", "O", records) : NULL;
+            data = empty ? gl_call_method1(empty, "join", records) : NULL;
             Py_XDECREF(empty);
         }
         PyObject *r = data ? call_method1(transport, s_write, data) : NULL;

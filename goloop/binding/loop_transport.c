@@ -143,7 +143,7 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
     }
     if (self->conn_lost || self->conn == 0) {
         PyBuffer_Release(&view);
-        return PyObject_CallMethod((PyObject *)self, "_write_after_conn_lost", NULL);
+        return gl_call_method0((PyObject *)self, "_write_after_conn_lost");
     }
     if (self->write_size == 0 && !self->fixed_ctx) {
         /* The context later sends of this data call back in (resume_writing, the drain after
@@ -198,7 +198,7 @@ int gl_transport_write_seq(PyObject *tr, PyObject *items) {
     }
     GL_FORK_GUARD(-1);
     if (self->conn_lost || self->conn == 0) {  /* one write(), as asyncio's join would be */
-        PyObject *r = PyObject_CallMethod(tr, "_write_after_conn_lost", NULL);
+        PyObject *r = gl_call_method0(tr, "_write_after_conn_lost");
         if (r == NULL) return -1;
         Py_DECREF(r);
         return 0;

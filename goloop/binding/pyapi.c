@@ -15,12 +15,44 @@ int gl_exc_is_fatal(void) {
     return PyErr_ExceptionMatches(PyExc_SystemExit) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
 }
 
-PyObject *gl_call_method0(PyObject *self, const char *name) {
-    return PyObject_CallMethod(self, name, NULL);
+/* Attributes and methods named by a C string go through the interned str of the name, never
+ * PyObject_GetAttrString/PyObject_CallMethod: those make a new str per call, and CPython's
+ * type attribute cache (typeobject.c, 3.11-3.15) records each lookup with a strong reference
+ * to its name in a slot picked by the name's address. A new name object a call therefore
+ * misses the cache (an MRO walk) and leaves one more string parked in it, up to its 4096
+ * slots: a reference and a block kept per lookup until the cache fills. The interned name
+ * is one object: found in the cache from the second call on. (Interning looks the name up
+ * in the interpreter's table: no new object once it is there.) */
+PyObject *gl_name(const char *name) { return PyUnicode_InternFromString(name); }
+
+PyObject *gl_getattr(PyObject *o, const char *name) {
+    PyObject *n = gl_name(name);
+    if (n == NULL) return NULL;
+    PyObject *r = PyObject_GetAttr(o, n);
+    Py_DECREF(n);
+    return r;
 }
 
+PyObject *gl_call_method(PyObject *self, const char *name, PyObject *const *args, size_t nargs) {
+    PyObject *n = gl_name(name);
+    if (n == NULL) return NULL;
+    PyObject *stack[5];  /* stack[0]: the slot PY_VECTORCALL_ARGUMENTS_OFFSET lends the callee */
+    if (nargs > 3) {
+        Py_DECREF(n);
+        PyErr_SetString(PyExc_SystemError, "gl_call_method: more than 3 arguments");
+        return NULL;
+    }
+    stack[1] = self;
+    for (size_t i = 0; i < nargs; i++) stack[i + 2] = args[i];
+    PyObject *r = PyObject_VectorcallMethod(n, stack + 1, (nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(n);
+    return r;
+}
+
+PyObject *gl_call_method0(PyObject *self, const char *name) { return gl_call_method(self, name, NULL, 0); }
+
 PyObject *gl_call_method1(PyObject *self, const char *name, PyObject *arg) {
-    return PyObject_CallMethod(self, name, "O", arg);
+    return gl_call_method(self, name, &arg, 1);
 }
 
 int gl_visit(visitproc visit, PyObject *o, void *arg) { return o ? visit(o, arg) : 0; }
@@ -38,4 +70,3 @@ int gl_visit_each(visitproc visit, void *arg, void *base, Py_ssize_t n, size_t s
     return 0;
 }
 
-PyObject *gl_getattr(PyObject *o, const char *name) { return PyObject_GetAttrString(o, name); }

@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""TechEmpower's six test types on real applications over a real PostgreSQL: goloop serve
+against the ASGI and WSGI servers people use (`make bench-web`).
+
+    python3 bench/web_bench.py [--apps asgi_raw,flask,...] [--servers "goloop serve,uvicorn"]
+                               [--tests json,db,queries,fortunes,updates,plaintext]
+                               [--duration 10] [--rounds 3] [--connections 64] [--results]
+
+A private PostgreSQL cluster (bench/web/pg.py: Debian's packages, loopback, a free port,
+pg_stat_statements, TechEmpower's World and Fortune) is created, pinned to core 1, and
+removed at the end. Apps (bench/web/, one file each): asgi_raw (asyncpg, orjson, jinja2, no
+framework), starlette, fastapi (same drivers), wsgi_raw and flask (psycopg 3, a psycopg_pool
+per process), django (its ORM and templates, psycopg 3). Servers, one worker each, pinned to
+core 0 with their whole process tree: ASGI: goloop serve, Granian (--runtime-threads 1),
+uvicorn (uvloop + httptools), Hypercorn (uvloop); WSGI: goloop serve, Granian, gunicorn
+sync, gunicorn gthread (4 threads), bjoern, uWSGI (pyuwsgi, --http11-socket). A server that
+is not installed is reported as such.
+
+Each round starts every (app, server) pair afresh, validates it (bench/web/validate.py:
+TechEmpower's response rules and the executed queries counted with pg_stat_statements; a
+server that fails is not measured and the failure is reported), then per test type runs wrk
+-t1 -cN on core 1 for a 1 s warm-up and the measured duration (plaintext 16-deep pipelined,
+bench/pipeline.lua; queries and updates with queries=20). Reported per cell: requests/s,
+p99 latency, errors (socket errors + non-2xx), and the server tree's CPU µs per request
+(utime+stime of every thread of every process of the tree, from /proc, over the measured
+run, divided by the requests wrk counted); with several rounds, the median, and the spread
+(max/min - 1) of the CPU per request. Rounds are interleaved: round 1 of every pair, then
+round 2 of every pair, ...
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+WEB = os.path.join(HERE, "web")
+sys.path.insert(0, HERE)
+sys.path.insert(0, WEB)
+from harness import free_port, parse_wrk, stop, tree_cpu, wait_port  # noqa: E402
+
+import pg  # noqa: E402
+
+PY = sys.executable
+SERVER_CPU, CLIENT_CPU = "0", "1"
+
+# app -> (interface, module:attr, title)
+APPS = {
+    "asgi_raw": ("asgi", "asgi_raw:app", "raw ASGI (asyncpg, orjson, jinja2)"),
+    "starlette": ("asgi", "asgi_starlette:app", "Starlette (asyncpg)"),
+    "fastapi": ("asgi", "asgi_fastapi:app", "FastAPI (asyncpg)"),
+    "wsgi_raw": ("wsgi", "wsgi_raw:app", "raw WSGI (psycopg 3, orjson, jinja2)"),
+    "flask": ("wsgi", "wsgi_flask:app", "Flask (psycopg 3)"),
+    "django": ("wsgi", "wsgi_django:app", "Django ORM (psycopg 3)"),
+}
+ASGI_SERVERS = ["goloop serve", "granian", "uvicorn", "hypercorn"]
+WSGI_SERVERS = ["goloop serve", "granian", "gunicorn sync", "gunicorn gthread", "bjoern", "uwsgi"]
+# test -> (title, path, pipeline depth)
+TESTS = {
+    "json": ("JSON serialization", "/json", 1),
+    "db": ("single query", "/db", 1),
+    "queries": ("20 queries", "/queries?queries=20", 1),
+    "fortunes": ("fortunes", "/fortunes", 1),
+    "updates": ("20 updates", "/updates?queries=20", 1),
+    "plaintext": ("plaintext, 16 pipelined", "/plaintext", 16),
+}
+WSGI_THREADS = 4  # gunicorn gthread's threads and every WSGI app's pool (WEB_WSGI_POOL)
+
+
+def installed(module):
+    return subprocess.run([PY, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def server_argv(name, interface, target, port):
+    """The command line of server `name` serving target (None: not installed)."""
+    mod, _, attr = target.partition(":")
+    host = "127.0.0.1"
+    if name == "goloop serve":
+        return [PY, "-P", "-m", "goloop", "serve", "--interface", interface, target, "--app-dir", WEB,
+                "--host", host, "--port", str(port), "--no-access-log", "--log-level", "warning"]
+    if name == "granian":
+        if not installed("granian"):
+            return None
+        return [PY, "-m", "granian", "--interface", interface, "--workers", "1", "--runtime-threads", "1",
+                "--log-level", "warning", "--host", host, "--port", str(port), target]
+    if name == "uvicorn":
+        return [PY, "-m", "uvicorn", "--loop", "uvloop", "--http", "httptools", "--no-access-log",
+                "--log-level", "warning", "--host", host, "--port", str(port), target]
+    if name == "hypercorn":
+        if not installed("hypercorn"):
+            return None
+        return [PY, "-m", "hypercorn", "-w", "1", "-k", "uvloop", "--log-level", "warning",
+                "-b", f"{host}:{port}", target]
+    if name.startswith("gunicorn"):
+        argv = [PY, "-m", "gunicorn", "-w", "1", "-b", f"{host}:{port}", "--log-level", "warning"]
+        argv += ["-k", "sync"] if name == "gunicorn sync" else ["-k", "gthread", "--threads", str(WSGI_THREADS)]
+        return argv + [target]
+    if name == "bjoern":
+        if not installed("bjoern"):
+            return None
+        return [PY, "-c", f"import bjoern, {mod}; bjoern.run({mod}.{attr}, '{host}', {port})"]
+    if name == "uwsgi":
+        uwsgi = os.path.join(os.path.dirname(PY), "uwsgi")
+        if not os.path.exists(uwsgi):
+            return None
+        return [uwsgi, "--http11-socket", f"{host}:{port}", "--module", target, "--processes", "1",
+                "--disable-logging", "--pythonpath", WEB, "--die-on-term", "--need-app"]
+    raise ValueError(name)
+
+
+# servers that send no Date (bjoern no Server either): the WSGI apps add TechEmpower's
+# required headers themselves there (bench/web/tfb.py's wsgi_headers)
+ADD_HEADERS = ("bjoern", "uwsgi")
+
+
+def start_server(server, argv, env):
+    """server's process on core 0, its stderr in a file (proc.errf)."""
+    if server in ADD_HEADERS:
+        env = dict(env, WEB_ADD_HEADERS="1")
+    errf = tempfile.TemporaryFile()
+    proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, *argv], env=env, cwd=WEB, stdout=subprocess.DEVNULL,
+                            stderr=errf)
+    proc.errf = errf
+    return proc
+
+
+def measure(port, path, depth, duration, conns, pid):
+    url = f"http://127.0.0.1:{port}{path}"
+    wrk = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c", str(conns), "--latency"]
+    if depth > 1:
+        wrk += ["-s", os.path.join(HERE, "pipeline.lua")]
+    tail = ["--", str(depth)] if depth > 1 else []
+    subprocess.run(wrk + ["-d1s", url] + tail, capture_output=True, timeout=60)  # warm-up
+    c0 = tree_cpu(pid)
+    out = subprocess.run(wrk + [f"-d{duration}s", url] + tail, capture_output=True, text=True,
+                         timeout=duration + 60).stdout
+    c1 = tree_cpu(pid)
+    res = parse_wrk(out)
+    if res is None or not res.get("n"):
+        raise RuntimeError("wrk output: " + out[-400:])
+    res["cpu_us"] = (c1 - c0) * 1e6 / res["n"]
+    return res
+
+
+@contextlib.contextmanager
+def served(app, server, env):
+    """server serving app on a free port, on core 0: yields (proc, port), or None when the
+    server is not installed; stopped at the end (its stderr's tail in the exception when it
+    fails to start)."""
+    interface, target, _ = APPS[app]
+    port = free_port()
+    argv = server_argv(server, interface, target, port)
+    if argv is None:
+        yield None
+        return
+    proc = start_server(server, argv, env)
+    try:
+        try:
+            wait_port(port, proc, timeout=60)
+        except RuntimeError as exc:
+            proc.errf.seek(0)
+            raise RuntimeError(f"{exc}: {proc.errf.read().decode(errors='replace')[-600:]}") from None
+        yield proc, port
+    finally:
+        stop(proc, 10)
+        proc.errf.close()
+
+
+def run_pair(app, server, tests, args, env, cluster):
+    """Start server with app, validate, measure each test: {test: result dict or "failed: ..."}
+    (with --validate-only: {"validation": "OK" or the problems})."""
+    import validate
+
+    out = {}
+    try:
+        with served(app, server, env) as running:
+            if running is None:
+                return {t: "not installed" for t in tests}
+            proc, port = running
+            problems = validate.validate(f"http://127.0.0.1:{port}", cluster.admin_dsn,
+                                         repeat=args.validate_repeat, tests=tests)
+            msg = "; ".join(problems[:6]) + (f" (+{len(problems) - 6} more)" if len(problems) > 6 else "")
+            if args.validate_only:
+                return {"validation": "OK" if not problems else "FAILED: " + msg}
+            if problems:
+                print(f"# {app} / {server}: VALIDATION FAILED: {msg}", flush=True)
+                return {t: f"failed validation: {msg}" for t in tests}
+            for t in tests:
+                _, path, depth = TESTS[t]
+                try:
+                    r = measure(port, path, depth, args.duration, args.connections, proc.pid)
+                except Exception as exc:  # noqa: BLE001 (a cell that fails is reported, not fatal)
+                    out[t] = f"failed: {exc}"
+                    print(f"# {app} / {server} / {t}: failed: {exc}", flush=True)
+                    continue
+                out[t] = r
+                print(f"#   {app:9} {server:16} {t:9} {r['value']:9,.0f} req/s {r['cpu_us']:8.1f} µs CPU/req "
+                      f"p99 {(r.get('p99_us') or 0) / 1e3:7.2f} ms"
+                      + (f"  {r['errors']} errors" if r["errors"] else ""), flush=True)
+            return out
+    except Exception as exc:  # noqa: BLE001
+        print(f"# {app} / {server}: failed: {exc}", flush=True)
+        if args.validate_only:
+            return {"validation": f"failed: {exc}"}
+        return {t: f"failed: {exc}" for t in tests if t not in out} | out
+
+
+def summarize(cells):
+    """The rounds of one cell -> the median result and the CPU spread (max/min - 1)."""
+    ok = [c for c in cells if isinstance(c, dict)]
+    if not ok:
+        return cells[0] if cells else "not run"
+    cpu = [c["cpu_us"] for c in ok]
+    med = lambda k: statistics.median([c[k] for c in ok if c.get(k) is not None] or [0])  # noqa: E731
+    return {"cpu_us": statistics.median(cpu), "value": med("value"), "p99_us": med("p99_us"),
+            "errors": sum(c.get("errors", 0) for c in ok), "spread": max(cpu) / min(cpu) - 1 if min(cpu) else None,
+            "rounds": len(ok), "cpu_rounds": [round(x, 1) for x in cpu]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--apps", default=",".join(APPS), help=",".join(APPS))
+    ap.add_argument("--servers", default=None,
+                    help="comma-separated; default every server of each app's interface: "
+                         + ",".join(dict.fromkeys(ASGI_SERVERS + WSGI_SERVERS)))
+    ap.add_argument("--tests", default=",".join(TESTS), help=",".join(TESTS))
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--validate-repeat", type=int, default=10, help="requests per test when counting queries")
+    ap.add_argument("--validate-only", action="store_true", help="validate every pair, measure nothing")
+    ap.add_argument("--results", action="store_true", help="write bench/results/web-<app>.json and render")
+    ap.add_argument("--note", action="append", default=[], help="a note recorded with the results")
+    args = ap.parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("wrk is not installed (make bench-deps)")
+    apps = args.apps.split(",")
+    tests = args.tests.split(",")
+    for a in apps:
+        if a not in APPS:
+            sys.exit(f"unknown app {a!r}: {','.join(APPS)}")
+    for t in tests:
+        if t not in TESTS:
+            sys.exit(f"unknown test {t!r}: {','.join(TESTS)}")
+    wanted = args.servers.split(",") if args.servers else None
+    pairs = []
+    for a in apps:
+        pool = ASGI_SERVERS if APPS[a][0] == "asgi" else WSGI_SERVERS
+        pairs += [(a, s) for s in pool if wanted is None or s in wanted]
+    if args.validate_only:
+        args.duration = 0
+
+    # Ctrl-C and SIGTERM unwind through the cluster's __exit__ (it stops and removes PostgreSQL)
+    signal.signal(signal.SIGTERM, _interrupted)
+    results: dict = {}
+    with pg.Cluster(cpu=CLIENT_CPU) as cluster:
+        env = dict(os.environ, **cluster.env(), WEB_WSGI_POOL=str(WSGI_THREADS),
+                   PYTHONPATH=os.pathsep.join([WEB, os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
+        print(f"# PostgreSQL on 127.0.0.1:{cluster.port} (core {CLIENT_CPU}); {len(pairs)} app/server pairs, "
+              f"tests {','.join(tests)}, "
+              + ("validation only" if args.validate_only else f"{args.rounds} round(s) of {args.duration} s"),
+              flush=True)
+        for rnd in range(1 if args.validate_only else args.rounds):
+            print(f"# round {rnd + 1}", flush=True)
+            for app, server in pairs:
+                if args.validate_only:
+                    r = run_pair(app, server, tests, args, env, cluster)["validation"]
+                    print(f"# {app} / {server}: {r}", flush=True)
+                    results.setdefault((app, server), []).append(r)
+                    continue
+                for t, r in run_pair(app, server, tests, args, env, cluster).items():
+                    results.setdefault((app, server, t), []).append(r)
+    if args.validate_only:
+        sys.exit(0 if all(r == ["OK"] for r in results.values()) else 1)
+    summary = {k: summarize(v) for k, v in results.items()}
+    print_table(summary, apps, pairs, tests)
+    if args.results:
+        write_results(summary, apps, pairs, tests, args)
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
+def print_table(summary, apps, pairs, tests):
+    print("\nserver CPU µs per request (median of rounds; spread; req/s)")
+    for app in apps:
+        servers = [s for a, s in pairs if a == app]
+        print(f"\n{APPS[app][2]}")
+        print(f"{'test':24}" + "".join(f"{s:>22}" for s in servers))
+        for t in tests:
+            line = f"{TESTS[t][0]:24}"
+            for s in servers:
+                r = summary.get((app, s, t))
+                if isinstance(r, dict):
+                    line += f"{r['cpu_us']:9.1f} ±{(r['spread'] or 0) * 100:3.0f}% {r['value']:7,.0f}"
+                else:
+                    line += f"{str(r)[:20]:>22}"
+            print(line)
+
+
+def write_results(summary, apps, pairs, tests, args):
+    import render
+    from results import write_result
+
+    method = ("TechEmpower's six test types (bench/web/, rules checked by bench/web/validate.py before each "
+              "measurement, executed queries counted with pg_stat_statements) over a private PostgreSQL "
+              f"{pg_version()} on loopback pinned to core {CLIENT_CPU}. Each server one worker, its whole process "
+              f"tree pinned to core {SERVER_CPU}; wrk -t1 -c{args.connections} on core {CLIENT_CPU}, 1 s warm-up, "
+              f"{args.duration} s measured per cell; plaintext 16-deep pipelined; queries and updates with "
+              f"queries=20. {args.rounds} interleaved round(s), each starting every server afresh; a cell is "
+              "the median of its rounds. CPU per request: utime+stime of every thread of every process of the "
+              "server's tree (/proc) over the measured run, divided by the requests wrk counted; PostgreSQL's "
+              "own CPU is not included. Servers: goloop serve; Granian --workers 1 --runtime-threads 1; "
+              "uvicorn --loop uvloop --http httptools; Hypercorn -k uvloop; gunicorn sync, gunicorn gthread "
+              f"--threads {WSGI_THREADS}; bjoern; uWSGI (pyuwsgi) --http11-socket --processes 1. The ASGI apps "
+              "keep an asyncpg pool of 16 connections, the WSGI apps a psycopg_pool of "
+              f"{WSGI_THREADS} per process; on bjoern and uWSGI, which send no Date header, the WSGI apps add "
+              "Server and Date themselves (bench/web/tfb.py's wsgi_headers).")
+    command = (f"python3 bench/web_bench.py --results --apps {','.join(apps)} --tests {','.join(tests)} "
+               f"--duration {args.duration} --rounds {args.rounds}"
+               + (f" --servers '{args.servers}'" if args.servers else ""))
+    modules = ("granian", "uvicorn", "uvloop", "httptools", "hypercorn", "gunicorn", "bjoern", "pyuwsgi",
+               "starlette", "fastapi", "flask", "django", "asyncpg", "psycopg", "psycopg-pool", "orjson", "jinja2")
+    for order, app in enumerate(apps):
+        servers = [s for a, s in pairs if a == app]
+        # every cell's figures: requests/s, p99, errors, CPU spread over the rounds
+        figures = {TESTS[t][0]: {s: {k: summary[(app, s, t)].get(k) for k in ("value", "p99_us", "errors", "spread",
+                                                                             "cpu_rounds")}
+                                 for s in servers if isinstance(summary.get((app, s, t)), dict)}
+                   for t in tests}
+        for suffix, key, unit, better, what in (("", "cpu_us", "µs", "lower", "server CPU µs per request"),
+                                                ("-rps", "value", "req/s", "higher", "requests/s")):
+            rows = []
+            for t in tests:
+                row = {"row": TESTS[t][0]}
+                errors = {}
+                for s in servers:
+                    r = summary.get((app, s, t))
+                    if isinstance(r, dict):
+                        row[s] = round(r[key], 1) if key == "cpu_us" else round(r[key])
+                        if r.get("errors"):
+                            errors[s] = f"{r['errors']} socket errors or non-2xx answers"
+                    else:
+                        row[s] = None
+                        errors[s] = str(r)
+                if errors:
+                    row["errors"] = errors
+                rows.append(row)
+            write_result(f"web-{app}{suffix}", group="Real applications (TechEmpower's test types)",
+                         title=f"{APPS[app][2]}: {what}", command=command, method=method, better=better,
+                         columns=["row"] + servers, units={s: unit for s in servers}, rows=rows,
+                         goloop="goloop serve", compare=[s for s in servers if s != "goloop serve"],
+                         row_label="test type", order=20 + 2 * order + (1 if suffix else 0), notes=list(args.note),
+                         figures=figures, modules=modules)
+    render.main([])
+
+
+def pg_version():
+    try:
+        out = subprocess.run([os.path.join(pg.pg_bin(), "postgres"), "--version"], capture_output=True, text=True)
+        m = re.search(r"\d+\.\d+", out.stdout)
+        return m.group(0) if m else ""
+    except (OSError, RuntimeError):
+        return ""
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("interrupted: the servers and PostgreSQL were stopped, its cluster removed")
