@@ -188,20 +188,22 @@ func TestH3TinyWindows(t *testing.T) {
 	getStream(t, cl, base)
 }
 
+// recvPast receives until the body's parts end: the state that ended them.
+func recvPast(a *fakeApp, r *Request) RecvState {
+	for {
+		if _, st := a.receive(r); st != RecvBody {
+			return st
+		}
+	}
+}
+
 // A client that resets its stream mid-body: the application sees a disconnect.
 func TestH3ResetMidBody(t *testing.T) {
 	got := make(chan RecvState, 1)
 	began := make(chan struct{})
 	app := func(a *fakeApp, r *Request) {
 		close(began)
-		var st RecvState
-		for {
-			_, st = a.receive(r)
-			if st != RecvBody {
-				break
-			}
-		}
-		got <- st
+		got <- recvPast(a, r)
 		quiet(a, r)
 	}
 	_, base, p := startH3(t, Config{}, H3Options{}, app)
@@ -400,14 +402,7 @@ func h3Code(err error) int64 {
 func TestH3BodyRateReset(t *testing.T) {
 	got := make(chan RecvState, 1)
 	app := func(a *fakeApp, r *Request) {
-		var st RecvState
-		for {
-			_, st = a.receive(r)
-			if st != RecvBody {
-				break
-			}
-		}
-		got <- st
+		got <- recvPast(a, r)
 		quiet(a, r)
 	}
 	a, base, p := startH3With(t, Config{BodyMinRate: 1 << 20, BodyGrace: 100 * time.Millisecond}, H3Options{},
