@@ -161,7 +161,7 @@ vet: venv
 	@$(VPY) -m ruff --version >/dev/null 2>&1 || $(PIP) install $(RUFF)
 	@$(VPY) -m pytest --version >/dev/null 2>&1 || $(PIP) install pytest
 	$(VPY) -m ruff check pyshim
-	$(VPY) -P -m pytest -q -p no:cacheprovider -n 0 tests_py/test_docs_words.py
+	$(VPY) -P -m pytest -q -p no:cacheprovider --noconftest tests_py/test_docs_words.py
 
 test-go:
 	$(GO) test -count=1 ./goloop/... ./tests_go/...

@@ -1,7 +1,7 @@
 package main
 
-// goloop serve's binding (Go side): an httpserver.Server attached to a loop as a loop hook
-// (loop.go). The engine queues its events (requests, wakes, closed connections): with the
+// goloop serve's binding, ASGI's Go side: an ASGI server's httpSrv (server.go) attached to
+// its loop as a loop hook (loop.go). The engine queues its events (requests, wakes, closed connections): with the
 // default loop driver its handlers run on the loop thread from the poll's dispatch; with
 // GOLOOP_SERVE_READERS=goroutines, connection goroutines queue them and Notify wakes the
 // poll. runOnce takes the queue twice per iteration (take: at the start, and after a poll
@@ -15,8 +15,6 @@ package main
 import "C"
 
 import (
-	"strings"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -25,52 +23,10 @@ import (
 	"github.com/goloop/goloop/goloop/idtable"
 )
 
-type asgiSrv struct {
-	id     int
-	l      *loop
-	py     *C.GLServer
-	s      *httpserver.Server
-	evs    []httpserver.Event
-	tagged map[*httpserver.Request]struct{} // requests whose Tag holds a reference to their send object
-	refs   heldRefs                         // held bodies' references to release on the loop thread (server_held.go)
-	// the extensions dict of each TLS connection's ASGI scopes, with "tls" (asgi_spec.go)
-	tlsConns map[*httpserver.Conn]pyObj
-	headBuf  // the C memory head passes a request's scope fields in
-	// onRelease, if set, runs when the server is released (a WSGI server's pool: wsgi.go)
-	onRelease func()
-}
-
 // asgi is the server's Python object as ASGI's (an AsgiServer: only for an ASGI server).
-func (sv *asgiSrv) asgi() *C.GLAsgiServer { return (*C.GLAsgiServer)(unsafe.Pointer(sv.py)) }
+func (sv *httpSrv) asgi() *C.GLAsgiServer { return (*C.GLAsgiServer)(unsafe.Pointer(sv.py)) }
 
-// headBuf is the C memory a request's head is passed to C in (head): the GLHead and
-// its scratch. The loop thread's (asgiSrv), or each WSGI pool thread's own (wsgi.go).
-type headBuf struct {
-	hd         *C.GLHead
-	scratch    unsafe.Pointer
-	scratchLen int
-}
-
-func newHeadBuf() headBuf { return headBuf{hd: (*C.GLHead)(C.calloc(1, C.sizeof_GLHead))} }
-
-func (b *headBuf) free() {
-	C.free(unsafe.Pointer(b.hd))
-	C.free(b.scratch)
-	b.hd, b.scratch, b.scratchLen = nil, nil, 0
-}
-
-var (
-	asgiServers idtable.Table[asgiSrv]
-	asgiReqs    idtable.Table[httpserver.Request]
-)
-
-func getSrv(sid C.long) *asgiSrv {
-	sv := asgiServers.Get(int(sid))
-	if sv == nil {
-		panic("goloop: ASGI server released")
-	}
-	return sv
-}
+var asgiReqs idtable.Table[httpserver.Request]
 
 //export glAsgiServerNew
 func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, limitConc C.long,
@@ -80,7 +36,7 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	if !l.checkClosed() {
 		return -1
 	}
-	sv := newAsgiSrv(&py.base, l, serverConfig(maxHead, keepAliveMs, limitConc, serverHdr, dateHdr, headers, hlen))
+	sv := newHttpSrv(&py.base, l, serverConfig(maxHead, keepAliveMs, limitConc, serverHdr, dateHdr, headers, hlen))
 	if !goroutineReaders() {
 		sv.s.SetLoop(drvPoller{l})
 	}
@@ -89,123 +45,11 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 	return 0
 }
 
-// serverConfig is the engine's configuration from the server's constructor arguments.
-func serverConfig(maxHead, keepAliveMs, limitConc C.long, serverHdr, dateHdr C.int, headers *C.char,
-	hlen C.Py_ssize_t) httpserver.Config {
-	cfg := httpserver.Config{
-		MaxHeadSize:      int(maxHead),
-		KeepAliveTimeout: time.Duration(keepAliveMs) * time.Millisecond,
-		LimitConcurrency: int(limitConc),
-		ServerHeader:     serverHdr != 0,
-		DateHeader:       dateHdr != 0,
-	}
-	if hlen > 0 {
-		for _, line := range strings.Split(C.GoStringN(headers, C.int(hlen)), "\n") {
-			if name, value, ok := strings.Cut(line, ":"); ok {
-				cfg.Headers = append(cfg.Headers, [2]string{name, value})
-			}
-		}
-	}
-	return cfg
-}
-
-// newAsgiSrv makes the Go server of py (cfg.Notify: the loop's wake-up unless set) and
-// registers it (py.sid).
-func newAsgiSrv(py *C.GLServer, l *loop, cfg httpserver.Config) *asgiSrv {
-	poll := l.poll
-	if cfg.Notify == nil {
-		cfg.Notify = func() { poll.Wake() } // ErrClosed: the loop is gone, nobody to wake
-	}
-	// the loop thread logs the engine's warnings (its hook's take: logWarnings)
-	cfg.OnWarning = func() { poll.Wake() }
-	sv := &asgiSrv{l: l, py: py, s: httpserver.New(cfg), tagged: map[*httpserver.Request]struct{}{},
-		tlsConns: map[*httpserver.Conn]pyObj{}, headBuf: newHeadBuf()}
-	id, _ := asgiServers.Add(sv)
-	sv.id = id
-	py.sid = C.long(id)
-	return sv
-}
-
-//export glAsgiListen
-func glAsgiListen(sid C.long, fd C.int) (rc C.int) {
-	defer recoverInt(&rc)
-	if err := getSrv(sid).s.ListenFd(int(fd)); err != nil {
-		raiseErr(err)
-		return -1
-	}
-	return 0
-}
-
-//export glAsgiClose
-func glAsgiClose(sid C.long, abort C.int) (rc C.int) {
-	defer recoverInt(&rc)
-	sv := getSrv(sid)
-	if abort != 0 {
-		sv.s.Abort()
-	} else {
-		sv.s.Close()
-	}
-	return 0
-}
-
-//export glAsgiStats
-func glAsgiStats(sid C.long, conns, inflight, requests *C.long) (rc C.int) {
-	defer recoverInt(&rc)
-	sv := getSrv(sid)
-	*conns = C.long(sv.s.Connections())
-	*inflight = C.long(sv.s.InFlight())
-	*requests = C.long(sv.s.Requests())
-	return 0
-}
-
-//export glAsgiFlush
-func glAsgiFlush(sid C.long) (rc C.int) {
-	defer recoverInt(&rc)
-	if sv := asgiServers.Get(int(sid)); sv != nil {
-		sv.s.Flush()
-	}
-	return 0
-}
-
-// glAsgiServerRelease closes the server now and drops the references Go holds (loop thread).
-//
-//export glAsgiServerRelease
-func glAsgiServerRelease(sid C.long) {
-	defer func() { recover() }()
-	sv := asgiServers.Get(int(sid))
-	if sv == nil {
-		return
-	}
-	sv.s.Abort()
-	sv.release()
-}
-
-func (sv *asgiSrv) release() {
-	for r := range sv.tagged {
-		if r.Tag != nil {
-			o := pyObj(r.Tag)
-			r.Tag = nil
-			C.gl_decref(o)
-		}
-	}
-	clear(sv.tagged)
-	for c := range sv.tlsConns {
-		sv.connClosed(c)
-	}
-	sv.l.removeHook(sv)
-	if sv.onRelease != nil {
-		sv.onRelease()
-	}
-	sv.dropHeld() // (the connections were aborted: their held bodies are queued)
-	sv.headBuf.free()
-	asgiServers.Del(sv.id)
-	sv.py.sid = -1
-}
-
-// asgiSrv is a loop hook (loop.go): take, flush, loopClosed.
+// An ASGI server's httpSrv is its loop hook (loop.go): take, flush, loopClosed (a WSGI
+// server's hook is wsgi.go's wsgiHook).
 
 // loopClosed: the loop closes; its servers close with it.
-func (sv *asgiSrv) loopClosed() {
+func (sv *httpSrv) loopClosed() {
 	sv.s.Abort()
 	sv.release()
 }
@@ -214,7 +58,7 @@ func (sv *asgiSrv) loopClosed() {
 // receive/send waits that events ended, and handles closed connections. runOnce calls it
 // at the iteration's start and after the poll's events (the loop driver's reads queue
 // requests).
-func (sv *asgiSrv) take() {
+func (sv *httpSrv) take() {
 	sv.dropHeld()
 	if sv.s.HasWarnings() {
 		sv.logWarnings()
@@ -237,16 +81,6 @@ func (sv *asgiSrv) take() {
 		case httpserver.EvConnClosed:
 			sv.connClosed(ev.Req.Conn())
 		}
-	}
-}
-
-// logWarnings logs the engine's warnings for the operator (accept errors: EMFILE ...) on
-// the "goloop.error" logger (server_proxy_metrics.c's gl_server_warn; loop thread).
-func (sv *asgiSrv) logWarnings() {
-	for _, msg := range sv.s.TakeWarnings() {
-		cs := C.CString(msg)
-		C.gl_server_warn(cs)
-		C.free(unsafe.Pointer(cs))
 	}
 }
 
@@ -296,7 +130,7 @@ func (p drvPoller) Unregister(fd int) {
 // flush writes the responses the iteration's handles produced: runOnce calls it after
 // running them (one non-blocking write per connection with output, from Go: no handle,
 // no extra iteration).
-func (sv *asgiSrv) flush() {
+func (sv *httpSrv) flush() {
 	if sv.s.NeedFlush() {
 		sv.s.Flush()
 	}
@@ -307,53 +141,11 @@ func (sv *asgiSrv) flush() {
 // connection's extensions (ext, or nil). Go copies them into the server's C scratch (a few
 // hundred bytes): C memory holds no Go pointer, and a call with one pointer argument checks
 // less than one with six Go pointers.
-func (sv *asgiSrv) head(r *httpserver.Request, ext pyObj) *C.GLHead {
+func (sv *httpSrv) head(r *httpserver.Request, ext pyObj) *C.GLHead {
 	return sv.headBuf.fill(r, ext)
 }
 
-func (sv *headBuf) fill(r *httpserver.Request, ext pyObj) *C.GLHead {
-	c := r.Conn()
-	var protos string
-	if ws := r.WS(); ws != nil {
-		protos = strings.Join(ws.Subprotocols, ",")
-	}
-	var proxy []byte
-	if r.Proxy != nil {
-		proxy = r.Proxy.Enc // "scheme\nclient" (server_proxy_metrics.c)
-	}
-	ne := 4 * len(r.Ends) // first: the int32 ends, aligned
-	n := ne + len(r.Blob) + len(c.Remote.Host) + len(c.Local.Host) + len(protos) + len(proxy)
-	if n > sv.scratchLen {
-		C.free(sv.scratch)
-		sv.scratchLen = max(n, 2*sv.scratchLen, 1024)
-		sv.scratch = C.malloc(C.size_t(sv.scratchLen))
-	}
-	buf := unsafe.Slice((*byte)(sv.scratch), n)
-	copy(unsafe.Slice((*int32)(sv.scratch), len(r.Ends)), r.Ends)
-	off := ne
-	put := func(b []byte) (*C.char, C.Py_ssize_t) {
-		if len(b) == 0 {
-			return nil, 0
-		}
-		p := (*C.char)(unsafe.Pointer(&buf[off]))
-		off += copy(buf[off:], b)
-		return p, C.Py_ssize_t(len(b))
-	}
-	putS := func(s string) (*C.char, C.Py_ssize_t) { return put(unsafe.Slice(unsafe.StringData(s), len(s))) }
-	h := sv.hd
-	h.ends, h.nends = (*C.int32_t)(sv.scratch), C.int(len(r.Ends))
-	h.blob, _ = put(r.Blob)
-	h.major, h.minor = C.int(r.Major), C.int(r.Minor)
-	h.chost, h.chostlen = putS(c.Remote.Host)
-	h.shost, h.shostlen = putS(c.Local.Host)
-	h.cport, h.sport, h.is_unix = C.int(c.Remote.Port), C.int(c.Local.Port), cbool(c.Local.Unix)
-	h.protos, h.protolen = putS(protos)
-	h.proxy, h.proxylen = put(proxy)
-	h.ext = ext
-	return h
-}
-
-func (sv *asgiSrv) start(r *httpserver.Request) {
+func (sv *httpSrv) start(r *httpserver.Request) {
 	if r.WS() != nil {
 		sv.startWS(r) // a WebSocket handshake (asgi_ws.go)
 		return
@@ -370,7 +162,7 @@ func (sv *asgiSrv) start(r *httpserver.Request) {
 	}
 }
 
-func (sv *asgiSrv) wake(r *httpserver.Request) {
+func (sv *httpSrv) wake(r *httpserver.Request) {
 	if r.Tag == nil {
 		return
 	}
@@ -447,7 +239,7 @@ func sendBody(sid C.long, r *httpserver.Request, body *C.char, n C.Py_ssize_t, m
 	if obj == nil || int(n) < httpserver.HoldMin {
 		return sendRC(r.Send(bytesFromC(body, n), more != 0))
 	}
-	sv := asgiServers.Get(int(sid))
+	sv := servers.Get(int(sid))
 	if sv == nil {
 		return sendRC(r.Send(bytesFromC(body, n), more != 0))
 	}
@@ -524,7 +316,7 @@ func glAsgiSendReady(rid C.long) (rc C.int) {
 func glAsgiWait(sid, rid C.long, o *C.GLAsgiSend) (rc C.int) {
 	defer recoverInt(&rc)
 	r := getReq(rid)
-	sv := asgiServers.Get(int(sid))
+	sv := servers.Get(int(sid))
 	if r == nil || sv == nil {
 		return 0
 	}

@@ -86,7 +86,7 @@ func sendFileRC(flags int, err error) C.int {
 // closes (EvConnClosed: connClosed). nil otherwise, or on an error (reported: the scope goes
 // without "tls", the request is served). owned: the caller must release it (c closed
 // meanwhile: nothing keeps it).
-func (sv *asgiSrv) scopeExt(c *httpserver.Conn) (ext pyObj, owned bool) {
+func (sv *httpSrv) scopeExt(c *httpserver.Conn) (ext pyObj, owned bool) {
 	if !c.TLS() {
 		return nil, false
 	}
@@ -117,7 +117,7 @@ func (sv *asgiSrv) scopeExt(c *httpserver.Conn) (ext pyObj, owned bool) {
 }
 
 // connClosed releases what was kept for connection c (loop thread).
-func (sv *asgiSrv) connClosed(c *httpserver.Conn) {
+func (sv *httpSrv) connClosed(c *httpserver.Conn) {
 	if o, ok := sv.tlsConns[c]; ok {
 		delete(sv.tlsConns, c)
 		C.gl_decref(o)

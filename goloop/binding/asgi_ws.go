@@ -38,7 +38,7 @@ func glAsgiWsConfig(sid C.long, disabled C.int, maxSize, maxQueue C.long, pingIn
 }
 
 // startWS makes the websocket scope of an upgrade request and starts the application.
-func (sv *asgiSrv) startWS(r *httpserver.Request) {
+func (sv *httpSrv) startWS(r *httpserver.Request) {
 	rid, _ := asgiReqs.Add(r)
 	ext, owned := sv.scopeExt(r.Conn())
 	rc := C.gl_asgi_ws_request(sv.asgi(), C.long(rid), sv.head(r, ext))

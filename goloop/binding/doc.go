@@ -28,6 +28,8 @@
 //     stats, TLS ...) whose subtypes are AsgiServer and WsgiServer; the request head Go
 //     passes to C (GLHead), Go's answer codes, and the helpers both use (gbuf, gl_bytes,
 //     gl_method, ClientDisconnected)
+//   - server.go: the Go side of server.c: the registry of the Go servers (httpSrv, found by
+//     sid), their making, listen, close, stats and release, and the head's packing (headBuf)
 //   - server_tls.go: set_tls and the SIGHUP reload
 //   - server_proxy_metrics.go, server_proxy_metrics.c: configure() (proxy headers, metrics,
 //     slow clients), metrics(), and logging the engine's warnings (accept errors)
@@ -39,8 +41,8 @@
 //     library takes almost no static TLS, a reserve other libraries share)
 //
 // ASGI (asgi*):
-//   - asgi.go, asgi.c, asgi.h: AsgiServer and the Go server's registry (asgi.go's asgiSrv,
-//     which WSGI's server uses too), requests and HTTP scopes, the send/receive objects
+//   - asgi.go, asgi.c, asgi.h: AsgiServer, its loop hook and driver, requests and HTTP
+//     scopes, the send/receive objects
 //   - asgi_ws.go, asgi_ws.c: WebSocket sessions
 //   - asgi_spec.go, asgi_spec.c: http.response.trailers, pathsend and zerocopysend, and the
 //     scopes' tls extension
@@ -84,7 +86,9 @@
 // a PyObject* return a new reference unless their comment says borrowed; a call that steals
 // one says so (gl_set_new).
 //
-// Entry points. Every //export'ed Go function defers recoverInt or recoverObj (errors.go),
+// Entry points. The //export'ed Go functions of the server binding are named by part:
+// glServer* for what both interfaces use (HttpServer's methods), glAsgi* and glWsgi* for
+// one interface's. Every one of the package defers recoverInt or recoverObj (errors.go),
 // so a Go panic becomes a SystemError, and each C entry point that would call into Go starts
 // with GL_FORK_GUARD (gl.h): in a child forked after the Go runtime started, it raises
 // instead of calling Go. Errors follow CPython's convention (NULL or -1 with an exception

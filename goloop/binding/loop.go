@@ -235,7 +235,7 @@ type loop struct {
 	dirty []*conn // connections with writes queued this iteration
 	rbuf  []byte  // read buffer shared by the loop's connections (C memory)
 
-	hooks []loopHook // parts riding on the loop (goloop serve's servers, asgi.go)
+	hooks []loopHook // parts riding on the loop (goloop serve's servers, asgi.go, wsgi.go)
 
 	lastPoll     int64            // nanotime of the last poll
 	tstate       *C.PyThreadState // the running thread's state (nil: no GIL to share)
@@ -246,7 +246,7 @@ type loop struct {
 }
 
 // loopHook is a part that rides on the loop and has work at fixed points of its iterations:
-// each goloop serve server (asgi.go) registers one (addHook) for as long as it exists.
+// each goloop serve server (asgi.go, wsgi.go) registers one (addHook) for as long as it exists.
 // runOnce calls them only when there are some: a loop without hooks pays one length test.
 type loopHook interface {
 	take()       // start the work queued for the loop (iteration start; after a poll with events)

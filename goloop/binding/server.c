@@ -91,7 +91,7 @@ int gl_server_traverse(GLServer *self, visitproc visit, void *arg) {
 }
 
 void gl_server_release(GLServer *self) {
-    if (self->sid >= 0 && !gl_forked) glAsgiServerRelease(self->sid);
+    if (self->sid >= 0 && !gl_forked) glServerRelease(self->sid);
 }
 
 void gl_server_dealloc(GLServer *self) {
@@ -111,38 +111,38 @@ static PyObject *srv_listen(GLServer *self, PyObject *arg) {
         PyErr_SetString(PyExc_ValueError, "invalid file descriptor");
         return NULL;
     }
-    if (glAsgiListen(self->sid, fd) < 0) return NULL;
+    if (glServerListen(self->sid, fd) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *srv_close(GLServer *self, PyObject *Py_UNUSED(ignored)) {
     SRV_CHECK(self);
-    if (glAsgiClose(self->sid, 0) < 0) return NULL;
+    if (glServerClose(self->sid, 0) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *srv_abort(GLServer *self, PyObject *Py_UNUSED(ignored)) {
     SRV_CHECK(self);
-    if (glAsgiClose(self->sid, 1) < 0) return NULL;
+    if (glServerClose(self->sid, 1) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *srv_release(GLServer *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
-    if (self->sid >= 0) glAsgiServerRelease(self->sid);
+    if (self->sid >= 0) glServerRelease(self->sid);
     Py_RETURN_NONE;
 }
 
 static PyObject *srv_stats(GLServer *self, PyObject *Py_UNUSED(ignored)) {
     SRV_CHECK(self);
     long conns, inflight, requests;
-    if (glAsgiStats(self->sid, &conns, &inflight, &requests) < 0) return NULL;
+    if (glServerStats(self->sid, &conns, &inflight, &requests) < 0) return NULL;
     return Py_BuildValue("(lll)", conns, inflight, requests);
 }
 
 static PyObject *srv_flush(GLServer *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
-    if (self->sid >= 0 && glAsgiFlush(self->sid) < 0) return NULL;
+    if (self->sid >= 0 && glServerFlush(self->sid) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -155,13 +155,13 @@ static PyObject *srv_set_tls(GLServer *self, PyObject *args) {
     Py_ssize_t plen;
     int reqs;
     if (!PyArg_ParseTuple(args, "y#zzi:set_tls", &pairs, &plen, &pw, &ca, &reqs)) return NULL;
-    if (glAsgiSetTLS(self->sid, (char *)pairs, plen, (char *)pw, (char *)ca, reqs) < 0) return NULL;
+    if (glServerSetTLS(self->sid, (char *)pairs, plen, (char *)pw, (char *)ca, reqs) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *srv_reload_tls(GLServer *self, PyObject *Py_UNUSED(ignored)) {
     SRV_CHECK(self);
-    if (glAsgiReloadTLS(self->sid) < 0) return NULL;
+    if (glServerReloadTLS(self->sid) < 0) return NULL;
     Py_RETURN_NONE;
 }
 

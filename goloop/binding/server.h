@@ -6,7 +6,7 @@
 #define GOLOOP_SERVER_H
 #include "gl.h"
 
-/* _goloop.HttpServer: Python's handle on a Go httpserver.Server attached to a loop (asgi.go's
+/* _goloop.HttpServer: Python's handle on a Go httpserver.Server attached to a loop (server.go's
  * registry, found by sid), with the methods of the server itself: listen, close, abort,
  * release, stats, set_tls, reload_tls, configure, metrics. AsgiServer and WsgiServer are its
  * subtypes; it is never made by itself. */

@@ -46,7 +46,7 @@ type heldRefs struct {
 
 // releaseLater queues obj's release (any thread, no GIL; perhaps with a connection's lock
 // held: it takes only the queue's); the first one wakes the loop.
-func (sv *asgiSrv) releaseLater(obj *C.PyObject) {
+func (sv *httpSrv) releaseLater(obj *C.PyObject) {
 	h := &sv.refs
 	h.mu.Lock()
 	h.objs = append(h.objs, obj)
@@ -60,7 +60,7 @@ func (sv *asgiSrv) releaseLater(obj *C.PyObject) {
 
 // dropHeld releases the queued references (the loop thread, with the GIL: the hooks' take,
 // the server's release).
-func (sv *asgiSrv) dropHeld() {
+func (sv *httpSrv) dropHeld() {
 	h := &sv.refs
 	if h.n.Load() == 0 {
 		return

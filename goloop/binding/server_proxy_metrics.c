@@ -27,16 +27,16 @@ PyObject *gl_server_configure(GLServer *self, PyObject *args, PyObject *kwds) {
             PyErr_SetString(PyExc_ValueError, "timeout_request_head and min_request_body_rate must be >= 0 (0: none)");
             return NULL;
         }
-        if (glAsgiSlowClients(self->sid, (long long)(head * 1e9), rate, h2only) < 0) return NULL;
+        if (glServerSlowClients(self->sid, (long long)(head * 1e9), rate, h2only) < 0) return NULL;
     }
     if (resp_rate != -2) { /* clients slow to read responses: before listen */
         if (resp_rate < 0 || !(resp_grace >= 0 && resp_grace < 1e9)) {
             PyErr_SetString(PyExc_ValueError, "min_response_rate and min_response_grace must be >= 0");
             return NULL;
         }
-        if (glAsgiRespRate(self->sid, resp_rate, (long long)(resp_grace * 1e9)) < 0) return NULL;
+        if (glServerRespRate(self->sid, resp_rate, (long long)(resp_grace * 1e9)) < 0) return NULL;
     }
-    if (glAsgiConfigure(self->sid, (char *)proxy, proxy ? plen : -1, metrics || path != NULL || mfd >= 0,
+    if (glServerConfigure(self->sid, (char *)proxy, proxy ? plen : -1, metrics || path != NULL || mfd >= 0,
                         (char *)path, pathlen, mfd, mslot) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -59,7 +59,7 @@ PyObject *gl_server_metrics(GLServer *self, PyObject *arg) {
         PyErr_SetString(PyExc_ValueError, "metrics format must be 'prometheus' or 'json'");
         return NULL;
     }
-    return glAsgiMetrics(self->sid, json);
+    return glServerMetrics(self->sid, json);
 }
 
 /* Logs msg (UTF-8) as a warning of the "goloop.error" logger: the engine's warnings for the

@@ -14,12 +14,12 @@ import (
 	"unsafe"
 )
 
-// glAsgiConfigure: proxy (plen >= 0) turns proxy headers on with that trust list;
+// glServerConfigure: proxy (plen >= 0) turns proxy headers on with that trust list;
 // metrics turns the counters on, path (if pathlen > 0) is served by Go; mfd >= 0: they
 // are kept in slot mslot of that shared file (a --workers worker).
 //
-//export glAsgiConfigure
-func glAsgiConfigure(sid C.long, proxy *C.char, plen C.Py_ssize_t, metrics C.int, path *C.char,
+//export glServerConfigure
+func glServerConfigure(sid C.long, proxy *C.char, plen C.Py_ssize_t, metrics C.int, path *C.char,
 	pathlen C.Py_ssize_t, mfd, mslot C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	sv := getSrv(sid)
@@ -41,11 +41,11 @@ func glAsgiConfigure(sid C.long, proxy *C.char, plen C.Py_ssize_t, metrics C.int
 	return 0
 }
 
-// glAsgiSlowClients sets the request head's deadline (headNs nanoseconds, 0: none) and the
+// glServerSlowClients sets the request head's deadline (headNs nanoseconds, 0: none) and the
 // request body's minimum rate (bytes per second, 0: none), and HTTP/2 only (h2only).
 //
-//export glAsgiSlowClients
-func glAsgiSlowClients(sid C.long, headNs C.longlong, rate C.long, h2only C.int) (rc C.int) {
+//export glServerSlowClients
+func glServerSlowClients(sid C.long, headNs C.longlong, rate C.long, h2only C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	head, minRate := time.Duration(headNs), int(rate)
 	if head == 0 {
@@ -58,11 +58,11 @@ func glAsgiSlowClients(sid C.long, headNs C.longlong, rate C.long, h2only C.int)
 	return 0
 }
 
-// glAsgiRespRate sets the minimum rate (bytes per second, 0: none) at which a client must
+// glServerRespRate sets the minimum rate (bytes per second, 0: none) at which a client must
 // read a response that waits for its socket, after graceNs nanoseconds (0: the engine's 5 s).
 //
-//export glAsgiRespRate
-func glAsgiRespRate(sid C.long, rate C.long, graceNs C.longlong) (rc C.int) {
+//export glServerRespRate
+func glServerRespRate(sid C.long, rate C.long, graceNs C.longlong) (rc C.int) {
 	defer recoverInt(&rc)
 	minRate := int(rate)
 	if minRate == 0 {
@@ -72,10 +72,10 @@ func glAsgiRespRate(sid C.long, rate C.long, graceNs C.longlong) (rc C.int) {
 	return 0
 }
 
-// glAsgiMetrics returns the server's metrics as a str: Prometheus' text format, or JSON.
+// glServerMetrics returns the server's metrics as a str: Prometheus' text format, or JSON.
 //
-//export glAsgiMetrics
-func glAsgiMetrics(sid C.long, asJSON C.int) (ret pyObj) {
+//export glServerMetrics
+func glServerMetrics(sid C.long, asJSON C.int) (ret pyObj) {
 	defer recoverObj(&ret)
 	ms := getSrv(sid).s.Metrics()
 	var s string

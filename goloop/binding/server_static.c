@@ -22,7 +22,7 @@ static PyObject *static_config(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!s#p:_static_config", static_server_type, &srv, &spec, &n, &log)) return NULL;
     long sid = static_sid(srv);
     if (sid < 0) return NULL;
-    if (glStaticConfig(sid, (char *)spec, n, log) < 0) return NULL;
+    if (glServerStaticConfig(sid, (char *)spec, n, log) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -36,7 +36,7 @@ static PyObject *static_log(PyObject *mod, PyObject *arg) {
     }
     long sid = static_sid(arg);
     if (sid < 0) return NULL;
-    return glStaticLog(sid);
+    return glServerStaticLog(sid);
 }
 
 /* _goloop._tls_extra(server, min_version, crl_path): "1.2"/"1.3" (or ""), a CRL file (or "");
@@ -48,7 +48,7 @@ static PyObject *tls_extra(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!ss:_tls_extra", static_server_type, &srv, &minv, &crl)) return NULL;
     long sid = static_sid(srv);
     if (sid < 0) return NULL;
-    if (glTLSExtra(sid, (char *)minv, (char *)crl) < 0) return NULL;
+    if (glServerTLSExtra(sid, (char *)minv, (char *)crl) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -61,7 +61,7 @@ static PyObject *serve_h3(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!sii:_serve_h3", static_server_type, &srv, &host, &port, &streams)) return NULL;
     long sid = static_sid(srv);
     if (sid < 0) return NULL;
-    int got = glServeH3(sid, (char *)host, port, streams);
+    int got = glServerH3(sid, (char *)host, port, streams);
     if (got < 0) return NULL;
     return PyLong_FromLong(got);
 }

@@ -18,11 +18,11 @@ import (
 	"github.com/goloop/goloop/goloop/httpserver"
 )
 
-// glStaticConfig: spec is a JSON list of {"route", "dir", "index", "max_age"}; log: keep
-// records for glStaticLog.
+// glServerStaticConfig: spec is a JSON list of {"route", "dir", "index", "max_age"}; log: keep
+// records for glServerStaticLog.
 //
-//export glStaticConfig
-func glStaticConfig(sid C.long, spec *C.char, n C.Py_ssize_t, log C.int) (rc C.int) {
+//export glServerStaticConfig
+func glServerStaticConfig(sid C.long, spec *C.char, n C.Py_ssize_t, log C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	var ms []struct {
 		Route  string `json:"route"`
@@ -45,10 +45,10 @@ func glStaticConfig(sid C.long, spec *C.char, n C.Py_ssize_t, log C.int) (rc C.i
 	return 0
 }
 
-// glStaticLog returns the records since the last call as a JSON str (server_static.c).
+// glServerStaticLog returns the records since the last call as a JSON str (server_static.c).
 //
-//export glStaticLog
-func glStaticLog(sid C.long) (ret pyObj) {
+//export glServerStaticLog
+func glServerStaticLog(sid C.long) (ret pyObj) {
 	defer recoverObj(&ret)
 	recs, dropped := getSrv(sid).s.TakeStaticLog()
 	rows := make([][]any, len(recs))
@@ -63,11 +63,11 @@ func glStaticLog(sid C.long) (ret pyObj) {
 	return C.PyUnicode_FromStringAndSize((*C.char)(unsafe.Pointer(unsafe.SliceData(b))), C.Py_ssize_t(len(b)))
 }
 
-// glTLSExtra sets the lowest TLS version (minVer "1.3"; "" or "1.2": 1.2) and the CRL file
+// glServerTLSExtra sets the lowest TLS version (minVer "1.3"; "" or "1.2": 1.2) and the CRL file
 // ("" none) checked against client certificates, before set_tls (goloop/httpserver/tlsops.go).
 //
-//export glTLSExtra
-func glTLSExtra(sid C.long, minVer, crl *C.char) (rc C.int) {
+//export glServerTLSExtra
+func glServerTLSExtra(sid C.long, minVer, crl *C.char) (rc C.int) {
 	defer recoverInt(&rc)
 	x := httpserver.TLSExtra{CRLFile: C.GoString(crl)}
 	if C.GoString(minVer) == "1.3" {

@@ -24,11 +24,11 @@ func cstr(p *C.char) string {
 	return C.GoString(p)
 }
 
-// glAsgiSetTLS makes the server's connections TLS (files loaded now: an OSError if not);
+// glServerSetTLS makes the server's connections TLS (files loaded now: an OSError if not);
 // pairs is "cert\x00key\x00cert\x00key..." (several certificates: picked by SNI).
 //
-//export glAsgiSetTLS
-func glAsgiSetTLS(sid C.long, pairs *C.char, plen C.Py_ssize_t, password, cafile *C.char, certReqs C.int) (rc C.int) {
+//export glServerSetTLS
+func glServerSetTLS(sid C.long, pairs *C.char, plen C.Py_ssize_t, password, cafile *C.char, certReqs C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	o := httpserver.TLSOptions{Password: cstr(password), CAFile: cstr(cafile), CertReqs: int(certReqs)}
 	f := strings.Split(C.GoStringN(pairs, C.int(plen)), "\x00")
@@ -43,10 +43,10 @@ func glAsgiSetTLS(sid C.long, pairs *C.char, plen C.Py_ssize_t, password, cafile
 	return 0
 }
 
-// glAsgiReloadTLS reads the TLS files again; on error the current ones stay (OSError).
+// glServerReloadTLS reads the TLS files again; on error the current ones stay (OSError).
 //
-//export glAsgiReloadTLS
-func glAsgiReloadTLS(sid C.long) (rc C.int) {
+//export glServerReloadTLS
+func glServerReloadTLS(sid C.long) (rc C.int) {
 	defer recoverInt(&rc)
 	if err := getSrv(sid).s.ReloadTLS(); err != nil {
 		raise(C.PyExc_OSError, "TLS reload: "+err.Error())
@@ -55,12 +55,12 @@ func glAsgiReloadTLS(sid C.long) (rc C.int) {
 	return 0
 }
 
-// glServeH3 serves HTTP/3 over QUIC on UDP at host:port (0: any free port; max streams 0:
+// glServerH3 serves HTTP/3 over QUIC on UDP at host:port (0: any free port; max streams 0:
 // the default) with the server's TLS (after set_tls; goloop/httpserver/h3.go). It returns
 // the UDP port, or -1 with an OSError.
 //
-//export glServeH3
-func glServeH3(sid C.long, host *C.char, port, streams C.int) (rc C.int) {
+//export glServerH3
+func glServerH3(sid C.long, host *C.char, port, streams C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	s := getSrv(sid).s
 	addr := net.JoinHostPort(C.GoString(host), strconv.Itoa(int(port)))

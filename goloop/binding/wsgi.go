@@ -41,7 +41,7 @@ import (
 )
 
 type wsgiSrv struct {
-	sv *asgiSrv
+	sv *httpSrv
 	mu sync.Mutex
 	// the idle threads, the last to go idle on top: it is woken first (its caches are warm)
 	idle []*wsgiWorker
@@ -134,7 +134,7 @@ func glWsgiServerNew(py *C.GLServer, lp *C.GLLoop, maxHead, keepAliveMs, limitCo
 	cfg.Notify = w.notify
 	cfg.ReuseRequests = true // a pool thread drops its request at Done (glWsgiNext, glWsgiWorkerFree)
 	// not the loop's poller: the loop thread has no part in a request (the pool leads pp)
-	w.sv = newAsgiSrv(py, l, cfg)
+	w.sv = newHttpSrv(py, l, cfg)
 	if w.pp != nil {
 		w.sv.s.SetLoop(w.pp)
 	}

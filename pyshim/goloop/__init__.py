@@ -24,7 +24,7 @@ from typing import Any, Coroutine, TypeVar
 from . import _compat
 from ._version import __version__
 
-__all__ = ["Loop", "new_event_loop", "EventLoopPolicy", "install", "run", "serve", "serve_metrics",
+__all__ = ["__version__", "Loop", "new_event_loop", "EventLoopPolicy", "install", "run", "serve", "serve_metrics",
            "ClientDisconnected"]
 
 _T = TypeVar("_T")
