@@ -261,6 +261,29 @@ def test_h3_client_reset_is_disconnect(certs):
     assert EVENTS[-1] == "http.disconnect" and EVENTS[0] == "http.request"
 
 
+def test_h3_slow_body_is_reset(certs):
+    """A body that stops after its first bytes, slower than min_request_body_rate once
+    the grace (timeout_request_head) passed: the stream is reset (H3_REQUEST_CANCELLED)
+    and the application sees http.disconnect."""
+    EVENTS.clear()
+    STARTED.clear()
+
+    async def main(port):
+        async with client(certs, port) as c:
+            _, r = c.start("POST", "/wait", b"x" * 1000, end=False)  # then nothing
+            await asyncio.wait_for(r.fut, 60)
+            deadline = time.monotonic() + 20
+            while "http.disconnect" not in EVENTS and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            return r.reset
+
+    with serving(h3_app, timeout_request_head=0.2, min_request_body_rate=1 << 20,
+                 **h3_options(certs)) as server:
+        reset = run(main(server.http3_ports[0]))
+    assert reset == 0x10C  # H3_REQUEST_CANCELLED
+    assert EVENTS[-1] == "http.disconnect"
+
+
 def test_h3_shutdown_finishes_stream_in_flight(certs):
     EVENTS.clear()
     STARTED.clear()

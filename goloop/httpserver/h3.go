@@ -24,6 +24,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,13 @@ type h3Stream struct {
 	trReady  bool       // the trailers are ready (r.trHdr)
 	cut      bool       // the application returned with the response incomplete: reset
 	finished bool       // the handler returned: nothing more is written
+	reset    bool       // the body came slower than BodyMinRate: the stream is reset
+
+	// the request body's clock (deadline.go's rule: BodyMinRate after BodyGrace, stopped
+	// while reading is paused or a 100 is owed); rd is the stream's read deadline
+	rd     interface{ SetReadDeadline(time.Time) error }
+	bodyAt time.Time // zero: the clock is stopped
+	bodyN  int64     // bytes received since bodyAt
 }
 
 // ServeH3 serves HTTP/3 on UDP at addr ("host:port") with the server's TLS (SetTLS
@@ -249,6 +257,9 @@ func (s *Server) h3Serve(w http.ResponseWriter, hr *http.Request) {
 		c.applyProxy(r)
 	}
 	if s.metrics != nil {
+		if h3Metrics(r, w) {
+			return
+		}
 		r.t0 = monoNow()
 	}
 	if lim := s.cfg.LimitConcurrency; (lim > 0 && s.inflight.Load() >= int64(lim)) || s.closed.Load() {
@@ -270,9 +281,46 @@ func (s *Server) h3Serve(w http.ResponseWriter, hr *http.Request) {
 			return
 		}
 	}
+	st.rd, _ = w.(interface{ SetReadDeadline(time.Time) error })
 	s.push(Event{Kind: EvRequest, Req: r})
 	go st.readBody(hr.Body)
 	st.write(w)
+}
+
+// h3Metrics answers a GET or HEAD of the metrics path from Go (metrics.go); false: r is
+// not one.
+func h3Metrics(r *Request, w http.ResponseWriter) bool {
+	m := r.c.s.metrics
+	if m.path == "" || string(r.Path()) != m.path {
+		return false
+	}
+	if meth := r.Method(); string(meth) != "GET" && string(meth) != "HEAD" {
+		return false
+	}
+	body := r.c.s.Metrics().Prometheus()
+	hdr := []byte("content-type: text/plain; version=0.0.4; charset=utf-8\r\ncontent-length: " +
+		strconv.Itoa(len(body)) + "\r\n")
+	h3WriteHead(w, r.c.s, 200, hdr, false)
+	if !r.head {
+		w.Write([]byte(body))
+	}
+	return true
+}
+
+// bodyDeadlineLocked is when the body must have come so far (zero: no bound now): the
+// clock starts at the first read after a pause or the 100.
+func (st *h3Stream) bodyDeadlineLocked(now time.Time) time.Time {
+	r := st.r
+	cfg := &r.c.s.cfg
+	if cfg.BodyMinRate <= 0 || st.rd == nil || r.expect100 || r.bodyDone {
+		st.bodyAt = time.Time{}
+		return time.Time{}
+	}
+	if st.bodyAt.IsZero() {
+		st.bodyAt, st.bodyN = now, 0
+	}
+	credit := time.Duration(float64(st.bodyN) / float64(cfg.BodyMinRate) * float64(time.Second))
+	return st.bodyAt.Add(cfg.BodyGrace + credit)
 }
 
 // h3Head fills r's head from quic-go's parsed request: lower-cased names, :authority as
@@ -345,16 +393,35 @@ func (st *h3Stream) readBody(body io.ReadCloser) {
 	for {
 		c.mu.Lock()
 		for len(r.body) > c.s.cfg.BodyBuffer && !r.lost && !st.finished {
+			st.bodyAt = time.Time{} // paused: the clock starts again when reading resumes
 			st.cond.Wait()
 		}
 		stop := r.lost || st.finished
+		dl := st.bodyDeadlineLocked(time.Now())
 		c.mu.Unlock()
 		if stop {
 			body.Close()
 			return
 		}
+		if st.rd != nil {
+			st.rd.SetReadDeadline(dl)
+		}
 		n, err := body.Read(buf)
 		c.mu.Lock()
+		st.bodyN += int64(n)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if d := st.bodyDeadlineLocked(time.Now()); d.IsZero() || time.Now().Before(d) {
+				c.mu.Unlock() // the bound moved (a 100 owed, bytes came): read on
+				continue
+			}
+			if !r.lost && !st.finished { // slower than BodyMinRate: reset (write)
+				c.s.ctr.bodyTimeouts.Add(1)
+				st.reset = true
+				st.lostLocked()
+			}
+			c.mu.Unlock()
+			return
+		}
 		if n > 0 && !r.lost {
 			r.expect100 = false
 			r.body = append(r.body, buf[:n]...)
@@ -394,7 +461,11 @@ func (st *h3Stream) write(w http.ResponseWriter) {
 			st.cond.Wait()
 		}
 		if r.lost {
+			reset := st.reset
 			c.mu.Unlock()
+			if reset {
+				h3Reset(w)
+			}
 			return
 		}
 		if st.cut {
@@ -423,10 +494,7 @@ func (st *h3Stream) write(w http.ResponseWriter) {
 			st.q = st.q[1:]
 			st.writing = true
 			c.mu.Unlock()
-			err := h3WritePart(w, p)
-			if err == nil && fl != nil {
-				fl.Flush()
-			}
+			err := st.writePart(w, p)
 			c.mu.Lock()
 			st.writing = false
 			if p.f == nil {
@@ -484,15 +552,94 @@ func h3WriteHead(w http.ResponseWriter, s *Server, status int, hdr []byte, trail
 	w.WriteHeader(status)
 }
 
-// h3WritePart writes a body part to the stream (blocking on QUIC's flow control).
-func h3WritePart(w http.ResponseWriter, p bodyPart) error {
-	if p.f == nil {
-		_, err := w.Write(p.b)
-		return err
+// h3Reset resets a stream whose request body came too slowly: H3_REQUEST_CANCELLED
+// when no body byte of the response has left (the stream is taken from quic-go), else
+// quic-go's reset of an aborted handler (H3_INTERNAL_ERROR).
+func h3Reset(w http.ResponseWriter) {
+	if hs, ok := w.(http3.HTTPStreamer); ok {
+		if str, err := hs.HTTPStream(); err == nil {
+			str.CancelRead(quic.StreamErrorCode(http3.ErrCodeRequestCanceled))
+			str.CancelWrite(quic.StreamErrorCode(http3.ErrCodeRequestCanceled))
+			return
+		}
 	}
-	defer p.f.Close()
-	_, err := io.Copy(w, io.NewSectionReader(p.f, p.off, p.n))
-	return err
+	panic(http.ErrAbortHandler)
+}
+
+// writePart writes a body part to the stream (blocking on QUIC's flow control) and
+// flushes it. Meanwhile the response's clock runs (writerate.go's rule, per stream:
+// RespMinRate on average after RespGrace, from the part's first write): past
+// its deadline the write fails (os.ErrDeadlineExceeded, counted in respTimeouts) and
+// quic-go resets the stream (H3_REQUEST_CANCELLED: a DATA frame is left unfinished).
+func (st *h3Stream) writePart(w http.ResponseWriter, p bodyPart) error {
+	cfg := &st.r.c.s.cfg
+	wd, _ := w.(interface{ SetWriteDeadline(time.Time) error })
+	var at time.Time
+	var n int64
+	on := wd != nil && cfg.RespMinRate > 0
+	deadline := func() time.Time {
+		credit := time.Duration(float64(n) / float64(cfg.RespMinRate) * float64(time.Second))
+		return at.Add(cfg.RespGrace + credit)
+	}
+	var src io.Reader
+	if p.f != nil {
+		defer p.f.Close()
+		src = io.NewSectionReader(p.f, p.off, p.n)
+	}
+	b := p.b
+	var chunk []byte
+	if on {
+		at = time.Now()
+		wd.SetWriteDeadline(deadline())
+	}
+	for {
+		if len(b) == 0 && src != nil {
+			if chunk == nil {
+				chunk = make([]byte, 32<<10)
+			}
+			m, err := src.Read(chunk)
+			if m == 0 && err == io.EOF {
+				break
+			} else if m == 0 && err != nil {
+				return err
+			}
+			b = chunk[:m]
+		}
+		if len(b) == 0 {
+			break
+		}
+		m, err := w.Write(b)
+		b = b[m:]
+		n += int64(m)
+		if err == nil {
+			continue
+		}
+		if !on || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		if !time.Now().Before(deadline()) {
+			st.r.c.s.ctr.respTimeouts.Add(1)
+			return err
+		}
+		wd.SetWriteDeadline(deadline()) // the client read enough meanwhile: on
+	}
+	if fe, ok := w.(interface{ FlushError() error }); ok {
+		for {
+			err := fe.FlushError()
+			if err == nil || !on || !errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			if !time.Now().Before(deadline()) {
+				st.r.c.s.ctr.respTimeouts.Add(1)
+				return err
+			}
+			wd.SetWriteDeadline(deadline())
+		}
+	}
+	if on {
+		wd.SetWriteDeadline(time.Time{})
+	}
+	return nil
 }
 
 // ---- the application's side: *h3Stream is its Request's protocol (exchange.go) ----
@@ -508,6 +655,9 @@ func (st *h3Stream) continueLocked() {
 	if !st.finished {
 		st.want100 = true
 		st.cond.Broadcast()
+		if st.rd != nil && st.r.c.s.cfg.BodyMinRate > 0 {
+			st.rd.SetReadDeadline(time.Now()) // the body reader starts the body's clock
+		}
 	}
 }
 

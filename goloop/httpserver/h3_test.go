@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,8 +23,17 @@ import (
 // the https:// base of the HTTP/3 port.
 func startH3(t *testing.T, cfg Config, o H3Options, h func(a *fakeApp, r *Request)) (*fakeApp, string, *testPKI) {
 	t.Helper()
+	return startH3With(t, cfg, o, func(*Server) {}, h)
+}
+
+// startH3With is startH3 with setup called on the server before it serves.
+func startH3With(t *testing.T, cfg Config, o H3Options, setup func(*Server), h func(a *fakeApp, r *Request)) (*fakeApp, string, *testPKI) {
+	t.Helper()
 	p := newPKI(t)
-	a, _ := startTLSWith(t, p, cfg, h)
+	a, _ := startServerWith(t, cfg, setup, h)
+	if err := a.s.SetTLS(TLSOptions{CertFile: p.certFile, KeyFile: p.keyFile}); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.s.ServeH3("127.0.0.1:0", o); err != nil {
 		t.Fatal(err)
 	}
@@ -178,20 +188,22 @@ func TestH3TinyWindows(t *testing.T) {
 	getStream(t, cl, base)
 }
 
+// recvPast receives until the body's parts end: the state that ended them.
+func recvPast(a *fakeApp, r *Request) RecvState {
+	for {
+		if _, st := a.receive(r); st != RecvBody {
+			return st
+		}
+	}
+}
+
 // A client that resets its stream mid-body: the application sees a disconnect.
 func TestH3ResetMidBody(t *testing.T) {
 	got := make(chan RecvState, 1)
 	began := make(chan struct{})
 	app := func(a *fakeApp, r *Request) {
 		close(began)
-		var st RecvState
-		for {
-			_, st = a.receive(r)
-			if st != RecvBody {
-				break
-			}
-		}
-		got <- st
+		got <- recvPast(a, r)
 		quiet(a, r)
 	}
 	_, base, p := startH3(t, Config{}, H3Options{}, app)
@@ -368,5 +380,148 @@ func TestH3LimitConcurrency(t *testing.T) {
 	close(release)
 	if resp.StatusCode != 503 || string(b) != "Service Unavailable" || <-first != 200 {
 		t.Fatalf("%d %q", resp.StatusCode, b)
+	}
+}
+
+// h3Code is the HTTP/3 error code of a client's error (-1: none).
+func h3Code(err error) int64 {
+	var he *http3.Error
+	if errors.As(err, &he) {
+		return int64(he.ErrorCode)
+	}
+	var se *quic.StreamError
+	if errors.As(err, &se) {
+		return int64(se.ErrorCode)
+	}
+	return -1
+}
+
+// A request body that stops coming after its first bytes (slower than BodyMinRate once
+// BodyGrace passed): the stream is reset with H3_REQUEST_CANCELLED, the application sees
+// a disconnect, and the metrics count a body timeout.
+func TestH3BodyRateReset(t *testing.T) {
+	got := make(chan RecvState, 1)
+	app := func(a *fakeApp, r *Request) {
+		got <- recvPast(a, r)
+		quiet(a, r)
+	}
+	a, base, p := startH3With(t, Config{BodyMinRate: 1 << 20, BodyGrace: 100 * time.Millisecond}, H3Options{},
+		func(s *Server) { s.EnableMetrics("") }, app)
+	cl := h3Client(t, p, nil)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, _ := http.NewRequest("POST", base+"/up", pr)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := cl.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	pw.Write(make([]byte, 1000)) // then nothing
+	if st := <-got; st != RecvDisconnect {
+		t.Fatalf("receive of a stalled body: %d, want RecvDisconnect", st)
+	}
+	err := <-done
+	if code := h3Code(err); code != int64(http3.ErrCodeRequestCanceled) {
+		t.Fatalf("the client saw %v (code %#x), want a reset with H3_REQUEST_CANCELLED", err, code)
+	}
+	if n := a.s.Metrics().BodyTimeouts; n != 1 {
+		t.Fatalf("body timeouts counted: %d, want 1", n)
+	}
+}
+
+// A body that keeps coming faster than BodyMinRate is not cut, however long it takes
+// past the grace.
+func TestH3BodyRateKept(t *testing.T) {
+	_, base, p := startH3(t, Config{BodyMinRate: 1, BodyGrace: 200 * time.Millisecond}, H3Options{}, hashApp)
+	cl := h3Client(t, p, nil)
+	pr, pw := io.Pipe()
+	go func() { // each part buys 100 s: the pauses between them are past the grace
+		for i := 0; i < 4; i++ {
+			time.Sleep(300 * time.Millisecond)
+			pw.Write(bytes.Repeat([]byte("z"), 100))
+		}
+		pw.Close()
+	}()
+	first := bytes.NewReader(bytes.Repeat([]byte("z"), 100))
+	resp, err := cl.Post(base+"/up", "application/octet-stream", io.MultiReader(first, pr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(b), "POST 500 ") {
+		t.Fatalf("%q", b)
+	}
+}
+
+// A client that stops reading a large response: past RespGrace with less than
+// RespMinRate read, the stream is reset, the paused sender sees a disconnect and the
+// metrics count a response timeout.
+func TestH3SlowReaderReset(t *testing.T) {
+	ended := make(chan error, 1)
+	app := func(a *fakeApp, r *Request) {
+		a.readBody(r, false)
+		r.Start(200, nil)
+		chunk := make([]byte, 64<<10)
+		for sent := 0; sent < 64<<20; sent += len(chunk) {
+			fl, err := r.Send(chunk, true)
+			if err == nil && fl&SendPaused != 0 {
+				err = a.waitRoom(r, fl, nil)
+			}
+			if err != nil {
+				ended <- err
+				return
+			}
+		}
+		r.Send(nil, false)
+		ended <- nil
+	}
+	a, base, p := startH3With(t, Config{RespMinRate: 64 << 10, RespGrace: 100 * time.Millisecond}, H3Options{},
+		func(s *Server) { s.EnableMetrics("") }, app)
+	cl := h3Client(t, p, &quic.Config{MaxStreamReceiveWindow: 64 << 10, MaxConnectionReceiveWindow: 128 << 10})
+	resp, err := cl.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := <-ended; err != ErrDisconnected { // the client read nothing
+		t.Fatalf("the sender ended with %v, want ErrDisconnected", err)
+	}
+	if n := a.s.Metrics().RespTimeouts; n != 1 {
+		t.Fatalf("response timeouts counted: %d, want 1", n)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	if code := h3Code(err); code != int64(http3.ErrCodeRequestCanceled) {
+		t.Fatalf("the client's read ended with %v (code %#x), want H3_REQUEST_CANCELLED", err, code)
+	}
+}
+
+// GET /metrics over HTTP/3 is answered by Go (the application never sees it); HEAD too.
+func TestH3Metrics(t *testing.T) {
+	a, base, p := startH3With(t, Config{}, H3Options{}, func(s *Server) { s.EnableMetrics("/metrics") }, hashApp)
+	cl := h3Client(t, p, nil)
+	postHashed(t, cl, base, []byte("hello"))
+	resp, err := cl.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") ||
+		!strings.Contains(string(b), `goloop_responses_total{status="2xx"} 1`) {
+		t.Fatalf("%d %v\n%s", resp.StatusCode, resp.Header, b)
+	}
+	resp, err = cl.Head(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(b) != 0 || a.seenCount() != 1 {
+		t.Fatalf("HEAD: %d %q, the application saw %d requests", resp.StatusCode, b, a.seenCount())
 	}
 }
