@@ -959,6 +959,9 @@ def _parse_with_new_parsers(n: int) -> None:
         p.feed_data(REQUESTS["get"])
 
 
+UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads /proc/self/statm")
 def test_many_parsers_created_and_freed_leave_nothing():
     """A parser (its Python object, its protocol, its C batch and its Go state in the id
@@ -975,7 +978,8 @@ def test_many_parsers_created_and_freed_leave_nothing():
         _parse_with_new_parsers(n)
         gc.collect()
         assert sys.getallocatedblocks() - blocks < 100
-        assert _rss() - rss < 3 * 1024 * 1024
+        if not UNDER_ASAN:  # ASan's quarantine keeps freed C memory resident by design
+            assert _rss() - rss < 3 * 1024 * 1024
 
 
 def test_subclass_and_reinit():
