@@ -17,7 +17,7 @@ h2 = pytest.importorskip("h2")
 httpx = pytest.importorskip("httpx")
 import h2.events  # noqa: E402
 
-from test_serve_h2_tls import RawH2, certs, tls_options  # noqa: E402,F401
+from test_serve_h2_tls import RawH2, tls_options  # noqa: E402 (certs: conftest's fixture)
 
 # every test with both connection drivers (conftest.py)
 pytestmark = pytest.mark.usefixtures("serve_readers")

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("flask")
 httpx = pytest.importorskip("httpx")
 
-from test_serve_h2_tls import RawH2, certs  # noqa: E402,F401 (certs: the module-scoped fixture)
+from test_serve_h2_tls import RawH2  # noqa: E402 (certs: conftest's fixture)
 from wsgi_serving import RawConn, chunked, need_h2, raw_request, wsgi_server  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
