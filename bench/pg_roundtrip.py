@@ -266,7 +266,7 @@ def write(args, loops, modes, summary):
     for mode in modes:
         for what, key, unit in (("wall", "wall_us", "µs"), ("CPU", "cpu_us", "µs"),
                                 ("syscalls", "syscalls", "calls"), ("instructions", "instructions", "instructions")):
-            row = {"row": f"{mode}: {what} per operation"}
+            row = {"row": f"{mode}: {what} per operation ({unit})"}
             for lp in loops:
                 v = summary[(mode, lp)].get(key)
                 if isinstance(v, dict):
