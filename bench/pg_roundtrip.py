@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.join(HERE, "web"))
 READ_SQL = 'SELECT "randomnumber", "id" FROM "world" WHERE id = $1'
 WRITE_SQL = 'UPDATE "world" SET "randomnumber" = $1 WHERE id = $2'
 LOOPS = ("asyncio", "uvloop", "goloop")
+WARMUP = 400
 
 
 # ---------- the client (a child process per loop) ----------
@@ -87,7 +88,8 @@ async def _ops(mode, dsn, n):
         close = conn.close
     else:
         raise SystemExit(f"unknown mode {mode!r}")
-    await run(max(200, n // 10))  # warm-up (statement caches, pool connections)
+    await run(WARMUP)  # warm-up (statement caches, pool connections): the same in every run,
+    # so that the difference of an N and a 2N run is N operations
     return run, close
 
 

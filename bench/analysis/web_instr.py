@@ -85,8 +85,8 @@ def count(app, server, path, n, conns, env, tmp):
     interface, target, _ = wb.APPS[app]
     port = free_port()
     argv = wb.server_argv(server, interface, target, port)
-    if server == "uvicorn":
-        argv += ["--timeout-keep-alive", "600"]  # its 5 s default closes idle connections under valgrind
+    if server in ("uvicorn", "goloop serve"):
+        argv += ["--timeout-keep-alive", "600"]  # a 5 s default closes idle connections under valgrind
     out = os.path.join(tmp, f"cg.{server.split()[0]}.%p")
     env = dict(env, GODEBUG="asyncpreemptoff=1", PYTHONMALLOC="malloc")
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}",
@@ -97,7 +97,11 @@ def count(app, server, path, n, conns, env, tmp):
         pids = tree_pids(proc.pid)
         for p in pids:
             subprocess.run(["callgrind_control", "-z", str(p)], capture_output=True)
-        drive(port, n, conns, path)
+        try:
+            drive(port, n, conns, path)
+        except RuntimeError as exc:
+            proc.kill()
+            raise RuntimeError(f"{exc}; the server's stderr: {proc.stderr.read().decode(errors='replace')[-1500:]}") from None
         for p in pids:
             subprocess.run(["callgrind_control", "-d", str(p)], capture_output=True)
     finally:
