@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.join(BENCH, "web"))
 sys.path.insert(0, os.path.join(BENCH, "analysis"))
 import web_bench as wb  # noqa: E402
-from harness import free_port, tree_pids, wait_port  # noqa: E402
+from harness import free_port, kill_tree, tree_pids, wait_port  # noqa: E402
 from serve_instr import per_function  # noqa: E402
 
 import pg  # noqa: E402
@@ -105,12 +104,7 @@ def count(app, server, path, n, conns, env, tmp):
         for p in pids:
             subprocess.run(["callgrind_control", "-d", str(p)], capture_output=True)
     finally:
-        for p in reversed(tree_pids(proc.pid)):
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
-        proc.wait()
+        kill_tree(proc)
     total, dumps = 0, []
     prefix = out.replace("%p", "")
     for f in glob.glob(prefix + "*"):
