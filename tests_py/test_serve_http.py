@@ -271,6 +271,83 @@ def test_request_tasks_made_by_a_create_task_override(monkeypatch):
     assert made.count("AsgiRun") == 2, made
 
 
+def test_request_tasks_made_by_a_replaced_task_class(monkeypatch):
+    """asyncio.tasks.Task replaced by a subclass (as instrumentation does): the requests'
+    Tasks are of that class, named as before, on every version (3.11 makes asyncio's own C
+    Task without a keyword dict; anything else goes through the class's call)."""
+    import asyncio.tasks
+
+    class MyTask(asyncio.tasks.Task):
+        pass
+
+    seen = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        t = asyncio.current_task()
+        seen.append((type(t).__name__, t.get_name(), t in asyncio.all_tasks()))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    monkeypatch.setattr(asyncio.tasks, "Task", MyTask)
+    with serving(app, lifespan="off") as server:
+        for path in ("/a", "/b"):
+            assert get(server, path)[0] == 200
+    assert [s[0] for s in seen] == ["MyTask", "MyTask"], seen
+    assert all(s[2] for s in seen) and seen[0][1] != seen[1][1], seen
+
+
+# (name, value) pairs http.response.start refuses, and the message of the RuntimeError
+BAD_HEADERS = [
+    ((b"", b"v"), "Invalid HTTP header name."),
+    ((b"bad name", b"v"), "Invalid HTTP header name."),
+    ((b"x-long-header-name:", b"v"), "Invalid HTTP header name."),
+    ((b"x-long-header-name\t", b"v"), "Invalid HTTP header name."),
+    ((b"x-del\x7f", b"v"), "Invalid HTTP header name."),
+    ((b"x-\xc3\xa9", b"v"), "Invalid HTTP header name."),
+    ((b"x-nul\x00", b"v"), "Invalid HTTP header name."),
+    ((b"x-ok", b"a\r\nx-injected: 1"), "Invalid HTTP header value."),
+    ((b"x-ok", b"a long value\n"), "Invalid HTTP header value."),
+    ((b"x-ok", b"\x00"), "Invalid HTTP header value."),
+]
+
+
+def test_response_header_names_and_values_are_checked():
+    """A header name must be a non-empty token (no control, space, ':', DEL or non-ASCII
+    byte); a value may hold anything but CR, LF and NUL (tabs and obs-text pass, as in h11).
+    A refused start raises RuntimeError in send() and starts nothing: the application can
+    still answer; a header that is not bytes is a TypeError."""
+    got = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        for pair, _ in BAD_HEADERS + [((b"x-ok", "str"), None)]:
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": [(b"x-a", b"1"), pair]})
+            except (RuntimeError, TypeError) as exc:
+                got.append((type(exc).__name__, str(exc)))
+            else:
+                got.append(None)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"x-Mixed_Case.name~1!", b"tab\there \x80\xff:;"), (b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while not data.endswith(b"\r\n\r\nok"):
+                chunk = s.recv(65536)
+                assert chunk, data
+                data += chunk
+    assert got[:-1] == [("RuntimeError", msg) for _, msg in BAD_HEADERS]
+    assert got[-1][0] == "TypeError" and "must be bytes" in got[-1][1], got[-1]
+    assert data.startswith(b"HTTP/1.1 200 ")
+    assert b"\r\nx-Mixed_Case.name~1!: tab\there \x80\xff:;\r\n" in data, data
+
+
 async def echo_app(scope, receive, send):
     """Echoes the request body in parts (a chunked response), reporting the receive() messages."""
     if scope["type"] != "http":
