@@ -463,10 +463,15 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
     if (type == NULL) return NULL;
     msg = args[0];
     PyObject *r;
-    if (type == GLS(response_body) || (PyUnicode_Check(type) && PyUnicode_Compare(type, GLS(response_body)) == 0)) {
+    /* the same objects usually (interned): both compared by identity before by value */
+    int body = type == GLS(response_body), start = !body && type == GLS(response_start);
+    if (!body && !start && PyUnicode_Check(type)) {
+        body = PyUnicode_Compare(type, GLS(response_body)) == 0;
+        start = !body && PyUnicode_Compare(type, GLS(response_start)) == 0;
+    }
+    if (body) {
         r = send_body(self, msg);
-    } else if (type == GLS(response_start) ||
-               (PyUnicode_Check(type) && PyUnicode_Compare(type, GLS(response_start)) == 0)) {
+    } else if (start) {
         r = send_start(self, msg);
     } else if (!PyErr_Occurred()) {
         release_own_start(self);

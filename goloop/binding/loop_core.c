@@ -520,14 +520,33 @@ static PyObject *loop_create_task(GLLoop *self, PyObject *const *args, Py_ssize_
 
 static PyObject *str_create_task, *core_create_task;  /* "create_task", LoopCore's */
 
+#ifndef Py_GIL_DISABLED
+/* The last type own_create_task found keeping LoopCore's create_task, and its version tag
+ * then: a tag is given to one type only and dropped when the type (or a base) changes, so
+ * the same valid tag means the same answer without the lookup (~200 instructions a request). */
+static PyTypeObject *own_type;
+static unsigned int own_tag;
+#endif
+
 /* type(self).create_task is LoopCore's (a subclass did not replace it). */
 static int own_create_task(GLLoop *self) {
-    PyObject *m = PyObject_GetAttr((PyObject *)Py_TYPE(self), str_create_task);
+    PyTypeObject *t = Py_TYPE(self);
+#ifndef Py_GIL_DISABLED
+    if (t == own_type && own_tag != 0 && t->tp_version_tag == own_tag && PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG))
+        return 1;
+#endif
+    PyObject *m = PyObject_GetAttr((PyObject *)t, str_create_task);
     if (m == NULL) {
         PyErr_Clear();
         return 0;
     }
     Py_DECREF(m);
+#ifndef Py_GIL_DISABLED
+    if (m == core_create_task && PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        own_type = t;
+        own_tag = t->tp_version_tag;
+    }
+#endif
     return m == core_create_task;
 }
 
@@ -566,10 +585,10 @@ PyObject *gl_loop_create_task_named(GLLoop *self, PyObject *coro, PyObject *name
     PyTypeObject *tt = NULL;
     int fast = !self->debug && (self->task_factory == NULL || self->task_factory == Py_None) && !named_busy &&
                c_task_type != NULL && own_create_task(self);
-    PyObject *task_type = fast ? PyObject_GetAttr(tasks_module, str_Task) : NULL;
-    if (fast && task_type == NULL) return NULL;
+    /* asyncio.tasks.Task from the module's dict (borrowed; c_task_type holds the C one) */
+    PyObject *task_type = fast ? PyDict_GetItemWithError(PyModule_GetDict(tasks_module), str_Task) : NULL;
+    if (task_type == NULL && PyErr_Occurred()) return NULL;
     if (task_type == c_task_type && Py_TYPE(task_type)->tp_call == PyType_Type.tp_call) tt = (PyTypeObject *)task_type;
-    Py_XDECREF(task_type);  /* (c_task_type holds the type) */
     if (tt == NULL || tt->tp_new == NULL || tt->tp_init == NULL) {
         PyObject *args[3] = {(PyObject *)self, coro, name};
         return PyObject_VectorcallMethod(str_create_task, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, named_kwnames);
