@@ -349,8 +349,13 @@ func glAsgiFinish(rid C.long, failed C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	rc = httpserver.FinishOK
 	if r := getReq(rid); r != nil {
-		rc = C.int(r.Finish(failed != 0))
 		asgiReqs.Del(int(rid))
+		if r.Tag == nil {
+			// nothing of the binding refers to r any more (the send object's id is let go of
+			// now, no Future waits on it): its connection may reuse it for its next request
+			return C.int(r.FinishReleased(failed != 0))
+		}
+		rc = C.int(r.Finish(failed != 0))
 	}
 	return rc
 }
