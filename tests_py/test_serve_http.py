@@ -298,6 +298,54 @@ def test_request_tasks_made_by_a_replaced_task_class(monkeypatch):
     assert all(s[2] for s in seen) and seen[0][1] != seen[1][1], seen
 
 
+def test_requests_in_flight_after_pipelined_requests():
+    """The end of an application's call that completed its response reaches Go in the
+    iteration's flush, with the others of that iteration: goloop_requests_in_flight counts
+    the request that still runs and none of those that ended, after pipelined bursts on
+    reused connections; and the server's close ends a request left running."""
+    release = threading.Event()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/slow":
+            while not release.is_set():
+                await asyncio.sleep(0.01)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+        if scope["path"] == "/late":  # returns a step after its response
+            await asyncio.sleep(0)
+
+    def in_flight(server):
+        status, _, body = get(server, "/metrics")
+        assert status == 200
+        return [int(line.split()[1]) for line in body.decode().splitlines()
+                if line.startswith("goloop_requests_in_flight ")][0]
+
+    def burst(server, paths):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(b"".join(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % p for p in paths))
+            data = b""
+            while data.count(b"\r\n\r\nok") < len(paths):
+                chunk = s.recv(65536)
+                assert chunk, data
+                data += chunk
+        assert data.count(b"HTTP/1.1 200 ") == len(paths)
+
+    with serving(app, lifespan="off", metrics=True, metrics_path="/metrics") as server:
+        slow = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        slow.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        for _ in range(3):
+            burst(server, [b"/a", b"/late"] * 20)
+            burst(server, [b"/b"])
+        assert in_flight(server) == 1  # /slow
+        release.set()
+        assert slow.recv(65536).startswith(b"HTTP/1.1 200 ")
+        slow.close()
+        burst(server, [b"/c"] * 5)
+        assert in_flight(server) == 0
+
+
 # (name, value) pairs http.response.start refuses, and the message of the RuntimeError
 BAD_HEADERS = [
     ((b"", b"v"), "Invalid HTTP header name."),

@@ -153,7 +153,10 @@ static int srv_clear(GLAsgiServer *self) {
 
 static void srv_dealloc(GLAsgiServer *self) {
     PyObject_GC_UnTrack(self);
-    gl_server_release(&self->base);
+    gl_server_release(&self->base);  /* (Go finished the pending requests: fin is empty) */
+    PyMem_RawFree(self->fin);
+    self->fin = NULL;
+    self->nfin = self->capfin = 0;
     srv_clear(self);
     gl_server_dealloc(&self->base);
 }
@@ -434,6 +437,7 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
             rc = glAsgiSend(self->srv->base.sid, self->rid, p, n, more, keep);
         }
         PyBuffer_Release(&view);
+        if (rc >= 0 && !more) self->complete = 1;
     }
     Py_XDECREF(body);
     return answer(self, rc);
@@ -878,7 +882,7 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
     send->rid = -1;  /* until all is made: the request stays Go's to forget */
     send->srv = (GLAsgiServer *)Py_NewRef(srv);
     send->recv_fut = send->send_fut = NULL;
-    send->finished = send->started = send->start_lost = 0;
+    send->finished = send->started = send->start_lost = send->complete = 0;
     send->held_status = 0;
     PyObject_GC_Track(send);
     recv = PyObject_GC_New(GLAsgiRecv, kind->recv_type);
@@ -978,7 +982,7 @@ int gl_init_asgi(PyObject *m) {
     return 0;
 }
 
-/* ---------- for asgi_ws.c (WebSocket) and asgi_spec.c ---------- */
+/* ---------- for asgi_ws.c (WebSocket), asgi_spec.c and asgi_run.c ---------- */
 
 PyObject *gl_asgi_done(PyObject *value) { return done_new(value); }
 
@@ -997,4 +1001,28 @@ int gl_asgi_finish(GLAsgiSend *s, int failed) {
         found = GL_ASGI_FINISH_OK;
     }
     return found;
+}
+
+/* The application's call ended normally (asgi_run.c): gl_asgi_finish, except that a request
+ * whose response is complete (its last body part given to Go, nothing held) is only let go
+ * of here and its id queued for Go, which finishes it at the server's next take or flush
+ * (both in the loop's same iteration) or release: one call into Go fewer per request.
+ * What Go would find then (FinishOK, or FinishLost: the client went away) is nothing the
+ * caller reports. */
+int gl_asgi_finish_done(GLAsgiSend *s) {
+    GLAsgiServer *srv = s->srv;
+    if (!s->complete || s->held_status != 0 || gl_forked || s->rid < 0 || srv->base.sid < 0 ||
+        !PyObject_TypeCheck((PyObject *)srv, &ServerType))
+        return gl_asgi_finish(s, 0);
+    if (srv->nfin == srv->capfin) {
+        int cap = srv->capfin ? 2 * srv->capfin : 64;
+        long *p = PyMem_RawRealloc(srv->fin, (size_t)cap * sizeof(long));
+        if (p == NULL) return gl_asgi_finish(s, 0);
+        srv->fin = p;
+        srv->capfin = cap;
+    }
+    srv->fin[srv->nfin++] = s->rid;
+    s->rid = -1;
+    s->finished = 1;
+    return GL_ASGI_FINISH_OK;
 }
