@@ -578,7 +578,7 @@ static int named_busy;          /* named_kw is in use (a Task's __init__ ran Pyt
  * create_task would make a plain Task (no task factory, not debug, LoopCore's own
  * create_task) and asyncio's Task is the C one under type's own call, the Task is made
  * as type's call makes it (tp_new, then tp_init) with one keyword dict refilled each time
- * (3.11 has the GIL: one thread at a time here); anything else calls
+ * (3.11 has the GIL: one thread at a time runs this); anything else calls
  * loop.create_task(coro, name=name). The caller owns name and self for the call, so the
  * dict's borrowed values stay alive even if a nested call refills it. */
 PyObject *gl_loop_create_task_named(GLLoop *self, PyObject *coro, PyObject *name) {
