@@ -47,7 +47,7 @@ WEB = os.path.join(BENCH, "web")
 sys.path.insert(0, BENCH)
 sys.path.insert(0, HERE)
 from harness import free_port, wait_port  # noqa: E402
-from wsgi_instr import STEP_TIMEOUT, Stalled, control, dump_total, per_function, stop, tree  # noqa: E402
+from wsgi_instr import STEP_TIMEOUT, Stalled, control, dump_total, keep_and_annotate, stop, tree  # noqa: E402
 
 PY = sys.executable
 WARMUP = 300
@@ -314,20 +314,7 @@ def main():
                     shown.append("failed")
                     continue
                 cells[name] = ins
-                if args.keep:
-                    os.makedirs(args.keep, exist_ok=True)
-                    for d in dumps:
-                        tag = f"{row}-{name.replace(' ', '_')}-{os.path.basename(d)}"
-                        with open(d, "rb") as src, open(os.path.join(args.keep, tag), "wb") as dst:
-                            dst.write(src.read())
-                if args.annotate:
-                    agg = {}
-                    for d in dumps:
-                        for k, v in per_function(d, args.inclusive).items():
-                            agg[k] = agg.get(k, 0) + v
-                    print(f"# {row} / {name}: top functions, instructions per request", file=sys.stderr)
-                    for k, v in sorted(agg.items(), key=lambda kv: -kv[1])[:args.annotate]:
-                        print(f"#   {v / args.n:10,.0f}  {k}", file=sys.stderr)
+                keep_and_annotate(dumps, args, f"{row}-{name.replace(' ', '_')}", f"{row} / {name}")
                 shown.append(f"{ins:,.0f}" + (f" ({ins - alone:,.0f})" if alone is not None else ""))
             table[row] = (alone, cells)
             print(f"| {title} | {'-' if alone is None else f'{alone:,.0f}'} | " + " | ".join(shown) + " |", flush=True)
