@@ -298,6 +298,28 @@ def test_request_tasks_made_by_a_replaced_task_class(monkeypatch):
     assert all(s[2] for s in seen) and seen[0][1] != seen[1][1], seen
 
 
+def test_a_served_loop_is_freed():
+    """Nothing the requests' path keeps between requests (3.11's reused Task keywords, the
+    cached create_task check) holds the loop once it closed: it is freed."""
+    import gc
+    import weakref
+
+    loops = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        assert get(server, "/a")[0] == 200
+        del server
+    gc.collect()
+    assert loops and loops[0]() is None
+
+
 def test_requests_in_flight_after_pipelined_requests():
     """The end of an application's call that completed its response reaches Go in the
     iteration's flush, with the others of that iteration: goloop_requests_in_flight counts

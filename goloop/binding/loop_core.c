@@ -580,7 +580,8 @@ static int named_busy;          /* named_kw is in use (a Task's __init__ ran Pyt
  * as type's call makes it (tp_new, then tp_init) with one keyword dict refilled each time
  * (3.11 has the GIL: one thread at a time runs this); anything else calls
  * loop.create_task(coro, name=name). The caller owns name and self for the call, so the
- * dict's borrowed values stay alive even if a nested call refills it. */
+ * dict's borrowed values stay alive even if a nested call refills it; the loop is taken
+ * out of the dict after each call. */
 PyObject *gl_loop_create_task_named(GLLoop *self, PyObject *coro, PyObject *name) {
     PyTypeObject *tt = NULL;
     int fast = !self->debug && (self->task_factory == NULL || self->task_factory == Py_None) && !named_busy &&
@@ -608,6 +609,8 @@ PyObject *gl_loop_create_task_named(GLLoop *self, PyObject *coro, PyObject *name
     if (task != NULL && PyObject_TypeCheck(task, tt) && tt->tp_init(task, args, named_kw) < 0) Py_CLEAR(task);
     named_busy = 0;
     Py_DECREF(args);
+    /* the dict keeps no loop alive between requests (its name, a short str, may stay) */
+    if (PyDict_SetItem(named_kw, str_loop, Py_None) < 0) Py_CLEAR(task);
     return task;
 }
 #endif
