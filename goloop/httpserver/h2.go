@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,6 +83,9 @@ type h2Conn struct {
 	recvWin     int64            // our connection receive window, as the peer sees it
 	connUnacked int64            // consumed, not yet returned with a WINDOW_UPDATE
 	files       int              // streams sending a file (pathsend)
+	copied      int              // Go's copies in the streams' pending bytes (held bodies aside): queuedLocked
+	rrAfter     uint32           // the stream the output's pump served first last time (pumpLocked)
+	rrIDs       []uint32         // pumpLocked's scratch
 	ended       map[uint32]uint8 // how the last h2ClosedKept closed streams closed (closedNormal...)
 	endedIDs    []uint32         // their ids, in order of closing (a ring)
 	endedNext   int
@@ -405,9 +409,7 @@ func (h *h2Conn) frame(f http2.Frame) (http2.ErrCode, bool) {
 				return http2.ErrCodeFlowControl, false
 			}
 			h.sendWin += inc
-			for _, st := range h.streams {
-				h.writeDataLocked(st)
-			}
+			h.pumpLocked()
 		} else if st := h.streams[f.StreamID]; st != nil {
 			if st.sendWin+inc > 1<<31-1 {
 				h.resetLocked(st.id, http2.ErrCodeFlowControl)
@@ -434,9 +436,7 @@ func (h *h2Conn) frame(f http2.Frame) (http2.ErrCode, bool) {
 			return bad, false
 		}
 		h.fr.WriteSettingsAck()
-		for _, st := range h.streams {
-			h.writeDataLocked(st)
-		}
+		h.pumpLocked()
 		return h.controlOut()
 	case *http2.PingFrame:
 		if !f.IsAck() {
@@ -772,10 +772,19 @@ func (h *h2Conn) dropLocked(st *h2Stream) {
 		h.giveBackLocked(int64(len(r.body)))
 		r.body = nil
 	}
-	st.pending = nil
-	st.releasePending()
+	h.dropPendingLocked(st)
 	h.closeFileLocked(st)
 	h.removeLocked(st)
+	h.wakeLocked() // its copies left the connection's bound: others may have room
+}
+
+// dropPendingLocked forgets st's pending bytes (a held body is released).
+func (h *h2Conn) dropPendingLocked(st *h2Stream) {
+	if st.pendRel == nil {
+		h.copied -= len(st.pending)
+	}
+	st.pending = nil
+	st.releasePending()
 }
 
 // releasePending releases the held body pending was (it no longer refers to it).
@@ -842,33 +851,86 @@ func (h *h2Conn) maybeCloseLocked() {
 // input: an h2Conn reads from its own buffered reader (newH2 takes the first bytes).
 func (h *h2Conn) input([]byte) {}
 
-// drainedLocked (Conn.drainedLocked's HTTP/2 part): wake the senders waiting for room,
-// close if done.
+// drainedLocked (Conn.drainedLocked's HTTP/2 part): the output is written; the DATA and
+// files that waited for room go on (pumpLocked), the senders that have room again are
+// woken, and the connection closes if it is done.
 func (h *h2Conn) drainedLocked() bool {
 	c := h.c
-	if len(c.out) == 0 && !c.writing && h.files > 0 { // files (pathsend) go on as the output drains
-		for _, st := range h.streams {
-			if st.file != nil {
-				h.writeDataLocked(st)
-			}
-		}
+	if len(c.out) == 0 && !c.writing {
+		h.pumpLocked()
 		if len(c.out) > 0 {
 			c.writing = true
 			go c.writer()
-			return true
 		}
 	}
-	if len(c.out) <= c.s.cfg.WriteBuffer {
-		for _, st := range h.streams {
-			if st.r.waitSend && len(st.pending) <= c.s.cfg.WriteBuffer && st.file == nil {
-				c.wakeLocked(st.r, nil)
-			}
-		}
-	}
+	h.wakeLocked()
 	if len(c.out) == 0 && !c.writing {
 		h.maybeCloseLocked()
 	}
 	return true
+}
+
+// The output's bound on an HTTP/2 connection is the connection's, whatever its streams
+// (one client may open h2MaxStreams of them): what it holds in Go's memory, its output
+// (c.out) and the copies in its streams' pending bytes (queuedLocked), is kept near
+// WriteBuffer. A sender waits (SendPaused) while it is over, and while its own stream
+// still holds a body by reference (SendHeldAnywhere: the application's memory, which its
+// paused send keeps alive anyway; never copied to append the next part); a part that
+// comes while the connection is over the bound is held, not copied, when its sender
+// allows it (the ASGI binding on HTTP/2 does for every part; WSGI's parts over
+// GL_WSGI_HOLD_MAX), so the connection holds at most WriteBuffer and one part. DATA
+// frames go into the output only while it is under WriteBuffer (writeDataLocked): a client
+// that opens large windows and does not read gets no more. When the output drains, the
+// pump fills it again one frame per stream in turn (round robin from the stream after the
+// one it began with last time), and every waiting sender with room again is woken at once:
+// none is left waiting behind the others.
+
+// queuedLocked is what the connection holds of its responses in Go's memory.
+func (h *h2Conn) queuedLocked() int { return len(h.c.out) + h.copied }
+
+// pumpLocked writes the streams' pending DATA (and files) into the output while it is
+// under WriteBuffer and the windows allow, a frame per stream in turn.
+func (h *h2Conn) pumpLocked() {
+	c := h.c
+	ids := h.rrIDs[:0]
+	for id, st := range h.streams {
+		if len(st.pending) > 0 || st.file != nil || st.endPending {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	i, _ := slices.BinarySearch(ids, h.rrAfter+1) // the first after the last round's first
+	if i == len(ids) {
+		i = 0
+	}
+	h.rrAfter = ids[i]
+	ids = append(ids[i:], ids[:i]...)
+	for more := true; more && len(c.out) < c.s.cfg.WriteBuffer; {
+		more = false
+		for _, id := range ids {
+			if st := h.streams[id]; st != nil && len(c.out) < c.s.cfg.WriteBuffer {
+				at := len(c.out)
+				h.writeDataNLocked(st, 1)
+				more = more || len(c.out) > at && !st.gone
+			}
+		}
+	}
+	h.rrIDs = ids[:0]
+}
+
+// wakeLocked wakes the paused senders that may go on (readyLocked).
+func (h *h2Conn) wakeLocked() {
+	if h.queuedLocked() > h.c.s.cfg.WriteBuffer {
+		return
+	}
+	for _, st := range h.streams {
+		if st.r.waitSend && st.readyLocked() {
+			h.c.wakeLocked(st.r, nil)
+		}
+	}
 }
 
 // lostLocked (Conn.lostLocked's HTTP/2 part): every stream's application sees a disconnect.
@@ -878,8 +940,7 @@ func (h *h2Conn) lostLocked() {
 		h.c.wakeLocked(st.r, nil)
 		st.gone = true
 		h.closeFileLocked(st)
-		st.pending = nil
-		st.releasePending()
+		h.dropPendingLocked(st)
 	}
 	clear(h.streams)
 }
@@ -942,7 +1003,10 @@ func (st *h2Stream) send(part bodyPart, more bool, notStarted error) (flags int,
 	// a large body on a stream with nothing pending is held (SendHeld), not copied: the
 	// window may let none of it go for long (a client that does not read), and a copy of
 	// each stream's part would cost its size per stream
-	offered := part.rel != nil && part.relAny && len(part.b) >= HoldMin && len(st.pending) == 0 && st.pendRel == nil
+	// (a small one too when the connection is over its bound: the sender waits then, and
+	// the part is its memory while it does)
+	offered := part.rel != nil && part.relAny && len(st.pending) == 0 && st.pendRel == nil &&
+		(len(part.b) >= HoldMin || h.queuedLocked()+len(part.b) > c.s.cfg.WriteBuffer)
 	if offered {
 		st.holdNext = part.rel
 	}
@@ -952,14 +1016,13 @@ func (st *h2Stream) send(part bodyPart, more bool, notStarted error) (flags int,
 	if err != nil {
 		return 0, held, err
 	}
-	wb := c.s.cfg.WriteBuffer
-	if (len(st.pending) > wb || len(c.out) > wb) && !r.lost && !st.endSent {
-		if len(c.out) > wb && !c.writing {
+	if !r.lost && !st.readyLocked() {
+		if len(c.out) > c.s.cfg.WriteBuffer && !c.writing {
 			c.mu.Unlock()
 			c.flush()
 			c.mu.Lock()
 		}
-		if !r.lost && (len(st.pending) > wb || (len(c.out) > wb && c.writing)) {
+		if !r.lost && !st.readyLocked() {
 			r.waitSend = true
 			flags |= SendPaused
 		}
@@ -984,15 +1047,15 @@ func (st *h2Stream) trailersLocked() error {
 	return nil
 }
 
-// readyLocked: the stream's pending body and the connection's output are under
-// WriteBuffer, and no zerocopysend part is still going out.
+// readyLocked: the stream's pending body is under WriteBuffer and holds no body by
+// reference, the connection is under its bound (queuedLocked), and no zerocopysend part is
+// still going out.
 func (st *h2Stream) readyLocked() bool {
 	if st.endSent || st.gone { // its response left: nothing to wait for (removed, it is woken no more)
 		return true
 	}
-	c := st.h.c
-	wb := c.s.cfg.WriteBuffer
-	return !(len(st.pending) > wb || (len(c.out) > wb && c.writing) || st.file != nil)
+	wb := st.h.c.s.cfg.WriteBuffer
+	return !(len(st.pending) > wb || st.pendRel != nil || st.h.queuedLocked() > wb || st.file != nil)
 }
 
 // cutLocked: a response started and not complete resets the stream.
@@ -1047,8 +1110,9 @@ func (h *h2Conn) sendLocked(st *h2Stream, body []byte, more bool) error {
 		if st.holdNext != nil && len(st.pending) == 0 && st.file == nil {
 			st.pending, st.pendRel, st.holdNext = body[:len(body):len(body)], st.holdNext, nil
 		} else {
-			st.pending = append(st.pending, body...) // a held body's rest is copied: released
-			st.releasePending()
+			h.ownPendingLocked(st)
+			st.pending = append(st.pending, body...)
+			h.copied += len(body)
 		}
 		r.sent += int64(len(body))
 	}
@@ -1099,12 +1163,28 @@ func (h *h2Conn) writeBlockLocked(id uint32, end bool) {
 	}
 }
 
-// writeDataLocked writes st's pending body as DATA frames while both windows allow.
-func (h *h2Conn) writeDataLocked(st *h2Stream) {
+// ownPendingLocked copies a held body's rest in st's pending bytes (released) to append to
+// them (a sender that did not wait for it to leave).
+func (h *h2Conn) ownPendingLocked(st *h2Stream) {
+	if st.pendRel != nil {
+		st.pending = append([]byte(nil), st.pending...)
+		h.copied += len(st.pending)
+		st.releasePending()
+	}
+}
+
+// writeDataLocked writes st's pending body as DATA frames while both windows allow and
+// the output is under WriteBuffer.
+func (h *h2Conn) writeDataLocked(st *h2Stream) { h.writeDataNLocked(st, -1) }
+
+// writeDataNLocked is writeDataLocked of at most frames frames of pending bytes (-1: no
+// limit; a file's and END_STREAM's follow the last of them).
+func (h *h2Conn) writeDataNLocked(st *h2Stream, frames int) {
 	if st.gone {
 		return
 	}
-	for len(st.pending) > 0 {
+	c := h.c
+	for len(st.pending) > 0 && frames != 0 && len(c.out) < c.s.cfg.WriteBuffer {
 		n := int64(min(len(st.pending), h.peerFrame))
 		n = min(n, st.sendWin, h.sendWin)
 		if n <= 0 {
@@ -1113,8 +1193,12 @@ func (h *h2Conn) writeDataLocked(st *h2Stream) {
 		end := st.endPending && int(n) == len(st.pending) && !st.trReady && st.file == nil
 		h.fr.WriteData(st.id, end, st.pending[:n])
 		st.pending = st.pending[n:]
+		if st.pendRel == nil {
+			h.copied -= int(n)
+		}
 		st.sendWin -= n
 		h.sendWin -= n
+		frames--
 		if end {
 			st.endPending, st.endSent = false, true
 		}

@@ -205,12 +205,14 @@ func (h *h2Conn) fileToPendingLocked(st *h2Stream) error {
 	if st.file == nil {
 		return nil
 	}
+	h.ownPendingLocked(st)
 	at := len(st.pending)
 	st.pending = slices.Grow(st.pending, int(st.fileLeft))[:at+int(st.fileLeft)]
 	_, err := st.file.ReadAt(st.pending[at:], st.fileOff)
 	if err != nil {
 		st.pending = st.pending[:at]
 	}
+	h.copied += len(st.pending) - at
 	h.closeFileLocked(st)
 	return err
 }

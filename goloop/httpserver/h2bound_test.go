@@ -1,0 +1,149 @@
+package httpserver
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/net/http2"
+)
+
+// h2Queued is what an HTTP/2 connection's output holds in Go's memory: the bytes queued
+// for the socket and the copies in its streams' pending data (held bodies are the
+// application's memory, kept alive by its own paused send).
+func h2Queued(c *Conn) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.next.(*h2Conn)
+	if !ok {
+		return 0
+	}
+	n := len(c.out)
+	for _, st := range h.streams {
+		if st.pendRel == nil {
+			n += len(st.pending)
+		}
+	}
+	if n != h.queuedLocked() {
+		panic(fmt.Sprintf("queued %d, counted %d", n, h.queuedLocked()))
+	}
+	return n
+}
+
+// theConn is the server's one connection (once it has one).
+func theConn(t *testing.T, s *Server) *Conn {
+	var conn *Conn
+	waitFor(t, "the connection", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for k := range s.conns {
+			conn = k
+		}
+		return conn != nil
+	})
+	return conn
+}
+
+// heldStreamer answers each stream with parts parts of part, each sent with
+// SendHeldAnywhere as goloop's ASGI binding does on HTTP/2 (the part is the application's
+// bytes object: held while it waits, not copied), waiting for room when paused; paused
+// counts the senders waiting at a time, released the parts let go.
+type heldStreamer struct {
+	part      []byte
+	parts     int
+	paused    atomic.Int32
+	held      atomic.Int32
+	released  atomic.Int32
+	completed atomic.Int32
+}
+
+func (hs *heldStreamer) handle(a *fakeApp, r *Request) {
+	r.Start(200, []byte(fmt.Sprintf("content-length: %d\r\n", len(hs.part)*hs.parts)))
+	for i := 0; i < hs.parts; i++ {
+		flags, h, err := r.SendHeldAnywhere(hs.part, i < hs.parts-1, func() { hs.released.Add(1) })
+		if h {
+			hs.held.Add(1)
+		}
+		if flags&SendPaused != 0 {
+			hs.paused.Add(1)
+		}
+		err = a.waitRoom(r, flags, err)
+		if flags&SendPaused != 0 {
+			hs.paused.Add(-1)
+		}
+		if err != nil {
+			return
+		}
+	}
+	hs.completed.Add(1)
+}
+
+// One HTTP/2 connection, its streams' windows shut (the client never lets a DATA byte
+// go), n streams each answering 2 MiB in 64 KiB parts: what the connection holds stays
+// under its bound (WriteBuffer) and one part, not n times a per-stream bound. Then the
+// windows open and every stream completes (the output's bound does not starve one).
+func TestH2ConnectionBoundZeroWindow(t *testing.T) {
+	const n = 40
+	hs := &heldStreamer{part: bytes.Repeat([]byte("p"), 64<<10), parts: 32}
+	a, addr := startServer(t, Config{RespMinRate: -1}, hs.handle)
+	c := dialH2(t, addr)
+	c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	for i := 0; i < n; i++ {
+		c.headers(uint32(1+2*i), true, "GET", "/")
+	}
+	conn := theConn(t, a.s)
+	waitFor(t, "every sender paused", func() bool { return int(hs.paused.Load()) == n })
+	bound := a.s.cfg.WriteBuffer + len(hs.part) + 16<<10 // + the HEADERS frames
+	if q := h2Queued(conn); q > bound {
+		t.Fatalf("%d bytes queued for %d streams, bound %d", q, n, bound)
+	}
+	// the windows open: every stream completes, all its bytes
+	c.fr.WriteWindowUpdate(0, 1<<30)
+	for i := 0; i < n; i++ {
+		c.fr.WriteWindowUpdate(uint32(1+2*i), 1<<30)
+	}
+	got := map[uint32]int{}
+	ended := 0
+	c.until(t, func(f http2.Frame) bool {
+		if d, ok := f.(*http2.DataFrame); ok {
+			got[d.StreamID] += len(d.Data())
+			if d.StreamEnded() {
+				ended++
+			}
+		}
+		return ended == n
+	})
+	for id, k := range got {
+		if k != len(hs.part)*hs.parts {
+			t.Fatalf("stream %d: %d bytes", id, k)
+		}
+	}
+	waitFor(t, "every part released", func() bool { return hs.released.Load() == hs.held.Load() })
+	waitFor(t, "the output written", func() bool { return h2Queued(conn) == 0 })
+}
+
+// One HTTP/2 connection whose client opens large windows and never reads the socket: the
+// DATA frames wait in the streams (held bodies, no copy) instead of all going into the
+// connection's output, which stays under the bound and one part.
+func TestH2ConnectionBoundNotReading(t *testing.T) {
+	const n = 40
+	hs := &heldStreamer{part: bytes.Repeat([]byte("q"), 1<<20), parts: 4}
+	a, addr := startServer(t, Config{RespMinRate: -1}, hs.handle)
+	c := dialH2(t, addr)
+	c.nc.(*net.TCPConn).SetReadBuffer(4096)
+	c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	c.fr.WriteWindowUpdate(0, 1<<30)
+	for i := 0; i < n; i++ {
+		c.headers(uint32(1+2*i), true, "GET", "/")
+	}
+	conn := theConn(t, a.s)
+	waitFor(t, "every sender paused", func() bool { return int(hs.paused.Load()) == n })
+	bound := a.s.cfg.WriteBuffer + 64<<10 // + a DATA frame past it
+	if q := h2Queued(conn); q > bound {
+		t.Fatalf("%d bytes queued for %d streams, bound %d", q, n, bound)
+	}
+	c.nc.Close()
+	waitFor(t, "every part released", func() bool { return hs.released.Load() == hs.held.Load() })
+}
