@@ -3,10 +3,13 @@ package httpserver
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/quic-go/quic-go"
 	"golang.org/x/net/http2"
 )
 
@@ -146,4 +149,72 @@ func TestH2ConnectionBoundNotReading(t *testing.T) {
 	}
 	c.nc.Close()
 	waitFor(t, "every part released", func() bool { return hs.released.Load() == hs.held.Load() })
+}
+
+// HTTP/3: one QUIC connection, n streams whose client reads nothing (small windows): the
+// streams' queues together stay under the connection's bound and what each stream's first
+// part adds (the binding's parts are copied on HTTP/3), not n times a per-stream bound;
+// quic-go itself holds what the client's windows let go and the part being written.
+func TestH3ConnectionBound(t *testing.T) {
+	const n = 30
+	part := bytes.Repeat([]byte("h"), 16<<10)
+	var paused atomic.Int32
+	var mu sync.Mutex
+	var reqs []*Request
+	a, base, p := startH3(t, Config{RespMinRate: -1}, H3Options{}, func(a *fakeApp, r *Request) {
+		mu.Lock()
+		reqs = append(reqs, r)
+		mu.Unlock()
+		r.Start(200, nil)
+		for i := 0; i < 256; i++ {
+			flags, err := r.Send(part, true)
+			if flags&SendPaused != 0 {
+				paused.Add(1)
+			}
+			err = a.waitRoom(r, flags, err)
+			if flags&SendPaused != 0 {
+				paused.Add(-1)
+			}
+			if err != nil {
+				return
+			}
+		}
+		r.Send(nil, false)
+	})
+	cl := h3Client(t, p, &quic.Config{MaxStreamReceiveWindow: 64 << 10, MaxConnectionReceiveWindow: 1 << 20})
+	var bodies []io.Closer
+	var bmu sync.Mutex
+	for i := 0; i < n; i++ {
+		go func() {
+			resp, err := cl.Get(base + "/")
+			if err == nil {
+				bmu.Lock()
+				bodies = append(bodies, resp.Body)
+				bmu.Unlock()
+			}
+		}()
+	}
+	waitFor(t, "every sender paused", func() bool { return int(paused.Load()) == n })
+	waitFor(t, "every response", func() bool { bmu.Lock(); defer bmu.Unlock(); return len(bodies) == n })
+	mu.Lock()
+	c := reqs[0].c
+	queued := 0
+	c.mu.Lock()
+	for _, r := range reqs {
+		if r.c != c {
+			t.Fatal("more than one QUIC connection")
+		}
+		queued += r.x.(*h3Stream).qBytes
+	}
+	c.mu.Unlock()
+	mu.Unlock()
+	if bound := a.s.cfg.WriteBuffer + n*len(part) + 64<<10; queued > bound {
+		t.Fatalf("%d bytes queued for %d streams, bound %d", queued, n, bound)
+	}
+	bmu.Lock()
+	for _, b := range bodies {
+		b.Close()
+	}
+	bmu.Unlock()
+	waitFor(t, "every sender told of the disconnect", func() bool { return paused.Load() == 0 })
 }

@@ -220,6 +220,8 @@ func (s *Server) Queued() int64 {
 		c.mu.Lock()
 		if h, ok := c.next.(*h2Conn); ok {
 			n += int64(h.queuedLocked())
+		} else if c.q != nil { // HTTP/3: its streams' queues
+			n += int64(c.q.queued)
 		} else {
 			n += int64(len(c.out) + c.heldLocked())
 		}
