@@ -218,3 +218,28 @@ func TestH3ConnectionBound(t *testing.T) {
 	bmu.Unlock()
 	waitFor(t, "every sender told of the disconnect", func() bool { return paused.Load() == 0 })
 }
+
+// WebSocket: a client that floods pings and reads nothing (the pongs queue in the output)
+// is failed (1008) once the output passes its bound and a margin: the output stops there
+// instead of growing with every ping (the minimum response rate off, which would drop it
+// after its grace).
+func TestWSPingFloodNotReading(t *testing.T) {
+	a, addr := startServer(t, Config{RespMinRate: -1}, wsEchoApp(nil))
+	c, _, _ := wsDial(t, addr, "")
+	var sent atomic.Int32
+	go func() {
+		p := bytes.Repeat([]byte("p"), 125)
+		for i := 0; i < 200000; i++ { // 25 MB of pongs: more than the kernel's buffers
+			writeFrame(c, 0x89, p, true)
+			sent.Add(1)
+		}
+	}()
+	conn := theConn(t, a.s)
+	waitFor(t, "the pings sent", func() bool { return sent.Load() == 200000 })
+	conn.mu.Lock()
+	q := len(conn.out)
+	conn.mu.Unlock()
+	if bound := a.s.cfg.WriteBuffer + wsMaxControlOut + 4096; q > bound {
+		t.Fatalf("%d bytes queued, bound %d", q, bound)
+	}
+}
