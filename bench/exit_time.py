@@ -191,7 +191,10 @@ def main() -> None:
         command=f"python bench/exit_time.py --loops {args.loops} --rounds {args.rounds}",
         method=("A child interpreter uses N loops one after another (a default-executor call, a getaddrinfo, "
                 "a TCP server with one client exchange, every other one over TLS; a third of the servers "
-                "left open, a quarter of the loops neither closed nor their executor shut down), prints the "
+                "left open, a quarter of the loops neither closed nor their executor shut down), then HTTP "
+                "servers in process (goloop: goloop.serve's Server; asyncio: uvicorn's): ASGI and WSGI, plain "
+                "and TLS, five requests each, one of each left serving in a thread at exit, and a thread pool "
+                "left open; prints the "
                 "wall clock at its last statement and exits; the exit time is when the parent saw it gone "
                 f"minus that stamp. {args.rounds} rounds, goloop and asyncio alternating; medians."),
         better="lower", columns=["row", "goloop", "asyncio"], units={"goloop": "ms", "asyncio": "ms"},
