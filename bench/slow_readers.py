@@ -129,6 +129,18 @@ def start(server, scenario, extra=()):
     return proc, port
 
 
+def probe_while_held(port, args):
+    """The prober for --hold seconds: (latencies, [first answer's time], seconds held)."""
+    t0 = time.monotonic()
+    stop, lat, done_at = threading.Event(), [], []
+    pt = threading.Thread(target=prober, args=(port, stop, lat, args.probe_timeout, done_at), daemon=True)
+    pt.start()
+    time.sleep(args.hold)
+    stop.set()
+    pt.join(args.probe_timeout + 10)
+    return lat, done_at, time.monotonic() - t0
+
+
 def probe_stats(lat):
     ok = [x for x in lat if x is not None]
     return {"probes": len(lat), "answered": len(ok),
@@ -154,13 +166,7 @@ def run_readers(server, scenario, args):
             s.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
             socks.append(s)
         t0 = time.monotonic()
-        stop, lat, done_at = threading.Event(), [], []
-        pt = threading.Thread(target=prober, args=(port, stop, lat, args.probe_timeout, done_at), daemon=True)
-        pt.start()
-        time.sleep(args.hold)
-        stop.set()
-        pt.join(args.probe_timeout + 10)
-        held_for = time.monotonic() - t0
+        lat, done_at, held_for = probe_while_held(port, args)
         peak = sampler.peak
         for s in socks:
             s.close()
@@ -285,14 +291,8 @@ def run_spike(server, scenario, args):
             extra["answers"] = {str(k): codes.count(k) for k in set(codes)}
         elif scenario == "h2-many":
             socks = h2_stall(port, 50, b"/stream", streams=100)
-            t0 = time.monotonic()
-            stop, lat, done_at = threading.Event(), [], []
-            pt = threading.Thread(target=prober, args=(port, stop, lat, args.probe_timeout, done_at), daemon=True)
-            pt.start()
-            time.sleep(args.hold)
-            stop.set()
-            pt.join(args.probe_timeout + 10)
-            extra["held_s"] = round(time.monotonic() - t0, 1)
+            lat, _, held_for = probe_while_held(port, args)
+            extra["held_s"] = round(held_for, 1)
             extra.update(probe_stats(lat))
             for s in socks:
                 s.close()
