@@ -906,17 +906,25 @@ func (h *h2Conn) pumpLocked() {
 	if i == len(ids) {
 		i = 0
 	}
-	h.rrAfter = ids[i]
 	ids = append(ids[i:], ids[:i]...)
+	var first uint32 // the first stream that wrote: the next pump begins after it
 	for more := true; more && len(c.out) < c.s.cfg.WriteBuffer; {
 		more = false
 		for _, id := range ids {
 			if st := h.streams[id]; st != nil && len(c.out) < c.s.cfg.WriteBuffer {
 				at := len(c.out)
 				h.writeDataNLocked(st, 1)
-				more = more || len(c.out) > at && !st.gone
+				if len(c.out) > at {
+					more = more || !st.gone
+					if first == 0 {
+						first = id
+					}
+				}
 			}
 		}
+	}
+	if first != 0 {
+		h.rrAfter = first
 	}
 	h.rrIDs = ids[:0]
 }

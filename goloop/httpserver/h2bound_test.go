@@ -243,3 +243,47 @@ func TestWSPingFloodNotReading(t *testing.T) {
 		t.Fatalf("%d bytes queued, bound %d", q, bound)
 	}
 }
+
+// The output's pump serves the streams in turn: with the connection's window opened a
+// frame at a time, three streams with bodies waiting send their DATA frames in rotation,
+// none twice before the others.
+func TestH2PumpRoundRobin(t *testing.T) {
+	const n = 3
+	hs := &heldStreamer{part: bytes.Repeat([]byte("r"), 1<<20), parts: 1}
+	_, addr := startServer(t, Config{RespMinRate: -1}, hs.handle)
+	c := dialH2(t, addr)
+	c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	for i := 0; i < n; i++ {
+		c.headers(uint32(1+2*i), true, "GET", "/")
+	}
+	// the connection's first 65,535 bytes go at once: read them, then every sender waits
+	got := 0
+	c.until(t, func(f http2.Frame) bool {
+		if d, ok := f.(*http2.DataFrame); ok {
+			got += len(d.Data())
+		}
+		return got == 65535
+	})
+	waitFor(t, "every sender paused", func() bool { return int(hs.paused.Load()) == n })
+	var order []uint32
+	for len(order) < 9*n {
+		c.fr.WriteWindowUpdate(0, 16384)
+		c.until(t, func(f http2.Frame) bool {
+			d, ok := f.(*http2.DataFrame)
+			if ok {
+				order = append(order, d.StreamID)
+			}
+			return ok
+		})
+	}
+	for i := n; i < len(order); i++ {
+		if order[i] != order[i-n] {
+			t.Fatalf("DATA frames' streams in order %v: not in turn", order)
+		}
+	}
+	if order[0] == order[1] || order[1] == order[2] || order[0] == order[2] {
+		t.Fatalf("DATA frames' streams in order %v: not in turn", order)
+	}
+	c.nc.Close()
+	waitFor(t, "every part released", func() bool { return hs.released.Load() == hs.held.Load() })
+}
