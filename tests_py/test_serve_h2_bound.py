@@ -128,3 +128,22 @@ def test_wsgi_h2c_streams_share_the_connection_bound():
     released) while the connection is over its bound."""
     with serving(wsgi_app, interface="wsgi", threads=8, min_response_rate=0) as server:
         check_bound(server, "/64", 8, 64 * KiB)
+
+
+def test_wsgi_h2_shut_window_frees_the_thread():
+    """One pool thread, one HTTP/2 stream whose client keeps its window shut (the socket
+    takes everything: only the flow-control clock sees it): after the grace the connection
+    is dropped, the iterable's close() is called, the thread answers the next client, and the
+    timeout is counted."""
+    from test_serve_http import get
+    from test_serve_slow_readers import CLOSED, stream_app
+    CLOSED.clear()
+    with serving(stream_app, interface="wsgi", threads=1, min_response_rate=100_000,
+                 min_response_grace=0.3) as server:
+        s = stall(server, "/stream", 1)
+        try:
+            assert CLOSED.wait(30), "the iterable was not closed"
+            assert get(server, "/small")[2] == b"ok"
+            assert json.loads(server._srv.metrics("json"))["RespTimeouts"] >= 1
+        finally:
+            s.close()

@@ -71,21 +71,25 @@ type h2Conn struct {
 
 	// c.mu
 	streams     map[uint32]*h2Stream
-	maxID       uint32           // the highest stream id the client opened
-	goaway      bool             // GOAWAY sent or received: no new streams
-	idle        bool             // no stream: the keep-alive deadline is set (deadlineLocked)
-	bodyDl      bool             // a request body's minimum rate sets the read deadline (deadlineLocked)
-	bodyNew     bool             // a stream with a body opened: the read deadline is to be set again
-	prefaceSent bool             // our SETTINGS are written
-	sendWin     int64            // connection send window
-	peerInit    int64            // the peer's SETTINGS_INITIAL_WINDOW_SIZE
-	peerFrame   int              // the peer's SETTINGS_MAX_FRAME_SIZE
-	recvWin     int64            // our connection receive window, as the peer sees it
-	connUnacked int64            // consumed, not yet returned with a WINDOW_UPDATE
-	files       int              // streams sending a file (pathsend)
-	copied      int              // Go's copies in the streams' pending bytes (held bodies aside): queuedLocked
-	rrAfter     uint32           // the stream the output's pump served first last time (pumpLocked)
-	rrIDs       []uint32         // pumpLocked's scratch
+	maxID       uint32    // the highest stream id the client opened
+	goaway      bool      // GOAWAY sent or received: no new streams
+	idle        bool      // no stream: the keep-alive deadline is set (deadlineLocked)
+	bodyDl      bool      // a request body's minimum rate sets the read deadline (deadlineLocked)
+	bodyNew     bool      // a stream with a body opened: the read deadline is to be set again
+	prefaceSent bool      // our SETTINGS are written
+	sendWin     int64     // connection send window
+	peerInit    int64     // the peer's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame   int       // the peer's SETTINGS_MAX_FRAME_SIZE
+	recvWin     int64     // our connection receive window, as the peer sees it
+	connUnacked int64     // consumed, not yet returned with a WINDOW_UPDATE
+	files       int       // streams sending a file (pathsend)
+	copied      int       // Go's copies in the streams' pending bytes (held bodies aside): queuedLocked
+	rrAfter     uint32    // the stream the output's pump served first last time (pumpLocked)
+	rrIDs       []uint32  // pumpLocked's scratch
+	dataSent    int64     // DATA payload bytes written, ever
+	flowAt      time.Time // a stream's DATA has waited for the client's windows since (zero: none): flowWaitLocked
+	flowBase    int64     // dataSent then
+	flowTimer   *time.Timer
 	ended       map[uint32]uint8 // how the last h2ClosedKept closed streams closed (closedNormal...)
 	endedIDs    []uint32         // their ids, in order of closing (a ring)
 	endedNext   int
@@ -941,8 +945,66 @@ func (h *h2Conn) wakeLocked() {
 	}
 }
 
+// Clients slow to read, HTTP/2's part (writerate.go has the socket's): a client may keep
+// its flow-control windows shut while the socket takes everything, so the minimum response
+// rate's clock also runs while a stream's DATA waits for the client's windows: from the
+// moment one first did (flowAt), the client must let RespMinRate bytes/s of DATA go on
+// average after RespGrace (deadline = flowAt + grace + DATA written since / rate). A timer
+// looks at the deadline; past it, if a stream still waits for a window, the connection is
+// lost (its streams' applications see a disconnect, a WSGI thread waiting to send is
+// freed) and respTimeouts counts it; else the clock stops.
+
+// flowWaitLocked: a stream's DATA waits for the client's windows: the clock starts unless
+// it runs.
+func (h *h2Conn) flowWaitLocked() {
+	cfg := &h.c.s.cfg
+	if cfg.RespMinRate < 0 || !h.flowAt.IsZero() || h.c.closed {
+		return
+	}
+	h.flowAt, h.flowBase = time.Now(), h.dataSent
+	d := h.flowDeadlineLocked().Sub(h.flowAt)
+	if h.flowTimer == nil {
+		h.flowTimer = time.AfterFunc(d, h.flowExpired)
+	} else {
+		h.flowTimer.Reset(d)
+	}
+}
+
+// flowDeadlineLocked is when the client must have let the DATA since flowAt go.
+func (h *h2Conn) flowDeadlineLocked() time.Time {
+	cfg := &h.c.s.cfg
+	credit := time.Duration(float64(h.dataSent-h.flowBase) / float64(cfg.RespMinRate) * float64(time.Second))
+	return h.flowAt.Add(cfg.RespGrace + credit)
+}
+
+// flowExpired is the clock's timer: a later deadline (the client let DATA go meanwhile)
+// re-arms it; past it, a stream still waiting for a window loses the connection.
+func (h *h2Conn) flowExpired() {
+	c := h.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || h.flowAt.IsZero() {
+		return
+	}
+	if d := time.Until(h.flowDeadlineLocked()); d > 0 {
+		h.flowTimer.Reset(d)
+		return
+	}
+	for _, st := range h.streams {
+		if (len(st.pending) > 0 || st.file != nil) && (st.sendWin <= 0 || h.sendWin <= 0) {
+			c.s.ctr.respTimeouts.Add(1)
+			c.lostLocked()
+			return
+		}
+	}
+	h.flowAt = time.Time{} // nothing waits for a window now
+}
+
 // lostLocked (Conn.lostLocked's HTTP/2 part): every stream's application sees a disconnect.
 func (h *h2Conn) lostLocked() {
+	if h.flowTimer != nil {
+		h.flowTimer.Stop()
+	}
 	for _, st := range h.streams {
 		st.r.lost = true
 		h.c.wakeLocked(st.r, nil)
@@ -1196,6 +1258,7 @@ func (h *h2Conn) writeDataNLocked(st *h2Stream, frames int) {
 		n := int64(min(len(st.pending), h.peerFrame))
 		n = min(n, st.sendWin, h.sendWin)
 		if n <= 0 {
+			h.flowWaitLocked()
 			break
 		}
 		end := st.endPending && int(n) == len(st.pending) && !st.trReady && st.file == nil
@@ -1206,6 +1269,7 @@ func (h *h2Conn) writeDataNLocked(st *h2Stream, frames int) {
 		}
 		st.sendWin -= n
 		h.sendWin -= n
+		h.dataSent += n
 		frames--
 		if end {
 			st.endPending, st.endSent = false, true

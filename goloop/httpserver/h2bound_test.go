@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/quic-go/quic-go"
 	"golang.org/x/net/http2"
@@ -286,4 +287,55 @@ func TestH2PumpRoundRobin(t *testing.T) {
 	}
 	c.nc.Close()
 	waitFor(t, "every part released", func() bool { return hs.released.Load() == hs.held.Load() })
+}
+
+// A client that keeps its HTTP/2 windows shut (the socket takes everything, so the socket's
+// clock never runs) is dropped by the minimum response rate once the grace has passed: the
+// application's paused send sees the disconnect and it is counted. A client that reads
+// (x/net's, opening its windows as it reads) gets its whole body with the same rate.
+func TestH2ShutWindowMinRate(t *testing.T) {
+	errs := make(chan error, 4)
+	a, addr := startServer(t, Config{RespMinRate: 64 << 10, RespGrace: 100 * time.Millisecond},
+		func(a *fakeApp, r *Request) {
+			if string(r.Path()) == "/big" {
+				echoApp(a, r)
+				return
+			}
+			r.Start(200, nil)
+			part := bytes.Repeat([]byte("w"), 64<<10)
+			for {
+				flags, err := r.Send(part, true)
+				for err == nil && flags&SendPaused != 0 {
+					<-a.wakeCh(r) // (no bound: the test's own ends a hang)
+					var ok bool
+					if ok, err = r.SendReady(); ok {
+						break
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	c := dialH2(t, addr)
+	c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	c.headers(1, true, "GET", "/")
+	select {
+	case err := <-errs:
+		if err != ErrDisconnected {
+			t.Fatalf("the paused sender got %v", err)
+		}
+	case <-time.After(30 * time.Second): // (a bound that only ends a hang)
+		t.Fatal("a client with its windows shut was kept")
+	}
+	waitFor(t, "the timeout counted", func() bool { return a.s.Metrics().RespTimeouts == 1 })
+	resp, err := h2cClient().Get("http://" + addr + "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil || n != 64*64<<10 {
+		t.Fatalf("a reading client: %d bytes, %v", n, err)
+	}
 }

@@ -168,6 +168,7 @@ func (h *h2Conn) fileDataLocked(st *h2Stream) bool {
 	for st.fileLeft > 0 && len(c.out) < c.s.cfg.WriteBuffer {
 		n := min(st.fileLeft, int64(h.peerFrame), st.sendWin, h.sendWin)
 		if n <= 0 {
+			h.flowWaitLocked()
 			return true
 		}
 		end := st.endPending && n == st.fileLeft && !st.trReady
@@ -188,6 +189,7 @@ func (h *h2Conn) fileDataLocked(st *h2Stream) bool {
 		st.fileLeft -= n
 		st.sendWin -= n
 		h.sendWin -= n
+		h.dataSent += n
 		if end {
 			st.endPending, st.endSent = false, true
 		}
