@@ -265,7 +265,7 @@ def run_spike(server, scenario, args):
         return None
     if scenario.startswith("h2-stall") and server != "goloop":
         return None
-    proc, port = start(server, scenario)
+    proc, port = start(server, scenario, args.goloop_args.split() if server == "goloop" else ())
     try:
         idle = rss(proc.pid)
         sampler = Sampler(proc.pid)
