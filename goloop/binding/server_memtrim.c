@@ -7,36 +7,29 @@
  * process' RSS stays at its peak. The engine's memory watcher (httpserver/memwatch.go)
  * calls gl_native_release every few seconds from a goroutine (no Python, no GIL): when
  * the arenas hold slack bytes free more than they did (the spike's), malloc_trim(0)
- * returns their free pages (all arenas, not only the top of the heap). glibc only: mallinfo2 (2.33) or mallinfo,
- * looked up at run time (the wheels target older glibc; mallinfo is deprecated). */
-#define _GNU_SOURCE
+ * returns their free pages (all arenas, not only the top of the heap). glibc only (the
+ * wheels' headers are older than mallinfo2's: mallinfo there). */
 #include <stddef.h>
 #include <stdint.h>
 #ifdef __GLIBC__
-#include <dlfcn.h>
 #include <malloc.h>
 
-struct gl_mallinfo2 { size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost; };
-struct gl_mallinfo { int arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost; };
-
-/* free bytes in malloc's arenas, or -1 when unknown */
+/* free bytes in malloc's arenas: mallinfo2 where the headers have it (2.33), else
+ * mallinfo (deprecated since, its int fields read as unsigned: exact up to 4 GiB) */
 static int64_t gl_malloc_free(void) {
-    static int looked;
-    static struct gl_mallinfo2 (*mi2)(void);
-    static struct gl_mallinfo (*mi)(void);
-    if (!looked) {
-        *(void **)&mi2 = dlsym(RTLD_DEFAULT, "mallinfo2");
-        if (mi2 == NULL) *(void **)&mi = dlsym(RTLD_DEFAULT, "mallinfo");
-        looked = 1;  /* (one goroutine calls this: the watcher) */
-    }
-    if (mi2 != NULL) return (int64_t)mi2().fordblks;
-    if (mi != NULL) return (int64_t)(unsigned int)mi().fordblks;
-    return -1;
-}
+#if __GLIBC_PREREQ(2, 33)
+    return (int64_t)mallinfo2().fordblks;
+#else
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    return (int64_t)(unsigned int)mallinfo().fordblks;
+#pragma GCC diagnostic pop
 #endif
+}
 
 /* the least free bytes seen since the last trim (the watcher's goroutine only) */
 static int64_t gl_free_low = 0;
+#endif
 
 /* gl_native_release returns malloc's free pages to the system when its arenas hold slack
  * bytes free more than the least seen since the last trim (a trim leaves the chunks free,
@@ -45,7 +38,6 @@ static int64_t gl_free_low = 0;
 int64_t gl_native_release(int64_t slack) {
 #ifdef __GLIBC__
     int64_t free_bytes = gl_malloc_free();
-    if (free_bytes < 0) return 0;
     if (free_bytes < gl_free_low) gl_free_low = free_bytes;
     if (free_bytes <= gl_free_low + slack) return 0;
     malloc_trim(0);
