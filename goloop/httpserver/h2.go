@@ -877,17 +877,19 @@ func (h *h2Conn) drainedLocked() bool {
 // The output's bound on an HTTP/2 connection is the connection's, whatever its streams
 // (one client may open h2MaxStreams of them): what it holds in Go's memory, its output
 // (c.out) and the copies in its streams' pending bytes (queuedLocked), is kept near
-// WriteBuffer. A sender waits (SendPaused) while it is over, and while its own stream
-// still holds a body by reference (SendHeldAnywhere: the application's memory, which its
-// paused send keeps alive anyway; never copied to append the next part); a part that
-// comes while the connection is over the bound is held, not copied, when its sender
-// allows it (the ASGI binding on HTTP/2 does for every part; WSGI's parts over
-// GL_WSGI_HOLD_MAX), so the connection holds at most WriteBuffer and one part. DATA
-// frames go into the output only while it is under WriteBuffer (writeDataLocked): a client
-// that opens large windows and does not read gets no more. When the output drains, the
-// pump fills it again one frame per stream in turn (round robin from the stream after the
-// one it began with last time), and every waiting sender with room again is woken at once:
-// none is left waiting behind the others.
+// WriteBuffer. A sender waits (SendPaused) while it is over and its own stream has
+// bytes pending (one whose parts all went into the output is not held back by another
+// stream's), and while its own stream still holds a body by reference (SendHeldAnywhere:
+// the application's memory, which its paused send keeps alive anyway; never copied to
+// append the next part); a part that comes while the connection is over the bound is
+// held, not copied, when its sender allows it (the ASGI binding on HTTP/2 does for every
+// part; WSGI's parts over GL_WSGI_HOLD_MAX), so the connection holds at most WriteBuffer
+// and one part (a part that cannot be held: one per stream). DATA frames go into the
+// output only while it is under WriteBuffer (writeDataLocked): a client that opens large
+// windows and does not read gets no more. When the output drains, the pump fills it again
+// one frame per stream in turn (round robin from the stream after the one that wrote
+// first last time), and every waiting sender with room again is woken at once: none is
+// left waiting behind the others.
 
 // queuedLocked is what the connection holds of its responses in Go's memory.
 func (h *h2Conn) queuedLocked() int { return len(h.c.out) + h.copied }
@@ -935,9 +937,6 @@ func (h *h2Conn) pumpLocked() {
 
 // wakeLocked wakes the paused senders that may go on (readyLocked).
 func (h *h2Conn) wakeLocked() {
-	if h.queuedLocked() > h.c.s.cfg.WriteBuffer {
-		return
-	}
 	for _, st := range h.streams {
 		if st.r.waitSend && st.readyLocked() {
 			h.c.wakeLocked(st.r, nil)
@@ -1118,14 +1117,16 @@ func (st *h2Stream) trailersLocked() error {
 }
 
 // readyLocked: the stream's pending body is under WriteBuffer and holds no body by
-// reference, the connection is under its bound (queuedLocked), and no zerocopysend part is
-// still going out.
+// reference, it has none at all while the connection is over its bound (queuedLocked: a
+// stream whose parts all went into the output is not held back by another's), and no
+// zerocopysend part is still going out.
 func (st *h2Stream) readyLocked() bool {
 	if st.endSent || st.gone { // its response left: nothing to wait for (removed, it is woken no more)
 		return true
 	}
 	wb := st.h.c.s.cfg.WriteBuffer
-	return !(len(st.pending) > wb || st.pendRel != nil || st.h.queuedLocked() > wb || st.file != nil)
+	return !(len(st.pending) > wb || st.pendRel != nil || len(st.pending) > 0 && st.h.queuedLocked() > wb ||
+		st.file != nil)
 }
 
 // cutLocked: a response started and not complete resets the stream.

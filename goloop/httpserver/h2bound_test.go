@@ -339,3 +339,57 @@ func TestH2ShutWindowMinRate(t *testing.T) {
 		t.Fatalf("a reading client: %d bytes, %v", n, err)
 	}
 }
+
+// A stream whose client keeps its own window shut holds the connection over its bound
+// (its copied parts); a second stream's answer still goes out and its sender is not
+// paused: the bound holds back the streams with bytes pending, not one whose parts all left.
+func TestH2ShutStreamDoesNotHoldOthers(t *testing.T) {
+	smallFlags := make(chan int, 1)
+	var bigPaused atomic.Bool
+	a, addr := startServer(t, Config{RespMinRate: -1}, func(a *fakeApp, r *Request) {
+		r.Start(200, nil)
+		if string(r.Path()) == "/small" { // in two parts: the first does not end the stream
+			flags, _ := r.Send([]byte("sm"), true)
+			a.s.Flush()
+			smallFlags <- flags
+			a.waitRoom(r, flags, nil)
+			r.Send([]byte("all"), false)
+			return
+		}
+		part := bytes.Repeat([]byte("s"), 64<<10)
+		for {
+			flags, err := r.Send(part, true) // copied
+			if flags&SendPaused != 0 {
+				bigPaused.Store(true)
+			}
+			if err = a.waitRoom(r, flags, err); err != nil {
+				return
+			}
+			bigPaused.Store(false)
+		}
+	})
+	c := dialH2(t, addr)
+	c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	c.headers(1, true, "GET", "/big") // its window stays shut
+	conn := theConn(t, a.s)
+	waitFor(t, "the connection over its bound, the big sender paused", func() bool {
+		return bigPaused.Load() && h2Queued(conn) > a.s.cfg.WriteBuffer
+	})
+	// stream 3 and its window in one write (one read: its application runs after both)
+	var buf bytes.Buffer
+	fr := c.fr
+	c.fr = http2.NewFramer(&buf, nil)
+	c.fr.WriteWindowUpdate(0, 1<<20) // (the connection's window: stream 3's may go)
+	c.headers(3, true, "GET", "/small")
+	c.fr.WriteWindowUpdate(3, 1<<20)
+	c.fr = fr
+	c.nc.Write(buf.Bytes())
+	if f := <-smallFlags; f&SendPaused != 0 {
+		t.Fatal("the small stream's sender was paused by the other stream's")
+	}
+	c.until(t, func(f http2.Frame) bool {
+		d, ok := f.(*http2.DataFrame)
+		return ok && d.StreamID == 3 && d.StreamEnded()
+	})
+	c.nc.Close()
+}
