@@ -24,7 +24,8 @@ int gl_init_wsgi(PyObject *m);
 #define GL_WSGI_NOT_FILE (-5)
 /* (wsgi_response.c) a body part past the response's Content-Length, once the body it declared was sent */
 #define GL_WSGI_TOO_LONG (-6)
-/* glWsgiSend with wait 0: the part was taken, the output is over its bound (glWsgiSendWait) */
+/* glWsgiSend with wait 0 or 2, glWsgiSendLarge with park: the part was taken (or *taken bytes
+ * of it), the output is over its bound (glWsgiSendWait, or wsgi.c parks the response) */
 #define GL_WSGI_PAUSED (-7)
 /* glWsgiSend with wait 0: another pool thread may want the GIL: nothing done, call again
  * with the GIL released */
@@ -196,7 +197,8 @@ typedef struct {
 extern PyTypeObject gl_wsgi_start_type, gl_wsgi_write_type;
 PyObject *gl_wsgi_start_call(GLWsgiStart *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 PyObject *gl_wsgi_raise_send(GLWsgiStart *st, int rc);  /* a send's error code raised: NULL */
-int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end, PyObject *obj);
+int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end, PyObject *obj,
+                      Py_ssize_t *taken);
 int gl_wsgi_need_start(GLWsgiStart *st);
 void gl_wsgi_release_start(GLWsgiStart *st);  /* drops a start_response and its write */
 
