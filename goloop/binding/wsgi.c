@@ -53,13 +53,21 @@ typedef struct {
     PyObject *ctx;      /* the request's contextvars.Context, a copy of the thread's as it began */
     GLWsgiStart *st;
     GLWsgiInput *in;
+    Py_ssize_t turn;    /* bytes sent since a thread took it (GL_WSGI_TURN) */
     int end;            /* gl_wsgi_send_part's end for its parts */
     int heap;           /* parked once: on the heap, owning st and in */
     int entered;        /* ctx is entered on the thread running it */
 } wsgi_resp;
 
-/* send_result's and iterate's answer: the output is over its bound (park the response) */
+/* send_result's and iterate's answers: the output is over its bound (park the response);
+ * the response sent GL_WSGI_TURN bytes in this turn (it yields to requests that wait) */
 #define SENT_PAUSED 3
+#define SENT_TURN 4
+/* What a response sends before its thread looks for requests waiting for a thread: if some
+ * do, the response goes behind them (parked, on the ready list at once). One client reading a
+ * large body fast keeps its thread (nobody waits); many (200 clients whose kernel buffers
+ * take ~4 MiB each before the output stops) take turns with the other clients' requests. */
+#define GL_WSGI_TURN (256 * 1024)
 
 /* A file wrapper around a regular file: sent from its position with sendfile(2) (on plain
  * HTTP/1.1; HTTP/2 and TLS read it in Go). 1: sent, 0: not a file (iterate it), -1: error
@@ -133,6 +141,7 @@ static int iterate(wsgi_resp *r) {
                 gl_wsgi_raise_send(st, rc);
                 return -1;
             }
+            if ((r->turn += took) >= GL_WSGI_TURN && !st->done) return SENT_TURN;
         }
         PyObject *b = PyIter_Next(r->it);
         if (b == NULL) break;
@@ -327,10 +336,17 @@ static gbuf no_hdr;
 /* r's output is over its bound (done SENT_PAUSED): the thread parks the response (Go keeps
  * it on the heap; a pool thread resumes it when the output drains or the client goes away)
  * and is free: 0. If it cannot (the pool stopped, no memory, its context not the current
- * one) it waits for the socket, GIL released, and goes on. Else, and when r's response
- * ends: finish's 1 or 2. */
+ * one) it waits for the socket, GIL released, and goes on. r's turn is over (SENT_TURN):
+ * parked the same way, but on the ready list at once, if requests wait for a thread; else
+ * it goes on. When r's response ends: finish's 1 or 2. */
 static int go_on(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r, int done) {
-    while (done == SENT_PAUSED) {
+    while (done == SENT_PAUSED || done == SENT_TURN) {
+        int turn = done == SENT_TURN;
+        r->turn = 0;
+        if (turn && !glWsgiWaiting(wid, gen)) {
+            done = iterate(r);
+            continue;
+        }
         wsgi_resp *p = r->heap ? r : PyMem_RawMalloc(sizeof *p);
         if (p != NULL && PyContext_Exit(r->ctx) == 0) {
             r->entered = 0;
@@ -338,7 +354,7 @@ static int go_on(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r, int done) 
             r->st->hdr = &no_hdr;
             int first = !r->heap;
             if (first) *p = *r, p->heap = 1;
-            if (glWsgiPark(wid, gen, p) == GL_OK) {
+            if (glWsgiPark(wid, gen, p, turn) == GL_OK) {
                 if (first) {  /* its st and in are the record's now */
                     wsgi_thread *t = wt();
                     t->st = NULL, t->in = NULL;
@@ -352,6 +368,10 @@ static int go_on(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r, int done) 
         }
         PyErr_Clear();
         if (p != r) PyMem_RawFree(p);
+        if (turn) {
+            done = iterate(r);
+            continue;
+        }
         int rc;
         Py_BEGIN_ALLOW_THREADS
         rc = glWsgiSendWait(wid, gen);
@@ -389,8 +409,11 @@ static int resume(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r) {
     r->st->wid = wid, r->st->gen = gen;
     r->in->wid = wid, r->in->gen = gen;
     r->st->hdr = &wt()->hdr;
+    r->turn = 0;
     if (!(r->entered = PyContext_Enter(r->ctx) == 0)) PyErr_WriteUnraisable(NULL);
-    int rc = glWsgiReady(wid, gen);
+    /* (a complete response, parked at its turn, has nothing to wait for: its client's loss
+     * would not wake it) */
+    int rc = r->st->done ? GL_OK : glWsgiReady(wid, gen);
     int done = rc == GL_OK ? iterate(r) : rc == GL_WSGI_PAUSED ? SENT_PAUSED : rc == GL_ERR_DISCONNECTED ? -2 : -1;
     if (done == -1 && rc != GL_OK) gl_wsgi_raise_send(r->st, rc);
     return go_on(srv, wid, gen, r, done);

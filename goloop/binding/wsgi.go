@@ -792,10 +792,12 @@ func (wk *wsgiWorker) attachLocked(r *httpserver.Request, rec unsafe.Pointer, ge
 // stopped (not parked: the thread waits, glWsgiSendWait); GL_ERR_GONE: no such request.
 // A response is resumed by one thread at a time: it is on the ready list once (queued)
 // and leaves it to one thread. Its connection's next request (HTTP/1.1 keep-alive,
-// pipelining) waits for it as for any response not done.
+// pipelining) waits for it as for any response not done. turn: the response had its turn
+// (wsgi.c's GL_WSGI_TURN): parked only if requests wait for a thread, on the ready list at
+// once, behind them (GL_WSGI_RELEASE: none waits, not parked).
 //
 //export glWsgiPark
-func glWsgiPark(wid, gen C.long, rec unsafe.Pointer) (rc C.int) {
+func glWsgiPark(wid, gen C.long, rec unsafe.Pointer, turn C.int) (rc C.int) {
 	defer wsgiRecover(wid, &rc)
 	wk := worker(wid, gen)
 	if wk == nil {
@@ -803,18 +805,23 @@ func glWsgiPark(wid, gen C.long, rec unsafe.Pointer) (rc C.int) {
 	}
 	w, r := wk.w, wk.r
 	w.mu.Lock()
-	if w.stopped {
+	if w.stopped || (turn != 0 && w.head == len(w.ready)) {
 		w.mu.Unlock()
 		return C.GL_WSGI_RELEASE
 	}
 	if w.parked == nil {
 		w.parked = make(map[*httpserver.Request]*wsgiPark)
 	}
-	p := &wsgiPark{rec: rec}
+	p := &wsgiPark{rec: rec, queued: turn != 0}
 	w.parked[r] = p
 	r.Tag = nil // its EvWakes now find it in w.parked (routeLocked)
 	wk.r = nil
 	w.busy--
+	if turn != 0 {
+		w.ready = append(w.ready, r)
+		w.mu.Unlock()
+		return C.GL_OK
+	}
 	w.mu.Unlock()
 	// a wake-up routed to wk before its Tag changed is lost to it: look at the output now
 	// (not ready: SendReady asks for the EvWake that will find it parked)
@@ -827,6 +834,26 @@ func glWsgiPark(wid, gen C.long, rec unsafe.Pointer) (rc C.int) {
 		w.mu.Unlock()
 	}
 	return C.GL_OK
+}
+
+// glWsgiWaiting (GIL held): do requests (or resumed responses) wait for a pool thread?
+//
+//export glWsgiWaiting
+func glWsgiWaiting(wid, gen C.long) (rc C.int) {
+	defer func() {
+		if recover() != nil {
+			rc = 0
+		}
+	}()
+	wk := worker(wid, gen)
+	if wk == nil {
+		return 0
+	}
+	w := wk.w
+	w.mu.Lock()
+	waiting := w.head < len(w.ready)
+	w.mu.Unlock()
+	return cbool(waiting)
 }
 
 // glWsgiReady (GIL held) looks at the output of the response the thread resumes: GL_OK
