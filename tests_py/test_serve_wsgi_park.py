@@ -45,6 +45,17 @@ class Body:
         CLOSED.append(self.tag)
 
 
+class Whole(Body):
+    """One 8 MiB bytes part, its Content-Length given (Flask's and Django's shape)."""
+
+    def __iter__(self):
+        STARTED.append(self.tag)
+        yield WHOLE
+
+
+WHOLE = b"w" * (8 << 20)
+
+
 def app(environ, start_response):
     path = environ["PATH_INFO"]
     if path == "/barrier":  # answered only while two pool threads run it at once
@@ -58,6 +69,14 @@ def app(environ, start_response):
     if path == "/small":
         start_response("200 OK", [("Content-Length", "2")])
         return [b"ok"]
+    if path == "/file":  # wsgi.file_wrapper around a regular file: sent with sendfile(2)
+        start_response("200 OK", [])
+        f = open(environ["QUERY_STRING"], "rb")
+        STARTED.append(environ["REMOTE_PORT"])
+        return environ["wsgi.file_wrapper"](f)
+    if path == "/whole":
+        start_response("200 OK", [("Content-Length", str(len(WHOLE)))])
+        return Whole(environ["REMOTE_PORT"], 1)
     start_response("200 OK", [])
     n = int(environ["QUERY_STRING"] or 1024)
     return Body(environ["REMOTE_PORT"], n, boom=path == "/boom")
@@ -217,3 +236,38 @@ def test_h2_stream_with_a_shut_window_is_parked():
             s.close()
         wait_for("the iterable closed", lambda: CLOSED)
     assert CLOSED == STARTED
+
+
+def test_complete_responses_end_when_their_clients_leave():
+    """Six clients that do not read an 8 MiB body sent whole, two threads: each response is
+    complete in the server's output (held, not copied); when the clients leave, every
+    iterable is closed once and no request stays in flight."""
+    reset()
+    with serving(app, threads=2, **WSGI) as server:
+        socks = stalled(server, "/whole", 6)
+        try:
+            wait_for("six responses", lambda: len(STARTED) == 6)
+            assert get(server, "/small")[2] == b"ok"
+        finally:
+            for s in socks:
+                s.close()
+        wait_for("the six iterables closed", lambda: len(CLOSED) == 6)
+        wait_for("nothing in flight", lambda: server._srv.stats()[:2] == (0, 0))
+    assert sorted(CLOSED) == sorted(STARTED)
+
+
+def test_file_wrapper_to_non_readers_holds_no_thread(tmp_path):
+    """Four clients that never read a 16 MiB file sent through wsgi.file_wrapper, two threads:
+    the file is the response's last part, sent from its descriptor; no thread waits for the
+    sockets, another client is answered."""
+    reset()
+    path = tmp_path / "big"
+    path.write_bytes(b"f" * (16 << 20))
+    with serving(app, threads=2, **WSGI) as server:
+        socks = stalled(server, f"/file?{path}", 4)
+        try:
+            wait_for("four responses", lambda: len(STARTED) == 4)
+            assert get(server, "/small")[2] == b"ok"
+        finally:
+            for s in socks:
+                s.close()
