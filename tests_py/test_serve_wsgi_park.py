@@ -66,6 +66,11 @@ def app(environ, start_response):
         began.set()
         assert release.wait(60)
         path = "/small"
+    if path == "/var":  # what the thread's previous request set, if it leaked: then set it
+        body = repr(REQ.get(None)).encode()
+        REQ.set("set by /var")
+        start_response("200 OK", [("Content-Length", str(len(body)))])
+        return [body]
     if path == "/small":
         start_response("200 OK", [("Content-Length", "2")])
         return [b"ok"]
@@ -271,3 +276,10 @@ def test_file_wrapper_to_non_readers_holds_no_thread(tmp_path):
         finally:
             for s in socks:
                 s.close()
+
+
+def test_context_variables_do_not_leak_into_the_next_request():
+    """Each request runs in a Context of its own: what one sets, the thread's next request
+    does not see."""
+    with serving(app, threads=1, **WSGI) as server:
+        assert [get(server, "/var")[2] for _ in range(3)] == [b"None"] * 3

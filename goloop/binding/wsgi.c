@@ -227,6 +227,8 @@ static int wsgi_thread_new(void) {
  * (with the GIL: it owns them), and its block freed. */
 static void wsgi_thread_free(void) {
     wsgi_thread *t = wt();
+    Py_CLEAR(t->ctx);
+    Py_CLEAR(t->base);
     Py_CLEAR(t->ftpl.tpl);
     Py_CLEAR(t->ftpl.src);
     t->ftpl.in = NULL;  /* (the template's) */
@@ -381,9 +383,37 @@ static int go_on(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r, int done) 
     return finish(srv, r, done);
 }
 
-/* Runs the application for the request whose head is h, in a copy of the thread's context
- * (a contextvars.Context of its own: a response parked and resumed on another thread sees
- * what it set): 1 answered, 2 it failed, 0 its response was parked (go_on). */
+/* A new Context for a request (a new reference, or NULL with an error): a copy of the thread's
+ * own (its variables as the thread began serving). On GIL builds the thread's one Context is
+ * given those variables back (their mapping, immutable, shared), not a new Context made and
+ * freed per request (a GC-tracked object); with its entry and exit ~60 instructions a request
+ * (callgrind, bench/analysis/wsgi_instr.py --annotate). No code can reach the Context it runs
+ * in (copy_context() copies it); one something kept (a parked response's record, a context
+ * watcher) is left to it and the thread makes another. */
+static PyObject *request_context(void) {
+#ifdef GL_LAZY_CONTEXT
+    wsgi_thread *t = wt();
+    if (t->base == NULL) {  /* the thread's first request: its own variables */
+        PyObject *cur = PyContext_CopyCurrent();
+        if (cur == NULL) return NULL;
+        t->base = Py_NewRef(CTX_VARS(cur));
+        t->ctx = cur;
+    } else if (Py_REFCNT(t->ctx) != 1) {
+        PyObject *c = PyContext_New();
+        if (c == NULL) return NULL;
+        Py_SETREF(t->ctx, c);
+    }
+    Py_SETREF(CTX_VARS(t->ctx), Py_NewRef(t->base));
+    return Py_NewRef(t->ctx);
+#else
+    return PyContext_CopyCurrent();
+#endif
+}
+
+/* Runs the application for the request whose head is h, in a Context of its own (a copy of
+ * the thread's: a response parked and resumed on another thread sees what it set, and
+ * nothing it sets reaches the thread's next request): 1 answered, 2 it failed, 0 its
+ * response was parked (go_on). */
 static int handle(GLWsgiServer *srv, long wid, long gen, const GLHead *h) {
     wsgi_resp r = {0};
     if (request_objects(&r.in, &r.st) < 0) {
@@ -395,7 +425,7 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLHead *h) {
     in->wid = wid, in->gen = gen;
     st->wid = wid, st->gen = gen, st->status = 0, st->sent = 0, st->done = 0, st->clen = -1, st->body = 0;
     int done = -1;
-    if ((r.ctx = PyContext_CopyCurrent()) != NULL && (r.entered = PyContext_Enter(r.ctx) == 0) &&
+    if ((r.ctx = request_context()) != NULL && (r.entered = PyContext_Enter(r.ctx) == 0) &&
         (r.env = gl_wsgi_environ(srv, h, (PyObject *)in)) != NULL) {
         PyObject *args[2] = {r.env, (PyObject *)st};
         if ((r.result = PyObject_Vectorcall(srv->app, args, 2, NULL)) != NULL) done = send_result(srv, &r);

@@ -155,6 +155,10 @@ typedef struct {
     port_entry ports[PORT_SLOTS];
     filled_tpl ftpl;
     pass_state pass;
+    /* The Context its requests run in (wsgi.c's request_context; GIL builds): made once and
+     * given back the thread's own variables (base) at each request, unless something else
+     * kept it (a parked response: its record's now); free-threaded: NULL (a copy a request) */
+    PyObject *ctx, *base;
 } wsgi_thread;
 
 /* The calling pool thread's block (only a pool thread, inside serve_thread, calls this). */
