@@ -236,7 +236,9 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 // on an HTTP/2 stream, held while the client's window keeps it, the reference queued for
 // the loop thread when it went (SendHeldAnywhere, server_held.go).
 func sendBody(sid C.long, r *httpserver.Request, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) C.int {
-	if obj == nil || int(n) < httpserver.HoldMin {
+	// (a small part on HTTP/2 is offered too: held while its connection is over the
+	// output's bound, which its send then waits for, rather than copied per stream)
+	if obj == nil || (int(n) < httpserver.HoldMin && !r.H2()) {
 		return sendRC(r.Send(bytesFromC(body, n), more != 0))
 	}
 	sv := servers.Get(int(sid))
