@@ -7,6 +7,7 @@ hold no pool thread: more of them than threads, and the pool still answers.
 
 No test here times anything: they wait for a state (a count, an event) with a generous bound
 that only ends a test that would otherwise hang."""
+import contextlib
 import contextvars
 import socket
 import threading
@@ -95,6 +96,20 @@ def reset():
     HOLD.clear()
 
 
+@contextlib.contextmanager
+def non_readers(server, path, n):
+    """n clients that ask for path and never read, once their n responses began and another
+    client was answered (a pool thread is free); closed after."""
+    socks = stalled(server, path, n)
+    try:
+        wait_for(f"{n} responses", lambda: len(STARTED) == n)
+        assert get(server, "/small")[2] == b"ok"
+        yield socks
+    finally:
+        for s in socks:
+            s.close()
+
+
 def read_all(s):
     """Everything s receives until the peer closes or a chunked body's end."""
     s.settimeout(60)
@@ -113,10 +128,7 @@ def test_non_readers_do_not_hold_the_pool():
     free at once (two requests that each wait for the other are answered)."""
     reset()
     with serving(app, threads=2, **WSGI) as server:
-        socks = stalled(server, "/gen", 4)
-        try:
-            wait_for("four generators", lambda: len(STARTED) == 4)
-            assert get(server, "/small")[2] == b"ok"
+        with non_readers(server, "/gen", 4):
             got = []
             ts = [threading.Thread(target=lambda: got.append(get(server, "/barrier")[2])) for _ in range(2)]
             for t in ts:
@@ -125,9 +137,6 @@ def test_non_readers_do_not_hold_the_pool():
                 t.join(60)
             assert got == [b"ok", b"ok"]
             assert CLOSED == []
-        finally:
-            for s in socks:
-                s.close()
         wait_for("the four iterables closed", lambda: len(CLOSED) == 4)
     assert sorted(CLOSED) == sorted(STARTED)  # each once
 
@@ -249,13 +258,8 @@ def test_complete_responses_end_when_their_clients_leave():
     iterable is closed once and no request stays in flight."""
     reset()
     with serving(app, threads=2, **WSGI) as server:
-        socks = stalled(server, "/whole", 6)
-        try:
-            wait_for("six responses", lambda: len(STARTED) == 6)
-            assert get(server, "/small")[2] == b"ok"
-        finally:
-            for s in socks:
-                s.close()
+        with non_readers(server, "/whole", 6):
+            pass
         wait_for("the six iterables closed", lambda: len(CLOSED) == 6)
         wait_for("nothing in flight", lambda: server._srv.stats()[:2] == (0, 0))
     assert sorted(CLOSED) == sorted(STARTED)
@@ -269,13 +273,8 @@ def test_file_wrapper_to_non_readers_holds_no_thread(tmp_path):
     path = tmp_path / "big"
     path.write_bytes(b"f" * (16 << 20))
     with serving(app, threads=2, **WSGI) as server:
-        socks = stalled(server, f"/file?{path}", 4)
-        try:
-            wait_for("four responses", lambda: len(STARTED) == 4)
-            assert get(server, "/small")[2] == b"ok"
-        finally:
-            for s in socks:
-                s.close()
+        with non_readers(server, f"/file?{path}", 4):
+            pass
 
 
 def test_context_variables_do_not_leak_into_the_next_request():
