@@ -6,8 +6,11 @@ Scenarios (each a server subprocess on loopback, bounded in time, stopping by it
   seconds, then close. Meanwhile a probe client asks for a small page every 0.25 s on a new
   connection. Recorded: the server's RSS idle, peak and --after seconds after the clients
   closed; the probes' p50/max latency and how many took over 100 ms or were not answered.
-- wsgi-gen: the same with a generator of 64 KiB parts (the pool threads wait for the
-  sockets; goloop's --min-response-rate frees them after its grace).
+- wsgi-gen: the same with a generator of 64 KiB parts. goloop's pool threads park a response
+  whose output is over its bound and answer others; --min-response-rate drops the clients
+  after its grace, which closes their generators. A stats client asks the app every 0.25 s
+  how many generators began and were closed: recorded, the seconds until all had begun
+  (every request taken by the pool) and until all were closed (the pool holds none).
 - asgi-bytes: an ASGI app answering one 10 MiB body.
 - ws-bomb: --bombs WebSocket connections each send one permessage-deflate message of 1 GiB
   of zeros (about 1 MiB compressed): RSS peak and 60 s after (the close code is recorded).
@@ -66,6 +69,9 @@ def command(server, scenario, port, extra=()):
         if wsgi:
             cmd += ["--interface", "wsgi"]
         return cmd + list(extra)
+    if server == "gunicorn":  # (WSGI only) gthread with goloop's default pool of 6 threads
+        return [sys.executable, "-m", "gunicorn", "-k", "gthread", "--threads", "6", "-w", "1",
+                "-b", f"127.0.0.1:{port}", "--log-level", "warning", target]
     if server == "hypercorn":
         return [sys.executable, "-m", "hypercorn", target, "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
     if server == "granian":
@@ -83,12 +89,24 @@ class Sampler(threading.Thread):
 
     def __init__(self, pid):
         super().__init__(daemon=True)
-        self.pid, self.peak, self.stop = pid, 0, threading.Event()
+        self.pid, self.peak, self.threads, self.stop = pid, 0, 0, threading.Event()
 
     def run(self):
         while not self.stop.is_set():
             self.peak = max(self.peak, rss(self.pid))
+            self.threads = max(self.threads, threads(self.pid))
             time.sleep(0.1)
+
+
+def threads(pid):
+    """The threads of the server's processes (OS threads: Go's, the pool's, the loop's)."""
+    n = 0
+    for p in harness.tree_pids(pid):
+        try:
+            n += len(os.listdir(f"/proc/{p}/task"))
+        except OSError:
+            pass
+    return n
 
 
 def get_small(port, timeout=30.0):
@@ -114,6 +132,27 @@ def prober(port, stop, out, timeout, done_at):
         out.append(lat)
         if lat is not None and not done_at:
             done_at.append(time.monotonic())
+        stop.wait(0.25)
+
+
+def gen_stats(port, stop, clients, t0, out):
+    """wsgi-gen: asks the app how many generators began and were closed, every 0.25 s; out
+    gets the seconds from t0 until all clients' had begun, and until all were closed."""
+    while not stop.is_set():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(b"GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                data = b""
+                while (b := s.recv(4096)):
+                    data += b
+            began, closed = (int(x) for x in data.rsplit(b"\r\n\r\n", 1)[1].split())
+        except (OSError, ValueError):
+            began = closed = -1
+        now = round(time.monotonic() - t0, 1)
+        if began >= clients and "all_began_s" not in out:
+            out["all_began_s"] = now
+        if closed >= clients and "all_closed_s" not in out:
+            out["all_closed_s"] = now
         stop.wait(0.25)
 
 
@@ -166,7 +205,14 @@ def run_readers(server, scenario, args):
             s.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
             socks.append(s)
         t0 = time.monotonic()
+        gen, st, st_stop = {}, None, threading.Event()
+        if scenario == "wsgi-gen":
+            st = threading.Thread(target=gen_stats, args=(port, st_stop, args.clients, t0, gen), daemon=True)
+            st.start()
         lat, done_at, held_for = probe_while_held(port, args)
+        st_stop.set()
+        if st is not None:
+            st.join(10)
         peak = sampler.peak
         for s in socks:
             s.close()
@@ -176,6 +222,9 @@ def run_readers(server, scenario, args):
         row = {"rss_idle_mib": round(idle / MiB, 1), "rss_peak_mib": round(peak / MiB, 1),
                "rss_after_mib": round(after / MiB, 1), "held_s": round(held_for, 1),
                "first_answer_s": round(done_at[0] - t0, 1) if done_at else None}
+        if scenario == "wsgi-gen":
+            row.update(all_began_s=gen.get("all_began_s"), all_closed_s=gen.get("all_closed_s"),
+                       threads_peak=sampler.threads)
         row.update(probe_stats(lat))
         row["probe_ms"] = [None if x is None else round(x * 1e3, 1) for x in lat]
         return row
@@ -362,7 +411,8 @@ def write_json(args, results):
                  "probes"] if scenario == "h2-many" else
                 ["rss_idle_mib", "rss_peak_mib", "rss_after_mib", "probe_after_ms"] if spike else
                 ["rss_idle_mib", "rss_peak_mib", "rss_after_mib", "p50_ms", "max_ms", "over_100ms", "answered",
-                 "probes", "first_answer_s"])
+                 "probes", "first_answer_s"] + (["all_began_s", "all_closed_s", "threads_peak"]
+                                                if scenario == "wsgi-gen" else []))
         for k in keys:
             row = {"row": f"{scenario}: {k}"}
             for sv in servers:

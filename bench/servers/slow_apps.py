@@ -3,7 +3,8 @@ memory spikes, a mixed load):
 
 - flask_big: Flask; GET /big answers one 10 MiB bytes object (the same object every time),
   anything else "ok";
-- wsgi_gen: plain WSGI; /big is a generator of 64 KiB parts (10 MiB), anything else "ok";
+- wsgi_gen: plain WSGI; /big is a generator of 64 KiB parts (10 MiB), /stats how many of
+  them began and were closed ("began closed"), anything else "ok";
 - asgi_app: ASGI; /big answers 10 MiB in one body (the same object), /stream 10 MiB in 64 KiB
   parts, POST /upload reads its body whole and answers its length, anything else "ok"; a
   WebSocket echoes what it receives;
@@ -27,10 +28,26 @@ def small():
     return "ok"
 
 
+GEN = [0, 0]  # generators begun, closed (slow_readers.py's wsgi-gen: when every one was taken, freed)
+
+
+def parts():
+    GEN[0] += 1
+    try:
+        for _ in range(160):
+            yield PART
+    finally:
+        GEN[1] += 1
+
+
 def wsgi_gen(environ, start_response):
     if environ["PATH_INFO"] == "/big":
         start_response("200 OK", [("Content-Type", "application/octet-stream")])
-        return (PART for _ in range(160))
+        return parts()
+    if environ["PATH_INFO"] == "/stats":
+        body = b"%d %d" % tuple(GEN)
+        start_response("200 OK", [("Content-Length", str(len(body)))])
+        return [body]
     start_response("200 OK", [("Content-Length", "2")])
     return [b"ok"]
 

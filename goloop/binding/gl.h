@@ -276,4 +276,18 @@ void gl_set_closed(GLLoop *self);
  * call_soon asks on every call (is the caller the thread running the loop?). */
 static inline unsigned long gl_thread_ident(void) { return (unsigned long)pthread_self(); }
 
+/* A Context's mapping of variables, read and replaced in place (GIL builds): loop_handle.c's
+ * lazy contexts, wsgi.c's per-request Context. This relies on PyContext's layout
+ * (Include/internal/pycore_context.h, the same in 3.11-3.15): the mapping is the second field
+ * after the object header. Free-threaded builds copy Contexts instead. */
+#ifndef Py_GIL_DISABLED
+#define GL_LAZY_CONTEXT 1
+typedef struct {
+    PyObject_HEAD
+    PyObject *ctx_prev;
+    PyObject *ctx_vars;
+} GLContextHead;
+#define CTX_VARS(c) (((GLContextHead *)(c))->ctx_vars)
+#endif
+
 #endif
