@@ -349,3 +349,10 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
             super().close()
         finally:
             self._close_core()
+
+
+# LoopCore's C methods as Loop's own descriptors: CPython's specialized call of a C method
+# (`loop.call_later(...)`) requires the instance's type to be exactly the method's class
+# (goloop/binding/module.c, _own_methods).
+_goloop._own_methods(Loop, _goloop.LoopCore, tuple(n for n, v in vars(_goloop.LoopCore).items()
+                                                   if type(v) is type(str.join)))
