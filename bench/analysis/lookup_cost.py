@@ -9,7 +9,10 @@ for M in call_soon, call_later, create_task, with the loop running (the calls ma
 coroutine) and not running (--outside). Instruction counts do not move with the machine's load.
 
     python3 -P bench/analysis/lookup_cost.py [--loops goloop,uvloop,rloop] [--n 20000,60000]
-                                      [--results]
+                                      [--rows call_soon,call_soon:outside,...] [--results]
+
+--rows picks the rows (METHOD for the running loop, METHOD:outside for the loop not running;
+all six by default).
 
 A loop written goloop=DIR imports goloop from DIR (a copy of another build, e.g. before a
 change); its column is labelled "goloop (<DIR's last part>)". --results writes
@@ -33,6 +36,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--loops", default="goloop,uvloop,rloop")
     ap.add_argument("--n", default="20000,60000", help="the two call counts N1,N2")
+    ap.add_argument("--rows", default=",".join(m + o for o in ("", ":outside") for m in METHODS))
     ap.add_argument("--results", action="store_true", help="write bench/results/loop-lookup-instructions.json")
     ap.add_argument("--note", action="append", default=[], help="a note line for the results (repeatable)")
     args = ap.parse_args()
@@ -41,19 +45,20 @@ def main():
     table = {}
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cg")
-        for outside in (False, True):
+        for spec in args.rows.split(","):
+            m, _, where = spec.partition(":")
+            outside = where == "outside"
             extra = ("--outside",) if outside else ()
-            for m in METHODS:
-                row = f"loop.{m} ({'not running' if outside else 'running'})"
-                for lp in loops:
-                    per = {}
-                    for form in ("lookup", "bound"):
-                        c1 = instructions(lp, f"{form}_{m}", n1, out, extra)
-                        c2 = instructions(lp, f"{form}_{m}", n2, out, extra)
-                        per[form] = (c2 - c1) / (n2 - n1)
-                    table[row, lp] = round(per["lookup"] - per["bound"])
-                    print(f"{row:34} {lp:10} {table[row, lp]:6,d} instructions per lookup "
-                          f"(call with lookup {per['lookup']:,.0f}, bound {per['bound']:,.0f})", flush=True)
+            row = f"loop.{m} ({'not running' if outside else 'running'})"
+            for lp in loops:
+                per = {}
+                for form in ("lookup", "bound"):
+                    c1 = instructions(lp, f"{form}_{m}", n1, out, extra)
+                    c2 = instructions(lp, f"{form}_{m}", n2, out, extra)
+                    per[form] = (c2 - c1) / (n2 - n1)
+                table[row, lp] = round(per["lookup"] - per["bound"])
+                print(f"{row:34} {lp:10} {table[row, lp]:6,d} instructions per lookup "
+                      f"(call with lookup {per['lookup']:,.0f}, bound {per['bound']:,.0f})", flush=True)
     if args.results:
         write(table, loops, args)
 
@@ -77,7 +82,8 @@ def write(table, loops, args):
     write_result(
         "loop-lookup-instructions", group="The event loop",
         title="A loop method looked up on each call: instructions per lookup (callgrind)",
-        command=f"python3 -P bench/analysis/lookup_cost.py --results --loops {cmd_loops} --n {args.n}",
+        command=(f"python3 -P bench/analysis/lookup_cost.py --results --loops {cmd_loops} --n {args.n}"
+                 f" --rows {args.rows}"),
         method=("`bench/micro.py`'s lookup_M (`loop.M(...)`, the attribute looked up on every call) against "
                 "bound_M (the same calls through a bound method taken once), each under `valgrind "
                 "--tool=callgrind` with N1 and N2 calls; the difference of the two forms' instructions per "
