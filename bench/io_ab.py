@@ -133,7 +133,7 @@ def write_results(best, kern, loops, rows, missing, args):
     loops = [lp for lp in loops if "=" not in lp]
     notes = [f"Not measured (not importable here): {', '.join(missing)}."] if missing else []
     cmd = (f"python3 -P bench/io_ab.py --results --loops {','.join(loops)} --rounds {args.rounds}"
-           f" --rows {args.rows}" + (f" --rate {args.rate:g} --id-suffix {args.id_suffix}" if args.rate else ""))
+           f" --rows {args.rows}" + (f" --rate {args.rate:g} --id-suffix={args.id_suffix}" if args.rate else ""))
     paced = (f" Echo rows paced at {args.rate:g} requests/s in all (echoclient -rate): every loop at the "
              "same load." if args.rate else " Unpaced: each connection sends as soon as its echo is back.")
     method = ("The echo and HTTP servers of `bench/run.py` (HTTP: an asyncio Protocol feeding httptools on "
