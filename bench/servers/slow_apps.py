@@ -5,7 +5,8 @@ memory spikes, a mixed load):
   anything else "ok";
 - wsgi_gen: plain WSGI; /big is a generator of 64 KiB parts (10 MiB), anything else "ok";
 - asgi_app: ASGI; /big answers 10 MiB in one body (the same object), /stream 10 MiB in 64 KiB
-  parts, anything else "ok"; a WebSocket echoes what it receives;
+  parts, POST /upload reads its body whole and answers its length, anything else "ok"; a
+  WebSocket echoes what it receives;
 - wsgi_hello: plain WSGI, "Hello, world!"."""
 from flask import Flask
 
@@ -62,7 +63,17 @@ async def asgi_app(scope, receive, send):
     if scope["type"] != "http":
         return
     path = scope["path"]
-    if path == "/big":
+    if path == "/upload":  # read the body whole, answer its length
+        parts = []
+        while True:
+            msg = await receive()
+            parts.append(msg.get("body", b""))
+            if not msg.get("more_body"):
+                break
+        n = len(b"".join(parts))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"%d" % n})
+    elif path == "/big":
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-length", b"%d" % len(BIG))]})
         await send({"type": "http.response.body", "body": BIG})

@@ -259,6 +259,8 @@ int gl_init_handle_types(PyObject *m);  /* loop_handle.c */
 int gl_init_loopcore(PyObject *m);      /* loop_core.c */
 #if PY_VERSION_HEX >= 0x030C0000
 PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro);  /* loop_core.c */
+#else
+PyObject *gl_loop_create_task_named(GLLoop *self, PyObject *coro, PyObject *name);  /* loop_core.c */
 #endif
 int gl_init_sockfast(PyObject *m);      /* loop_sockfast.c */
 int gl_init_readpath(void);             /* loop_readpath.c */

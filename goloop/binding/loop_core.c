@@ -518,20 +518,40 @@ static PyObject *loop_create_task(GLLoop *self, PyObject *const *args, Py_ssize_
     return new_task(self, targs, name == Py_None && context == Py_None ? loop_kwnames : task_kwnames);
 }
 
-#if PY_VERSION_HEX >= 0x030C0000
-static PyObject *eager_kwnames;  /* ("loop", "eager_start") */
 static PyObject *str_create_task, *core_create_task;  /* "create_task", LoopCore's */
+
+#ifndef Py_GIL_DISABLED
+/* The last type own_create_task found keeping LoopCore's create_task, and its version tag
+ * then: a tag is given to one type only and dropped when the type (or a base) changes, so
+ * the same valid tag means the same answer without the lookup (~200 instructions a request). */
+static PyTypeObject *own_type;
+static unsigned int own_tag;
+#endif
 
 /* type(self).create_task is LoopCore's (a subclass did not replace it). */
 static int own_create_task(GLLoop *self) {
-    PyObject *m = PyObject_GetAttr((PyObject *)Py_TYPE(self), str_create_task);
+    PyTypeObject *t = Py_TYPE(self);
+#ifndef Py_GIL_DISABLED
+    if (t == own_type && own_tag != 0 && t->tp_version_tag == own_tag && PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG))
+        return 1;
+#endif
+    PyObject *m = PyObject_GetAttr((PyObject *)t, str_create_task);
     if (m == NULL) {
         PyErr_Clear();
         return 0;
     }
     Py_DECREF(m);
+#ifndef Py_GIL_DISABLED
+    if (m == core_create_task && PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        own_type = t;
+        own_tag = t->tp_version_tag;
+    }
+#endif
     return m == core_create_task;
 }
+
+#if PY_VERSION_HEX >= 0x030C0000
+static PyObject *eager_kwnames;  /* ("loop", "eager_start") */
 
 /* loop.create_task(coro) for goloop serve's requests (asgi.c), with the Task started eagerly
  * (3.12's eager_start): the coroutine's first step runs now, inside the call, instead of on
@@ -545,6 +565,53 @@ PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro) {
     }
     PyObject *targs[3] = {coro, (PyObject *)self, Py_True};
     return new_task(self, targs, eager_kwnames);
+}
+#else
+static PyObject *c_task_type;   /* _asyncio.Task (NULL: no C Task) */
+static PyObject *named_kw;      /* {"loop": ..., "name": ...}, refilled by each call */
+static PyObject *str_loop, *str_name, *named_kwnames;  /* "loop", "name", ("name",) */
+static int named_busy;          /* named_kw is in use (a Task's __init__ ran Python that made a Task) */
+
+/* loop.create_task(coro, name=name) for goloop serve's requests on 3.11 (asgi.c), where a
+ * Task takes its loop and name only as keywords: a type call makes a new dict of them for
+ * each Task (~800 instructions), and create_task is found by an attribute lookup. Where
+ * create_task would make a plain Task (no task factory, not debug, LoopCore's own
+ * create_task) and asyncio's Task is the C one under type's own call, the Task is made
+ * as type's call makes it (tp_new, then tp_init) with one keyword dict refilled each time
+ * (3.11 has the GIL: one thread at a time runs this); anything else calls
+ * loop.create_task(coro, name=name). The caller owns name and self for the call, so the
+ * dict's borrowed values stay alive even if a nested call refills it; the loop is taken
+ * out of the dict after each call. */
+PyObject *gl_loop_create_task_named(GLLoop *self, PyObject *coro, PyObject *name) {
+    PyTypeObject *tt = NULL;
+    int fast = !self->debug && (self->task_factory == NULL || self->task_factory == Py_None) && !named_busy &&
+               c_task_type != NULL && own_create_task(self);
+    /* asyncio.tasks.Task from the module's dict (borrowed; c_task_type holds the C one) */
+    PyObject *task_type = fast ? PyDict_GetItemWithError(PyModule_GetDict(tasks_module), str_Task) : NULL;
+    if (task_type == NULL && PyErr_Occurred()) return NULL;
+    if (task_type == c_task_type && Py_TYPE(task_type)->tp_call == PyType_Type.tp_call) tt = (PyTypeObject *)task_type;
+    if (tt == NULL || tt->tp_new == NULL || tt->tp_init == NULL) {
+        PyObject *args[3] = {(PyObject *)self, coro, name};
+        return PyObject_VectorcallMethod(str_create_task, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, named_kwnames);
+    }
+    if (self->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return NULL;
+    }
+    PyObject *args = PyTuple_Pack(1, coro);
+    if (args == NULL || PyDict_SetItem(named_kw, str_loop, (PyObject *)self) < 0 ||
+        PyDict_SetItem(named_kw, str_name, name) < 0) {
+        Py_XDECREF(args);
+        return NULL;
+    }
+    named_busy = 1;
+    PyObject *task = tt->tp_new(tt, args, named_kw);
+    if (task != NULL && PyObject_TypeCheck(task, tt) && tt->tp_init(task, args, named_kw) < 0) Py_CLEAR(task);
+    named_busy = 0;
+    Py_DECREF(args);
+    /* the dict keeps no loop alive between requests (its name, a short str, may stay) */
+    if (PyDict_SetItem(named_kw, str_loop, Py_None) < 0) Py_CLEAR(task);
+    return task;
 }
 #endif
 
@@ -1046,12 +1113,25 @@ int gl_init_loopcore(PyObject *m) {
     str_create_task_py = PyUnicode_InternFromString("_create_task_py");
     task_kwnames = Py_BuildValue("(sss)", "loop", "name", "context");
     if (!tasks_module || !str_Task || !str_create_task_py || !task_kwnames) return -1;
-#if PY_VERSION_HEX >= 0x030C0000
-    eager_kwnames = Py_BuildValue("(ss)", "loop", "eager_start");
     str_create_task = PyUnicode_InternFromString("create_task");
-    if (!eager_kwnames || !str_create_task) return -1;
+    if (!str_create_task) return -1;
     core_create_task = PyObject_GetAttr((PyObject *)&LoopCoreType, str_create_task);
     if (core_create_task == NULL) return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    eager_kwnames = Py_BuildValue("(ss)", "loop", "eager_start");
+    if (!eager_kwnames) return -1;
+#else
+    str_loop = PyUnicode_InternFromString("loop");
+    str_name = PyUnicode_InternFromString("name");
+    named_kwnames = Py_BuildValue("(s)", "name");
+    named_kw = PyDict_New();
+    if (!str_loop || !str_name || !named_kwnames || !named_kw) return -1;
+    {
+        PyObject *aio = PyImport_ImportModule("_asyncio");  /* no C Task: the plain call */
+        c_task_type = aio != NULL ? PyObject_GetAttr(aio, str_Task) : NULL;
+        Py_XDECREF(aio);
+        if (c_task_type == NULL) PyErr_Clear();
+    }
 #endif
     return 0;
 }
