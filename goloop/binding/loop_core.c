@@ -662,7 +662,26 @@ static PyObject *loop_run_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
 typedef struct {
     PyObject_HEAD
     PyObject *meth;
+    vectorcallfunc vectorcall;
+    PyTypeObject *loop_type;  /* the last class of loop called through it (strong) */
 } GLBoundOnce;
+
+/* Called as a method descriptor (descr(loop, *args), LOAD_METHOD's call): call_soon itself
+ * when args[0] is a loop of a class seen before (d->loop_type, a strong reference), else the
+ * method descriptor's own call, which checks the type and raises its TypeError. */
+static PyObject *bound_once_vectorcall(GLBoundOnce *d, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs >= 1) {
+        PyTypeObject *tp = Py_TYPE(args[0]);
+        if (tp == d->loop_type)
+            return loop_call_soon((GLLoop *)args[0], args + 1, nargs - 1, kwnames);
+        if (PyType_IsSubtype(tp, &LoopCoreType)) {
+            Py_XSETREF(d->loop_type, (PyTypeObject *)Py_NewRef(tp));
+            return loop_call_soon((GLLoop *)args[0], args + 1, nargs - 1, kwnames);
+        }
+    }
+    return PyObject_Vectorcall(d->meth, args, nargsf, kwnames);
+}
 
 static PyObject *bound_once_get(GLBoundOnce *d, PyObject *obj, PyObject *type) {
     descrgetfunc get = Py_TYPE(d->meth)->tp_descr_get;
@@ -678,6 +697,7 @@ static PyObject *bound_once_repr(GLBoundOnce *d) { return PyObject_Repr(d->meth)
 
 static void bound_once_dealloc(GLBoundOnce *d) {
     Py_XDECREF(d->meth);
+    Py_XDECREF(d->loop_type);
     PyObject_Free(d);
 }
 
@@ -685,7 +705,13 @@ static PyTypeObject BoundOnceType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "goloop._goloop._BoundOnce",
     .tp_basicsize = sizeof(GLBoundOnce),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    /* A method descriptor to the interpreter (descr.__get__(loop)(*a) == descr(loop, *a)):
+     * `loop.call_soon(cb)` then takes LOAD_METHOD's specialized path, which pushes the
+     * descriptor and calls it with the loop, without a bound method or a call of
+     * bound_once_get; C's getattr(loop, "call_soon") still gets the loop's one bound method. */
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(GLBoundOnce, vectorcall),
+    .tp_call = PyVectorcall_Call,
     .tp_dealloc = (destructor)bound_once_dealloc,
     .tp_descr_get = (descrgetfunc)bound_once_get,
     .tp_getattro = (getattrofunc)bound_once_getattro,
@@ -699,6 +725,8 @@ static int install_bound_once(void) {
     GLBoundOnce *d = PyObject_New(GLBoundOnce, &BoundOnceType);
     if (d == NULL) return -1;
     d->meth = Py_NewRef(meth);
+    d->vectorcall = (vectorcallfunc)bound_once_vectorcall;
+    d->loop_type = NULL;
     int rc = PyDict_SetItemString(LoopCoreType.tp_dict, "call_soon", (PyObject *)d);
     Py_DECREF(d);
     PyType_Modified(&LoopCoreType);
@@ -838,7 +866,14 @@ static int loop_init(GLLoop *self, PyObject *args, PyObject *kwds) {
 }
 
 static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    GLLoop *self = (GLLoop *)type->tp_alloc(type, 0);
+    /* object.__new__ rather than tp_alloc alone: for a Python subclass (goloop.Loop) it also
+     * readies the instance's inline attribute values (a managed __dict__). Without them the
+     * first attribute stored makes a dict, and LOAD_METHOD on the loop (loop.call_later(...))
+     * loses its specialized paths that need the inline values (3.12+: all of them). */
+    PyObject *noargs = PyTuple_New(0);  /* the empty tuple: a shared constant */
+    if (noargs == NULL) return NULL;
+    GLLoop *self = (GLLoop *)PyBaseObject_Type.tp_new(type, noargs, NULL);
+    Py_DECREF(noargs);
     if (self == NULL) return NULL;
     self->id = -1;
     pthread_mutex_init(&self->inbox_mu, NULL);  /* cannot fail with default attributes */
