@@ -73,6 +73,77 @@ for i in range(n):
     else:
         loop.run_until_complete(loop.shutdown_default_executor())
         loop.close()
+# servers in process (goloop: goloop.serve's Server on its loop; asyncio: uvicorn's, when
+# installed): ASGI and WSGI (a pool of threads), plain and TLS, a few requests each; one
+# of each left serving in a thread of its own at exit; an explicit thread pool left open
+from concurrent.futures import ThreadPoolExecutor
+pool = ThreadPoolExecutor(4)
+pool.submit(time.sleep, 0.001).result()
+kept.append(pool)
+
+async def asgi(scope, receive, send):
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+def wsgi(environ, start_response):
+    start_response("200 OK", [("Content-Length", "2")])
+    return [b"ok"]
+
+def make_server(app, iface, tls):
+    opts = dict(ssl_certfile=crt, ssl_keyfile=key) if tls else {}
+    if kind == "goloop":
+        from goloop.serve.server import Server
+        return Server(app, port=0, access_log=False, interface=iface, **opts)
+    import uvicorn
+    cfg = uvicorn.Config(app, port=0, interface="asgi3" if iface == "asgi" else iface, lifespan="off",
+                         log_level="error", **opts)
+    return uvicorn.Server(cfg)
+
+def port_of(srv):
+    socks = getattr(srv, "sockets", None) or [s for v in srv.servers for s in v.sockets]
+    return socks[0].getsockname()[1]
+
+async def serve_some(app, iface, tls, stop):
+    srv = make_server(app, iface, tls)
+    task = asyncio.ensure_future(srv.serve())
+    while not srv.started and not task.done():
+        await asyncio.sleep(0.005)
+    for _ in range(5):
+        r, w = await asyncio.open_connection("127.0.0.1", port_of(srv), ssl=cctx if tls else None)
+        w.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = await r.read()
+        assert data.endswith(b"ok"), data
+        w.close()
+    if stop:
+        if kind == "goloop":
+            srv.request_exit()
+        else:
+            srv.should_exit = True
+        await task
+    else:
+        await task  # serves until the interpreter exits
+
+try:
+    if kind != "goloop":
+        import uvicorn  # noqa: F401
+    serving = True
+except ImportError:
+    serving = False
+if serving and n:
+    for i, (app, iface) in enumerate([(asgi, "asgi"), (wsgi, "wsgi")] * 2):
+        loop = new_loop()
+        loop.run_until_complete(serve_some(app, iface, i % 2 == 1, True))
+        loop.close()
+    for app, iface in [(asgi, "asgi"), (wsgi, "wsgi")]:
+        up = threading.Event()
+        def left(app=app, iface=iface):
+            loop = new_loop()
+            asyncio.set_event_loop(loop)
+            loop.call_later(1, up.set)
+            loop.run_until_complete(serve_some(app, iface, True, False))
+        threading.Thread(target=left, daemon=True).start()
+        up.wait(60)
 # the threads the interpreter's shutdown joins (non-daemon), by name
 joined = [t.name for t in threading.enumerate() if t not in before and not t.daemon]
 print("END", time.time(), ",".join(joined) or "-", flush=True)
@@ -120,7 +191,10 @@ def main() -> None:
         command=f"python bench/exit_time.py --loops {args.loops} --rounds {args.rounds}",
         method=("A child interpreter uses N loops one after another (a default-executor call, a getaddrinfo, "
                 "a TCP server with one client exchange, every other one over TLS; a third of the servers "
-                "left open, a quarter of the loops neither closed nor their executor shut down), prints the "
+                "left open, a quarter of the loops neither closed nor their executor shut down), then HTTP "
+                "servers in process (goloop: goloop.serve's Server; asyncio: uvicorn's): ASGI and WSGI, plain "
+                "and TLS, five requests each, one of each left serving in a thread at exit, and a thread pool "
+                "left open; prints the "
                 "wall clock at its last statement and exits; the exit time is when the parent saw it gone "
                 f"minus that stamp. {args.rounds} rounds, goloop and asyncio alternating; medians."),
         better="lower", columns=["row", "goloop", "asyncio"], units={"goloop": "ms", "asyncio": "ms"},

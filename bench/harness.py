@@ -4,9 +4,9 @@ the results or count instructions; each puts bench/ on sys.path and imports this
 
 Loops by name:
 
-``new_loop(name)`` returns a fresh event loop for ``asyncio``, ``uvloop``,
-``rloop`` (a speed anchor) or ``goloop``. goloop is imported lazily; when it is not importable from the
-current environment we also try the in-tree ``pyshim`` folder. Any failure is
+``new_loop(name)`` returns a fresh event loop for ``asyncio``, ``uvloop``, ``rloop`` (a speed
+anchor), ``rsloop``, ``zuvloop`` (where they install) or ``goloop``. goloop is imported lazily;
+when it is not importable from the current environment we also try the in-tree ``pyshim`` folder. Any failure is
 raised as ``LoopUnavailable`` so that callers can report it cleanly.
 
 Processes and load: free_port, wait_port, proc_cpu_seconds, tree_cpu, taskset, parse_wrk
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-LOOPS = ("asyncio", "uvloop", "rloop", "goloop")
+LOOPS = ("asyncio", "uvloop", "rloop", "rsloop", "zuvloop", "goloop")
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,6 +61,9 @@ def new_loop(name):
         if name == "rloop":
             import rloop  # a Rust asyncio loop (Granian's author); a speed anchor only
             return rloop.new_event_loop()
+        if name in ("rsloop", "zuvloop"):  # Rust (I/O on its own thread); Zig on libuv
+            import importlib
+            return importlib.import_module(name).new_event_loop()
         if name == "goloop":
             goloop = import_goloop()
             return goloop.new_event_loop()
@@ -133,6 +136,77 @@ def proc_cpu_seconds(pid):
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
+
+
+def proc_cpu_split(pid):
+    """(utime, stime) of a process (all its threads), in seconds; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        tck = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tck, int(fields[12]) / tck
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+# What KernelCounters counts: software events and system-call tracepoints, which a virtual
+# machine without hardware counters still has; each figure is divided by the requests.
+KERNEL_EVENTS = {
+    "context_switches": "context-switches",
+    "syscalls": "raw_syscalls:sys_enter",
+    "read": "syscalls:sys_enter_read",
+    "write": "syscalls:sys_enter_write",
+    "writev": "syscalls:sys_enter_writev",
+    "epoll_wait": "syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait",
+    "epoll_ctl": "syscalls:sys_enter_epoll_ctl",
+    "futex": "syscalls:sys_enter_futex",
+}
+
+
+class KernelCounters:
+    """`perf stat` on a process (all its threads) between start() and stop(): context
+    switches and system calls (KERNEL_EVENTS). stop() returns {name: count}, or None when
+    perf is missing or not allowed (perf_event_paranoid, no tracepoints)."""
+
+    def __init__(self, pid):
+        self.pid, self.proc, self.out = pid, None, None
+
+    def start(self):
+        if shutil.which("perf") is None:
+            return self
+        import tempfile
+        fd, self.out = tempfile.mkstemp(prefix="bench-perf-", suffix=".txt")
+        os.close(fd)
+        events = ",".join(KERNEL_EVENTS.values())
+        try:
+            self.proc = subprocess.Popen(["perf", "stat", "-x,", "-e", events, "-o", self.out, "-p", str(self.pid)],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError:
+            self.proc = None
+        return self
+
+    def stop(self):
+        if self.proc is None:
+            return None
+        import signal as _signal
+        try:
+            self.proc.send_signal(_signal.SIGINT)
+            self.proc.wait(10)
+            with open(self.out) as f:
+                text = f.read()
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            return None
+        finally:
+            os.unlink(self.out)
+        counts = {}
+        for line in text.splitlines():
+            parts = line.split(",")
+            if len(parts) > 2 and parts[0].strip().isdigit():
+                counts[parts[2]] = int(parts[0])
+        if not counts:
+            return None
+        return {name: sum(counts.get(ev, 0) for ev in evs.split(",")) for name, evs in KERNEL_EVENTS.items()}
 
 
 def tree_pids(pid):

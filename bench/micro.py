@@ -19,6 +19,11 @@ call_later     N timers (default 200k) at random delays in [0, 10 ms); ops =
                callback
 task           N times `await loop.create_task(trivial())`
 sleep0         N times `await asyncio.sleep(0)`
+lookup_M, bound_M (M: call_soon, call_later, create_task)
+               N calls of the loop's method M: lookup_ as `loop.M(...)` (the attribute looked
+               up on every call, LOAD_METHOD), bound_ through a bound method taken once;
+               the difference is the lookup's cost. With --outside the calls are made while
+               the loop is not running (then it runs what they scheduled).
 sock_pingpong  over a socketpair (a, b): sock_sendall(a, 1 byte), sock_recv(b),
                then back with sock_sendall(b), sock_recv(a); ops = one-way hops
                (a sock_sendall + sock_recv pair), N hops = N/2 round trips
@@ -45,6 +50,7 @@ DEFAULT_N = {
     "task": 200_000,
     "sleep0": 500_000,
     "sock_pingpong": 200_000,  # hops
+    **{f"{form}_{m}": 200_000 for form in ("lookup", "bound") for m in ("call_soon", "call_later", "create_task")},
 }
 
 
@@ -198,6 +204,40 @@ def bench_sock_pingpong(loop, n):
         b.close()
 
 
+_LOOKUP_ARGS = {"call_soon": "cb", "call_later": "3600.0, cb", "create_task": "coro()"}
+
+
+def _method_calls(method, lookup, outside):
+    """bench_lookup_M / bench_bound_M: n calls of loop.M, looked up on each call or bound once."""
+    call = f"loop.{method}({_LOOKUP_ARGS[method]})" if lookup else f"m({_LOOKUP_ARGS[method]})"
+    # the call's own line, compiled: `loop.M(...)` is LOAD_METHOD, `m(...)` a local's call
+    ns = {}
+    exec(f"def calls(loop, n, cb, coro):\n    m = loop.{method}\n    for _ in range(n):\n        {call}\n", ns)
+    calls = ns["calls"]
+
+    def bench(loop, n, outside=outside):
+        async def coro():
+            pass
+
+        def cb():
+            pass
+
+        async def main():
+            calls(loop, n, cb, coro)
+
+        t0 = time.perf_counter()
+        if outside:
+            calls(loop, n, cb, coro)
+            loop.run_until_complete(asyncio.sleep(0))
+        else:
+            loop.run_until_complete(main())
+        secs = time.perf_counter() - t0
+        if method == "create_task":  # let the tasks finish (not measured)
+            loop.run_until_complete(asyncio.sleep(0))
+        return n, secs
+    return bench
+
+
 BENCHES = {
     "call_soon": bench_call_soon,
     "call_soon_fanout": bench_call_soon_fanout,
@@ -207,6 +247,8 @@ BENCHES = {
     "task": bench_task,
     "sleep0": bench_sleep0,
     "sock_pingpong": bench_sock_pingpong,
+    **{f"{form}_{m}": _method_calls(m, form == "lookup", False)
+       for form in ("lookup", "bound") for m in ("call_soon", "call_later", "create_task")},
 }
 
 
@@ -216,6 +258,7 @@ def main():
     ap.add_argument("--bench", choices=sorted(BENCHES), required=True)
     ap.add_argument("--n", type=int, default=None, help="operations (default depends on the bench)")
     ap.add_argument("--threads", type=int, default=1, help="producer threads (threadsafe_threads)")
+    ap.add_argument("--outside", action="store_true", help="lookup_/bound_: call while the loop is not running")
     args = ap.parse_args()
     n = args.n or DEFAULT_N[args.bench]
 
@@ -227,6 +270,8 @@ def main():
     try:
         if args.bench == "threadsafe_threads":
             ops, secs = BENCHES[args.bench](loop, n, args.threads)
+        elif args.outside and args.bench.startswith(("lookup_", "bound_")):
+            ops, secs = BENCHES[args.bench](loop, n, True)
         else:
             ops, secs = BENCHES[args.bench](loop, n)
     except Exception as exc:

@@ -38,7 +38,7 @@ import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
-from harness import free_port, human, make_certs, parse_wrk, proc_cpu_seconds  # noqa: E402
+from harness import KernelCounters, free_port, human, make_certs, parse_wrk, proc_cpu_seconds, proc_cpu_split  # noqa: E402
 
 REPO = os.path.dirname(BENCH)
 BIN = os.path.join(BENCH, ".bin")
@@ -108,9 +108,16 @@ class Failure(Exception):
     pass
 
 
-def run_load(argv, timeout, server_pid, warm, dur):
+# Filled by run_load when asked for (kernel=True): the last window's server CPU split
+# (user and system seconds, scaled to the window as cpu is) and KernelCounters' counts.
+LAST_WINDOW = {}
+
+
+def run_load(argv, timeout, server_pid, warm, dur, kernel=False):
     """Run a load generator; also measure the server's CPU time over its measured window
-    (after `warm` seconds, for `dur` seconds). Returns rc, stdout, stderr, cpu seconds."""
+    (after `warm` seconds, for `dur` seconds). Returns rc, stdout, stderr, cpu seconds.
+    kernel: also `perf stat` the server over the window (LAST_WINDOW)."""
+    LAST_WINDOW.clear()
     try:
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as e:
@@ -118,11 +125,17 @@ def run_load(argv, timeout, server_pid, warm, dur):
     cpu = None
     try:
         time.sleep(warm + 0.05)
-        c0 = proc_cpu_seconds(server_pid)
+        kc = KernelCounters(server_pid).start() if kernel else None
+        c0, s0 = proc_cpu_seconds(server_pid), proc_cpu_split(server_pid)
         time.sleep(max(dur - 0.1, 0.1))
-        c1 = proc_cpu_seconds(server_pid)
+        c1, s1 = proc_cpu_seconds(server_pid), proc_cpu_split(server_pid)
+        scale = dur / max(dur - 0.1, 0.1)
         if c0 is not None and c1 is not None:
-            cpu = (c1 - c0) * dur / max(dur - 0.1, 0.1)
+            cpu = (c1 - c0) * scale
+        if kc is not None:
+            LAST_WINDOW["counts"] = kc.stop()
+            if s0 and s1:
+                LAST_WINDOW["user"], LAST_WINDOW["sys"] = (s1[0] - s0[0]) * scale, (s1[1] - s0[1]) * scale
         out, err = p.communicate(timeout=timeout)
         return p.returncode, out, err, cpu
     except subprocess.TimeoutExpired:
@@ -225,6 +238,18 @@ class Server:
 # --------------------------------------------------------------------------
 # measurements; each returns a dict with "value" (and latencies) or "error"
 
+def window_figures(res, requests):
+    """Adds run_load's kernel figures (LAST_WINDOW) to res, per request: user_us, sys_us and
+    each KernelCounters count."""
+    if not requests or not LAST_WINDOW:
+        return
+    if "user" in LAST_WINDOW:
+        res["user_us"] = LAST_WINDOW["user"] * 1e6 / requests
+        res["sys_us"] = LAST_WINDOW["sys"] * 1e6 / requests
+    for k, v in (LAST_WINDOW.get("counts") or {}).items():
+        res[k] = v / requests
+
+
 def measure_echo(loop, mode, size, cfg):
     port = free_port()
     with Server([os.path.join(BENCH, "servers", "echo_server.py"), "--loop", loop, "--mode", mode,
@@ -232,8 +257,10 @@ def measure_echo(loop, mode, size, cfg):
         argv = ["taskset", "-c", CLIENT_CPU, ECHOCLIENT, "-addr", f"127.0.0.1:{port}",
                 "-conns", "10", "-size", str(size),
                 "-duration", str(cfg.echo_dur), "-warmup", str(cfg.echo_warm)]
+        if getattr(cfg, "echo_rate", 0):  # paced: every loop measured at the same load
+            argv += ["-rate", str(cfg.echo_rate)]
         rc, out, err, cpu = run_load(argv, cfg.echo_dur + cfg.echo_warm + 30, srv.proc.pid,
-                                     cfg.echo_warm, cfg.echo_dur)
+                                     cfg.echo_warm, cfg.echo_dur, kernel=getattr(cfg, "kernel", False))
         srv.check_alive()
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         if not lines:
@@ -246,6 +273,7 @@ def measure_echo(loop, mode, size, cfg):
                "bytes": r["bytes"], "errors": r["errors"]}
         if cpu:
             res["cpu_us"] = cpu * 1e6 / (r["rps"] * cfg.echo_dur)
+        window_figures(res, r["rps"] * cfg.echo_dur)
         if r["errors"]:
             res["warning"] = f"{r['errors']} client errors, first: {r.get('error')}"
         res["warning"] = res.get("warning") or srv.problems()
@@ -325,13 +353,15 @@ def under_wrk(srv, url, depth, cfg, check):
         run_cmd(base + [f"-d{cfg.http_warm}s"] + script, cfg.http_warm + 30)
         srv.check_alive()
     rc, out, err, cpu = run_load(base + [f"-d{cfg.http_dur}s", "--latency"] + script,
-                                 cfg.http_dur + 30, srv.proc.pid, 0, cfg.http_dur)
+                                 cfg.http_dur + 30, srv.proc.pid, 0, cfg.http_dur,
+                                 kernel=getattr(cfg, "kernel", False))
     srv.check_alive()
     res = parse_wrk(out)
     if res is None or not res["value"]:
         raise srv.failure(f"wrk failed ({rc}): {(err or out).strip()[-300:]}")
     if cpu:
         res["cpu_us"] = cpu * 1e6 / (res["value"] * cfg.http_dur)
+    window_figures(res, res["value"] * cfg.http_dur)
     # wrk counts each response it can parse; a broken server still shows
     # up here as errors even when the throughput looks fine
     if res["errors"]:

@@ -391,3 +391,39 @@ def test_http_parser_feeding_requests():
             pass
         assert p.n == 2 * k + 2 * ((k + 9) // 10)
     assert_no_growth(step, 200)
+
+
+def parked_app(environ, start_response):
+    if environ["PATH_INFO"] != "/gen":
+        environ["wsgi.input"].read()
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+    start_response("200 OK", [])
+    part = b"p" * 65536
+    return (part for _ in range(160))  # 10 MiB: past the output's bound and the kernel's buffers
+
+
+def test_wsgi_parked_response():
+    # One pool thread; a client that does not read a generator body, then another client's
+    # request: answered only once the thread parked the first response; then the first client
+    # reads it all (the response resumed, ended, its objects, record and context released).
+    from test_serve_http import get, serving
+    from test_serve_slow_readers import stalled
+
+    def step(k):
+        for _ in range(k):
+            s = stalled(server, "/gen", 1)[0]
+            try:
+                assert get(server, "/small")[2] == b"ok"
+                s.settimeout(30)
+                data = b""
+                while not data.endswith(b"0\r\n\r\n"):
+                    b = s.recv(1 << 20)
+                    assert b
+                    data = (data + b)[-8:]
+            finally:
+                s.close()
+
+    with serving(parked_app, interface="wsgi", threads=1, min_response_rate=0) as server:
+        http_requests(server.port, 1000, close_every=1)  # the thread's caches filled (test_wsgi_request)
+        assert_no_growth(step, 10)

@@ -176,3 +176,85 @@ def test_a_timer_falling_due_inside_a_fast_chain_interrupts_it(loop):
     loop.run_forever()
     assert state["fired_at"] is not None and state["fired_at"] < cap
     assert state["n"] <= state["fired_at"] + 1  # the chain ended right after it
+
+
+def test_loop_and_transport_c_methods_are_their_classes_own(gloop):
+    # CPython's specialized call of a C method needs the instance's exact type to be the
+    # method's class: goloop.Loop and its transports get their own descriptors of LoopCore's
+    # and SocketTransportCore's methods (module.c, _own_methods), which behave as before.
+    from goloop import _goloop
+    from goloop._transports import SocketTransport
+
+    cls = type(gloop)
+    for name in ("call_later", "call_at", "create_task", "time", "create_future", "call_soon_threadsafe"):
+        d = cls.__dict__[name]
+        assert d.__objclass__ is cls and d.__name__ == name
+    assert SocketTransport.__dict__["write"].__objclass__ is SocketTransport
+    with pytest.raises(TypeError):
+        cls.call_later(object(), 1, print)  # the descriptor's own type check
+    with pytest.raises(TypeError):
+        SocketTransport.write(object(), b"x")
+
+    class Sub(cls):
+        pass
+
+    sub = Sub()
+    try:
+        fired = []
+        sub.call_later(0, fired.append, 1)
+        sub.call_soon(fired.append, 2)
+        sub.run_until_complete(asyncio.sleep(0.01))
+        assert sorted(fired) == [1, 2]
+    finally:
+        sub.close()
+
+
+def test_call_soon_descriptor_called_as_a_method(gloop):
+    # LOAD_METHOD calls the class's call_soon with the loop as first argument (3.11: the
+    # descriptor that binds once, called through its own vectorcall)
+    cls = type(gloop)
+    got = []
+    h = cls.call_soon(gloop, got.append, 1, context=contextvars.copy_context())
+    assert not h.cancelled()
+    gloop.run_until_complete(asyncio.sleep(0))
+    assert got == [1]
+    with pytest.raises(TypeError):
+        cls.call_soon(object(), print)
+    with pytest.raises(TypeError):
+        cls.call_soon()
+
+
+def _specializes():
+    """Whether this interpreter specializes a method call's lookup (not free-threaded 3.13)."""
+    import dis
+
+    class C:
+        def m(self):
+            pass
+
+    def f(o):
+        o.m()
+
+    c = C()
+    for _ in range(100):
+        f(c)
+    return any("WITH_VALUES" in i.opname for i in dis.get_instructions(f, adaptive=True))
+
+
+@pytest.mark.skipif(not _specializes(), reason="this interpreter does not specialize method lookups")
+def test_loop_method_calls_take_the_specialized_paths(gloop):
+    # the loop's instance attributes live in the object (inline values: loop_new readies them),
+    # so `loop.call_later(...)` is specialized as a method of the instance's type, and the call
+    # as a C method descriptor's
+    import dis
+
+    def f(loop):
+        loop.time()
+        return loop.call_later(3600, print)
+
+    for _ in range(200):
+        f(gloop).cancel()
+    ops = [i.opname for i in dis.get_instructions(f, adaptive=True)]
+    lookups = [op for op in ops if "METHOD" in op and ("LOAD" in op)]
+    assert len(lookups) == 2 and all("WITH_VALUES" in op for op in lookups), ops
+    assert sum("METHOD_DESCRIPTOR" in op for op in ops) >= 2, ops

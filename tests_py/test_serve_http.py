@@ -271,6 +271,153 @@ def test_request_tasks_made_by_a_create_task_override(monkeypatch):
     assert made.count("AsgiRun") == 2, made
 
 
+def test_request_tasks_made_by_a_replaced_task_class(monkeypatch):
+    """asyncio.tasks.Task replaced by a subclass (as instrumentation does): the requests'
+    Tasks are of that class, named as before, on every version (3.11 makes asyncio's own C
+    Task without a keyword dict; anything else goes through the class's call)."""
+    import asyncio.tasks
+
+    class MyTask(asyncio.tasks.Task):
+        pass
+
+    seen = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        t = asyncio.current_task()
+        seen.append((type(t).__name__, t.get_name(), t in asyncio.all_tasks()))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    monkeypatch.setattr(asyncio.tasks, "Task", MyTask)
+    with serving(app, lifespan="off") as server:
+        for path in ("/a", "/b"):
+            assert get(server, path)[0] == 200
+    assert [s[0] for s in seen] == ["MyTask", "MyTask"], seen
+    assert all(s[2] for s in seen) and seen[0][1] != seen[1][1], seen
+
+
+def test_a_served_loop_is_freed():
+    """Nothing the requests' path keeps between requests (3.11's reused Task keywords, the
+    cached create_task check) holds the loop once it closed: it is freed."""
+    import gc
+    import weakref
+
+    loops = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        assert get(server, "/a")[0] == 200
+        del server
+    gc.collect()
+    assert loops and loops[0]() is None
+
+
+def test_requests_in_flight_after_pipelined_requests():
+    """The end of an application's call that completed its response reaches Go in the
+    iteration's flush, with the others of that iteration: goloop_requests_in_flight counts
+    the request that still runs and none of those that ended, after pipelined bursts on
+    reused connections; and the server's close ends a request left running."""
+    release = threading.Event()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/slow":
+            while not release.is_set():
+                await asyncio.sleep(0.01)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+        if scope["path"] == "/late":  # returns a step after its response
+            await asyncio.sleep(0)
+
+    def in_flight(server):
+        status, _, body = get(server, "/metrics")
+        assert status == 200
+        return [int(line.split()[1]) for line in body.decode().splitlines()
+                if line.startswith("goloop_requests_in_flight ")][0]
+
+    def burst(server, paths):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(b"".join(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % p for p in paths))
+            data = b""
+            while data.count(b"\r\n\r\nok") < len(paths):
+                chunk = s.recv(65536)
+                assert chunk, data
+                data += chunk
+        assert data.count(b"HTTP/1.1 200 ") == len(paths)
+
+    with serving(app, lifespan="off", metrics=True, metrics_path="/metrics") as server:
+        slow = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        slow.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        for _ in range(3):
+            burst(server, [b"/a", b"/late"] * 20)
+            burst(server, [b"/b"])
+        assert in_flight(server) == 1  # /slow
+        release.set()
+        assert slow.recv(65536).startswith(b"HTTP/1.1 200 ")
+        slow.close()
+        burst(server, [b"/c"] * 5)
+        assert in_flight(server) == 0
+
+
+# (name, value) pairs http.response.start refuses, and the message of the RuntimeError
+BAD_HEADERS = [
+    ((b"", b"v"), "Invalid HTTP header name."),
+    ((b"bad name", b"v"), "Invalid HTTP header name."),
+    ((b"x-long-header-name:", b"v"), "Invalid HTTP header name."),
+    ((b"x-long-header-name\t", b"v"), "Invalid HTTP header name."),
+    ((b"x-del\x7f", b"v"), "Invalid HTTP header name."),
+    ((b"x-\xc3\xa9", b"v"), "Invalid HTTP header name."),
+    ((b"x-nul\x00", b"v"), "Invalid HTTP header name."),
+    ((b"x-ok", b"a\r\nx-injected: 1"), "Invalid HTTP header value."),
+    ((b"x-ok", b"a long value\n"), "Invalid HTTP header value."),
+    ((b"x-ok", b"\x00"), "Invalid HTTP header value."),
+]
+
+
+def test_response_header_names_and_values_are_checked():
+    """A header name must be a non-empty token (no control, space, ':', DEL or non-ASCII
+    byte); a value may hold anything but CR, LF and NUL (tabs and obs-text pass, as in h11).
+    A refused start raises RuntimeError in send() and starts nothing: the application can
+    still answer; a header that is not bytes is a TypeError."""
+    got = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        for pair, _ in BAD_HEADERS + [((b"x-ok", "str"), None)]:
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": [(b"x-a", b"1"), pair]})
+            except (RuntimeError, TypeError) as exc:
+                got.append((type(exc).__name__, str(exc)))
+            else:
+                got.append(None)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"x-Mixed_Case.name~1!", b"tab\there \x80\xff:;"), (b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serving(app, lifespan="off") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while not data.endswith(b"\r\n\r\nok"):
+                chunk = s.recv(65536)
+                assert chunk, data
+                data += chunk
+    assert got[:-1] == [("RuntimeError", msg) for _, msg in BAD_HEADERS]
+    assert got[-1][0] == "TypeError" and "must be bytes" in got[-1][1], got[-1]
+    assert data.startswith(b"HTTP/1.1 200 ")
+    assert b"\r\nx-Mixed_Case.name~1!: tab\there \x80\xff:;\r\n" in data, data
+
+
 async def echo_app(scope, receive, send):
     """Echoes the request body in parts (a chunked response), reporting the receive() messages."""
     if scope["type"] != "http":

@@ -796,3 +796,27 @@ def test_sock_recv_never_blocks_the_loop_on_a_descriptor_made_blocking(gloop):
     finally:
         a.close()
         b.close()
+
+
+def test_sock_sendall_partial_first_send(loop):
+    # more than the socket buffers take at once: the first send goes in part (made in
+    # goloop's sock_sendall), the rest waits for the socket, and every byte arrives once, in
+    # order, on both loops
+
+    async def f(lp):
+        lsock, c, (conn, _) = await _accepted_pair(lp)
+        try:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+            want = bytes(range(256)) * 6000  # 1.5 MB
+            data = bytearray(want)
+            send = asyncio.ensure_future(lp.sock_sendall(c, data))
+            got = bytearray()
+            while len(got) < len(want):
+                got += await asyncio.wait_for(lp.sock_recv(conn, 65536), 5)
+            assert await asyncio.wait_for(send, 5) is None
+            assert bytes(got) == want
+        finally:
+            for s in (c, conn, lsock):
+                s.close()
+
+    loop.run_until_complete(f(loop))

@@ -5,9 +5,11 @@ keep-alive server (callgrind), with where they go.
     python3 -P bench/analysis/io_cost.py [--loops goloop,uvloop] [--rows streams,http]
                                 [--n 3000,9000] [--annotate DIR]
 
-Each row's server (the streams echo of bench/servers/echo_server.py: asyncio.start_server,
-read(102400) + write + drain; or bench/servers/http_server.py's asyncio.Protocol + parser,
-goloop.http on goloop, httptools otherwise) runs under `valgrind --tool=callgrind` twice,
+Rows: streams (the streams echo of bench/servers/echo_server.py: asyncio.start_server,
+read(102400) + write + drain), protocol (its asyncio.Protocol echo: data_received writes
+the data back), http (bench/servers/http_server.py's asyncio.Protocol + parser, goloop.http
+on goloop, httptools otherwise), httptools (the same with httptools on every loop). Each
+row's server runs under `valgrind --tool=callgrind` twice,
 serving N1 and then N2 requests from a plain-socket client (10 connections, each sends
 its next request when its answer is back; 1 KiB echoes, 13-byte HTTP bodies), and stops
 itself after the last. (instructions(N2) - instructions(N1)) / (N2 - N1) is the cost of one
@@ -47,7 +49,17 @@ def serve(loop_name, row, n, ready_path):
         if count == n:
             loop.call_soon(loop.stop)
 
-    if row == "streams":
+    if row == "protocol":
+        import echo_server
+
+        class CountingEcho(echo_server.EchoProtocol):
+            __slots__ = ()
+
+            def data_received(self, data):
+                self.transport.write(data)
+                one()
+        server = loop.run_until_complete(loop.create_server(CountingEcho, "127.0.0.1", 0))
+    elif row == "streams":
         async def echo(reader, writer):
             try:
                 while True:
@@ -62,7 +74,7 @@ def serve(loop_name, row, n, ready_path):
         server = loop.run_until_complete(asyncio.start_server(echo, "127.0.0.1", 0))
     else:
         import http_server
-        parser = harness.http_parser_module("goloop" if loop_name == "goloop" else "httptools")
+        parser = harness.http_parser_module("goloop" if loop_name == "goloop" and row == "http" else "httptools")
         base = http_server.make_protocol(parser, http_server.build_response(13))
 
         class Counting(base):
@@ -85,7 +97,7 @@ def client(row, port, n):
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(CONNS)]
     for s in socks:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if row == "streams":
+    if row in ("streams", "protocol"):
         msg = b"x" * 1024
         want = len(msg)
     else:

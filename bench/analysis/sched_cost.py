@@ -43,14 +43,14 @@ def functions(out):
     return fns
 
 
-def instructions(loop, bench, n, out):
+def instructions(loop, bench, n, out, extra=()):
     env = dict(os.environ, GODEBUG="asyncpreemptoff=1")
     loop, _, path = loop.partition("=")
     if path:  # goloop=DIR: the goloop package found in DIR (a copy of another build)
         env["PYTHONPATH"] = path
     proc = subprocess.run(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-P",
-         os.path.join(BENCH, "micro.py"), "--loop", loop, "--bench", bench, "--n", str(n)],
+         os.path.join(BENCH, "micro.py"), "--loop", loop, "--bench", bench, "--n", str(n), *extra],
         capture_output=True, text=True, env=env, timeout=1800)
     m = re.search(r"Collected : (\d+)", proc.stderr)
     if proc.returncode != 0 or not m:

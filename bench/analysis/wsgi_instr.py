@@ -268,6 +268,24 @@ def per_function(dump, incl):
     return res
 
 
+def keep_and_annotate(dumps, args, tag, label):
+    """The dumps copied into args.keep (named tag-<dump>), and with args.annotate the
+    functions with the most instructions per request over them (args.n requests) printed."""
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+        for d in dumps:
+            with open(d, "rb") as src, open(os.path.join(args.keep, f"{tag}-{os.path.basename(d)}"), "wb") as dst:
+                dst.write(src.read())
+    if args.annotate:
+        agg = {}
+        for d in dumps:
+            for k, v in per_function(d, args.inclusive).items():
+                agg[k] = agg.get(k, 0) + v
+        print(f"# {label}: top functions, instructions per request", file=sys.stderr)
+        for k, v in sorted(agg.items(), key=lambda kv: -kv[1])[:args.annotate]:
+            print(f"#   {v / args.n:10,.0f}  {k}", file=sys.stderr)
+
+
 STRACE_ROW = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", re.M)
 
 
@@ -388,20 +406,7 @@ def main():
                             if k.split(" [")[0].endswith(":runtime.sysmon"):
                                 sysmon += v
                     sysmon /= args.n
-                    if args.keep:
-                        os.makedirs(args.keep, exist_ok=True)
-                        for d in dumps:
-                            tag = f"{row}-{name.replace(' ', '_')}-c{c}-{os.path.basename(d)}"
-                            with open(d, "rb") as src, open(os.path.join(args.keep, tag), "wb") as dst:
-                                dst.write(src.read())
-                    if args.annotate:
-                        agg = {}
-                        for d in dumps:
-                            for k, v in per_function(d, args.inclusive).items():
-                                agg[k] = agg.get(k, 0) + v
-                        print(f"# {row} / {name} -c{c}: top functions, instructions per request", file=sys.stderr)
-                        for k, v in sorted(agg.items(), key=lambda kv: -kv[1])[:args.annotate]:
-                            print(f"#   {v / args.n:10,.0f}  {k}", file=sys.stderr)
+                    keep_and_annotate(dumps, args, f"{row}-{name.replace(' ', '_')}-c{c}", f"{row} / {name} -c{c}")
                     sc = None if args.no_syscalls else syscalls(name, target, path, args.n, c, tmp, env)
                 except Exception as exc:  # noqa: BLE001 (a failed cell is reported, not fatal)
                     print(f"# {row} / {name} -c{c}: failed: {exc}", file=sys.stderr, flush=True)

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The epoll engine drives every connection from one OS thread with raw
@@ -32,6 +34,8 @@ type econn struct {
 	wantOut bool
 	busy    bool // a request is in flight
 	retryAt time.Time
+	nextAt  time.Time // -rate: when its next request may start
+	waiting bool      // -rate: its echo is back, the next request waits for nextAt
 }
 
 type epollClient struct {
@@ -40,6 +44,8 @@ type epollClient struct {
 	epfd            int
 	w               *worker
 	warmEnd, end    time.Time
+	interval        time.Duration // -rate: between one connection's request starts (0: none)
+	tfd             int           // -rate: a timerfd in the epoll set, armed for the next start
 }
 
 func dialFD(network, target string) (int, error) {
@@ -110,11 +116,23 @@ func (e *epollClient) setOut(c *econn, on bool) error {
 	return syscall.EpollCtl(e.epfd, syscall.EPOLL_CTL_MOD, c.fd, &ev)
 }
 
-// next starts the connection's next request unless the run is over.
+// next starts the connection's next request unless the run is over; with -rate, not
+// before its time (the request then waits, see startDue).
 func (e *epollClient) next(c *econn, now time.Time) {
 	if !now.Before(e.end) {
 		c.busy = false
 		return
+	}
+	if e.interval > 0 {
+		if now.Before(c.nextAt) {
+			c.busy, c.waiting = false, true
+			return
+		}
+		c.waiting = false
+		c.nextAt = c.nextAt.Add(e.interval)
+		if c.nextAt.Before(now) { // behind: no burst to catch up
+			c.nextAt = now
+		}
 	}
 	c.seq++
 	if e.size >= 8 {
@@ -188,7 +206,27 @@ func (e *epollClient) readable(c *econn) {
 	}
 }
 
-func runEpoll(network, target string, nconns, size int, warmup, duration, timeout float64) {
+// startDue starts the paced requests whose time has come and arms the timer for the next.
+func (e *epollClient) startDue(conns []*econn) {
+	now := time.Now()
+	var first time.Time
+	for _, c := range conns {
+		if c.waiting && c.fd >= 0 {
+			if !now.Before(c.nextAt) {
+				e.next(c, now)
+			} else if first.IsZero() || c.nextAt.Before(first) {
+				first = c.nextAt
+			}
+		}
+	}
+	if !first.IsZero() {
+		d := first.Sub(now)
+		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(max(int64(d), 1000))}
+		unix.TimerfdSettime(e.tfd, 0, &spec, nil)
+	}
+}
+
+func runEpoll(network, target string, nconns, size int, warmup, duration, timeout, rate float64) {
 	runtime.LockOSThread()
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
@@ -202,6 +240,20 @@ func runEpoll(network, target string, nconns, size int, warmup, duration, timeou
 		warmEnd: start.Add(secs(warmup)),
 	}
 	e.end = e.warmEnd.Add(secs(duration))
+	if rate > 0 {
+		e.interval = time.Duration(float64(nconns) / rate * float64(time.Second))
+		tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "echoclient: timerfd_create:", err)
+			os.Exit(2)
+		}
+		e.tfd = tfd
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(nconns)}
+		if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, tfd, &ev); err != nil {
+			fmt.Fprintln(os.Stderr, "echoclient: epoll_ctl timerfd:", err)
+			os.Exit(2)
+		}
+	}
 
 	conns := make([]*econn, nconns)
 	for i := range conns {
@@ -213,7 +265,8 @@ func runEpoll(network, target string, nconns, size int, warmup, duration, timeou
 		e.connect(c, time.Now())
 	}
 
-	events := make([]syscall.EpollEvent, nconns)
+	events := make([]syscall.EpollEvent, nconns+1)
+	var tbuf [8]byte
 	for {
 		now := time.Now()
 		if !now.Before(e.end) {
@@ -230,6 +283,10 @@ func runEpoll(network, target string, nconns, size int, warmup, duration, timeou
 		}
 		for i := 0; i < n; i++ {
 			ev := events[i]
+			if int(ev.Fd) == nconns { // the -rate timer
+				syscall.Read(e.tfd, tbuf[:])
+				continue
+			}
 			c := conns[ev.Fd]
 			if c.fd < 0 {
 				continue
@@ -240,6 +297,9 @@ func runEpoll(network, target string, nconns, size int, warmup, duration, timeou
 			if c.fd >= 0 && ev.Events&(syscall.EPOLLIN|syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
 				e.readable(c)
 			}
+		}
+		if e.interval > 0 {
+			e.startDue(conns)
 		}
 		now = time.Now()
 		for _, c := range conns {

@@ -65,6 +65,7 @@ func main() {
 	warmup := flag.Float64("warmup", 1, "warm-up duration in seconds (not measured)")
 	timeout := flag.Float64("timeout", 5, "per-connection grace after the end before giving up on a reply, seconds")
 	engine := flag.String("engine", "epoll", "client engine: epoll (one thread, raw epoll: cheapest per request) or net (a goroutine per connection)")
+	rate := flag.Float64("rate", 0, "requests per second in all, paced per connection (epoll engine; 0: each connection sends its next message as soon as the echo is back)")
 	useTLS := flag.Bool("tls", false, "speak TLS (implies -engine net; the server certificate is not verified: loopback benchmark)")
 	flag.Parse()
 	if *useTLS {
@@ -72,6 +73,10 @@ func main() {
 		tlsConfig = &tls.Config{InsecureSkipVerify: true}
 	}
 
+	if *rate < 0 || (*rate > 0 && *engine != "epoll") {
+		fmt.Fprintln(os.Stderr, "echoclient: -rate must be >= 0, and needs -engine epoll")
+		os.Exit(2)
+	}
 	if *conns < 1 || *size < 1 || *duration <= 0 || *warmup < 0 {
 		fmt.Fprintln(os.Stderr, "echoclient: -conns, -size and -duration must be positive, -warmup >= 0")
 		os.Exit(2)
@@ -82,7 +87,7 @@ func main() {
 	}
 
 	if *engine == "epoll" {
-		runEpoll(network, target, *conns, *size, *warmup, *duration, *timeout)
+		runEpoll(network, target, *conns, *size, *warmup, *duration, *timeout, *rate)
 		return
 	}
 	if *engine != "net" {

@@ -3,9 +3,11 @@ memory spikes, a mixed load):
 
 - flask_big: Flask; GET /big answers one 10 MiB bytes object (the same object every time),
   anything else "ok";
-- wsgi_gen: plain WSGI; /big is a generator of 64 KiB parts (10 MiB), anything else "ok";
+- wsgi_gen: plain WSGI; /big is a generator of 64 KiB parts (10 MiB), /stats how many of
+  them began and were closed ("began closed"), anything else "ok";
 - asgi_app: ASGI; /big answers 10 MiB in one body (the same object), /stream 10 MiB in 64 KiB
-  parts, anything else "ok"; a WebSocket echoes what it receives;
+  parts, POST /upload reads its body whole and answers its length, anything else "ok"; a
+  WebSocket echoes what it receives;
 - wsgi_hello: plain WSGI, "Hello, world!"."""
 from flask import Flask
 
@@ -26,10 +28,26 @@ def small():
     return "ok"
 
 
+GEN = [0, 0]  # generators begun, closed (slow_readers.py's wsgi-gen: when every one was taken, freed)
+
+
+def parts():
+    GEN[0] += 1
+    try:
+        for _ in range(160):
+            yield PART
+    finally:
+        GEN[1] += 1
+
+
 def wsgi_gen(environ, start_response):
     if environ["PATH_INFO"] == "/big":
         start_response("200 OK", [("Content-Type", "application/octet-stream")])
-        return (PART for _ in range(160))
+        return parts()
+    if environ["PATH_INFO"] == "/stats":
+        body = b"%d %d" % tuple(GEN)
+        start_response("200 OK", [("Content-Length", str(len(body)))])
+        return [body]
     start_response("200 OK", [("Content-Length", "2")])
     return [b"ok"]
 
@@ -62,7 +80,17 @@ async def asgi_app(scope, receive, send):
     if scope["type"] != "http":
         return
     path = scope["path"]
-    if path == "/big":
+    if path == "/upload":  # read the body whole, answer its length
+        parts = []
+        while True:
+            msg = await receive()
+            parts.append(msg.get("body", b""))
+            if not msg.get("more_body"):
+                break
+        n = len(b"".join(parts))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"%d" % n})
+    elif path == "/big":
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-length", b"%d" % len(BIG))]})
         await send({"type": "http.response.body", "body": BIG})

@@ -153,7 +153,10 @@ static int srv_clear(GLAsgiServer *self) {
 
 static void srv_dealloc(GLAsgiServer *self) {
     PyObject_GC_UnTrack(self);
-    gl_server_release(&self->base);
+    gl_server_release(&self->base);  /* (Go finished the pending requests: fin is empty) */
+    PyMem_RawFree(self->fin);
+    self->fin = NULL;
+    self->nfin = self->capfin = 0;
     srv_clear(self);
     gl_server_dealloc(&self->base);
 }
@@ -246,6 +249,20 @@ static void release_own_start(GLAsgiSend *s) {
 }
 
 
+/* What a byte may not be in a header name (HB_NAME: a control, space, ':', DEL and above,
+ * so CR, LF and NUL too) or in a value (HB_VALUE: CR, LF, NUL): h11's checks, one table
+ * look-up per byte (set up by gl_init_asgi). */
+#define HB_VALUE 1
+#define HB_NAME 2
+static unsigned char hdr_bad[256];
+
+static void hdr_bad_init(void) {
+    for (int c = 0; c < 256; c++) {
+        hdr_bad[c] = (unsigned char)(((c <= ' ' || c == ':' || c >= 0x7f) ? HB_NAME : 0) |
+                                     ((c == '\r' || c == '\n' || c == 0) ? HB_VALUE : 0));
+    }
+}
+
 /* bytes of a header name or value, checked the way h11 checks them (no CR, LF, NUL; a
  * name is a non-empty token without ':' or whitespace). */
 static int header_part(PyObject *o, int is_name, const char **p, Py_ssize_t *n) {
@@ -254,16 +271,13 @@ static int header_part(PyObject *o, int is_name, const char **p, Py_ssize_t *n) 
                      Py_TYPE(o)->tp_name);
         return -1;
     }
-    *p = PyBytes_AS_STRING(o);
-    *n = PyBytes_GET_SIZE(o);
-    if (is_name && *n == 0) goto bad;
-    for (Py_ssize_t i = 0; i < *n; i++) {
-        unsigned char c = (unsigned char)(*p)[i];
-        if (c == '\r' || c == '\n' || c == 0) goto bad;
-        if (is_name && (c <= ' ' || c == ':' || c >= 0x7f)) goto bad;
-    }
-    return 0;
-bad:
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(o);
+    Py_ssize_t len = PyBytes_GET_SIZE(o);
+    unsigned char acc = 0;
+    for (Py_ssize_t i = 0; i < len; i++) acc |= hdr_bad[b[i]];
+    *p = (const char *)b;
+    *n = len;
+    if ((acc & (is_name ? HB_NAME : HB_VALUE)) == 0 && (len > 0 || !is_name)) return 0;
     PyErr_Format(PyExc_RuntimeError, "Invalid HTTP header %s.", is_name ? "name" : "value");
     return -1;
 }
@@ -319,8 +333,14 @@ int gl_asgi_header_lines(PyObject *headers) {
             }
             Py_DECREF(pair);
             bad = header_part(name, 1, &np, &nn) < 0 || header_part(value, 0, &vp, &vn) < 0 ||
-                  gbuf_put(hdrbuf, np, nn) < 0 || gbuf_put(hdrbuf, ": ", 2) < 0 ||
-                  gbuf_put(hdrbuf, vp, vn) < 0 || gbuf_put(hdrbuf, "\r\n", 2) < 0;
+                  gbuf_put(hdrbuf, NULL, nn + vn + 4) < 0;  /* the line's room, filled below */
+            if (!bad) {
+                char *w = hdrbuf->p + hdrbuf->n - (nn + vn + 4);
+                memcpy(w, np, nn);
+                memcpy(w + nn, ": ", 2);
+                memcpy(w + nn + 2, vp, vn);
+                memcpy(w + nn + 2 + vn, "\r\n", 2);
+            }
             Py_DECREF(name);
             Py_DECREF(value);
             if (bad) {
@@ -417,6 +437,7 @@ static PyObject *send_body(GLAsgiSend *self, PyObject *msg) {
             rc = glAsgiSend(self->srv->base.sid, self->rid, p, n, more, keep);
         }
         PyBuffer_Release(&view);
+        if (rc >= 0 && !more) self->complete = 1;
     }
     Py_XDECREF(body);
     return answer(self, rc);
@@ -446,10 +467,15 @@ static PyObject *send_call(GLAsgiSend *self, PyObject *const *args, size_t nargs
     if (type == NULL) return NULL;
     msg = args[0];
     PyObject *r;
-    if (type == GLS(response_body) || (PyUnicode_Check(type) && PyUnicode_Compare(type, GLS(response_body)) == 0)) {
+    /* the same objects usually (interned): both compared by identity before by value */
+    int body = type == GLS(response_body), start = !body && type == GLS(response_start);
+    if (!body && !start && PyUnicode_Check(type)) {
+        body = PyUnicode_Compare(type, GLS(response_body)) == 0;
+        start = !body && PyUnicode_Compare(type, GLS(response_start)) == 0;
+    }
+    if (body) {
         r = send_body(self, msg);
-    } else if (type == GLS(response_start) ||
-               (PyUnicode_Check(type) && PyUnicode_Compare(type, GLS(response_start)) == 0)) {
+    } else if (start) {
         r = send_start(self, msg);
     } else if (!PyErr_Occurred()) {
         release_own_start(self);
@@ -767,8 +793,6 @@ fail:
 }
 
 #if PY_VERSION_HEX < 0x030C0000
-static PyObject *kw_name;  /* ("name",) */
-
 /* A name for a request's Task, "goloop-request-N". 3.11's Task formats its default name
  * ("Task-N") with PyUnicode_FromFormat when it is created (~4% of a pipelined hello world's
  * CPU); this one is made from a digit string. 3.12 names tasks lazily: no name passed there. */
@@ -796,8 +820,7 @@ static PyObject *create_task(GLAsgiServer *srv, PyObject *coro) {
 #if PY_VERSION_HEX < 0x030C0000
     PyObject *name = task_name();
     if (name == NULL) return NULL;
-    PyObject *args[3] = {srv->base.loop, coro, name};
-    PyObject *task = PyObject_VectorcallMethod(GLS(create_task), args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_name);
+    PyObject *task = gl_loop_create_task_named((GLLoop *)srv->base.loop, coro, name);
     Py_DECREF(name);
     return task;
 #else
@@ -859,7 +882,7 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
     send->rid = -1;  /* until all is made: the request stays Go's to forget */
     send->srv = (GLAsgiServer *)Py_NewRef(srv);
     send->recv_fut = send->send_fut = NULL;
-    send->finished = send->started = send->start_lost = 0;
+    send->finished = send->started = send->start_lost = send->complete = 0;
     send->held_status = 0;
     PyObject_GC_Track(send);
     recv = PyObject_GC_New(GLAsgiRecv, kind->recv_type);
@@ -940,18 +963,11 @@ int gl_asgi_proxy_scope(PyObject *scope, const char *enc, Py_ssize_t n) {
 /* ---------- init ---------- */
 
 int gl_init_asgi(PyObject *m) {
+    hdr_bad_init();
 #define GL_ASGI_INTERN(name, text) if ((GLS(name) = PyUnicode_InternFromString(text)) == NULL) return -1;
     GL_ASGI_STRINGS(GL_ASGI_INTERN)
 #undef GL_ASGI_INTERN
     if ((reraise_fn = PyCFunction_New(&reraise_def, NULL)) == NULL) return -1;
-#if PY_VERSION_HEX < 0x030C0000
-    {
-        PyObject *k = PyUnicode_InternFromString("name");
-        kw_name = k ? PyTuple_Pack(1, k) : NULL;
-        Py_XDECREF(k);
-        if (kw_name == NULL) return -1;
-    }
-#endif
     if ((msg_disconnect = PyDict_New()) == NULL || PyDict_SetItem(msg_disconnect, GLS(type), GLS(http_disconnect)) < 0)
         return -1;
     ServerType.tp_base = gl_server_type();
@@ -966,7 +982,7 @@ int gl_init_asgi(PyObject *m) {
     return 0;
 }
 
-/* ---------- for asgi_ws.c (WebSocket) and asgi_spec.c ---------- */
+/* ---------- for asgi_ws.c (WebSocket), asgi_spec.c and asgi_run.c ---------- */
 
 PyObject *gl_asgi_done(PyObject *value) { return done_new(value); }
 
@@ -985,4 +1001,28 @@ int gl_asgi_finish(GLAsgiSend *s, int failed) {
         found = GL_ASGI_FINISH_OK;
     }
     return found;
+}
+
+/* The application's call ended normally (asgi_run.c): gl_asgi_finish, except that a request
+ * whose response is complete (its last body part given to Go, nothing held) is only let go
+ * of here and its id queued for Go, which finishes it at the server's next take or flush
+ * (both in the loop's same iteration) or release: one call into Go fewer per request.
+ * What Go would find then (FinishOK, or FinishLost: the client went away) is nothing the
+ * caller reports. */
+int gl_asgi_finish_done(GLAsgiSend *s) {
+    GLAsgiServer *srv = s->srv;
+    if (!s->complete || s->held_status != 0 || gl_forked || s->rid < 0 || srv->base.sid < 0 ||
+        !PyObject_TypeCheck((PyObject *)srv, &ServerType))
+        return gl_asgi_finish(s, 0);
+    if (srv->nfin == srv->capfin) {
+        int cap = srv->capfin ? 2 * srv->capfin : 64;
+        long *p = PyMem_RawRealloc(srv->fin, (size_t)cap * sizeof(long));
+        if (p == NULL) return gl_asgi_finish(s, 0);
+        srv->fin = p;
+        srv->capfin = cap;
+    }
+    srv->fin[srv->nfin++] = s->rid;
+    s->rid = -1;
+    s->finished = 1;
+    return GL_ASGI_FINISH_OK;
 }

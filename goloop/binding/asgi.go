@@ -37,6 +37,7 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 		return -1
 	}
 	sv := newHttpSrv(&py.base, l, serverConfig(maxHead, keepAliveMs, limitConc, serverHdr, dateHdr, headers, hlen))
+	sv.beforeAbort = sv.finishPending
 	if !goroutineReaders() {
 		sv.s.SetLoop(drvPoller{l})
 	}
@@ -50,6 +51,7 @@ func glAsgiServerNew(py *C.GLAsgiServer, lp *C.GLLoop, maxHead, keepAliveMs, lim
 
 // loopClosed: the loop closes; its servers close with it.
 func (sv *httpSrv) loopClosed() {
+	sv.finishPending()
 	sv.s.Abort()
 	sv.release()
 }
@@ -59,6 +61,7 @@ func (sv *httpSrv) loopClosed() {
 // at the iteration's start and after the poll's events (the loop driver's reads queue
 // requests).
 func (sv *httpSrv) take() {
+	sv.finishPending()
 	sv.dropHeld()
 	if sv.s.HasWarnings() {
 		sv.logWarnings()
@@ -131,6 +134,7 @@ func (p drvPoller) Unregister(fd int) {
 // running them (one non-blocking write per connection with output, from Go: no handle,
 // no extra iteration).
 func (sv *httpSrv) flush() {
+	sv.finishPending()
 	if sv.s.NeedFlush() {
 		sv.s.Flush()
 	}
@@ -236,7 +240,9 @@ func glAsgiStartSend(sid, rid C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 // on an HTTP/2 stream, held while the client's window keeps it, the reference queued for
 // the loop thread when it went (SendHeldAnywhere, server_held.go).
 func sendBody(sid C.long, r *httpserver.Request, body *C.char, n C.Py_ssize_t, more C.int, obj *C.PyObject) C.int {
-	if obj == nil || int(n) < httpserver.HoldMin {
+	// (a small part on HTTP/2 is offered too: held while its connection is over the
+	// output's bound, which its send then waits for, rather than copied per stream)
+	if obj == nil || (int(n) < httpserver.HoldMin && !r.H2()) {
 		return sendRC(r.Send(bytesFromC(body, n), more != 0))
 	}
 	sv := servers.Get(int(sid))
@@ -349,10 +355,38 @@ func glAsgiFinish(rid C.long, failed C.int) (rc C.int) {
 	defer recoverInt(&rc)
 	rc = httpserver.FinishOK
 	if r := getReq(rid); r != nil {
-		rc = C.int(r.Finish(failed != 0))
 		asgiReqs.Del(int(rid))
+		if r.Tag == nil {
+			// nothing of the binding refers to r any more (the send object's id is let go of
+			// now, no Future waits on it): its connection may reuse it for its next request
+			return C.int(r.FinishReleased(failed != 0))
+		}
+		rc = C.int(r.Finish(failed != 0))
 	}
 	return rc
+}
+
+// finishPending finishes the requests C let go of when their application returned after
+// completing the response (asgi.c gl_asgi_finish_done): what glAsgiFinish does for each,
+// without a call into Go per request. Run before the server's events are taken, before its
+// output is flushed and when it is released.
+func (sv *httpSrv) finishPending() {
+	a := sv.asgi()
+	n := int(a.nfin)
+	if n == 0 {
+		return
+	}
+	a.nfin = 0
+	for _, rid := range unsafe.Slice(a.fin, n) {
+		if r := getReq(rid); r != nil {
+			asgiReqs.Del(int(rid))
+			if r.Tag == nil {
+				r.FinishReleased(false)
+			} else {
+				r.Finish(false)
+			}
+		}
+	}
 }
 
 // glAsgiStatus is the response's status (101: a WebSocket session accepted; 0: not started).

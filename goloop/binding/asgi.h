@@ -21,6 +21,11 @@ typedef struct {
     char c_key[64], s_key[64];
     Py_ssize_t c_keylen, s_keylen;
     int s_port;
+    /* ids of requests whose application returned after completing its response, for Go
+     * to finish at the server's next take, flush or release (asgi.go finishPending) instead
+     * of one call into Go each (gl_asgi_finish_done); raw memory, the loop thread's */
+    long *fin;
+    int nfin, capfin;
 } GLAsgiServer;
 
 /* `send` of one request (and the state receive shares). */
@@ -34,6 +39,7 @@ typedef struct GLAsgiSend {
     char finished;         /* the application returned and the request was let go (asgi_run.c) */
     char started;          /* http.response.start was accepted (held or given to Go) */
     char start_lost;       /* a held start reached Go after the client went away */
+    char complete;         /* the last body part was given to Go (more_body false) */
     int held_status;       /* http.response.start held in C (its header lines in hdrbuf) until
                               the first body part takes it to Go in the same call; 0: none */
 } GLAsgiSend;
@@ -264,6 +270,7 @@ const char *gl_asgi_hdrbuf(Py_ssize_t *n);
 /* asgi.c's helpers for asgi_ws.c and asgi_spec.c */
 PyObject *gl_asgi_done(PyObject *value);
 int gl_asgi_finish(GLAsgiSend *s, int failed);  /* the application returned (asgi_run.c): GL_ASGI_FINISH_* */
+int gl_asgi_finish_done(GLAsgiSend *s);   /* ... and ended normally (asgi_run.c): GL_ASGI_FINISH_* */
 void gl_asgi_release_start(void);         /* a held http.response.start to Go now */
 PyObject *gl_asgi_answer(GLAsgiSend *self, int rc);
 PyObject *gl_asgi_receive(GLAsgiRecv *self, size_t nargsf, PyObject *kwnames, gl_asgi_message_fn message);

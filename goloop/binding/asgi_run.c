@@ -63,13 +63,16 @@ PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_er
     return (PyObject *)r;
 }
 
-/* The application's call ended (failed: it raised): what Go found (GL_ASGI_FINISH_*). */
-static int run_app_done(GLAsgiRun *r, int failed) {
+/* The application's call ended (failed: it raised; ok: it returned, from a step): what Go
+ * found (GL_ASGI_FINISH_*). */
+static int run_app_end(GLAsgiRun *r, int failed, int ok) {
     Py_CLEAR(r->it);
     if (r->finished) return GL_ASGI_FINISH_OK;
     r->finished = 1;
-    return gl_asgi_finish(r->send, failed);
+    return ok ? gl_asgi_finish_done(r->send) : gl_asgi_finish(r->send, failed);
 }
+
+static int run_app_done(GLAsgiRun *r, int failed) { return run_app_end(r, failed, 0); }
 
 /* on_error(exc or None, what Go found): the server logs it (serve/server.py _on_app_end). */
 static void run_report(GLAsgiRun *r, PyObject *exc, int found) {
@@ -87,7 +90,7 @@ static void run_report(GLAsgiRun *r, PyObject *exc, int found) {
 static PySendResult run_outcome(GLAsgiRun *r, PySendResult status, PyObject **result) {
     if (status == PYGEN_NEXT) return status;
     if (status == PYGEN_RETURN) {
-        int found = run_app_done(r, 0);
+        int found = run_app_end(r, 0, 1);
         Py_SETREF(*result, Py_NewRef(Py_None));
         if (found == GL_ASGI_FINISH_NOT_STARTED || found == GL_ASGI_FINISH_INCOMPLETE)
             run_report(r, Py_None, found);

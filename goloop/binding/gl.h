@@ -259,6 +259,8 @@ int gl_init_handle_types(PyObject *m);  /* loop_handle.c */
 int gl_init_loopcore(PyObject *m);      /* loop_core.c */
 #if PY_VERSION_HEX >= 0x030C0000
 PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro);  /* loop_core.c */
+#else
+PyObject *gl_loop_create_task_named(GLLoop *self, PyObject *coro, PyObject *name);  /* loop_core.c */
 #endif
 int gl_init_sockfast(PyObject *m);      /* loop_sockfast.c */
 int gl_init_readpath(void);             /* loop_readpath.c */
@@ -273,5 +275,19 @@ void gl_set_closed(GLLoop *self);
 /* PyThread_get_thread_ident() without its call: on Linux it is pthread_self(), which
  * call_soon asks on every call (is the caller the thread running the loop?). */
 static inline unsigned long gl_thread_ident(void) { return (unsigned long)pthread_self(); }
+
+/* A Context's mapping of variables, read and replaced in place (GIL builds): loop_handle.c's
+ * lazy contexts, wsgi.c's per-request Context. This relies on PyContext's layout
+ * (Include/internal/pycore_context.h, the same in 3.11-3.15): the mapping is the second field
+ * after the object header. Free-threaded builds copy Contexts instead. */
+#ifndef Py_GIL_DISABLED
+#define GL_LAZY_CONTEXT 1
+typedef struct {
+    PyObject_HEAD
+    PyObject *ctx_prev;
+    PyObject *ctx_vars;
+} GLContextHead;
+#define CTX_VARS(c) (((GLContextHead *)(c))->ctx_vars)
+#endif
 
 #endif

@@ -518,20 +518,40 @@ static PyObject *loop_create_task(GLLoop *self, PyObject *const *args, Py_ssize_
     return new_task(self, targs, name == Py_None && context == Py_None ? loop_kwnames : task_kwnames);
 }
 
-#if PY_VERSION_HEX >= 0x030C0000
-static PyObject *eager_kwnames;  /* ("loop", "eager_start") */
 static PyObject *str_create_task, *core_create_task;  /* "create_task", LoopCore's */
+
+#ifndef Py_GIL_DISABLED
+/* The last type own_create_task found keeping LoopCore's create_task, and its version tag
+ * then: a tag is given to one type only and dropped when the type (or a base) changes, so
+ * the same valid tag means the same answer without the lookup (~200 instructions a request). */
+static PyTypeObject *own_type;
+static unsigned int own_tag;
+#endif
 
 /* type(self).create_task is LoopCore's (a subclass did not replace it). */
 static int own_create_task(GLLoop *self) {
-    PyObject *m = PyObject_GetAttr((PyObject *)Py_TYPE(self), str_create_task);
+    PyTypeObject *t = Py_TYPE(self);
+#ifndef Py_GIL_DISABLED
+    if (t == own_type && own_tag != 0 && t->tp_version_tag == own_tag && PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG))
+        return 1;
+#endif
+    PyObject *m = PyObject_GetAttr((PyObject *)t, str_create_task);
     if (m == NULL) {
         PyErr_Clear();
         return 0;
     }
     Py_DECREF(m);
+#ifndef Py_GIL_DISABLED
+    if (m == core_create_task && PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        own_type = t;
+        own_tag = t->tp_version_tag;
+    }
+#endif
     return m == core_create_task;
 }
+
+#if PY_VERSION_HEX >= 0x030C0000
+static PyObject *eager_kwnames;  /* ("loop", "eager_start") */
 
 /* loop.create_task(coro) for goloop serve's requests (asgi.c), with the Task started eagerly
  * (3.12's eager_start): the coroutine's first step runs now, inside the call, instead of on
@@ -545,6 +565,53 @@ PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro) {
     }
     PyObject *targs[3] = {coro, (PyObject *)self, Py_True};
     return new_task(self, targs, eager_kwnames);
+}
+#else
+static PyObject *c_task_type;   /* _asyncio.Task (NULL: no C Task) */
+static PyObject *named_kw;      /* {"loop": ..., "name": ...}, refilled by each call */
+static PyObject *str_loop, *str_name, *named_kwnames;  /* "loop", "name", ("name",) */
+static int named_busy;          /* named_kw is in use (a Task's __init__ ran Python that made a Task) */
+
+/* loop.create_task(coro, name=name) for goloop serve's requests on 3.11 (asgi.c), where a
+ * Task takes its loop and name only as keywords: a type call makes a new dict of them for
+ * each Task (~800 instructions), and create_task is found by an attribute lookup. Where
+ * create_task would make a plain Task (no task factory, not debug, LoopCore's own
+ * create_task) and asyncio's Task is the C one under type's own call, the Task is made
+ * as type's call makes it (tp_new, then tp_init) with one keyword dict refilled each time
+ * (3.11 has the GIL: one thread at a time runs this); anything else calls
+ * loop.create_task(coro, name=name). The caller owns name and self for the call, so the
+ * dict's borrowed values stay alive even if a nested call refills it; the loop is taken
+ * out of the dict after each call. */
+PyObject *gl_loop_create_task_named(GLLoop *self, PyObject *coro, PyObject *name) {
+    PyTypeObject *tt = NULL;
+    int fast = !self->debug && (self->task_factory == NULL || self->task_factory == Py_None) && !named_busy &&
+               c_task_type != NULL && own_create_task(self);
+    /* asyncio.tasks.Task from the module's dict (borrowed; c_task_type holds the C one) */
+    PyObject *task_type = fast ? PyDict_GetItemWithError(PyModule_GetDict(tasks_module), str_Task) : NULL;
+    if (task_type == NULL && PyErr_Occurred()) return NULL;
+    if (task_type == c_task_type && Py_TYPE(task_type)->tp_call == PyType_Type.tp_call) tt = (PyTypeObject *)task_type;
+    if (tt == NULL || tt->tp_new == NULL || tt->tp_init == NULL) {
+        PyObject *args[3] = {(PyObject *)self, coro, name};
+        return PyObject_VectorcallMethod(str_create_task, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, named_kwnames);
+    }
+    if (self->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return NULL;
+    }
+    PyObject *args = PyTuple_Pack(1, coro);
+    if (args == NULL || PyDict_SetItem(named_kw, str_loop, (PyObject *)self) < 0 ||
+        PyDict_SetItem(named_kw, str_name, name) < 0) {
+        Py_XDECREF(args);
+        return NULL;
+    }
+    named_busy = 1;
+    PyObject *task = tt->tp_new(tt, args, named_kw);
+    if (task != NULL && PyObject_TypeCheck(task, tt) && tt->tp_init(task, args, named_kw) < 0) Py_CLEAR(task);
+    named_busy = 0;
+    Py_DECREF(args);
+    /* the dict keeps no loop alive between requests (its name, a short str, may stay) */
+    if (PyDict_SetItem(named_kw, str_loop, Py_None) < 0) Py_CLEAR(task);
+    return task;
 }
 #endif
 
@@ -595,7 +662,26 @@ static PyObject *loop_run_core(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
 typedef struct {
     PyObject_HEAD
     PyObject *meth;
+    vectorcallfunc vectorcall;
+    PyTypeObject *loop_type;  /* the last class of loop called through it (strong) */
 } GLBoundOnce;
+
+/* Called as a method descriptor (descr(loop, *args), LOAD_METHOD's call): call_soon itself
+ * when args[0] is a loop of a class seen before (d->loop_type, a strong reference), else the
+ * method descriptor's own call, which checks the type and raises its TypeError. */
+static PyObject *bound_once_vectorcall(GLBoundOnce *d, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs >= 1) {
+        PyTypeObject *tp = Py_TYPE(args[0]);
+        if (tp == d->loop_type)
+            return loop_call_soon((GLLoop *)args[0], args + 1, nargs - 1, kwnames);
+        if (PyType_IsSubtype(tp, &LoopCoreType)) {
+            Py_XSETREF(d->loop_type, (PyTypeObject *)Py_NewRef(tp));
+            return loop_call_soon((GLLoop *)args[0], args + 1, nargs - 1, kwnames);
+        }
+    }
+    return PyObject_Vectorcall(d->meth, args, nargsf, kwnames);
+}
 
 static PyObject *bound_once_get(GLBoundOnce *d, PyObject *obj, PyObject *type) {
     descrgetfunc get = Py_TYPE(d->meth)->tp_descr_get;
@@ -611,6 +697,7 @@ static PyObject *bound_once_repr(GLBoundOnce *d) { return PyObject_Repr(d->meth)
 
 static void bound_once_dealloc(GLBoundOnce *d) {
     Py_XDECREF(d->meth);
+    Py_XDECREF(d->loop_type);
     PyObject_Free(d);
 }
 
@@ -618,7 +705,13 @@ static PyTypeObject BoundOnceType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "goloop._goloop._BoundOnce",
     .tp_basicsize = sizeof(GLBoundOnce),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    /* A method descriptor to the interpreter (descr.__get__(loop)(*a) == descr(loop, *a)):
+     * `loop.call_soon(cb)` then takes LOAD_METHOD's specialized path, which pushes the
+     * descriptor and calls it with the loop, without a bound method or a call of
+     * bound_once_get; C's getattr(loop, "call_soon") still gets the loop's one bound method. */
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(GLBoundOnce, vectorcall),
+    .tp_call = PyVectorcall_Call,
     .tp_dealloc = (destructor)bound_once_dealloc,
     .tp_descr_get = (descrgetfunc)bound_once_get,
     .tp_getattro = (getattrofunc)bound_once_getattro,
@@ -632,6 +725,8 @@ static int install_bound_once(void) {
     GLBoundOnce *d = PyObject_New(GLBoundOnce, &BoundOnceType);
     if (d == NULL) return -1;
     d->meth = Py_NewRef(meth);
+    d->vectorcall = (vectorcallfunc)bound_once_vectorcall;
+    d->loop_type = NULL;
     int rc = PyDict_SetItemString(LoopCoreType.tp_dict, "call_soon", (PyObject *)d);
     Py_DECREF(d);
     PyType_Modified(&LoopCoreType);
@@ -771,7 +866,14 @@ static int loop_init(GLLoop *self, PyObject *args, PyObject *kwds) {
 }
 
 static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    GLLoop *self = (GLLoop *)type->tp_alloc(type, 0);
+    /* object.__new__ rather than tp_alloc alone: for a Python subclass (goloop.Loop) it also
+     * readies the instance's inline attribute values (a managed __dict__). Without them the
+     * first attribute stored makes a dict, and LOAD_METHOD on the loop (loop.call_later(...))
+     * loses its specialized paths that need the inline values (3.12+: all of them). */
+    PyObject *noargs = PyTuple_New(0);  /* the empty tuple: a shared constant */
+    if (noargs == NULL) return NULL;
+    GLLoop *self = (GLLoop *)PyBaseObject_Type.tp_new(type, noargs, NULL);
+    Py_DECREF(noargs);
     if (self == NULL) return NULL;
     self->id = -1;
     pthread_mutex_init(&self->inbox_mu, NULL);  /* cannot fail with default attributes */
@@ -1011,12 +1113,25 @@ int gl_init_loopcore(PyObject *m) {
     str_create_task_py = PyUnicode_InternFromString("_create_task_py");
     task_kwnames = Py_BuildValue("(sss)", "loop", "name", "context");
     if (!tasks_module || !str_Task || !str_create_task_py || !task_kwnames) return -1;
-#if PY_VERSION_HEX >= 0x030C0000
-    eager_kwnames = Py_BuildValue("(ss)", "loop", "eager_start");
     str_create_task = PyUnicode_InternFromString("create_task");
-    if (!eager_kwnames || !str_create_task) return -1;
+    if (!str_create_task) return -1;
     core_create_task = PyObject_GetAttr((PyObject *)&LoopCoreType, str_create_task);
     if (core_create_task == NULL) return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    eager_kwnames = Py_BuildValue("(ss)", "loop", "eager_start");
+    if (!eager_kwnames) return -1;
+#else
+    str_loop = PyUnicode_InternFromString("loop");
+    str_name = PyUnicode_InternFromString("name");
+    named_kwnames = Py_BuildValue("(s)", "name");
+    named_kw = PyDict_New();
+    if (!str_loop || !str_name || !named_kwnames || !named_kw) return -1;
+    {
+        PyObject *aio = PyImport_ImportModule("_asyncio");  /* no C Task: the plain call */
+        c_task_type = aio != NULL ? PyObject_GetAttr(aio, str_Task) : NULL;
+        Py_XDECREF(aio);
+        if (c_task_type == NULL) PyErr_Clear();
+    }
 #endif
     return 0;
 }

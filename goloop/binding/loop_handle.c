@@ -15,17 +15,9 @@ static PyObject *py_format_callback_source, *empty_tuple;  /* set at module init
  * it puts the mapping; what the callback sets goes back to the handle afterwards. The
  * callback cannot tell: it sees the same variables, its changes stay its own, and no code
  * can reach the Context it runs in (copy_context() copies it); were anything to keep a
- * reference to it (a context watcher), it becomes the handle's own Context. This relies
- * on PyContext's layout (Include/internal/pycore_context.h, the same in 3.11-3.15): its
- * mapping is the second field after the object header. Free-threaded builds copy. */
-#ifndef Py_GIL_DISABLED
-#define GL_LAZY_CONTEXT 1
-typedef struct {
-    PyObject_HEAD
-    PyObject *ctx_prev;
-    PyObject *ctx_vars;
-} GLContextHead;
-#define CTX_VARS(c) (((GLContextHead *)(c))->ctx_vars)
+ * reference to it (a context watcher), it becomes the handle's own Context (CTX_VARS:
+ * gl.h). Free-threaded builds copy. */
+#ifdef GL_LAZY_CONTEXT
 static PyObject *empty_vars;  /* a new Context's mapping, for the scratch between uses */
 #endif
 

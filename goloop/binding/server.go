@@ -34,8 +34,9 @@ type httpSrv struct {
 	// the extensions dict of each TLS connection's ASGI scopes, with "tls" (asgi_spec.go)
 	tlsConns map[*httpserver.Conn]pyObj
 	headBuf  // the C memory head passes a request's scope fields in
-	// onRelease, if set, runs when the server is released (a WSGI server's pool: wsgi.go)
-	onRelease func()
+	// onRelease, if set, runs when the server is released (a WSGI server's pool: wsgi.go);
+	// beforeAbort before its connections are aborted (ASGI's pending finishes: asgi.go)
+	onRelease, beforeAbort func()
 }
 
 // servers holds the Go servers of both interfaces by id (an HttpServer's sid).
@@ -151,6 +152,9 @@ func glServerRelease(sid C.long) {
 	sv := servers.Get(int(sid))
 	if sv == nil {
 		return
+	}
+	if sv.beforeAbort != nil {
+		sv.beforeAbort()
 	}
 	sv.s.Abort()
 	sv.release()

@@ -51,6 +51,8 @@ typedef struct {
     const char *proxy;       /* what trusted proxy headers changed ("scheme\nclient"), or NULL */
     Py_ssize_t proxylen;
     PyObject *ext;           /* the connection's extensions dict (TLS: with "tls"), or NULL; borrowed */
+    void *resume;            /* WSGI: a parked response to go on with (wsgi.c's wsgi_resp; the
+                              * rest is not filled), or NULL: a new request */
 } GLHead;
 
 /* Go's answers to a request's start and send (asgi.go, wsgi.go) */

@@ -83,7 +83,7 @@ func (sv *httpSrv) dropHeld() {
 //
 //export glWsgiSendLarge
 func glWsgiSendLarge(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
-	more, flush, sized C.int, obj *C.PyObject, held *C.int) (rc C.int) {
+	more, flush, sized C.int, obj *C.PyObject, held *C.int, park C.int, taken *C.Py_ssize_t) (rc C.int) {
 	defer wsgiRecover(wid, &rc)
 	wk := worker(wid, gen)
 	if wk == nil {
@@ -101,21 +101,23 @@ func glWsgiSendLarge(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t
 			return wk.err(err)
 		}
 	}
+	*taken = n
 	if obj != nil && (r.Holds(len(b)) || r.H2()) {
 		sv := wk.w.sv
 		flags, h, err := r.SendHeldAnywhere(b, more != 0, func() { sv.releaseLater(obj) })
 		if h {
 			*held = 1
 		}
-		return wk.sent(flags, err, flush != 0)
+		return wk.sentOrPaused(flags, err, flush != 0, park != 0)
 	}
 	for len(b) > wsgiSlice {
 		flags, err := r.Send(b[:wsgiSlice], true)
-		if rc := wk.sent(flags, err, true); rc != C.GL_OK {
+		b = b[wsgiSlice:]
+		if rc := wk.sentOrPaused(flags, err, true, park != 0); rc != C.GL_OK {
+			*taken = n - C.Py_ssize_t(len(b)) // (GL_WSGI_PAUSED: the rest is sent when resumed)
 			return rc
 		}
-		b = b[wsgiSlice:]
 	}
 	flags, err := r.Send(b, more != 0)
-	return wk.sent(flags, err, flush != 0)
+	return wk.sentOrPaused(flags, err, flush != 0, park != 0)
 }

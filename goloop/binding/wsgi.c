@@ -38,6 +38,37 @@ static int get_optional_attr(PyObject *o, PyObject *name, PyObject **res) {
     return 0;
 }
 
+/* A response being sent (handle's, on its pool thread's stack), or a parked one (on the heap,
+ * Go's to keep until a pool thread resumes it: wsgi.go's glWsgiPark). Its references are
+ * strong but st and in on the stack, which are the thread's (wsgi_thread's st and in); a
+ * parked record takes over the thread's references to them (the thread makes new ones for
+ * its next request), so that no other thread touches them while they are parked. Only the
+ * thread that runs or resumes the response touches the record, with the GIL. */
+typedef struct {
+    PyObject *result;   /* the application's return value (NULL: it raised) */
+    PyObject *it;       /* its iterator, or NULL (a list, a tuple or a file wrapper sent) */
+    PyObject *part;     /* the part being sent (bytes), from off, or NULL */
+    Py_ssize_t off;
+    PyObject *env;      /* the environ (the access hook's), or NULL */
+    PyObject *ctx;      /* the request's contextvars.Context, a copy of the thread's as it began */
+    GLWsgiStart *st;
+    GLWsgiInput *in;
+    Py_ssize_t turn;    /* bytes sent since a thread took it (GL_WSGI_TURN) */
+    int end;            /* gl_wsgi_send_part's end for its parts */
+    int heap;           /* parked once: on the heap, owning st and in */
+    int entered;        /* ctx is entered on the thread running it */
+} wsgi_resp;
+
+/* send_result's and iterate's answers: the output is over its bound (park the response);
+ * the response sent GL_WSGI_TURN bytes in this turn (it yields to requests that wait) */
+#define SENT_PAUSED 3
+#define SENT_TURN 4
+/* What a response sends before its thread looks for requests waiting for a thread: if some
+ * do, the response goes behind them (parked, on the ready list at once). One client reading a
+ * large body fast keeps its thread (nobody waits); many (200 clients whose kernel buffers
+ * take ~4 MiB each before the output stops) take turns with the other clients' requests. */
+#define GL_WSGI_TURN (256 * 1024)
+
 /* A file wrapper around a regular file: sent from its position with sendfile(2) (on plain
  * HTTP/1.1; HTTP/2 and TLS read it in Go). 1: sent, 0: not a file (iterate it), -1: error
  * raised, -2: the client went away. */
@@ -86,9 +117,63 @@ static int send_wrapped_file(GLWsgiStart *st, PyObject *wrapper) {
     return -1;
 }
 
-/* Sends the application's result: 0 done, -1 the application failed (raised), -2 the client
- * went away. result.close() is called by the caller. */
-static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
+/* Sends the parts of r's iterator from where it is (the rest of r->part first): 0 done, -1 the
+ * application failed (raised), -2 the client went away, SENT_PAUSED: the output is over its
+ * bound (the part being sent kept in r: the caller parks the response or waits). */
+static int iterate(wsgi_resp *r) {
+    GLWsgiStart *st = r->st;
+    Py_ssize_t took;
+    int rc;
+    for (;;) {
+        if (r->part != NULL) {
+            Py_ssize_t n = PyBytes_GET_SIZE(r->part) - r->off;
+            rc = gl_wsgi_send_part(st, PyBytes_AS_STRING(r->part) + r->off, n, 1, 1, r->end,
+                                   r->off == 0 ? r->part : NULL, &took);
+            if (rc == GL_OK || (rc == GL_WSGI_PAUSED && took == n)) {
+                Py_CLEAR(r->part);
+                r->off = 0;
+            } else if (rc == GL_WSGI_PAUSED) {
+                r->off += took;
+            }
+            if (rc == GL_WSGI_PAUSED) return SENT_PAUSED;
+            if (rc == GL_ERR_DISCONNECTED) return -2;
+            if (rc != GL_OK) {
+                gl_wsgi_raise_send(st, rc);
+                return -1;
+            }
+            if ((r->turn += took) >= GL_WSGI_TURN && !st->done) return SENT_TURN;
+        }
+        PyObject *b = PyIter_Next(r->it);
+        if (b == NULL) break;
+        if (!PyBytes_Check(b)) {
+            PyErr_Format(PyExc_TypeError, "a WSGI response must yield bytes, not %.100s", Py_TYPE(b)->tp_name);
+            Py_DECREF(b);
+            return -1;
+        }
+        if (PyBytes_GET_SIZE(b) == 0) {  /* the head waits for the first non-empty part (PEP 3333) */
+            Py_DECREF(b);
+            continue;
+        }
+        r->part = b, r->off = 0;
+        if (gl_wsgi_need_start(st) < 0) return -1;
+    }
+    if (PyErr_Occurred()) return -1;
+    if (gl_wsgi_need_start(st) < 0) return -1;
+    rc = gl_wsgi_send_part(st, NULL, 0, 0, 1, 0, NULL, &took);
+    if (rc == GL_ERR_DISCONNECTED) return -2;
+    if (rc != GL_OK) {
+        gl_wsgi_raise_send(st, rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sends the application's result (r->result): 0 done, -1 the application failed (raised), -2
+ * the client went away, SENT_PAUSED (an iterable's: iterate's). result.close() is called by
+ * the caller. */
+static int send_result(GLWsgiServer *srv, wsgi_resp *r) {
+    GLWsgiStart *st = r->st;
+    PyObject *result = r->result;
     int rc;
     if (srv->file_wrapper != NULL && Py_TYPE(result) == (PyTypeObject *)srv->file_wrapper) {
         int r = send_wrapped_file(st, result);
@@ -109,7 +194,7 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
             int last = i >= n - 1;
             rc = (PyBytes_GET_SIZE(b) == 0 && !last)
                      ? GL_OK
-                     : gl_wsgi_send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last, last, b);
+                     : gl_wsgi_send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last, last, b, NULL);
             Py_DECREF(b);
             if (rc == GL_ERR_DISCONNECTED) return -2;
             if (rc != GL_OK) {
@@ -122,43 +207,9 @@ static int send_result(GLWsgiServer *srv, GLWsgiStart *st, PyObject *result) {
     /* the part that completes the Content-Length ends the request (gl_wsgi_send_part's end) unless
      * the answer is a generator, whose code after its last yield (before its end) would
      * hold up the request taken with it */
-    int end = !PyGen_CheckExact(result);
-    PyObject *it = PyObject_GetIter(result), *b;
-    if (it == NULL) return -1;
-    while ((b = PyIter_Next(it)) != NULL) {
-        if (!PyBytes_Check(b)) {
-            PyErr_Format(PyExc_TypeError, "a WSGI response must yield bytes, not %.100s", Py_TYPE(b)->tp_name);
-            Py_DECREF(b);
-            Py_DECREF(it);
-            return -1;
-        }
-        rc = GL_OK;
-        if (PyBytes_GET_SIZE(b) > 0) {  /* the head waits for the first non-empty part (PEP 3333) */
-            if (gl_wsgi_need_start(st) < 0) {
-                Py_DECREF(b);
-                Py_DECREF(it);
-                return -1;
-            }
-            rc = gl_wsgi_send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), 1, 1, end, b);
-        }
-        Py_DECREF(b);
-        if (rc != GL_OK) {
-            Py_DECREF(it);
-            if (rc == GL_ERR_DISCONNECTED) return -2;
-            gl_wsgi_raise_send(st, rc);
-            return -1;
-        }
-    }
-    Py_DECREF(it);
-    if (PyErr_Occurred()) return -1;
-    if (gl_wsgi_need_start(st) < 0) return -1;
-    rc = gl_wsgi_send_part(st, NULL, 0, 0, 1, 0, NULL);
-    if (rc == GL_ERR_DISCONNECTED) return -2;
-    if (rc != GL_OK) {
-        gl_wsgi_raise_send(st, rc);
-        return -1;
-    }
-    return 0;
+    r->end = !PyGen_CheckExact(result);
+    if ((r->it = PyObject_GetIter(result)) == NULL) return -1;
+    return iterate(r);
 }
 
 /* A pool thread's block for serve_thread, made now (with the GIL): 0, or -1 with an error. */
@@ -176,6 +227,8 @@ static int wsgi_thread_new(void) {
  * (with the GIL: it owns them), and its block freed. */
 static void wsgi_thread_free(void) {
     wsgi_thread *t = wt();
+    Py_CLEAR(t->ctx);
+    Py_CLEAR(t->base);
     Py_CLEAR(t->ftpl.tpl);
     Py_CLEAR(t->ftpl.src);
     t->ftpl.in = NULL;  /* (the template's) */
@@ -229,56 +282,171 @@ static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
     return 0;
 }
 
-/* Runs the application for the request whose head is h: 1 answered, 2 it failed. */
-static int handle(GLWsgiServer *srv, long wid, long gen, const GLHead *h) {
-    GLWsgiInput *in;
-    GLWsgiStart *st;
-    PyObject *env = NULL, *result = NULL;
-    int failed = 1;
-    if (request_objects(&in, &st) < 0) {
-        log_error(srv);
-        return 2;
-    }
-    in->wid = wid, in->gen = gen;
-    st->wid = wid, st->gen = gen, st->status = 0, st->sent = 0, st->done = 0, st->clen = -1, st->body = 0;
-    if ((env = gl_wsgi_environ(srv, h, (PyObject *)in)) != NULL) {
-        PyObject *args[2] = {env, (PyObject *)st};
-        result = PyObject_Vectorcall(srv->app, args, 2, NULL);
-    }
-    if (result == NULL) {
-        log_error(srv);
-    } else {
-        failed = send_result(srv, st, result) == -1;
-        if (failed) log_error(srv);
-        if (!PyList_CheckExact(result) && !PyTuple_CheckExact(result)) {  /* close(), always */
-            PyObject *close;
-            int has = get_optional_attr(result, WS(close), &close);
-            if (has > 0) {
-                PyObject *r = PyObject_CallNoArgs(close);
-                Py_DECREF(close);
-                if (r == NULL) {
-                    log_error(srv);
-                    failed = 1;
-                }
-                Py_XDECREF(r);
-            } else if (has < 0) {
+/* The response's end (done: send_result's or iterate's 0, -1 or -2): result.close() (always,
+ * in the request's context: Flask's stream_with_context pops its context there), the access
+ * hook, the request's objects ended (kept by the application: their calls fail), its context
+ * left, a parked record's references released and its memory freed. 1 answered, 2 it failed. */
+static int finish(GLWsgiServer *srv, wsgi_resp *r, int done) {
+    GLWsgiStart *st = r->st;
+    GLWsgiInput *in = r->in;
+    int failed = done == -1;
+    if (failed) log_error(srv);
+    Py_CLEAR(r->part);
+    Py_CLEAR(r->it);
+    if (r->result != NULL && !PyList_CheckExact(r->result) && !PyTuple_CheckExact(r->result)) {
+        PyObject *close;
+        int has = get_optional_attr(r->result, WS(close), &close);
+        if (has > 0) {
+            PyObject *res = PyObject_CallNoArgs(close);
+            Py_DECREF(close);
+            if (res == NULL) {
                 log_error(srv);
+                failed = 1;
             }
+            Py_XDECREF(res);
+        } else if (has < 0) {
+            log_error(srv);
         }
-        Py_DECREF(result);
     }
-    if (srv->access != NULL && env != NULL) {  /* the access log, the request limit (goloop.serve.wsgi) */
+    Py_CLEAR(r->result);
+    if (srv->access != NULL && r->env != NULL) {  /* the access log, the request limit (goloop.serve.wsgi) */
         PyObject *code = PyLong_FromLong(st->sent ? st->status : 500);
-        PyObject *r = code ? PyObject_CallFunctionObjArgs(srv->access, env, code, NULL) : NULL;
-        if (r == NULL) PyErr_WriteUnraisable(srv->access);
-        Py_XDECREF(r);
+        PyObject *res = code ? PyObject_CallFunctionObjArgs(srv->access, r->env, code, NULL) : NULL;
+        if (res == NULL) PyErr_WriteUnraisable(srv->access);
+        Py_XDECREF(res);
         Py_XDECREF(code);
     }
     st->wid = -1;  /* kept by the application: its calls now fail without reaching Go */
     in->wid = -1;
-    Py_XDECREF(env);
-    if (input_unshared(in)) Py_CLEAR(in->buf);  /* not kept: its last part is not held until the next request */
+    Py_CLEAR(r->env);
+    if (r->entered && PyContext_Exit(r->ctx) < 0) PyErr_WriteUnraisable(NULL);
+    Py_CLEAR(r->ctx);
+    if (r->heap) {  /* the record's own references */
+        gl_wsgi_release_start(st);
+        Py_DECREF(in);
+        PyMem_RawFree(r);
+    } else if (input_unshared(in)) {
+        Py_CLEAR(in->buf);  /* not kept: its last part is not held until the next request */
+    }
     return failed ? 2 : 1;
+}
+
+/* A gbuf for the head of a parked response's start_response (its head was sent: never used;
+ * its own thread's buffer may be freed while it is parked) */
+static gbuf no_hdr;
+
+/* r's output is over its bound (done SENT_PAUSED): the thread parks the response (Go keeps
+ * it on the heap; a pool thread resumes it when the output drains or the client goes away)
+ * and is free: 0. If it cannot (the pool stopped, no memory, its context not the current
+ * one) it waits for the socket, GIL released, and goes on. r's turn is over (SENT_TURN):
+ * parked the same way, but on the ready list at once, if requests wait for a thread; else
+ * it goes on. When r's response ends: finish's 1 or 2. */
+static int go_on(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r, int done) {
+    while (done == SENT_PAUSED || done == SENT_TURN) {
+        int turn = done == SENT_TURN;
+        r->turn = 0;
+        if (turn && !glWsgiWaiting(wid, gen)) {
+            done = iterate(r);
+            continue;
+        }
+        wsgi_resp *p = r->heap ? r : PyMem_RawMalloc(sizeof *p);
+        if (p != NULL && PyContext_Exit(r->ctx) == 0) {
+            r->entered = 0;
+            r->st->wid = -1, r->in->wid = -1;  /* while parked: no thread's */
+            r->st->hdr = &no_hdr;
+            int first = !r->heap;
+            if (first) *p = *r, p->heap = 1;
+            if (glWsgiPark(wid, gen, p, turn) == GL_OK) {
+                if (first) {  /* its st and in are the record's now */
+                    wsgi_thread *t = wt();
+                    t->st = NULL, t->in = NULL;
+                }
+                return 0;
+            }
+            if (first) p->heap = 0;  /* not parked: back as it was */
+            r->st->wid = wid, r->in->wid = wid;
+            r->st->hdr = &wt()->hdr;
+            r->entered = PyContext_Enter(r->ctx) == 0;
+        }
+        PyErr_Clear();
+        if (p != r) PyMem_RawFree(p);
+        if (turn) {
+            done = iterate(r);
+            continue;
+        }
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = glWsgiSendWait(wid, gen);
+        Py_END_ALLOW_THREADS
+        done = rc == GL_OK ? iterate(r) : rc == GL_ERR_DISCONNECTED ? -2 : (gl_wsgi_raise_send(r->st, rc), -1);
+    }
+    return finish(srv, r, done);
+}
+
+/* A new Context for a request (a new reference, or NULL with an error): a copy of the thread's
+ * own (its variables as the thread began serving). On GIL builds the thread's one Context is
+ * given those variables back (their mapping, immutable, shared), not a new Context made and
+ * freed per request (a GC-tracked object); with its entry and exit ~60 instructions a request
+ * (callgrind, bench/analysis/wsgi_instr.py --annotate). No code can reach the Context it runs
+ * in (copy_context() copies it); one something kept (a parked response's record, a context
+ * watcher) is left to it and the thread makes another. */
+static PyObject *request_context(void) {
+#ifdef GL_LAZY_CONTEXT
+    wsgi_thread *t = wt();
+    if (t->base == NULL) {  /* the thread's first request: its own variables */
+        PyObject *cur = PyContext_CopyCurrent();
+        if (cur == NULL) return NULL;
+        t->base = Py_NewRef(CTX_VARS(cur));
+        t->ctx = cur;
+    } else if (Py_REFCNT(t->ctx) != 1) {
+        PyObject *c = PyContext_New();
+        if (c == NULL) return NULL;
+        Py_SETREF(t->ctx, c);
+    }
+    Py_SETREF(CTX_VARS(t->ctx), Py_NewRef(t->base));
+    return Py_NewRef(t->ctx);
+#else
+    return PyContext_CopyCurrent();
+#endif
+}
+
+/* Runs the application for the request whose head is h, in a Context of its own (a copy of
+ * the thread's: a response parked and resumed on another thread sees what it set, and
+ * nothing it sets reaches the thread's next request): 1 answered, 2 it failed, 0 its
+ * response was parked (go_on). */
+static int handle(GLWsgiServer *srv, long wid, long gen, const GLHead *h) {
+    wsgi_resp r = {0};
+    if (request_objects(&r.in, &r.st) < 0) {
+        log_error(srv);
+        return 2;
+    }
+    GLWsgiInput *in = r.in;
+    GLWsgiStart *st = r.st;
+    in->wid = wid, in->gen = gen;
+    st->wid = wid, st->gen = gen, st->status = 0, st->sent = 0, st->done = 0, st->clen = -1, st->body = 0;
+    int done = -1;
+    if ((r.ctx = request_context()) != NULL && (r.entered = PyContext_Enter(r.ctx) == 0) &&
+        (r.env = gl_wsgi_environ(srv, h, (PyObject *)in)) != NULL) {
+        PyObject *args[2] = {r.env, (PyObject *)st};
+        if ((r.result = PyObject_Vectorcall(srv->app, args, 2, NULL)) != NULL) done = send_result(srv, &r);
+    }
+    return go_on(srv, wid, gen, &r, done);
+}
+
+/* Resumes the parked response r (glWsgiPark; the thread's request is its now): 1 or 2 when it
+ * ends, 0 parked again (go_on). */
+static int resume(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r) {
+    r->st->wid = wid, r->st->gen = gen;
+    r->in->wid = wid, r->in->gen = gen;
+    r->st->hdr = &wt()->hdr;
+    r->turn = 0;
+    if (!(r->entered = PyContext_Enter(r->ctx) == 0)) PyErr_WriteUnraisable(NULL);
+    /* (a complete response, parked at its turn, has nothing to wait for: its client's loss
+     * would not wake it) */
+    int rc = r->st->done ? GL_OK : glWsgiReady(wid, gen);
+    int done = rc == GL_OK ? iterate(r) : rc == GL_WSGI_PAUSED ? SENT_PAUSED : rc == GL_ERR_DISCONNECTED ? -2 : -1;
+    if (done == -1 && rc != GL_OK) gl_wsgi_raise_send(r->st, rc);
+    return go_on(srv, wid, gen, r, done);
 }
 
 /* ---------- the server ---------- */
@@ -319,8 +487,9 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
         if (h == NULL && claim && (h = glWsgiClaim(wid, &gen)) == NULL) continue;
         if (h == NULL) break;
         /* the app is called with this thread's state; the objects of the request (the
-         * input and start_response) may outlive it: they hold (wid, gen), which Go checks */
-        finish = handle(self, wid, gen, h);
+         * input and start_response) may outlive it: they hold (wid, gen), which Go checks.
+         * A parked response (its output over the bound) is resumed by any pool thread. */
+        finish = h->resume != NULL ? resume(self, wid, gen, h->resume) : handle(self, wid, gen, h);
     }
     wsgi_thread_free();
     glWsgiWorkerFree(wid);

@@ -79,6 +79,19 @@ type wsgiSrv struct {
 	dispatching bool
 	kicked      bool
 	idleLead    bool // the leader is a pool thread with no request (glWsgiNext)
+
+	// the parked responses (glWsgiPark): their requests (whose Tag is nil while parked)
+	parked map[*httpserver.Request]*wsgiPark
+}
+
+// wsgiPark is a parked response: one whose output was over its bound, which its pool
+// thread left (glWsgiPark) instead of waiting for the socket. rec is its C record (wsgi.c's
+// wsgi_resp: the iterable, its iterator, the part being sent, the request's objects and
+// contextvars.Context, strong references the record owns), which only the pool thread that
+// resumes the response touches, with the GIL.
+type wsgiPark struct {
+	rec    unsafe.Pointer
+	queued bool // on the ready list (an EvWake came: the output drained or the client went away)
 }
 
 // wakeDelay: how long requests wait for busy threads that make no progress before an idle
@@ -96,6 +109,7 @@ type wsgiWorker struct {
 	wake chan struct{} // an EvWake for its request
 	run  chan struct{} // woken from the idle stack
 	hb   headBuf
+	rh   *C.GLHead      // the head that resumes a parked response (C memory; attachLocked)
 	rbuf unsafe.Pointer // the body part glWsgiRecv passes (C memory)
 	rcap int
 	emsg *C.char // the message of the last GL_ERR_RUNTIME (C memory)
@@ -242,6 +256,12 @@ func (w *wsgiSrv) routeLocked() int {
 				if wk == w.leader && !w.dispatching {
 					w.kickLocked()
 				}
+			} else if p := w.parked[ev.Req]; p != nil && !p.queued && !w.stopped {
+				// a parked response's output drained (or its client went away): any
+				// pool thread resumes it, as it takes a request
+				p.queued = true
+				w.ready = append(w.ready, ev.Req)
+				n++
 			}
 		}
 	}
@@ -452,7 +472,12 @@ func (w *wsgiSrv) stop() {
 	w.timer.Stop()
 	held := w.held > 0 // the timer no longer writes them: written below
 	w.held = 0
-	rest := w.ready[w.head:]
+	var rest []*httpserver.Request
+	for _, r := range w.ready[w.head:] {
+		if w.parked[r] == nil { // (the parked ones are ended by the pool threads as they leave)
+			rest = append(rest, r)
+		}
+	}
 	w.ready, w.head = nil, 0
 	for len(w.idle) > 0 {
 		w.wakeOneLocked()
@@ -487,7 +512,7 @@ func glWsgiWorkerNew(wsid C.long) (rc C.long) {
 		return -1
 	}
 	wk := &wsgiWorker{w: ws, wake: make(chan struct{}, 1), run: make(chan struct{}, 1),
-		hb: newHeadBuf()}
+		hb: newHeadBuf(), rh: (*C.GLHead)(C.calloc(1, C.sizeof_GLHead))}
 	id, _ := wsgiWorkers.Add(wk)
 	wk.id = id
 	return C.long(id)
@@ -505,6 +530,8 @@ func glWsgiWorkerFree(wid C.long) {
 		wk.r = nil
 	}
 	wk.hb.free()
+	C.free(unsafe.Pointer(wk.rh))
+	wk.rh = nil
 	C.free(wk.rbuf)
 	C.free(unsafe.Pointer(wk.emsg))
 	wk.rbuf, wk.emsg = nil, nil
@@ -577,6 +604,12 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLHea
 		<-wk.run
 		w.mu.Lock()
 		w.woken--
+	}
+	// the pool stopped: each thread, as it leaves, resumes the parked responses left (their
+	// connections are gone: the response ends, its iterable's close() is called)
+	for r, p := range w.parked {
+		delete(w.parked, r)
+		return wk.attachLocked(r, p.rec, gen)
 	}
 	w.mu.Unlock()
 	return nil
@@ -717,6 +750,20 @@ func (wk *wsgiWorker) takeLocked(gen *C.long) *C.GLHead {
 	if w.head == len(w.ready) {
 		w.ready, w.head = w.ready[:0], 0
 	}
+	var rec unsafe.Pointer
+	if len(w.parked) > 0 {
+		if p := w.parked[r]; p != nil { // a parked response to resume
+			delete(w.parked, r)
+			rec = p.rec
+		}
+	}
+	return wk.attachLocked(r, rec, gen)
+}
+
+// attachLocked makes r wk's request (w.mu held, released after): its head, or, rec not
+// nil, the head that resumes r's parked response (rec).
+func (wk *wsgiWorker) attachLocked(r *httpserver.Request, rec unsafe.Pointer, gen *C.long) *C.GLHead {
+	w := wk.w
 	r.Tag = unsafe.Pointer(wk)
 	w.busy++
 	w.taken++
@@ -729,7 +776,110 @@ func (wk *wsgiWorker) takeLocked(gen *C.long) *C.GLHead {
 	wk.r = r
 	wk.gen++
 	*gen = C.long(wk.gen)
+	if rec != nil {
+		wk.rh.resume = rec
+		return wk.rh
+	}
 	return wk.hb.fill(r, nil)
+}
+
+// glWsgiPark (GIL held) parks wk's response, whose last send found the output over its
+// bound (GL_WSGI_PAUSED), instead of waiting for the socket: Go keeps rec (wsgi.c's record
+// of the response) until an EvWake of the request (the output drained, the client went
+// away) puts it on the ready list, where any pool thread takes it as it takes a request
+// (takeLocked: a head whose resume is rec); the thread is free now (its request detached:
+// its next glWsgiNext ends nothing). GL_OK: parked (Go has rec); GL_WSGI_RELEASE: the pool
+// stopped (not parked: the thread waits, glWsgiSendWait); GL_ERR_GONE: no such request.
+// A response is resumed by one thread at a time: it is on the ready list once (queued)
+// and leaves it to one thread. Its connection's next request (HTTP/1.1 keep-alive,
+// pipelining) waits for it as for any response not done. turn: the response had its turn
+// (wsgi.c's GL_WSGI_TURN): parked only if requests wait for a thread, on the ready list at
+// once, behind them (GL_WSGI_RELEASE: none waits, not parked).
+//
+//export glWsgiPark
+func glWsgiPark(wid, gen C.long, rec unsafe.Pointer, turn C.int) (rc C.int) {
+	defer wsgiRecover(wid, &rc)
+	wk := worker(wid, gen)
+	if wk == nil {
+		return C.GL_ERR_GONE
+	}
+	w, r := wk.w, wk.r
+	w.mu.Lock()
+	if w.stopped || (turn != 0 && w.head == len(w.ready)) {
+		w.mu.Unlock()
+		return C.GL_WSGI_RELEASE
+	}
+	if w.parked == nil {
+		w.parked = make(map[*httpserver.Request]*wsgiPark)
+	}
+	p := &wsgiPark{rec: rec, queued: turn != 0}
+	w.parked[r] = p
+	r.Tag = nil // its EvWakes now find it in w.parked (routeLocked)
+	wk.r = nil
+	w.busy--
+	if turn != 0 {
+		w.ready = append(w.ready, r)
+		w.mu.Unlock()
+		return C.GL_OK
+	}
+	w.mu.Unlock()
+	// a wake-up routed to wk before its Tag changed is lost to it: look at the output now
+	// (not ready: SendReady asks for the EvWake that will find it parked)
+	if ok, _ := r.SendReady(); ok {
+		w.mu.Lock()
+		if w.parked[r] == p && !p.queued && !w.stopped {
+			p.queued = true
+			w.ready = append(w.ready, r) // (this thread takes it, or another: glWsgiNext)
+		}
+		w.mu.Unlock()
+	}
+	return C.GL_OK
+}
+
+// glWsgiWaiting (GIL held): do requests (or resumed responses) wait for a pool thread?
+//
+//export glWsgiWaiting
+func glWsgiWaiting(wid, gen C.long) (rc C.int) {
+	defer func() {
+		if recover() != nil {
+			rc = 0
+		}
+	}()
+	wk := worker(wid, gen)
+	if wk == nil {
+		return 0
+	}
+	w := wk.w
+	w.mu.Lock()
+	waiting := w.head < len(w.ready)
+	w.mu.Unlock()
+	return cbool(waiting)
+}
+
+// glWsgiReady (GIL held) looks at the output of the response the thread resumes: GL_OK
+// (under its bound), GL_WSGI_PAUSED (still over it: a wake-up for something else; parked
+// again), GL_ERR_DISCONNECTED (the client went away, or the pool stopped: the response
+// ends) or GL_ERR_GONE.
+//
+//export glWsgiReady
+func glWsgiReady(wid, gen C.long) (rc C.int) {
+	defer wsgiRecover(wid, &rc)
+	wk := worker(wid, gen)
+	if wk == nil {
+		return C.GL_ERR_GONE
+	}
+	w := wk.w
+	w.mu.Lock()
+	stopped := w.stopped
+	w.mu.Unlock()
+	ok, gone := wk.r.SendReady()
+	switch {
+	case gone != nil || stopped:
+		return C.GL_ERR_DISCONNECTED
+	case !ok:
+		return C.GL_WSGI_PAUSED
+	}
+	return C.GL_OK
 }
 
 // glWsgiRecv takes the body received so far into the thread's C memory (*p, *n) and says
@@ -781,7 +931,8 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 // GIL through this write (nor does one claiming a ready request: glWsgiClaim). Sent with
 // wait 0 when no request was ready (with the GIL), it returns GL_WSGI_SENT_IDLE for
 // GL_OK: wsgi.c then skips glWsgiTake at the request's end (a call that would find
-// none, at low load).
+// none, at low load). wait 2 (GIL released; an iterable's part, which wsgi.c parks
+// rather than wait: glWsgiPark): GL_WSGI_PAUSED instead of a wait.
 //
 //export glWsgiSend
 func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, body *C.char, n C.Py_ssize_t,
@@ -799,7 +950,7 @@ func glWsgiSend(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, bod
 		}
 	}
 	flags, err := wk.put(status, hdr, hn, body, n, more != 0)
-	if err == nil && wait == 0 && flags&httpserver.SendPaused != 0 {
+	if err == nil && wait != 1 && flags&httpserver.SendPaused != 0 {
 		if flush != 0 {
 			wk.w.sv.s.Flush()
 		}
@@ -907,7 +1058,10 @@ func glWsgiSendFD(wid, gen C.long, status C.int, hdr *C.char, hn C.Py_ssize_t, f
 		}
 	}
 	flags, _, err := r.SendFD(int(fd), int64(offset), int64(count), false)
-	return wk.sent(flags, err, true)
+	// the response's last part, sent from the descriptor (nothing more is queued): the
+	// thread does not wait for the socket (the minimum response rate drops a client that
+	// does not read)
+	return wk.sent(flags&^httpserver.SendPaused, err, true)
 }
 
 // wsgiStart starts r's response from start_response's head (wsgi_response.c): the status's reason
@@ -940,6 +1094,18 @@ func (wk *wsgiWorker) sent(flags int, err error, flush bool) C.int {
 		return C.GL_ERR_DISCONNECTED
 	}
 	return C.GL_OK
+}
+
+// sentOrPaused is sent, or, park (an iterable's part, which wsgi.c parks rather than wait:
+// glWsgiPark), GL_WSGI_PAUSED instead of a wait for the socket.
+func (wk *wsgiWorker) sentOrPaused(flags int, err error, flush, park bool) C.int {
+	if park && err == nil && flags&httpserver.SendPaused != 0 {
+		if flush {
+			wk.w.sv.s.Flush()
+		}
+		return C.GL_WSGI_PAUSED
+	}
+	return wk.sent(flags, err, flush)
 }
 
 func (wk *wsgiWorker) err(err error) C.int {

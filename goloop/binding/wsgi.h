@@ -24,7 +24,8 @@ int gl_init_wsgi(PyObject *m);
 #define GL_WSGI_NOT_FILE (-5)
 /* (wsgi_response.c) a body part past the response's Content-Length, once the body it declared was sent */
 #define GL_WSGI_TOO_LONG (-6)
-/* glWsgiSend with wait 0: the part was taken, the output is over its bound (glWsgiSendWait) */
+/* glWsgiSend with wait 0 or 2, glWsgiSendLarge with park: the part was taken (or *taken bytes
+ * of it), the output is over its bound (glWsgiSendWait, or wsgi.c parks the response) */
 #define GL_WSGI_PAUSED (-7)
 /* glWsgiSend with wait 0: another pool thread may want the GIL: nothing done, call again
  * with the GIL released */
@@ -154,6 +155,10 @@ typedef struct {
     port_entry ports[PORT_SLOTS];
     filled_tpl ftpl;
     pass_state pass;
+    /* The Context its requests run in (wsgi.c's request_context; GIL builds): made once and
+     * given back the thread's own variables (base) at each request, unless something else
+     * kept it (a parked response: its record's now); free-threaded: NULL (a copy a request) */
+    PyObject *ctx, *base;
 } wsgi_thread;
 
 /* The calling pool thread's block (only a pool thread, inside serve_thread, calls this). */
@@ -196,7 +201,8 @@ typedef struct {
 extern PyTypeObject gl_wsgi_start_type, gl_wsgi_write_type;
 PyObject *gl_wsgi_start_call(GLWsgiStart *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 PyObject *gl_wsgi_raise_send(GLWsgiStart *st, int rc);  /* a send's error code raised: NULL */
-int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end, PyObject *obj);
+int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end, PyObject *obj,
+                      Py_ssize_t *taken);
 int gl_wsgi_need_start(GLWsgiStart *st);
 void gl_wsgi_release_start(GLWsgiStart *st);  /* drops a start_response and its write */
 

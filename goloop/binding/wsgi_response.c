@@ -265,8 +265,15 @@ PyObject *gl_wsgi_raise_send(GLWsgiStart *st, int rc) {
  * complete), and the request's objects fail as after its end. obj: the part's bytes object
  * (NULL: memory that may change after the call): a large part (over GL_WSGI_HOLD_MAX) may be
  * sent from it, Go keeping a reference until the socket took it (server_held.go); a large
- * part is otherwise copied a slice at a time as the socket takes the output. */
-int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end, PyObject *obj) {
+ * part is otherwise copied a slice at a time as the socket takes the output. taken: NULL,
+ * the thread waits for the socket while the output is over its bound (GIL released); else
+ * (an iterable's part: wsgi.c parks the response rather than wait) it does not wait:
+ * GL_WSGI_PAUSED, *taken bytes of the part taken (all, or up to a slice boundary of a large
+ * copied part); GL_OK for the response's last part (nothing more is queued after it). */
+int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, int flush, int end, PyObject *obj,
+                      Py_ssize_t *taken) {
+    Py_ssize_t took = n;
+    if (taken != NULL) *taken = n;
     if (st->done) return n > 0 ? GL_WSGI_TOO_LONG : GL_OK;
     if (more && n > 0 && st->clen >= 0 && st->body + n == st->clen) more = 0, flush = 1;
     int status = st->sent ? 0 : st->status, rc;
@@ -283,7 +290,7 @@ int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, in
             rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 0);
         }
         if ((pass->idle = rc == GL_WSGI_SENT_IDLE)) rc = GL_OK;
-        if (rc == GL_WSGI_PAUSED) {
+        if (rc == GL_WSGI_PAUSED && taken == NULL) {
             st->sent = 1;
             Py_BEGIN_ALLOW_THREADS
             rc = glWsgiSendWait(wid, gen);
@@ -295,18 +302,20 @@ int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, in
         Py_XINCREF(obj);  /* Go's if it holds it (held), released by the loop thread */
         Py_BEGIN_ALLOW_THREADS
         rc = glWsgiSendLarge(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, st->clen >= 0, obj,
-                             &held);
+                             &held, taken != NULL, &took);
         Py_END_ALLOW_THREADS
         if (!held) Py_XDECREF(obj);
     } else if (rc == GL_WSGI_RELEASE) {
         Py_BEGIN_ALLOW_THREADS
-        rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, 1);
+        rc = glWsgiSend(wid, gen, status, st->hdr->p, st->hdr->n, (char *)p, n, more, flush, taken != NULL ? 2 : 1);
         Py_END_ALLOW_THREADS
     }
     if (rc != GL_ERR_RUNTIME && rc != GL_ERR_GONE) st->sent = 1;
-    if (rc == GL_OK) {
-        st->body += n;
-        st->done = !more;
+    if (rc == GL_OK || rc == GL_WSGI_PAUSED) {
+        st->body += took;
+        st->done = !more && took == n;
+        if (taken != NULL) *taken = took;
+        if (st->done) rc = GL_OK;  /* the last part: nothing waits for the socket */
     }
     return rc;
 }
@@ -335,7 +344,8 @@ static PyObject *write_call(GLWsgiWrite *self, PyObject *const *args, size_t nar
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     int rc = GL_OK;
-    if (view.len > 0) rc = gl_wsgi_send_part(st, view.buf, view.len, 1, 1, 0, PyBytes_CheckExact(args[0]) ? args[0] : NULL);
+    if (view.len > 0)
+        rc = gl_wsgi_send_part(st, view.buf, view.len, 1, 1, 0, PyBytes_CheckExact(args[0]) ? args[0] : NULL, NULL);
     PyBuffer_Release(&view);
     if (rc != GL_OK) return gl_wsgi_raise_send(st, rc);
     Py_RETURN_NONE;

@@ -398,10 +398,19 @@ func (r *Request) Done(failed bool) { r.Finish(failed) }
 
 // Finish is Done, telling what it found (Finish*; a WebSocket session's are FinishOK or
 // FinishLost).
-func (r *Request) Finish(failed bool) int {
+func (r *Request) Finish(failed bool) int { return r.finish(failed, false) }
+
+// FinishReleased is Finish for an application's side that lets go of r in the same call:
+// it keeps no reference to r and never calls it again (goloop's ASGI binding, when the
+// application's call ends with nothing of it waiting on r). The connection may then reuse
+// r for its next request as Config.ReuseRequests allows, without that setting.
+func (r *Request) FinishReleased(failed bool) int { return r.finish(failed, true) }
+
+func (r *Request) finish(failed, released bool) int {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	r.released = released
 	if r.appDone {
 		return FinishOK
 	}

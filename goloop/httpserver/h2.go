@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,18 +71,25 @@ type h2Conn struct {
 
 	// c.mu
 	streams     map[uint32]*h2Stream
-	maxID       uint32           // the highest stream id the client opened
-	goaway      bool             // GOAWAY sent or received: no new streams
-	idle        bool             // no stream: the keep-alive deadline is set (deadlineLocked)
-	bodyDl      bool             // a request body's minimum rate sets the read deadline (deadlineLocked)
-	bodyNew     bool             // a stream with a body opened: the read deadline is to be set again
-	prefaceSent bool             // our SETTINGS are written
-	sendWin     int64            // connection send window
-	peerInit    int64            // the peer's SETTINGS_INITIAL_WINDOW_SIZE
-	peerFrame   int              // the peer's SETTINGS_MAX_FRAME_SIZE
-	recvWin     int64            // our connection receive window, as the peer sees it
-	connUnacked int64            // consumed, not yet returned with a WINDOW_UPDATE
-	files       int              // streams sending a file (pathsend)
+	maxID       uint32    // the highest stream id the client opened
+	goaway      bool      // GOAWAY sent or received: no new streams
+	idle        bool      // no stream: the keep-alive deadline is set (deadlineLocked)
+	bodyDl      bool      // a request body's minimum rate sets the read deadline (deadlineLocked)
+	bodyNew     bool      // a stream with a body opened: the read deadline is to be set again
+	prefaceSent bool      // our SETTINGS are written
+	sendWin     int64     // connection send window
+	peerInit    int64     // the peer's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame   int       // the peer's SETTINGS_MAX_FRAME_SIZE
+	recvWin     int64     // our connection receive window, as the peer sees it
+	connUnacked int64     // consumed, not yet returned with a WINDOW_UPDATE
+	files       int       // streams sending a file (pathsend)
+	copied      int       // Go's copies in the streams' pending bytes (held bodies aside): queuedLocked
+	rrAfter     uint32    // the stream the output's pump served first last time (pumpLocked)
+	rrIDs       []uint32  // pumpLocked's scratch
+	dataSent    int64     // DATA payload bytes written, ever
+	flowAt      time.Time // a stream's DATA has waited for the client's windows since (zero: none): flowWaitLocked
+	flowBase    int64     // dataSent then
+	flowTimer   *time.Timer
 	ended       map[uint32]uint8 // how the last h2ClosedKept closed streams closed (closedNormal...)
 	endedIDs    []uint32         // their ids, in order of closing (a ring)
 	endedNext   int
@@ -405,9 +413,7 @@ func (h *h2Conn) frame(f http2.Frame) (http2.ErrCode, bool) {
 				return http2.ErrCodeFlowControl, false
 			}
 			h.sendWin += inc
-			for _, st := range h.streams {
-				h.writeDataLocked(st)
-			}
+			h.pumpLocked()
 		} else if st := h.streams[f.StreamID]; st != nil {
 			if st.sendWin+inc > 1<<31-1 {
 				h.resetLocked(st.id, http2.ErrCodeFlowControl)
@@ -434,9 +440,7 @@ func (h *h2Conn) frame(f http2.Frame) (http2.ErrCode, bool) {
 			return bad, false
 		}
 		h.fr.WriteSettingsAck()
-		for _, st := range h.streams {
-			h.writeDataLocked(st)
-		}
+		h.pumpLocked()
 		return h.controlOut()
 	case *http2.PingFrame:
 		if !f.IsAck() {
@@ -772,10 +776,19 @@ func (h *h2Conn) dropLocked(st *h2Stream) {
 		h.giveBackLocked(int64(len(r.body)))
 		r.body = nil
 	}
-	st.pending = nil
-	st.releasePending()
+	h.dropPendingLocked(st)
 	h.closeFileLocked(st)
 	h.removeLocked(st)
+	h.wakeLocked() // its copies left the connection's bound: others may have room
+}
+
+// dropPendingLocked forgets st's pending bytes (a held body is released).
+func (h *h2Conn) dropPendingLocked(st *h2Stream) {
+	if st.pendRel == nil {
+		h.copied -= len(st.pending)
+	}
+	st.pending = nil
+	st.releasePending()
 }
 
 // releasePending releases the held body pending was (it no longer refers to it).
@@ -842,44 +855,161 @@ func (h *h2Conn) maybeCloseLocked() {
 // input: an h2Conn reads from its own buffered reader (newH2 takes the first bytes).
 func (h *h2Conn) input([]byte) {}
 
-// drainedLocked (Conn.drainedLocked's HTTP/2 part): wake the senders waiting for room,
-// close if done.
+// drainedLocked (Conn.drainedLocked's HTTP/2 part): the output is written; the DATA and
+// files that waited for room go on (pumpLocked), the senders that have room again are
+// woken, and the connection closes if it is done.
 func (h *h2Conn) drainedLocked() bool {
 	c := h.c
-	if len(c.out) == 0 && !c.writing && h.files > 0 { // files (pathsend) go on as the output drains
-		for _, st := range h.streams {
-			if st.file != nil {
-				h.writeDataLocked(st)
-			}
-		}
+	if len(c.out) == 0 && !c.writing {
+		h.pumpLocked()
 		if len(c.out) > 0 {
 			c.writing = true
 			go c.writer()
-			return true
 		}
 	}
-	if len(c.out) <= c.s.cfg.WriteBuffer {
-		for _, st := range h.streams {
-			if st.r.waitSend && len(st.pending) <= c.s.cfg.WriteBuffer && st.file == nil {
-				c.wakeLocked(st.r, nil)
-			}
-		}
-	}
+	h.wakeLocked()
 	if len(c.out) == 0 && !c.writing {
 		h.maybeCloseLocked()
 	}
 	return true
 }
 
+// The output's bound on an HTTP/2 connection is the connection's, whatever its streams
+// (one client may open h2MaxStreams of them): what it holds in Go's memory, its output
+// (c.out) and the copies in its streams' pending bytes (queuedLocked), is kept near
+// WriteBuffer. A sender waits (SendPaused) while it is over and its own stream has
+// bytes pending (one whose parts all went into the output is not held back by another
+// stream's), and while its own stream still holds a body by reference (SendHeldAnywhere:
+// the application's memory, which its paused send keeps alive anyway; never copied to
+// append the next part); a part that comes while the connection is over the bound is
+// held, not copied, when its sender allows it (the ASGI binding on HTTP/2 does for every
+// part; WSGI's parts over GL_WSGI_HOLD_MAX), so the connection holds at most WriteBuffer
+// and one part (a part that cannot be held: one per stream). DATA frames go into the
+// output only while it is under WriteBuffer (writeDataLocked): a client that opens large
+// windows and does not read gets no more. When the output drains, the pump fills it again
+// one frame per stream in turn (round robin from the stream after the one that wrote
+// first last time), and every waiting sender with room again is woken at once: none is
+// left waiting behind the others.
+
+// queuedLocked is what the connection holds of its responses in Go's memory.
+func (h *h2Conn) queuedLocked() int { return len(h.c.out) + h.copied }
+
+// pumpLocked writes the streams' pending DATA (and files) into the output while it is
+// under WriteBuffer and the windows allow, a frame per stream in turn.
+func (h *h2Conn) pumpLocked() {
+	c := h.c
+	ids := h.rrIDs[:0]
+	for id, st := range h.streams {
+		if len(st.pending) > 0 || st.file != nil || st.endPending {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	i, _ := slices.BinarySearch(ids, h.rrAfter+1) // the first after the last round's first
+	if i == len(ids) {
+		i = 0
+	}
+	ids = append(ids[i:], ids[:i]...)
+	var first uint32 // the first stream that wrote: the next pump begins after it
+	for more := true; more && len(c.out) < c.s.cfg.WriteBuffer; {
+		more = false
+		for _, id := range ids {
+			if st := h.streams[id]; st != nil && len(c.out) < c.s.cfg.WriteBuffer {
+				at := len(c.out)
+				h.writeDataNLocked(st, 1)
+				if len(c.out) > at {
+					more = more || !st.gone
+					if first == 0 {
+						first = id
+					}
+				}
+			}
+		}
+	}
+	if first != 0 {
+		h.rrAfter = first
+	}
+	h.rrIDs = ids[:0]
+}
+
+// wakeLocked wakes the paused senders that may go on (readyLocked).
+func (h *h2Conn) wakeLocked() {
+	for _, st := range h.streams {
+		if st.r.waitSend && st.readyLocked() {
+			h.c.wakeLocked(st.r, nil)
+		}
+	}
+}
+
+// Clients slow to read, HTTP/2's part (writerate.go has the socket's): a client may keep
+// its flow-control windows shut while the socket takes everything, so the minimum response
+// rate's clock also runs while a stream's DATA waits for the client's windows: from the
+// moment one first did (flowAt), the client must let RespMinRate bytes/s of DATA go on
+// average after RespGrace (deadline = flowAt + grace + DATA written since / rate). A timer
+// looks at the deadline; past it, if a stream still waits for a window, the connection is
+// lost (its streams' applications see a disconnect, a WSGI thread waiting to send is
+// freed) and respTimeouts counts it; else the clock stops.
+
+// flowWaitLocked: a stream's DATA waits for the client's windows: the clock starts unless
+// it runs.
+func (h *h2Conn) flowWaitLocked() {
+	cfg := &h.c.s.cfg
+	if cfg.RespMinRate < 0 || !h.flowAt.IsZero() || h.c.closed {
+		return
+	}
+	h.flowAt, h.flowBase = time.Now(), h.dataSent
+	d := h.flowDeadlineLocked().Sub(h.flowAt)
+	if h.flowTimer == nil {
+		h.flowTimer = time.AfterFunc(d, h.flowExpired)
+	} else {
+		h.flowTimer.Reset(d)
+	}
+}
+
+// flowDeadlineLocked is when the client must have let the DATA since flowAt go.
+func (h *h2Conn) flowDeadlineLocked() time.Time {
+	cfg := &h.c.s.cfg
+	credit := time.Duration(float64(h.dataSent-h.flowBase) / float64(cfg.RespMinRate) * float64(time.Second))
+	return h.flowAt.Add(cfg.RespGrace + credit)
+}
+
+// flowExpired is the clock's timer: a later deadline (the client let DATA go meanwhile)
+// re-arms it; past it, a stream still waiting for a window loses the connection.
+func (h *h2Conn) flowExpired() {
+	c := h.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || h.flowAt.IsZero() {
+		return
+	}
+	if d := time.Until(h.flowDeadlineLocked()); d > 0 {
+		h.flowTimer.Reset(d)
+		return
+	}
+	for _, st := range h.streams {
+		if (len(st.pending) > 0 || st.file != nil) && (st.sendWin <= 0 || h.sendWin <= 0) {
+			c.s.ctr.respTimeouts.Add(1)
+			c.lostLocked()
+			return
+		}
+	}
+	h.flowAt = time.Time{} // nothing waits for a window now
+}
+
 // lostLocked (Conn.lostLocked's HTTP/2 part): every stream's application sees a disconnect.
 func (h *h2Conn) lostLocked() {
+	if h.flowTimer != nil {
+		h.flowTimer.Stop()
+	}
 	for _, st := range h.streams {
 		st.r.lost = true
 		h.c.wakeLocked(st.r, nil)
 		st.gone = true
 		h.closeFileLocked(st)
-		st.pending = nil
-		st.releasePending()
+		h.dropPendingLocked(st)
 	}
 	clear(h.streams)
 }
@@ -942,7 +1072,10 @@ func (st *h2Stream) send(part bodyPart, more bool, notStarted error) (flags int,
 	// a large body on a stream with nothing pending is held (SendHeld), not copied: the
 	// window may let none of it go for long (a client that does not read), and a copy of
 	// each stream's part would cost its size per stream
-	offered := part.rel != nil && part.relAny && len(part.b) >= HoldMin && len(st.pending) == 0 && st.pendRel == nil
+	// (a small one too when the connection is over its bound: the sender waits then, and
+	// the part is its memory while it does)
+	offered := part.rel != nil && part.relAny && len(st.pending) == 0 && st.pendRel == nil &&
+		(len(part.b) >= HoldMin || h.queuedLocked()+len(part.b) > c.s.cfg.WriteBuffer)
 	if offered {
 		st.holdNext = part.rel
 	}
@@ -952,14 +1085,13 @@ func (st *h2Stream) send(part bodyPart, more bool, notStarted error) (flags int,
 	if err != nil {
 		return 0, held, err
 	}
-	wb := c.s.cfg.WriteBuffer
-	if (len(st.pending) > wb || len(c.out) > wb) && !r.lost && !st.endSent {
-		if len(c.out) > wb && !c.writing {
+	if !r.lost && !st.readyLocked() {
+		if len(c.out) > c.s.cfg.WriteBuffer && !c.writing {
 			c.mu.Unlock()
 			c.flush()
 			c.mu.Lock()
 		}
-		if !r.lost && (len(st.pending) > wb || (len(c.out) > wb && c.writing)) {
+		if !r.lost && !st.readyLocked() {
 			r.waitSend = true
 			flags |= SendPaused
 		}
@@ -984,15 +1116,17 @@ func (st *h2Stream) trailersLocked() error {
 	return nil
 }
 
-// readyLocked: the stream's pending body and the connection's output are under
-// WriteBuffer, and no zerocopysend part is still going out.
+// readyLocked: the stream's pending body is under WriteBuffer and holds no body by
+// reference, it has none at all while the connection is over its bound (queuedLocked: a
+// stream whose parts all went into the output is not held back by another's), and no
+// zerocopysend part is still going out.
 func (st *h2Stream) readyLocked() bool {
 	if st.endSent || st.gone { // its response left: nothing to wait for (removed, it is woken no more)
 		return true
 	}
-	c := st.h.c
-	wb := c.s.cfg.WriteBuffer
-	return !(len(st.pending) > wb || (len(c.out) > wb && c.writing) || st.file != nil)
+	wb := st.h.c.s.cfg.WriteBuffer
+	return !(len(st.pending) > wb || st.pendRel != nil || len(st.pending) > 0 && st.h.queuedLocked() > wb ||
+		st.file != nil)
 }
 
 // cutLocked: a response started and not complete resets the stream.
@@ -1047,8 +1181,9 @@ func (h *h2Conn) sendLocked(st *h2Stream, body []byte, more bool) error {
 		if st.holdNext != nil && len(st.pending) == 0 && st.file == nil {
 			st.pending, st.pendRel, st.holdNext = body[:len(body):len(body)], st.holdNext, nil
 		} else {
-			st.pending = append(st.pending, body...) // a held body's rest is copied: released
-			st.releasePending()
+			h.ownPendingLocked(st)
+			st.pending = append(st.pending, body...)
+			h.copied += len(body)
 		}
 		r.sent += int64(len(body))
 	}
@@ -1099,22 +1234,44 @@ func (h *h2Conn) writeBlockLocked(id uint32, end bool) {
 	}
 }
 
-// writeDataLocked writes st's pending body as DATA frames while both windows allow.
-func (h *h2Conn) writeDataLocked(st *h2Stream) {
+// ownPendingLocked copies a held body's rest in st's pending bytes (released) to append to
+// them (a sender that did not wait for it to leave).
+func (h *h2Conn) ownPendingLocked(st *h2Stream) {
+	if st.pendRel != nil {
+		st.pending = append([]byte(nil), st.pending...)
+		h.copied += len(st.pending)
+		st.releasePending()
+	}
+}
+
+// writeDataLocked writes st's pending body as DATA frames while both windows allow and
+// the output is under WriteBuffer.
+func (h *h2Conn) writeDataLocked(st *h2Stream) { h.writeDataNLocked(st, -1) }
+
+// writeDataNLocked is writeDataLocked of at most frames frames of pending bytes (-1: no
+// limit; a file's and END_STREAM's follow the last of them).
+func (h *h2Conn) writeDataNLocked(st *h2Stream, frames int) {
 	if st.gone {
 		return
 	}
-	for len(st.pending) > 0 {
+	c := h.c
+	for len(st.pending) > 0 && frames != 0 && len(c.out) < c.s.cfg.WriteBuffer {
 		n := int64(min(len(st.pending), h.peerFrame))
 		n = min(n, st.sendWin, h.sendWin)
 		if n <= 0 {
+			h.flowWaitLocked()
 			break
 		}
 		end := st.endPending && int(n) == len(st.pending) && !st.trReady && st.file == nil
 		h.fr.WriteData(st.id, end, st.pending[:n])
 		st.pending = st.pending[n:]
+		if st.pendRel == nil {
+			h.copied -= int(n)
+		}
 		st.sendWin -= n
 		h.sendWin -= n
+		h.dataSent += n
+		frames--
 		if end {
 			st.endPending, st.endSent = false, true
 		}

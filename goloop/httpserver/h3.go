@@ -57,6 +57,11 @@ type h3Conn struct {
 	qc      *quic.Conn
 	tracked bool // TrackClose: an EvConnClosed is queued when it closes (c.mu)
 	ended   bool // the QUIC connection closed (c.mu)
+	// the output's bound is the connection's, as on HTTP/2 (c.mu): queued is the bytes its
+	// streams' queues hold (their qBytes); a sender waits while it is over WriteBuffer, and
+	// the streams held back by it (waiting) are woken when their writers bring it under
+	waiting map[*h3Stream]struct{}
+	queued  int
 }
 
 // h3Stream is the protocol of an HTTP/3 request (Request.x). The fields are under c.mu
@@ -380,8 +385,27 @@ func (st *h3Stream) lostLocked() {
 			p.f.Close()
 		}
 	}
+	st.dequeuedLocked(st.qBytes)
 	st.q, st.qBytes = nil, 0
+	delete(r.c.q.waiting, st)
 	st.cond.Broadcast()
+}
+
+// dequeuedLocked: n bytes left st's queue (written, or dropped); the streams its
+// connection's bound held back are woken when it is under it again.
+func (st *h3Stream) dequeuedLocked(n int) {
+	c := st.r.c
+	q := c.q
+	q.queued -= n
+	if q.queued > c.s.cfg.WriteBuffer {
+		return
+	}
+	for o := range q.waiting {
+		delete(q.waiting, o)
+		if o.r.waitSend && o.readyLocked() {
+			c.wakeLocked(o.r, nil)
+		}
+	}
 }
 
 // readBody is the body reader goroutine: it reads while the application holds less than
@@ -451,6 +475,8 @@ func (st *h3Stream) write(w http.ResponseWriter) {
 	defer func() {
 		c.mu.Lock()
 		st.finished = true
+		st.dequeuedLocked(st.qBytes) // (what a cut response left)
+		st.q, st.qBytes = nil, 0
 		st.cond.Broadcast()
 		c.mu.Unlock()
 	}()
@@ -499,6 +525,7 @@ func (st *h3Stream) write(w http.ResponseWriter) {
 			st.writing = false
 			if p.f == nil {
 				st.qBytes -= len(p.b)
+				st.dequeuedLocked(len(p.b))
 			}
 			if err != nil {
 				st.lostLocked()
@@ -716,6 +743,7 @@ func (st *h3Stream) queueLocked(part bodyPart, more bool) error {
 		if part.f == nil {
 			part.b = append([]byte(nil), part.b...)
 			st.qBytes += len(part.b)
+			r.c.q.queued += len(part.b)
 		}
 		st.q = append(st.q, part)
 		r.sent += n
@@ -757,9 +785,19 @@ func (st *h3Stream) trailersLocked() error {
 	return nil
 }
 
-// readyLocked: the queued body is under WriteBuffer and no file part waits.
+// readyLocked: the queued body and the connection's (h3Conn.queued) are under WriteBuffer
+// and no file part waits. A stream held back by its connection's bound is remembered, to
+// be woken when it is under it again (dequeuedLocked).
 func (st *h3Stream) readyLocked() bool {
-	if st.qBytes > st.r.c.s.cfg.WriteBuffer {
+	c := st.r.c
+	if st.qBytes > c.s.cfg.WriteBuffer {
+		return false
+	}
+	if c.q.queued > c.s.cfg.WriteBuffer && !st.finished && !st.r.lost {
+		if c.q.waiting == nil {
+			c.q.waiting = map[*h3Stream]struct{}{}
+		}
+		c.q.waiting[st] = struct{}{}
 		return false
 	}
 	for _, p := range st.q {

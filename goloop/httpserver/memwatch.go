@@ -12,11 +12,15 @@ package httpserver
 // returns the free pages to the system at once (debug.FreeOSMemory); so does it every
 // memCheck while what was left live is itself over memSlack (the spike's buffers, freed
 // as its clients go). A steady small heap costs nothing more than the look.
+// Memory outside Go's heap is the binding's to return: it sets a release (SetNativeRelease:
+// malloc_trim when C's allocator holds more than memSlack free, the large Python objects
+// of a burst of request bodies), called at every look.
 
 import (
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +30,14 @@ const (
 )
 
 var memWatchOnce sync.Once
+
+// nativeRelease is SetNativeRelease's function.
+var nativeRelease atomic.Pointer[func(slack int64)]
+
+// SetNativeRelease sets what the memory watcher calls at every look (from its goroutine:
+// no Python) to return memory held outside Go's heap when more than slack bytes of it
+// are free.
+func SetNativeRelease(f func(slack int64)) { nativeRelease.Store(&f) }
 
 // startMemWatch starts the process' memory watcher (once; New calls it).
 func startMemWatch() {
@@ -40,6 +52,9 @@ func memWatch(period time.Duration, free func()) {
 	}
 	var live uint64 // what the last release left live (objects right after its collection)
 	for range time.Tick(period) {
+		if f := nativeRelease.Load(); f != nil {
+			(*f)(memSlack)
+		}
 		rtmetrics.Read(samples)
 		held := samples[0].Value.Uint64() + samples[1].Value.Uint64()
 		if held < live+memSlack && live < memSlack {

@@ -144,6 +144,9 @@ type MetricsSnapshot struct {
 	RespTimeouts int64
 	// accepts that failed for want of a resource (EMFILE: the descriptor limit, ...)
 	AcceptErrors int64
+	// response bytes this process' connections hold in Go's memory, not yet written
+	// (Queued: their outputs and HTTP/2 streams' copies; held bodies aside)
+	Queued int64
 }
 
 // slots are the counters a snapshot sums: the shared file's slots in use, else this
@@ -170,12 +173,12 @@ func slotAt(mem []byte, i int) *counters {
 func (s *Server) Metrics() MetricsSnapshot {
 	ms := MetricsSnapshot{Requests: s.Requests(), InFlight: s.InFlight(), Connections: s.Connections(),
 		HeadTimeouts: s.ctr.headTimeouts.Load(), BodyTimeouts: s.ctr.bodyTimeouts.Load(),
-		RespTimeouts: s.ctr.respTimeouts.Load(), AcceptErrors: s.ctr.acceptErrors.Load()}
+		RespTimeouts: s.ctr.respTimeouts.Load(), AcceptErrors: s.ctr.acceptErrors.Load(), Queued: s.Queued()}
 	m := s.metrics
 	if m == nil {
 		return ms
 	}
-	ms = MetricsSnapshot{Enabled: true, Buckets: make([]int64, len(LatencyBuckets)+1)}
+	ms = MetricsSnapshot{Enabled: true, Buckets: make([]int64, len(LatencyBuckets)+1), Queued: ms.Queued}
 	var sumNs int64
 	for _, c := range m.slots() {
 		ms.Requests += c.requests.Load()
@@ -199,6 +202,32 @@ func (s *Server) Metrics() MetricsSnapshot {
 		ms.Buckets[i] += ms.Buckets[i-1]
 	}
 	return ms
+}
+
+// Queued is how many response bytes this process' connections hold in Go's memory, not
+// yet written: each connection's output, and its HTTP/2 streams' copies (held bodies, the
+// application's memory, aside). Each connection's lock is taken in turn (not the
+// server's with it: a connection takes the server's under its own when it goes).
+func (s *Server) Queued() int64 {
+	s.mu.Lock()
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var n int64
+	for _, c := range conns {
+		c.mu.Lock()
+		if h, ok := c.next.(*h2Conn); ok {
+			n += int64(h.queuedLocked())
+		} else if c.q != nil { // HTTP/3: its streams' queues
+			n += int64(c.q.queued)
+		} else {
+			n += int64(len(c.out) + c.heldLocked())
+		}
+		c.mu.Unlock()
+	}
+	return n
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

@@ -52,6 +52,7 @@ type Request struct {
 	waitSend  bool   // the application waits for the output to drain: EvWake then
 	lost      bool   // the client went away
 	woken     bool   // an EvWake was queued for it (it may still be in the queue: not reused)
+	released  bool   // the application's side let go of it (FinishReleased): reusable
 
 	// the response, under c.mu
 	started  bool
@@ -89,7 +90,7 @@ const inlBlob, inlTail = 160, 128
 // newRequest is a request of c whose head the parser is about to deliver.
 func newRequest(c *Conn) *Request {
 	var r *Request
-	if c.s.cfg.ReuseRequests && c.spare.Load() != nil {
+	if c.spare.Load() != nil { // (set only where reuse is allowed: reuseLocked)
 		r = c.spare.Swap(nil)
 	}
 	if r != nil {
@@ -464,13 +465,13 @@ func (r *Request) completeLocked() {
 }
 
 // reuseLocked makes r, done and finished by the application (Finish), its connection's
-// spare for its next request (Config.ReuseRequests; c.mu held) when nothing of the engine
+// spare for its next request (Config.ReuseRequests, or FinishReleased; c.mu held) when nothing of the engine
 // refers to it any more: a loop-mode HTTP/1.1 request whose whole body was read (the reader
 // is past it), for which no EvWake was queued, not waiting behind an earlier response, not
 // a WebSocket handshake, on a connection that stays open and did not switch protocols.
 func (r *Request) reuseLocked() {
 	c := r.c
-	if !c.s.cfg.ReuseRequests || c.lp == nil || !r.bodyDone || r.woken || r.ws != nil || c.next != nil ||
+	if !(c.s.cfg.ReuseRequests || r.released) || c.lp == nil || !r.bodyDone || r.woken || r.ws != nil || c.next != nil ||
 		!r.keepAlive || c.closing || c.closed {
 		return
 	}

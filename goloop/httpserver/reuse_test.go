@@ -125,3 +125,47 @@ func TestReuseRequests(t *testing.T) {
 	require.NotSame(t, p1, p2)
 	plain.answer(p2, "y")
 }
+
+// Without ReuseRequests, a request finished by FinishReleased (the ASGI binding's, when the
+// application's call ends and nothing refers to the request) is reused as with it; one
+// finished by Finish, or one an EvWake was queued for, is not.
+func TestFinishReleasedReuses(t *testing.T) {
+	rc := newReuseConn(t, false)
+	finish := func(r *Request, body string, released bool) string {
+		require.NoError(t, r.StartReason(200, []byte("OK"), []byte("Content-Type: text/plain\r\n")))
+		_, err := r.Send([]byte(body), false)
+		require.NoError(t, err)
+		if released {
+			require.Equal(t, FinishOK, r.FinishReleased(false))
+		} else {
+			require.Equal(t, FinishOK, r.Finish(false))
+		}
+		rc.s.Flush()
+		n, err := unix.Read(rc.client, rc.rbuf)
+		require.NoError(t, err)
+		return string(rc.rbuf[:n])
+	}
+	r1 := rc.send("GET /a HTTP/1.1\r\nHost: one\r\nX-One: 1\r\n\r\n")[0].Req
+	require.True(t, strings.HasSuffix(finish(r1, "first", true), "\r\n\r\nfirst"))
+	r2 := rc.send("GET /b?q HTTP/1.1\r\nHost: two\r\n\r\n")[0].Req
+	require.Same(t, r1, r2, "reused")
+	require.Equal(t, []string{"host=two", "GET", "/b", "q", "/b"}, heads(r2))
+	require.Equal(t, 0, r2.Status())
+	require.True(t, strings.HasSuffix(finish(r2, "second", false), "\r\n\r\nsecond"))
+	r3 := rc.send("GET /c HTTP/1.1\r\nHost: three\r\n\r\n")[0].Req
+	require.NotSame(t, r2, r3, "Finish: not reused")
+
+	// the application waited for the body: an EvWake was queued, FinishReleased does not reuse
+	require.True(t, strings.HasSuffix(finish(r3, "third", true), "\r\n\r\nthird"))
+	r4 := rc.send("POST /d HTTP/1.1\r\nHost: four\r\nContent-Length: 2\r\n\r\n")[0].Req
+	require.Same(t, r3, r4)
+	_, st := r4.Receive()
+	require.Equal(t, RecvWait, st)
+	evs := rc.send("hi")
+	require.Equal(t, EvWake, evs[0].Kind)
+	r4.Receive()
+	finish(r4, "fourth", true)
+	r5 := rc.send("GET /e HTTP/1.1\r\nHost: five\r\n\r\n")[0].Req
+	require.NotSame(t, r4, r5)
+	finish(r5, "fifth", true)
+}

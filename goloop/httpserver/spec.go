@@ -168,6 +168,7 @@ func (h *h2Conn) fileDataLocked(st *h2Stream) bool {
 	for st.fileLeft > 0 && len(c.out) < c.s.cfg.WriteBuffer {
 		n := min(st.fileLeft, int64(h.peerFrame), st.sendWin, h.sendWin)
 		if n <= 0 {
+			h.flowWaitLocked()
 			return true
 		}
 		end := st.endPending && n == st.fileLeft && !st.trReady
@@ -188,6 +189,7 @@ func (h *h2Conn) fileDataLocked(st *h2Stream) bool {
 		st.fileLeft -= n
 		st.sendWin -= n
 		h.sendWin -= n
+		h.dataSent += n
 		if end {
 			st.endPending, st.endSent = false, true
 		}
@@ -205,12 +207,14 @@ func (h *h2Conn) fileToPendingLocked(st *h2Stream) error {
 	if st.file == nil {
 		return nil
 	}
+	h.ownPendingLocked(st)
 	at := len(st.pending)
 	st.pending = slices.Grow(st.pending, int(st.fileLeft))[:at+int(st.fileLeft)]
 	_, err := st.file.ReadAt(st.pending[at:], st.fileOff)
 	if err != nil {
 		st.pending = st.pending[:at]
 	}
+	h.copied += len(st.pending) - at
 	h.closeFileLocked(st)
 	return err
 }

@@ -79,6 +79,10 @@ func (s *Server) wsConfig() *WSConfig {
 	return s.wscfg.Load()
 }
 
+// wsMaxControlOut: unsent output past WriteBuffer beyond which a client that pings without
+// reading the pongs is failed (1008), as HTTP/2's h2MaxControlOut.
+const wsMaxControlOut = 1 << 20
+
 // WS session phases.
 const (
 	wsConnecting = iota // the application has not accepted yet
@@ -727,7 +731,11 @@ func (w *WS) process() bool {
 						w.outLocked(frameHead(hb[:0], 10, len(p)), p, false)
 						flushNeeded = true
 					}
+					flood := len(c.out) > c.s.cfg.WriteBuffer+wsMaxControlOut
 					c.mu.Unlock()
+					if flood { // pings without reading the pongs: the output would grow without bound
+						w.fail(1008, "pings not read")
+					}
 				case 10: // pong
 					c.mu.Lock()
 					if w.pingPending {

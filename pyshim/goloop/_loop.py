@@ -214,7 +214,31 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
 
     async def sock_recv(self, sock, n):
         """Receive up to n bytes from sock (non-blocking); asyncio's contract."""
+        # The first attempt is made here for a plain non-blocking socket.socket (an SSL
+        # socket never is one): data already there costs no second coroutine.
+        if type(sock) is socket.socket and not self._debug and (fd := sock.fileno()) >= 0 \
+                and sock.gettimeout() == 0:
+            got = _try_recv(fd, n)
+            if got is None:
+                await self._sock_wait_readable(sock)
+            elif got is not NotImplemented:
+                return got
         return await self._sock_read(sock, _try_recv, sock.recv, n)
+
+    async def sock_sendall(self, sock, data):
+        """Send all of data to sock (non-blocking); asyncio's contract."""
+        # asyncio's, whose first send is made here for a plain socket.socket (an SSL socket
+        # never is one): when it all goes at once, as it mostly does, no second coroutine.
+        if type(sock) is socket.socket and not self._debug:
+            try:
+                n = sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            if n == len(data):
+                return
+            if n:
+                data = memoryview(data).cast("B")[n:]
+        return await super().sock_sendall(sock, data)
 
     async def sock_recv_into(self, sock, buf):
         """Receive into buf from sock (non-blocking); asyncio's contract."""
@@ -349,3 +373,10 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
             super().close()
         finally:
             self._close_core()
+
+
+# LoopCore's C methods as Loop's own descriptors: CPython's specialized call of a C method
+# (`loop.call_later(...)`) requires the instance's type to be exactly the method's class
+# (goloop/binding/module.c, _own_methods).
+_goloop._own_methods(Loop, _goloop.LoopCore, tuple(n for n, v in vars(_goloop.LoopCore).items()
+                                                   if type(v) is type(str.join)))

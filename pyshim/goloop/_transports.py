@@ -349,3 +349,11 @@ class SocketTransport(_goloop.SocketTransportCore):
     def _reset_empty_waiter(self):
         self._empty_waiter = None
         self._sendfile_busy = False
+
+
+# write(), is_closing() ... as SocketTransport's own descriptors: CPython's specialized call
+# of a C method requires the instance's type to be exactly the method's class
+# (goloop/binding/module.c, _own_methods).
+_goloop._own_methods(SocketTransport, _goloop.SocketTransportCore,
+                     tuple(n for n, v in vars(_goloop.SocketTransportCore).items()
+                           if type(v) is type(str.join)))

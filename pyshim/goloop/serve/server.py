@@ -524,7 +524,7 @@ def configure_server(server: Any, srv: Any) -> None:
 
 def serve_metrics() -> dict | None:
     """The metrics of this process' running goloop serve server (None if none runs):
-    requests, in_flight, connections, accept_errors and, with metrics on (--metrics or --metrics-path),
+    requests, in_flight, connections, accept_errors, queued_bytes and, with metrics on (--metrics or --metrics-path),
     responses by status class and the latency histogram (seconds; cumulative buckets).
     Counted in Go: no Python code runs per request for them. With --workers they are the
     whole server's: every worker counts in its slot of a file the master shares with them,
@@ -539,6 +539,8 @@ def serve_metrics() -> dict | None:
                                                     "response": m["RespTimeouts"]}}
         # accepts that failed for want of a resource (EMFILE: the open files limit, ENFILE ...)
         out["accept_errors"] = m["AcceptErrors"]
+        # response bytes this process' connections hold in Go's memory, not yet written
+        out["queued_bytes"] = m["Queued"]
         if m["Enabled"]:
             bounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")]
             out["responses"] = {f"{i}xx": m["Status"][i] for i in range(1, 6)}
