@@ -388,8 +388,9 @@ static int function_is_coro(PyObject *f) {
  * asyncio's answer for it is then "not a coroutine" (inspect reads the flag; the marks
  * asyncio and inspect set, _is_coroutine and _is_coroutine_marker, and functools'
  * __partialmethod__ would live in that dict). 0 when f is anything else or asyncio must
- * decide (a flagged or marked function); -1 with an exception set. Such functions are the
- * done callbacks of Cython libraries (asyncpg's _on_waiter_completed, once per query). */
+ * decide (a flagged or marked function, or one whose dict or code cannot be read). Such
+ * functions are the done callbacks of Cython libraries (asyncpg's _on_waiter_completed,
+ * once per query). */
 static int cython_function_not_coro(PyObject *f) {
     PyTypeObject *t = Py_TYPE(f);
     if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || t->tp_dictoffset == 0) return 0;
@@ -451,14 +452,10 @@ int gl_check_callback(PyObject *cb, const char *method) {
         }
         Py_SETREF(f, inner);
     }
-    int plain = 0;
     if (!coro && PyFunction_Check(f)) {
         coro = function_is_coro(f);
-    } else if (!coro && (plain = cython_function_not_coro(f)) != 0) {
-        if (plain < 0) {
-            Py_DECREF(f);
-            return -1;
-        }
+    } else if (!coro && cython_function_not_coro(f)) {
+        /* decided: not a coroutine function */
     } else if (!coro && (Py_TYPE(f)->tp_flags & Py_TPFLAGS_HEAPTYPE) && Py_TYPE(f)->tp_dictoffset != 0 &&
                py_iscoroutinefunction != NULL) {
         /* instances of Python classes (AsyncMock, custom awaitables): ask asyncio */
