@@ -336,12 +336,19 @@ def stop(proc, timeout):
     try:
         proc.wait(timeout)
     except subprocess.TimeoutExpired:
-        for p in reversed(tree_pids(proc.pid)):
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
-        proc.wait()
+        kill_tree(proc)
+
+
+def kill_tree(proc):
+    """SIGKILL to proc's whole process tree, then waits for proc."""
+    import signal
+
+    for p in reversed(tree_pids(proc.pid)):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.wait()
 
 
 def callgrind_serve(argv, ready, env, client, label, start_timeout=120, timeout=600):

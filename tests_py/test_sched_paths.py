@@ -92,6 +92,49 @@ def test_callback_check(gloop):
     assert loop.run_until_complete(fut) == 1
 
 
+_CYTHON_CHECK = r"""
+import asyncio, inspect, sys
+import goloop._compat as compat
+asked = []
+for name in ("iscoroutine", "iscoroutinefunction"):
+    orig = getattr(compat, name)
+    setattr(compat, name, lambda f, orig=orig: (asked.append(f), orig(f))[1])
+import goloop, httptools
+meth = httptools.HttpRequestParser.get_method  # a Cython 3 function: a heap type with a dict
+assert type(meth).__name__ == "cython_function_or_method", type(meth)
+loop = goloop.new_event_loop()
+parser = httptools.HttpRequestParser(object())
+loop.call_soon(parser.get_method).cancel()  # bound
+loop.call_soon(meth, parser).cancel()
+loop.call_later(1, meth, parser).cancel()
+print("plain asked", len(asked))
+# a marked function is left to asyncio's check, which refuses it
+if sys.version_info >= (3, 12):
+    inspect.markcoroutinefunction(meth)
+else:
+    meth._is_coroutine = asyncio.coroutines._is_coroutine
+try:
+    loop.call_soon(parser.get_method)
+except TypeError as exc:
+    print("marked refused", "coroutines cannot be used" in str(exc), len(asked) > 0)
+loop.close()
+"""
+
+
+def test_callback_check_cython_functions_without_python(tmp_path):
+    # Cython 3's functions (asyncpg's done callbacks, one per query) are decided in C: no
+    # call into asyncio's iscoroutinefunction (inspect's Python) when their code is not a
+    # coroutine's and their dict holds no mark; a marked one is still asyncio's to refuse.
+    import subprocess
+
+    pytest.importorskip("httptools")
+    out = subprocess.run([sys.executable, "-c", _CYTHON_CHECK], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "plain asked 0" in out.stdout, out.stdout
+    assert "marked refused True True" in out.stdout, out.stdout
+
+
 def test_create_task_loop_name_and_context(loop):
     ctx = contextvars.copy_context()
     ctx.run(VAR.set, "given")

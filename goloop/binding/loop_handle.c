@@ -382,6 +382,38 @@ static int function_is_coro(PyObject *f) {
             PyDict_GetItemString(d, "_is_coroutine") == py_is_coroutine_mark);
 }
 
+/* 1 when f is a Cython function (Cython 3 makes its type from a spec: a heap type with an
+ * instance dict, which the walk below would hand to asyncio's iscoroutinefunction, ~4 µs of
+ * inspect's Python) whose code object has no CO_COROUTINE flag and whose own dict is empty:
+ * asyncio's answer for it is then "not a coroutine" (inspect reads the flag; the marks
+ * asyncio and inspect set, _is_coroutine and _is_coroutine_marker, and functools'
+ * __partialmethod__ would live in that dict). 0 when f is anything else or asyncio must
+ * decide (a flagged or marked function, or one whose dict or code cannot be read). Such
+ * functions are the done callbacks of Cython libraries (asyncpg's _on_waiter_completed,
+ * once per query). */
+static int cython_function_not_coro(PyObject *f) {
+    PyTypeObject *t = Py_TYPE(f);
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || t->tp_dictoffset == 0) return 0;
+    const char *name = strrchr(t->tp_name, '.');
+    if (strcmp(name ? name + 1 : t->tp_name, "cython_function_or_method") != 0) return 0;
+    PyObject *d = PyObject_GenericGetDict(f, NULL);
+    if (d == NULL) {
+        PyErr_Clear(); /* no dict to read: asyncio decides */
+        return 0;
+    }
+    Py_ssize_t nd = PyDict_Check(d) ? PyDict_GET_SIZE(d) : -1;
+    Py_DECREF(d);
+    if (nd != 0) return 0;
+    PyObject *code = PyObject_GetAttrString(f, "__code__");
+    if (code == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int plain = PyCode_Check(code) && !(((PyCodeObject *)code)->co_flags & CO_COROUTINE);
+    Py_DECREF(code);
+    return plain;
+}
+
 int gl_check_callback(PyObject *cb, const char *method) {
     /* The common cases first, decided as the walk below would: a plain function, and C
      * callables (a Task's step and wakeup wrappers, a Future's bound set_result): an
@@ -422,6 +454,8 @@ int gl_check_callback(PyObject *cb, const char *method) {
     }
     if (!coro && PyFunction_Check(f)) {
         coro = function_is_coro(f);
+    } else if (!coro && cython_function_not_coro(f)) {
+        /* decided: not a coroutine function */
     } else if (!coro && (Py_TYPE(f)->tp_flags & Py_TPFLAGS_HEAPTYPE) && Py_TYPE(f)->tp_dictoffset != 0 &&
                py_iscoroutinefunction != NULL) {
         /* instances of Python classes (AsyncMock, custom awaitables): ask asyncio */
