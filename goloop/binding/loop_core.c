@@ -540,14 +540,19 @@ static int own_create_task(GLLoop *self) {
         PyErr_Clear();
         return 0;
     }
+    /* LoopCore's descriptor, or a copy of it made for a subclass by _own_methods (module.c):
+     * the same C function */
+    int own = m == core_create_task ||
+              (Py_IS_TYPE(m, &PyMethodDescr_Type) && Py_IS_TYPE(core_create_task, &PyMethodDescr_Type) &&
+               ((PyMethodDescrObject *)m)->d_method == ((PyMethodDescrObject *)core_create_task)->d_method);
     Py_DECREF(m);
 #ifndef Py_GIL_DISABLED
-    if (m == core_create_task && PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG)) {
+    if (own && PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG)) {
         own_type = t;
         own_tag = t->tp_version_tag;
     }
 #endif
-    return m == core_create_task;
+    return own;
 }
 
 #if PY_VERSION_HEX >= 0x030C0000
