@@ -256,5 +256,10 @@ def test_loop_method_calls_take_the_specialized_paths(gloop):
         f(gloop).cancel()
     ops = [i.opname for i in dis.get_instructions(f, adaptive=True)]
     lookups = [op for op in ops if "METHOD" in op and ("LOAD" in op)]
-    assert len(lookups) == 2 and all("WITH_VALUES" in op for op in lookups), ops
+    # From 3.13 CPython gives inline values (Py_TPFLAGS_INLINE_VALUES, 1 << 2) only to a type
+    # whose instances have no C fields (typeobject.c, type_ready_managed_dict): LoopCore has
+    # them, so there the lookup stays generic and only the call is specialized.
+    inline = sys.version_info < (3, 13) or bool(type(gloop).__flags__ & (1 << 2))
+    if inline:
+        assert len(lookups) == 2 and all("WITH_VALUES" in op for op in lookups), ops
     assert sum("METHOD_DESCRIPTOR" in op for op in ops) >= 2, ops
