@@ -570,10 +570,12 @@ def test_reload_on_file_change(master_factory, tmp_path):
         time.sleep(0.05)
     m.wait_for("Finished server process")  # the old worker (it served during the swap)
     assert m.get("/")[1].startswith("v2 ")
-    # a change to a file not included (*.py) does not reload
+    # a change to a file not included (*.py) does not reload (the rewrite above may have been
+    # seen twice, truncated then written, if a scan fell between the two)
+    seen = m.count("Changes detected")
     (tmp_path / "notes.txt").write_text("x")
     time.sleep(0.5)
-    assert m.count("Changes detected") == 1
+    assert m.count("Changes detected") == seen
 
 
 def test_env_file_and_access_log_format(master_factory, tmp_path):
