@@ -115,10 +115,10 @@ async def h3_app(scope, receive, send):
         await scope_app(scope, receive, send)
         return
     if path == "/wait":  # receives until the client goes away
-        STARTED.set()
         while True:
             msg = await receive()
             EVENTS.append(msg["type"])
+            STARTED.set()  # after the first part: a reset the client sends then comes after it
             if msg["type"] == "http.disconnect":
                 return
     if path == "/slow":  # a part, then the rest once released
