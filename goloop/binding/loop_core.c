@@ -874,7 +874,9 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     /* object.__new__ rather than tp_alloc alone: for a Python subclass (goloop.Loop) it also
      * readies the instance's inline attribute values (a managed __dict__). Without them the
      * first attribute stored makes a dict, and LOAD_METHOD on the loop (loop.call_later(...))
-     * loses its specialized paths that need the inline values (3.12+: all of them). */
+     * loses its specialized paths that need the inline values (3.11 and 3.12; from 3.13
+     * CPython gives inline values only to types whose instances have no C fields, which
+     * LoopCore's have: there the lookup stays generic, the call is still specialized). */
     PyObject *noargs = PyTuple_New(0);  /* the empty tuple: a shared constant */
     if (noargs == NULL) return NULL;
     GLLoop *self = (GLLoop *)PyBaseObject_Type.tp_new(type, noargs, NULL);
