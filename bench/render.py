@@ -106,17 +106,26 @@ def table(doc, notes: list[str]) -> list[str]:
             head.append(f"{c} ({u})" if u and u != "x" and not doc.get("units_in_title") else c)
     head += [f"vs {p} (> 1: goloop better)" for p in peers]
     out = ["| " + " | ".join(head) + " |", "| --- " + "| ---: " * (len(head) - 1) + "|"]
+    # "spread_in_cells": each value followed by its rounds' spread (max/min - 1), read from
+    # figures[row][column]["spread"]
+    spreads = doc.get("figures") if doc.get("spread_in_cells") else None
     for row in doc["rows"]:
         cells = []
         errors = row.get("errors") or {}
         for c in cols:
+            text = fmt(row.get(c), None if c == "row" else units.get(c))
+            if c != "row" and spreads and isinstance(row.get(c), (int, float)):
+                sp = (spreads.get(row["row"]) or {}).get(c) or {}
+                if isinstance(sp.get("spread"), (int, float)):
+                    text += f" ({sp['spread'] * 100:.0f} %)"
             if c in errors:
                 msg = " ".join(str(errors[c]).split())
                 if msg not in notes:
                     notes.append(msg)
-                cells.append(f"error [{notes.index(msg) + 1}]")
-            else:
-                cells.append(fmt(row.get(c), None if c == "row" else units.get(c)))
+                # a measured value with a problem keeps its value; a missing one shows the problem
+                text = f"{text} [{notes.index(msg) + 1}]" if isinstance(row.get(c), (int, float)) \
+                    else f"error [{notes.index(msg) + 1}]"
+            cells.append(text)
         cells += [fmt(ratio(doc, row, p), "x") for p in peers]
         out.append("| " + " | ".join(cells) + " |")
     return out

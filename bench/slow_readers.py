@@ -76,7 +76,7 @@ def command(server, scenario, port, extra=()):
         return [sys.executable, "-m", "hypercorn", target, "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
     if server == "granian":
         return [sys.executable, "-m", "granian", target, "--interface", "asgi", "--host", "127.0.0.1",
-                "--port", str(port), "--log-level", "warning", "--no-ws"]
+                "--port", str(port), "--loop", "uvloop", "--log-level", "warning", "--no-ws"]
     cmd = [sys.executable, "-m", "uvicorn", target, "--port", str(port), "--no-access-log",
            "--lifespan", "off", "--log-level", "warning"]
     if wsgi:

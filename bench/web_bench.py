@@ -89,8 +89,11 @@ def server_argv(name, interface, target, port):
     if name == "granian":
         if not installed("granian"):
             return None
+        # Granian's --loop auto takes rloop when installed (the loop benchmarks install it), and
+        # asyncpg does not run on rloop: uvloop, Granian's choice without rloop, for every ASGI app
+        loop = ["--loop", "uvloop"] if interface == "asgi" else []
         return [PY, "-m", "granian", "--interface", interface, "--workers", "1", "--runtime-threads", "1",
-                "--log-level", "warning", "--host", host, "--port", str(port), target]
+                *loop, "--log-level", "warning", "--host", host, "--port", str(port), target]
     if name == "uvicorn":
         return [PY, "-m", "uvicorn", "--loop", "uvloop", "--http", "httptools", "--no-access-log",
                 "--log-level", "warning", "--host", host, "--port", str(port), target]
@@ -317,9 +320,10 @@ def write_results(summary, apps, pairs, tests, args):
               f"tree pinned to core {SERVER_CPU}; wrk -t1 -c{args.connections} on core {CLIENT_CPU}, 1 s warm-up, "
               f"{args.duration} s measured per cell; plaintext 16-deep pipelined; queries and updates with "
               f"queries=20. {args.rounds} interleaved round(s), each starting every server afresh; a cell is "
-              "the median of its rounds. CPU per request: utime+stime of every thread of every process of the "
+              "the median of its rounds; in brackets after a CPU figure, its rounds' spread (max/min - 1). CPU per request: utime+stime of every thread of every process of the "
               "server's tree (/proc) over the measured run, divided by the requests wrk counted; PostgreSQL's "
-              "own CPU is not included. Servers: goloop serve; Granian --workers 1 --runtime-threads 1; "
+              "own CPU is not included. Servers: goloop serve; Granian --workers 1 --runtime-threads 1 (ASGI: "
+              "--loop uvloop); "
               "uvicorn --loop uvloop --http httptools; Hypercorn -k uvloop; gunicorn sync, gunicorn gthread "
               f"--threads {WSGI_THREADS}; bjoern; uWSGI (pyuwsgi) --http11-socket --processes 1. The ASGI apps "
               "keep an asyncpg pool of 16 connections, the WSGI apps a psycopg_pool of "
@@ -360,7 +364,7 @@ def write_results(summary, apps, pairs, tests, args):
                          columns=["row"] + servers, units={s: unit for s in servers}, rows=rows,
                          goloop="goloop serve", compare=[s for s in servers if s != "goloop serve"],
                          row_label="test type", order=20 + 2 * order + (1 if suffix else 0), notes=list(args.note),
-                         figures=figures, modules=modules)
+                         figures=figures, modules=modules, spread_in_cells=(key == "cpu_us"))
     render.main([])
 
 

@@ -200,3 +200,13 @@ def test_every_driver_writes_results(driver):
                        text=True, timeout=60, cwd=BENCH)
     assert p.returncode == 0, p.stderr
     assert "--results" in p.stdout
+
+
+def test_a_measured_value_with_errors_keeps_its_value_and_spread():
+    doc = {"id": "x", "title": "t", "date": "2026-01-01", "better": "lower", "columns": ["row", "goloop", "peer"],
+           "units": {"goloop": "µs", "peer": "µs"}, "compare": ["peer"], "spread_in_cells": True,
+           "figures": {"a": {"goloop": {"spread": 0.031}, "peer": {"spread": None}}},
+           "rows": [{"row": "a", "goloop": 10.0, "peer": 20.0, "errors": {"peer": "3 socket errors"}}]}
+    text = "\n".join(render.section(doc, ""))
+    assert "| a | 10.0 (3 %) | 20.0 [1] | 2.00× |" in text, text
+    assert "1. error: 3 socket errors" in text
