@@ -255,7 +255,7 @@ def write(args, runs, errors):
     import platform
     from results import write_result
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from sched_cost import label
+    from sched_cost import command_loops, label
     specs = args.loops.split(",")
     tags = {label(lp): tag(lp) for lp in specs}  # column -> the runs' key
     loops = list(tags)
@@ -271,11 +271,10 @@ def write(args, runs, errors):
         rows.append(r)
     rounds = {ROW_LABELS.get(row, row): {lp: [round(x) for x in runs.get((row, tags[lp]), [])] for lp in loops}
               for row in args.rows.split(",")}
-    cmd_loops = ",".join(lp if "=" not in lp else lp.partition("=")[0] + "=DIR" for lp in specs)
     write_result(
         args.results, group="The event loop",
         title=f"The loop's I/O rows on CPython {platform.python_version()}: user-space instructions per request (callgrind)",
-        command=f"python3 -P bench/analysis/io_cost.py --results {args.results} --loops {cmd_loops} "
+        command=f"python3 -P bench/analysis/io_cost.py --results {args.results} --loops {command_loops(specs)} "
                 f"--rows {args.rows} --n {args.n} --repeat {args.repeat}",
         method=(f"Each row's server (`bench/analysis/io_cost.py`: asyncio Protocol echo, streams echo, an asyncio "
                 f"Protocol feeding an HTTP parser) under `valgrind --tool=callgrind`, serving N1 and then N2 "

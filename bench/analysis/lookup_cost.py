@@ -30,7 +30,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sched_cost import CellFailed, instructions  # noqa: E402
+from sched_cost import CellFailed, command_loops, instructions, label  # noqa: E402
 
 METHODS = ("call_soon", "call_later", "create_task")
 
@@ -71,16 +71,11 @@ def main():
         write(table, loops, args)
 
 
-def label(lp):
-    name, _, path = lp.partition("=")
-    return f"{name} ({os.path.basename(path.rstrip('/'))})" if path else name
-
-
 def write(table, loops, args):
     import platform
     from results import write_result
     table = {(r, label(lp)): v for (r, lp), v in table.items()}
-    cmd_loops = ",".join(lp if "=" not in lp else lp.partition("=")[0] + "=DIR" for lp in loops)
+    cmd_loops = command_loops(loops)
     loops = [label(lp) for lp in loops]
     rows_seen = []
     for row, _ in table:

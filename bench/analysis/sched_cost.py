@@ -124,11 +124,10 @@ def write(args, table, errors):
         if errs:
             row["errors"] = errs
         rows.append(row)
-    cmd_loops = ",".join(lp if "=" not in lp else lp.partition("=")[0] + "=DIR" for lp in specs)
     write_result(
         args.results, group="The event loop",
         title=f"Loop microbenchmarks on CPython {platform.python_version()}, instructions per operation (callgrind)",
-        command=f"python3 -P bench/analysis/sched_cost.py --results {args.results} --loops {cmd_loops} "
+        command=f"python3 -P bench/analysis/sched_cost.py --results {args.results} --loops {command_loops(specs)} "
                 f"--benches {args.benches} --n {args.n}",
         method=("Each microbenchmark of `bench/micro.py` under `valgrind --tool=callgrind`, run with N1 and "
                 "N2 operations; (instructions(N2) - instructions(N1)) / (N2 - N1) is one operation's cost, "
@@ -143,6 +142,11 @@ def label(lp):
     """A loop's column: its name, or "goloop (<DIR's last part>)" for goloop=DIR."""
     name, _, path = lp.partition("=")
     return f"{name} ({os.path.basename(path.rstrip('/'))})" if path else name
+
+
+def command_loops(specs):
+    """--loops as a results' command line gives it: goloop=DIR written goloop=DIR."""
+    return ",".join(lp if "=" not in lp else lp.partition("=")[0] + "=DIR" for lp in specs)
 
 
 if __name__ == "__main__":
