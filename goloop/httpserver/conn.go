@@ -87,6 +87,9 @@ type connLife struct {
 	paused  bool          // the reader waits for room (wake)
 	wake    chan struct{} // cap 1: room for the reader, or closed
 	linger  bool          // close with a lingering close (spec.go)
+	// output went out since the reader's keep-alive deadline was last looked at: the
+	// connection's idle time counts from then (overdueLocked)
+	answered bool
 	// a request was dispatched; the server closes and c had none yet, so its first
 	// request is still answered (connection: close) if it comes within a grace period
 	served, lastOne bool
