@@ -168,6 +168,7 @@ var loopTests = []struct {
 	{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
 	{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
 	{"HeldLost", testHeld(testHeldLost)}, {"HeldManyParts", testHeld(testHeldManyParts)},
+	{"EarlyResponseLingers", testLoopEarlyResponseLingers},
 	{"RespMinRate", TestRespMinRate}, {"RespMinRateOff", TestRespMinRateOff},
 	{"HeldRespMinRate", testHeld(testHeldRespMinRate)}, {"H2HeldBody", TestH2HeldBody},
 }
@@ -735,4 +736,27 @@ func TestLoopKeepAliveSparesBusyLoop(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// A response sent before its request's body was read ends the connection (the rest of the
+// body would have to be read first) with a lingering close: the body still coming, unread
+// when the output is handed to the kernel, would turn a plain close into a reset that
+// drops the part of the response the client has not received yet.
+func testLoopEarlyResponseLingers(t *testing.T) {
+	const n = 4 << 20
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		a.respond(r, 200, "", strings.Repeat("y", n))
+	})
+	c, br := dialSmall(t, addr) // the response waits in the server's socket
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<30)
+	go func() {
+		junk := make([]byte, 64<<10)
+		for i := 0; i < 32; i++ {
+			if _, err := c.Write(junk); err != nil {
+				return
+			}
+		}
+	}()
+	readSized(t, br, n)
 }
