@@ -12,9 +12,10 @@ removed at the end. Apps (bench/web/, one file each): asgi_raw (asyncpg, orjson,
 framework), starlette, fastapi (same drivers), wsgi_raw and flask (psycopg 3, a psycopg_pool
 per process), django (its ORM and templates, psycopg 3). Servers, one worker each, pinned to
 core 0 with their whole process tree: ASGI: goloop serve, Granian (--runtime-threads 1),
-uvicorn (uvloop + httptools), Hypercorn (uvloop); WSGI: goloop serve, Granian, gunicorn
-sync, gunicorn gthread (4 threads), bjoern, uWSGI (pyuwsgi, --http11-socket). A server that
-is not installed is reported as such.
+uvicorn (uvloop + httptools), Hypercorn (uvloop); WSGI: goloop serve (--threads 4), Granian
+(--blocking-threads 4), gunicorn sync, gunicorn gthread (4 threads), bjoern, uWSGI (pyuwsgi,
+--http11-socket): the servers with a pool of threads run as many as the apps' pool has
+connections. A server that is not installed is reported as such.
 
 Each round starts every (app, server) pair afresh, validates it (bench/web/validate.py:
 TechEmpower's response rules and the executed queries counted with pg_stat_statements; a
@@ -72,7 +73,9 @@ TESTS = {
     "updates": ("20 updates", "/updates?queries=20", 1),
     "plaintext": ("plaintext, 16 pipelined", "/plaintext", 16),
 }
-WSGI_THREADS = 4  # gunicorn gthread's threads and every WSGI app's pool (WEB_WSGI_POOL)
+# the threads of the WSGI servers that run a pool (goloop serve, Granian, gunicorn gthread)
+# and every WSGI app's pool of connections (WEB_WSGI_POOL)
+WSGI_THREADS = 4
 
 
 def installed(module):
@@ -83,15 +86,21 @@ def server_argv(name, interface, target, port):
     """The command line of server `name` serving target (None: not installed)."""
     mod, _, attr = target.partition(":")
     host = "127.0.0.1"
+    # the WSGI servers with a pool of threads run as many as the app's pool has connections
+    # (WSGI_THREADS): with more, the extra threads only wait for a connection, and each wait
+    # and hand-over is a futex call and a context switch on the server's one core (goloop's
+    # default of 6 threads: 9-10 futex calls per single-query request against 5.5 with 4;
+    # Granian's default of up to 512: 209 per 20-query Django request against 35)
     if name == "goloop serve":
+        threads = ["--threads", str(WSGI_THREADS)] if interface == "wsgi" else []
         return [PY, "-P", "-m", "goloop", "serve", "--interface", interface, target, "--app-dir", WEB,
-                "--host", host, "--port", str(port), "--no-access-log", "--log-level", "warning"]
+                "--host", host, "--port", str(port), "--no-access-log", "--log-level", "warning", *threads]
     if name == "granian":
         if not installed("granian"):
             return None
         # Granian's --loop auto takes rloop when installed (the loop benchmarks install it), and
         # asyncpg does not run on rloop: uvloop, Granian's choice without rloop, for every ASGI app
-        loop = ["--loop", "uvloop"] if interface == "asgi" else []
+        loop = ["--loop", "uvloop"] if interface == "asgi" else ["--blocking-threads", str(WSGI_THREADS)]
         return [PY, "-m", "granian", "--interface", interface, "--workers", "1", "--runtime-threads", "1",
                 *loop, "--log-level", "warning", "--host", host, "--port", str(port), target]
     if name == "uvicorn":
@@ -325,10 +334,14 @@ def write_results(summary, apps, pairs, tests, args):
               f"queries=20. {args.rounds} interleaved round(s), each starting every server afresh; a cell is "
               "the median of its rounds; in brackets after a CPU figure, its rounds' spread (max/min - 1). CPU per request: utime+stime of every thread of every process of the "
               "server's tree (/proc) over the measured run, divided by the requests wrk counted; PostgreSQL's "
-              "own CPU is not included. Servers: goloop serve; Granian --workers 1 --runtime-threads 1 (ASGI: "
-              "--loop uvloop); "
+              "own CPU is not included. Servers: goloop serve (WSGI: --threads "
+              f"{WSGI_THREADS}); Granian --workers 1 --runtime-threads 1 (ASGI: --loop uvloop; WSGI: "
+              f"--blocking-threads {WSGI_THREADS}); "
               "uvicorn --loop uvloop --http httptools; Hypercorn -k uvloop; gunicorn sync, gunicorn gthread "
-              f"--threads {WSGI_THREADS}; bjoern; uWSGI (pyuwsgi) --http11-socket --processes 1. The ASGI apps "
+              f"--threads {WSGI_THREADS}; bjoern; uWSGI (pyuwsgi) --http11-socket --processes 1: the WSGI servers "
+              "with a pool of threads run as many as the app's pool has connections (more only wait for one: "
+              "Granian's default of up to 512 threads, each Django thread with its own connection, cost 6x the "
+              "futex calls per 20-query request). The ASGI apps "
               "keep an asyncpg pool of 16 connections, the WSGI apps a psycopg_pool of "
               f"{WSGI_THREADS} per process; on bjoern and uWSGI, which send no Date header, the WSGI apps add "
               "Server and Date themselves (bench/web/tfb.py's wsgi_headers).")
