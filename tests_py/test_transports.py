@@ -671,8 +671,8 @@ def test_peer_reset_while_reading(loop, family, unix_dir, proto):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_peer_sends_then_resets(loop, family, unix_dir, proto, size):
     """Data, then a reset, both waiting when reading resumes: the data arrives whole, then
-    connection_lost gets the reset (a large read reads on at once and meets the reset first:
-    it must not be lost, nor turn into an EOF)."""
+    connection_lost gets the reset (not an EOF), small reads and reads of more than one
+    buffer alike."""
     async def main():
         tr, pr, peer = await _raw_peer(family, unix_dir, proto)
         tr.pause_reading()
