@@ -242,6 +242,9 @@ def main():
     ap.add_argument("--validate-only", action="store_true", help="validate every pair, measure nothing")
     ap.add_argument("--results", action="store_true", help="write bench/results/web-<app>.json and render")
     ap.add_argument("--note", action="append", default=[], help="a note recorded with the results")
+    ap.add_argument("--update", action="store_true",
+                    help="with --results: replace only the measured servers' and tests' cells of the "
+                         "existing bench/results/web-<app>.json, keeping the other cells (said in a note)")
     args = ap.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed (make bench-deps)")
@@ -343,6 +346,15 @@ def write_results(summary, apps, pairs, tests, args):
                    for t in tests}
         for suffix, key, unit, better, what in (("", "cpu_us", "µs", "lower", "server CPU µs per request"),
                                                 ("-rps", "value", "req/s", "higher", "requests/s")):
+            old = previous(f"web-{app}{suffix}") if args.update else None
+            if old is not None:
+                rows, cols, notes = updated(old, app, servers, tests, summary, key, figures)
+                write_result(f"web-{app}{suffix}", group=old["group"], title=old["title"], command=old["command"],
+                             method=old["method"], better=better, columns=cols, units={s: unit for s in cols[1:]},
+                             rows=rows, goloop="goloop serve", compare=[s for s in cols[1:] if s != "goloop serve"],
+                             row_label="test type", order=old.get("order"), notes=notes + list(args.note),
+                             figures=figures, modules=modules, spread_in_cells=(key == "cpu_us"))
+                continue
             rows = []
             for t in tests:
                 row = {"row": TESTS[t][0]}
@@ -366,6 +378,54 @@ def write_results(summary, apps, pairs, tests, args):
                          row_label="test type", order=20 + 2 * order + (1 if suffix else 0), notes=list(args.note),
                          figures=figures, modules=modules, spread_in_cells=(key == "cpu_us"))
     render.main([])
+
+
+def previous(rid):
+    """bench/results/<rid>.json as a dict, or None."""
+    path = os.path.join(HERE, "results", f"{rid}.json")
+    if not os.path.exists(path):
+        return None
+    import json
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def updated(old, app, servers, tests, summary, key, figures):
+    """The rows of old (a web-<app> result) with the cells of servers x tests measured now
+    replaced; figures (this run's, by row label) gets the kept cells' figures too. Returns
+    (rows, columns, notes); a note names the cells kept from the earlier run."""
+    cols = list(old["columns"]) + [s for s in servers if s not in old["columns"]]
+    labels = {TESTS[t][0] for t in tests}
+    rows, kept = [], set()
+    for orow in old["rows"]:
+        row = {c: orow.get(c) for c in cols}
+        errors = dict(orow.get("errors") or {})
+        label = orow["row"]
+        for s in cols[1:]:
+            if label in labels and s in servers:
+                r = summary.get((app, s, next(t for t in tests if TESTS[t][0] == label)))
+                errors.pop(s, None)
+                if isinstance(r, dict):
+                    row[s] = round(r[key], 1) if key == "cpu_us" else round(r[key])
+                    if r.get("errors"):
+                        errors[s] = f"{r['errors']} socket errors or non-2xx answers"
+                else:
+                    row[s] = None
+                    errors[s] = str(r)
+            else:
+                kept.add(s)
+                f = ((old.get("figures") or {}).get(label) or {}).get(s)
+                if f is not None:
+                    figures.setdefault(label, {})[s] = f
+        if errors:
+            row["errors"] = errors
+        rows.append(row)
+    notes = [n for n in old.get("notes") or [] if not n.startswith("Cells kept from the run of")]
+    now = sorted(s for s in servers)
+    notes.append(f"Cells kept from the run of {old['date']}: every cell but {', '.join(now)} on "
+                 f"{', '.join(sorted(labels))}, measured again "
+                 f"{__import__('datetime').date.today().isoformat()} (--update).")
+    return rows, cols, notes
 
 
 def pg_version():
