@@ -7,7 +7,7 @@ and getppid (entering the kernel at all).
 
     python3 -P bench/analysis/sockcall_cost.py [--rounds 200] [--iters 2000] [--cpu 0] [--results]
 
-Builds the program with cc (into the ignored bench/.bin directory). --results writes bench/results/sockcall-cost.json.
+Builds the program with cc (into the ignored .bin directory beside the benchmarks). --results writes bench/results/sockcall-cost.json.
 """
 import argparse
 import json
