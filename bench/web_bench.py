@@ -12,9 +12,10 @@ removed at the end. Apps (bench/web/, one file each): asgi_raw (asyncpg, orjson,
 framework), starlette, fastapi (same drivers), wsgi_raw and flask (psycopg 3, a psycopg_pool
 per process), django (its ORM and templates, psycopg 3). Servers, one worker each, pinned to
 core 0 with their whole process tree: ASGI: goloop serve, Granian (--runtime-threads 1),
-uvicorn (uvloop + httptools), Hypercorn (uvloop); WSGI: goloop serve, Granian, gunicorn
-sync, gunicorn gthread (4 threads), bjoern, uWSGI (pyuwsgi, --http11-socket). A server that
-is not installed is reported as such.
+uvicorn (uvloop + httptools), Hypercorn (uvloop); WSGI: goloop serve (--threads 4), Granian
+(--blocking-threads 4), gunicorn sync, gunicorn gthread (4 threads), bjoern, uWSGI (pyuwsgi,
+--http11-socket): the servers with a pool of threads run as many as the apps' pool has
+connections. A server that is not installed is reported as such.
 
 Each round starts every (app, server) pair afresh, validates it (bench/web/validate.py:
 TechEmpower's response rules and the executed queries counted with pg_stat_statements; a
@@ -72,7 +73,9 @@ TESTS = {
     "updates": ("20 updates", "/updates?queries=20", 1),
     "plaintext": ("plaintext, 16 pipelined", "/plaintext", 16),
 }
-WSGI_THREADS = 4  # gunicorn gthread's threads and every WSGI app's pool (WEB_WSGI_POOL)
+# the threads of the WSGI servers that run a pool (goloop serve, Granian, gunicorn gthread)
+# and every WSGI app's pool of connections (WEB_WSGI_POOL)
+WSGI_THREADS = 4
 
 
 def installed(module):
@@ -83,15 +86,21 @@ def server_argv(name, interface, target, port):
     """The command line of server `name` serving target (None: not installed)."""
     mod, _, attr = target.partition(":")
     host = "127.0.0.1"
+    # the WSGI servers with a pool of threads run as many as the app's pool has connections
+    # (WSGI_THREADS): with more, the extra threads only wait for a connection, and each wait
+    # and hand-over is a futex call and a context switch on the server's one core (goloop's
+    # default of 6 threads: 9-10 futex calls per single-query request against 5.5 with 4;
+    # Granian's default of up to 512: 209 per 20-query Django request against 35)
     if name == "goloop serve":
+        threads = ["--threads", str(WSGI_THREADS)] if interface == "wsgi" else []
         return [PY, "-P", "-m", "goloop", "serve", "--interface", interface, target, "--app-dir", WEB,
-                "--host", host, "--port", str(port), "--no-access-log", "--log-level", "warning"]
+                "--host", host, "--port", str(port), "--no-access-log", "--log-level", "warning", *threads]
     if name == "granian":
         if not installed("granian"):
             return None
         # Granian's --loop auto takes rloop when installed (the loop benchmarks install it), and
         # asyncpg does not run on rloop: uvloop, Granian's choice without rloop, for every ASGI app
-        loop = ["--loop", "uvloop"] if interface == "asgi" else []
+        loop = ["--loop", "uvloop"] if interface == "asgi" else ["--blocking-threads", str(WSGI_THREADS)]
         return [PY, "-m", "granian", "--interface", interface, "--workers", "1", "--runtime-threads", "1",
                 *loop, "--log-level", "warning", "--host", host, "--port", str(port), target]
     if name == "uvicorn":
@@ -242,6 +251,9 @@ def main():
     ap.add_argument("--validate-only", action="store_true", help="validate every pair, measure nothing")
     ap.add_argument("--results", action="store_true", help="write bench/results/web-<app>.json and render")
     ap.add_argument("--note", action="append", default=[], help="a note recorded with the results")
+    ap.add_argument("--update", action="store_true",
+                    help="with --results: replace only the measured servers' and tests' cells of the "
+                         "existing bench/results/web-<app>.json, keeping the other cells (said in a note)")
     args = ap.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed (make bench-deps)")
@@ -322,10 +334,14 @@ def write_results(summary, apps, pairs, tests, args):
               f"queries=20. {args.rounds} interleaved round(s), each starting every server afresh; a cell is "
               "the median of its rounds; in brackets after a CPU figure, its rounds' spread (max/min - 1). CPU per request: utime+stime of every thread of every process of the "
               "server's tree (/proc) over the measured run, divided by the requests wrk counted; PostgreSQL's "
-              "own CPU is not included. Servers: goloop serve; Granian --workers 1 --runtime-threads 1 (ASGI: "
-              "--loop uvloop); "
+              "own CPU is not included. Servers: goloop serve (WSGI: --threads "
+              f"{WSGI_THREADS}); Granian --workers 1 --runtime-threads 1 (ASGI: --loop uvloop; WSGI: "
+              f"--blocking-threads {WSGI_THREADS}); "
               "uvicorn --loop uvloop --http httptools; Hypercorn -k uvloop; gunicorn sync, gunicorn gthread "
-              f"--threads {WSGI_THREADS}; bjoern; uWSGI (pyuwsgi) --http11-socket --processes 1. The ASGI apps "
+              f"--threads {WSGI_THREADS}; bjoern; uWSGI (pyuwsgi) --http11-socket --processes 1: the WSGI servers "
+              "with a pool of threads run as many as the app's pool has connections (more only wait for one: "
+              "Granian's default of up to 512 threads, each Django thread with its own connection, cost 6x the "
+              "futex calls per 20-query request). The ASGI apps "
               "keep an asyncpg pool of 16 connections, the WSGI apps a psycopg_pool of "
               f"{WSGI_THREADS} per process; on bjoern and uWSGI, which send no Date header, the WSGI apps add "
               "Server and Date themselves (bench/web/tfb.py's wsgi_headers).")
@@ -343,6 +359,15 @@ def write_results(summary, apps, pairs, tests, args):
                    for t in tests}
         for suffix, key, unit, better, what in (("", "cpu_us", "µs", "lower", "server CPU µs per request"),
                                                 ("-rps", "value", "req/s", "higher", "requests/s")):
+            old = previous(f"web-{app}{suffix}") if args.update else None
+            if old is not None:
+                rows, cols, notes = updated(old, app, servers, tests, summary, key, figures)
+                write_result(f"web-{app}{suffix}", group=old["group"], title=old["title"], command=old["command"],
+                             method=old["method"], better=better, columns=cols, units={s: unit for s in cols[1:]},
+                             rows=rows, goloop="goloop serve", compare=[s for s in cols[1:] if s != "goloop serve"],
+                             row_label="test type", order=old.get("order"), notes=notes + list(args.note),
+                             figures=figures, modules=modules, spread_in_cells=(key == "cpu_us"))
+                continue
             rows = []
             for t in tests:
                 row = {"row": TESTS[t][0]}
@@ -366,6 +391,54 @@ def write_results(summary, apps, pairs, tests, args):
                          row_label="test type", order=20 + 2 * order + (1 if suffix else 0), notes=list(args.note),
                          figures=figures, modules=modules, spread_in_cells=(key == "cpu_us"))
     render.main([])
+
+
+def previous(rid):
+    """bench/results/<rid>.json as a dict, or None."""
+    path = os.path.join(HERE, "results", f"{rid}.json")
+    if not os.path.exists(path):
+        return None
+    import json
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def updated(old, app, servers, tests, summary, key, figures):
+    """The rows of old (a web-<app> result) with the cells of servers x tests measured now
+    replaced; figures (this run's, by row label) gets the kept cells' figures too. Returns
+    (rows, columns, notes); a note names the cells kept from the earlier run."""
+    cols = list(old["columns"]) + [s for s in servers if s not in old["columns"]]
+    labels = {TESTS[t][0] for t in tests}
+    rows, kept = [], set()
+    for orow in old["rows"]:
+        row = {c: orow.get(c) for c in cols}
+        errors = dict(orow.get("errors") or {})
+        label = orow["row"]
+        for s in cols[1:]:
+            if label in labels and s in servers:
+                r = summary.get((app, s, next(t for t in tests if TESTS[t][0] == label)))
+                errors.pop(s, None)
+                if isinstance(r, dict):
+                    row[s] = round(r[key], 1) if key == "cpu_us" else round(r[key])
+                    if r.get("errors"):
+                        errors[s] = f"{r['errors']} socket errors or non-2xx answers"
+                else:
+                    row[s] = None
+                    errors[s] = str(r)
+            else:
+                kept.add(s)
+                f = ((old.get("figures") or {}).get(label) or {}).get(s)
+                if f is not None:
+                    figures.setdefault(label, {})[s] = f
+        if errors:
+            row["errors"] = errors
+        rows.append(row)
+    notes = [n for n in old.get("notes") or [] if not n.startswith("Cells kept from the run of")]
+    now = sorted(s for s in servers)
+    notes.append(f"Cells kept from the run of {old['date']}: every cell but {', '.join(now)} on "
+                 f"{', '.join(sorted(labels))}, measured again "
+                 f"{__import__('datetime').date.today().isoformat()} (--update).")
+    return rows, cols, notes
 
 
 def pg_version():

@@ -862,3 +862,43 @@ func TestPollerSharedWake(t *testing.T) {
 	var st unix.Stat_t
 	assert.NoError(t, unix.Fstat(wfd, &st), "Close leaves the caller's eventfd open")
 }
+
+// RawSend and RawSendv: the socket calls on a socket, the file calls on a pipe (ENOTSOCK),
+// EAGAIN when full, EPIPE (no signal) when the peer is gone.
+func TestPollerRawSend(t *testing.T) {
+	a, b := plSocketpair(t)
+	r, w := plPipe(t)
+	buf := make([]byte, 64)
+	for _, c := range []struct{ src, dst int }{{a, b}, {w, r}} {
+		n, err := poller.RawSend(c.src, []byte("one"))
+		require.NoError(t, err)
+		assert.Equal(t, 3, n)
+		iov := make([]unix.Iovec, 2)
+		for i, s := range [][]byte{[]byte("two"), []byte("three")} {
+			iov[i].Base = &s[0]
+			iov[i].SetLen(len(s))
+		}
+		n, err = poller.RawSendv(c.src, iov)
+		require.NoError(t, err)
+		assert.Equal(t, 8, n)
+		n, err = poller.RawRead(c.dst, buf)
+		require.NoError(t, err)
+		assert.Equal(t, "onetwothree", string(buf[:n]))
+		n, err = poller.RawSendv(c.src, nil)
+		assert.NoError(t, err)
+		assert.Equal(t, 0, n)
+	}
+	big := make([]byte, 1<<20)
+	for {
+		_, err := poller.RawSend(a, big)
+		if err != nil {
+			assert.Equal(t, unix.EAGAIN, err)
+			break
+		}
+	}
+	plClose(t, b)
+	_, err := poller.RawSend(a, []byte("x"))
+	assert.Contains(t, []error{unix.EPIPE, unix.ECONNRESET}, err)
+	_, err = poller.RawSend(-1, []byte("x"))
+	assert.Equal(t, unix.EBADF, err)
+}

@@ -307,6 +307,61 @@ def test_stream_is_chunked_and_sent_as_yielded():
         assert it.closed.wait(20)
 
 
+class ListBacked:
+    """An answer shaped like Django's HttpResponse: iterates its own list of parts (a
+    list_iterator), has close(), declares no Content-Length."""
+
+    def __init__(self, parts, start_at=0):
+        self.parts, self.start_at, self.closed = parts, start_at, 0
+
+    def __iter__(self):
+        it = iter(self.parts)
+        for _ in range(self.start_at):  # parts already taken: what is left decides
+            next(it)
+        return it
+
+    def close(self):
+        self.closed += 1
+
+
+@pytest.mark.parametrize("parts,start_at,chunked", [
+    ([b"one part"], 0, False),
+    ([], 0, False),
+    ([b"skipped", b"last part"], 1, False),
+    ([b"two ", b"parts"], 0, True),
+    ((b"tuple",), 0, False),
+])
+def test_list_iterator_answers_get_a_content_length(parts, start_at, chunked):
+    answers = []
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        answers.append(ListBacked(parts, start_at))
+        return answers[-1]
+
+    with serving(app, **WSGI) as server:
+        got = raw(server, b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", n=2)
+    body = b"".join(parts[start_at:])
+    for status, headers, data in got:
+        assert (status, data) == (200, body)
+        if chunked:
+            assert headers.get("transfer-encoding") == "chunked" and "content-length" not in headers
+        else:
+            assert headers.get("content-length") == str(len(body)) and "transfer-encoding" not in headers
+    assert [a.closed for a in answers] == [1, 1]
+
+
+def test_list_iterator_answer_of_a_wrong_type_is_a_500(caplog):
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return ListBacked(["not bytes"])
+
+    with serving(app, **WSGI) as server:
+        (status, _, _), = raw(server, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status == 500
+    assert "must be bytes" in caplog.text
+
+
 def test_client_gone_mid_stream_close_called():
     it = Stream()
 

@@ -666,6 +666,37 @@ def test_peer_reset_while_reading(loop, family, unix_dir, proto):
     assert got is ConnectionResetError
 
 
+@pytest.mark.parametrize("size", [1_000, 40_000, 100_000])
+@pytest.mark.parametrize("proto", [Rec, BufRec], ids=["protocol", "buffered"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_peer_sends_then_resets(loop, family, unix_dir, proto, size):
+    """Data, then a reset, both waiting when reading resumes: the data arrives whole, then
+    connection_lost gets the reset (not an EOF), small reads and reads of more than one
+    buffer alike."""
+    async def main():
+        tr, pr, peer = await _raw_peer(family, unix_dir, proto)
+        tr.pause_reading()
+        tr.write(b"unread data")  # unread by the peer: a Unix close resets too
+        peer.setblocking(False)
+        sent = 0
+        try:
+            while sent < size:
+                sent += peer.send(b"d" * (size - sent))
+        except BlockingIOError:
+            pass  # the buffers are full: the rest is not sent
+        await asyncio.sleep(0.05)
+        _lingering_reset(peer)
+        await asyncio.sleep(0.05)
+        tr.resume_reading()
+        exc = await asyncio.wait_for(pr.lost, 10)
+        return sent, len(pr.data), type(exc), pr.events
+
+    sent, got, exc, events = run(loop, main())
+    assert got == sent
+    assert exc is ConnectionResetError
+    assert events == ["made", "data", "lost"]
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_peer_reset_while_writing(loop, family, unix_dir):
     async def main():

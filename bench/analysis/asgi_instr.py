@@ -70,7 +70,8 @@ def server_argv(name, target, port):
                 "--no-access-log", "--log-level", "warning", "--lifespan", "off", "--timeout-keep-alive", "300"]
     if name == "granian":
         return [PY, "-m", "granian", "--interface", "asginl", "--workers", "1", "--runtime-threads", "1",
-                "--loop", "uvloop", "--log-level", "warning", "--host", host, "--port", str(port), target]
+                "--loop", "uvloop", "--log-level", "warning", "--host", host, "--port", str(port),
+                "--http1-header-read-timeout", "60000", target]  # its most (the others: 300 s)
     if name == "uvicorn":
         return [PY, "-m", "uvicorn", "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--lifespan",
                 "off", "--log-level", "warning", "--host", host, "--port", str(port), "--timeout-keep-alive", "300",

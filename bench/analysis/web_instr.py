@@ -84,8 +84,12 @@ def count(app, server, path, n, conns, env, tmp):
     interface, target, _ = wb.APPS[app]
     port = free_port()
     argv = wb.server_argv(server, interface, target, port)
+    # valgrind stretches wall time ~50x: long idle bounds, so that no keep-alive close meets
+    # a client's next request (Granian's is its header-read timeout, at most 60 s)
     if server in ("uvicorn", "goloop serve"):
-        argv += ["--timeout-keep-alive", "600"]  # a 5 s default closes idle connections under valgrind
+        argv += ["--timeout-keep-alive", "600"]
+    elif server == "granian":
+        argv += ["--http1-header-read-timeout", "60000"]
     out = os.path.join(tmp, f"cg.{server.split()[0]}.%p")
     env = dict(env, GODEBUG="asyncpreemptoff=1", PYTHONMALLOC="malloc")
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}",

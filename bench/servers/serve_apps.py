@@ -4,7 +4,11 @@
     big        raw ASGI, a 100 KiB response body
     starlette  Starlette, an async endpoint returning JSONResponse (GET /json)
     fastapi    FastAPI, GET /items/{item_id} with a path parameter and a Pydantic response model
+    busy       hello after blocking the loop BUSY_SECONDS (env, default 0.03) per request, as an
+               application with CPU work does (bench/keepalive_busy_loop.py)
 """
+import os
+import time
 
 BODY = b"Hello, world!"
 HEADERS = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(BODY))]
@@ -24,6 +28,16 @@ async def big(scope, receive, send):
         return
     await send({"type": "http.response.start", "status": 200, "headers": BIG_HEADERS})
     await send({"type": "http.response.body", "body": BIG})
+
+
+BUSY_SECONDS = float(os.environ.get("BUSY_SECONDS", "0.03"))
+
+
+async def busy(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    time.sleep(BUSY_SECONDS)
+    await hello(scope, receive, send)
 
 
 def _starlette():

@@ -13,6 +13,10 @@
 #include <Python.h>
 #include <structmember.h>
 #include <pthread.h>
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 /* Relaxed atomic loads and stores, for fields one thread writes and others read (a loop's
  * flags and owner, read by call_soon_threadsafe from any thread). On x86-64 and arm64 they
@@ -157,8 +161,9 @@ typedef struct {
     PyObject *wctx;
     /* write()'s fast path (loop_transport.c, wstage_push): while Go's queue is empty, up to
      * GL_WSTAGE bytes objects (strong references, with their data and length) wait here,
-     * counted in write_size, for the end of the loop iteration, when one C call
-     * (gl_flush_staged) sends them with one writev: no call into Go per write. Anything Go
+     * counted in write_size, for the end of the read callback that wrote them
+     * (gl_send_staged) or else of the loop iteration, when one C call (gl_flush_staged)
+     * sends them with one send/sendmsg: no call into Go per write. Anything Go
      * does to the queue first moves them into it (loop_transport.go, absorb); a send that leaves
      * data (EAGAIN, part sent: wstage_off bytes of the first gone) or fails (wstage_err) is
      * handed to Go the same way. wlisted: on the loop's wdirty list. wloop: the GLLoop,
@@ -210,7 +215,8 @@ int gl_exc_is_fatal(void);
  * once, loop_core.c: queue_soon tracks it if it goes elsewhere) */
 PyObject *gl_handle_new(PyTypeObject *tp, PyObject *loop, PyObject *cb, PyObject *const *args,
                         Py_ssize_t nargs, PyObject *context, double when, int track);
-Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, int fd, uintptr_t ctx);
+Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer, uintptr_t buffer_updated, int fd, uintptr_t ctx,
+                              uintptr_t tr);
 /* How glSchedule queues a handle (loop_core.c passes, loop.go switches on it). */
 #define GL_MODE_SOON 0        /* the ready queue */
 #define GL_MODE_THREADSAFE 1  /* the ready queue, from any thread, waking the loop */
@@ -232,7 +238,40 @@ int gl_wake_init(GLLoop *self);
 void gl_wake_close(GLLoop *self);
 int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *err, int *sig);
 Py_ssize_t gl_read_deliver_u(uintptr_t meth, int fd, uintptr_t rbuf, Py_ssize_t rbuf_len,
-                             Py_ssize_t last, uintptr_t ctx);
+                             Py_ssize_t last, uintptr_t ctx, uintptr_t tr);
+/* The stream transports' system calls on their sockets (loop_readpath.c, loop_transport.c;
+ * Go's are goloop/poller's RawSend and RawSendv): recv(2), send(2) and sendmsg(2), the socket's
+ * own calls, rather than read(2), write(2) and writev(2), which reach the same code through the
+ * file layer (bench/analysis/sockcall_cost.c measures both). Each retries EINTR; a send never
+ * raises SIGPIPE (MSG_NOSIGNAL: a peer that is gone is EPIPE); a descriptor that is not a
+ * socket (ENOTSOCK) is read or written as a file. -1 with errno set on failure. */
+static inline ssize_t gl_sock_recv(int fd, void *buf, size_t len) {
+    ssize_t n;
+    do {
+        n = recv(fd, buf, len, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == ENOTSOCK) {
+        do {
+            n = read(fd, buf, len);
+        } while (n < 0 && errno == EINTR);
+    }
+    return n;
+}
+
+static inline ssize_t gl_sock_sendv(int fd, struct iovec *iov, int niov) {
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+    ssize_t n;
+    do {
+        n = niov == 1 ? send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL)
+                      : sendmsg(fd, &mh, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == ENOTSOCK) {
+        do {
+            n = writev(fd, iov, niov);
+        } while (n < 0 && errno == EINTR);
+    }
+    return n;
+}
 #define GL_DIRECT_MIN (16 * 1024)        /* reads this large go straight into bytes next */
 #define GL_DIRECT_MAX (128 * 1024 - 64)  /* their size: under glibc's mmap threshold */
 int gl_call_fatal(PyObject *tr, const char *msg);
@@ -246,6 +285,10 @@ void gl_tr_clear_ctx(GLTransport *tr);
  * sendfile, paused protocol); never runs Python code. */
 Py_ssize_t gl_flush_staged(GLLoop *loop);
 Py_ssize_t gl_flush_staged_u(uintptr_t loop);  /* (no cgo pointer check) */
+/* Sends what tr's write() staged, now, if nothing holds it back (loop_transport.c): after a
+ * read's protocol callback (loop_readpath.c), so the peer has the answer while the loop
+ * reads its other sockets. What stays (EAGAIN, an error) is the iteration end's. */
+void gl_send_staged(GLTransport *tr);
 /* loop_transport.c: the socket transports' C type, and their write() of a list of bytes objects
  * without joining them (loop_sslfast.c hands its TLS records over with it). */
 extern PyTypeObject *GL_TransportType;
@@ -253,6 +296,7 @@ int gl_transport_write_seq(PyObject *tr, PyObject *items);
 PyObject *gl_getattr(PyObject *o, const char *name);
 int gl_check_callback(PyObject *cb, const char *method);
 PyObject *gl_handle_free_count(PyObject *m, PyObject *ignored);  /* loop_handle.c (tests) */
+PyObject *gl_go_procs(PyObject *m, PyObject *ignored);  /* wsgi.c (tests) */
 int gl_init_callback_check(void);
 /* Each C file's part of the module's init (module.c calls them in order). */
 int gl_init_handle_types(PyObject *m);  /* loop_handle.c */

@@ -83,26 +83,25 @@ void gl_tr_clear_ctx(GLTransport *tr) {
     tr->wloop = NULL;  /* borrowed (loop_transport.c, tr_core_attach) */
 }
 
-/* One Protocol read, in one call from Go: read(2) from the (non-blocking) socket and
+/* One Protocol read, in one call from Go: recv(2) from the (non-blocking) socket and
  * data_received(bytes), called in the connection's read context ctx (NULL: the current
- * one). The method and ctx come as integers (see gl.h). Small reads land in the
+ * one), then what it wrote is sent (gl_send_staged). The method, ctx and the transport tr
+ * come as integers (see gl.h). Small reads land in the
  * loop's buffer rbuf and are copied into bytes of their size. After a large read (`last`,
  * the connection's previous count, of GL_DIRECT_MIN or more) the next goes straight into
  * a bytes object, shrunk to what came: copying 100 KiB out of rbuf again was ~8 % of an
  * echo server's CPU. That bytes object stays under glibc's mmap threshold (128 KiB), so
  * it never costs an mmap and its page faults. Returns the bytes delivered, 0 at EOF,
  * GL_RB_UPDATED with the exception data_received (or the allocation) raised, or
- * GL_RB_ERRNO - errno when read(2) failed. */
+ * GL_RB_ERRNO - errno when recv(2) failed. */
 Py_ssize_t gl_read_deliver_u(uintptr_t meth_u, int fd, uintptr_t rbuf_u, Py_ssize_t rbuf_len,
-                             Py_ssize_t last, uintptr_t ctx_u) {
+                             Py_ssize_t last, uintptr_t ctx_u, uintptr_t tr_u) {
     PyObject *meth = (PyObject *)meth_u, *b;
     ssize_t n;
     if (last >= GL_DIRECT_MIN) {
         b = PyBytes_FromStringAndSize(NULL, GL_DIRECT_MAX);
         if (b == NULL) return GL_RB_UPDATED;
-        do {
-            n = read(fd, PyBytes_AS_STRING(b), GL_DIRECT_MAX);
-        } while (n < 0 && errno == EINTR);
+        n = gl_sock_recv(fd, PyBytes_AS_STRING(b), GL_DIRECT_MAX);
         if (n <= 0) {
             int e = errno;
             Py_DECREF(b);
@@ -110,22 +109,24 @@ Py_ssize_t gl_read_deliver_u(uintptr_t meth_u, int fd, uintptr_t rbuf_u, Py_ssiz
         }
         if (n != GL_DIRECT_MAX && _PyBytes_Resize(&b, n) < 0) return GL_RB_UPDATED;
     } else {
-        do {
-            n = read(fd, (char *)rbuf_u, (size_t)rbuf_len);
-        } while (n < 0 && errno == EINTR);
+        n = gl_sock_recv(fd, (char *)rbuf_u, (size_t)rbuf_len);
         if (n <= 0) return n == 0 ? 0 : GL_RB_ERRNO - errno;
         b = PyBytes_FromStringAndSize((const char *)rbuf_u, n);
         if (b == NULL) return GL_RB_UPDATED;
     }
-    PyObject *ctx = (PyObject *)ctx_u, *r = NULL;
+    PyObject *ctx = (PyObject *)ctx_u, *r = NULL, *tr = (PyObject *)tr_u;
+    Py_INCREF(tr);  /* the send after the callback needs it whatever the callback did */
     if (ctx_enter(ctx) == 0) {
         r = PyObject_Vectorcall(meth, &b, 1, NULL);
         if (ctx_exit(ctx, r == NULL) < 0) Py_CLEAR(r);
     }
     Py_DECREF(b);
-    if (r == NULL) return GL_RB_UPDATED;
-    Py_DECREF(r);
-    return n;
+    if (r != NULL) {
+        Py_DECREF(r);
+        gl_send_staged((GLTransport *)tr);
+    }
+    Py_DECREF(tr);
+    return r == NULL ? GL_RB_UPDATED : n;
 }
 
 /* Hands the pending exception to tr._fatal_error(exc, msg), as asyncio's transports do.
@@ -150,20 +151,24 @@ int gl_call_fatal(PyObject *tr, const char *msg) {
     return 0;
 }
 
-/* One BufferedProtocol read, in one call from Go: buf = get_buffer(-1), read(2) from the
+/* One BufferedProtocol read, in one call from Go: buf = get_buffer(-1), recv(2) from the
  * (non-blocking) socket straight into it, buffer_updated(n), in the connection's read
- * context ctx (NULL: the current one). The methods and ctx come as integers (see gl.h).
- * Returns the bytes delivered, 0 at EOF, GL_RB_GETBUF with a Python exception set by
- * get_buffer or its buffer, GL_RB_UPDATED with one set by buffer_updated, or
- * GL_RB_ERRNO - errno when read(2) failed. */
+ * context ctx (NULL: the current one), then what it wrote is sent (gl_send_staged). The
+ * methods, ctx and the transport tr come as integers (see gl.h). Returns the bytes
+ * delivered, 0 at EOF, GL_RB_GETBUF with a Python exception set by get_buffer or its
+ * buffer, GL_RB_UPDATED with one set by buffer_updated, or GL_RB_ERRNO - errno when
+ * recv(2) failed. */
 static Py_ssize_t read_buffered(PyObject *get_buffer, PyObject *buffer_updated, int fd);
 
 Py_ssize_t gl_read_buffered_u(uintptr_t get_buffer_u, uintptr_t buffer_updated_u, int fd,
-                              uintptr_t ctx_u) {
-    PyObject *ctx = (PyObject *)ctx_u;
+                              uintptr_t ctx_u, uintptr_t tr_u) {
+    PyObject *ctx = (PyObject *)ctx_u, *tr = (PyObject *)tr_u;
     if (ctx_enter(ctx) < 0) return GL_RB_GETBUF;
+    Py_INCREF(tr);  /* as in gl_read_deliver_u */
     Py_ssize_t n = read_buffered((PyObject *)get_buffer_u, (PyObject *)buffer_updated_u, fd);
-    if (ctx_exit(ctx, n == GL_RB_GETBUF || n == GL_RB_UPDATED) < 0) return GL_RB_UPDATED;
+    if (ctx_exit(ctx, n == GL_RB_GETBUF || n == GL_RB_UPDATED) < 0) n = GL_RB_UPDATED;
+    if (n > 0) gl_send_staged((GLTransport *)tr);
+    Py_DECREF(tr);
     return n;
 }
 
@@ -181,10 +186,7 @@ static Py_ssize_t read_buffered(PyObject *get_buffer, PyObject *buffer_updated, 
         PyErr_SetString(PyExc_RuntimeError, "get_buffer() returned an empty buffer");
         return GL_RB_GETBUF;
     }
-    ssize_t n;
-    do {
-        n = read(fd, view.buf, (size_t)view.len);
-    } while (n < 0 && errno == EINTR);
+    ssize_t n = gl_sock_recv(fd, view.buf, (size_t)view.len);
     int e = errno;
     PyBuffer_Release(&view);
     Py_DECREF(buf);

@@ -56,10 +56,7 @@ static int wstage_send(GLTransport *tr) {
     }
     iov[0].iov_base = tr->wstage_buf[0] + tr->wstage_off;
     iov[0].iov_len -= (size_t)tr->wstage_off;
-    ssize_t k;
-    do {
-        k = n == 1 ? write(tr->sock_fd, iov[0].iov_base, iov[0].iov_len) : writev(tr->sock_fd, iov, n);
-    } while (k < 0 && errno == EINTR);
+    ssize_t k = gl_sock_sendv(tr->sock_fd, iov, n);
     if (k < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK) tr->wstage_err = errno;
         return 1;
@@ -87,6 +84,14 @@ static int wstage_send(GLTransport *tr) {
     return 1;
 }
 
+/* Whether tr's staged data may leave now: nothing makes the send call Python (closing,
+ * EOF, sendfile, a paused protocol: Go's flush does those) and no send failed (the error
+ * waits for Go, wstage_err). */
+static inline int wstage_sendable(GLTransport *tr) {
+    return tr->conn != 0 && !tr->conn_lost && !tr->closing && !tr->eof && !tr->sendfile_busy &&
+           !tr->protocol_paused && tr->wstage_err == 0;
+}
+
 Py_ssize_t gl_flush_staged(GLLoop *loop) {
     Py_ssize_t k = 0;
     for (Py_ssize_t i = 0; i < loop->nwdirty; i++) {
@@ -96,8 +101,7 @@ Py_ssize_t gl_flush_staged(GLLoop *loop) {
             tr->wlisted = 0;
             continue;
         }
-        if (tr->conn == 0 || tr->conn_lost || tr->closing || tr->eof || tr->sendfile_busy ||
-            tr->protocol_paused || wstage_send(tr) != 0)
+        if (!wstage_sendable(tr) || wstage_send(tr) != 0)
             loop->wdirty[k++] = (PyObject *)tr;  /* Go's: still listed */
         else
             tr->wlisted = 0;
@@ -107,6 +111,11 @@ Py_ssize_t gl_flush_staged(GLLoop *loop) {
 }
 
 Py_ssize_t gl_flush_staged_u(uintptr_t loop) { return gl_flush_staged((GLLoop *)loop); }
+
+void gl_send_staged(GLTransport *tr) {
+    /* still listed on the loop's wdirty: gl_flush_staged finds it sent (nwstage 0) */
+    if (tr->nwstage > 0 && wstage_sendable(tr)) wstage_send(tr);
+}
 
 static PyObject *tr_write(GLTransport *self, PyObject *data) {
     if (!PyBytes_Check(data) && !PyByteArray_Check(data) && !PyMemoryView_Check(data)) {

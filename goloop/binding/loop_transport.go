@@ -242,7 +242,7 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 	if isBytes == 0 && c.wsize == 0 {
 		// A mutable buffer (bytearray, memoryview) with nothing queued goes to the socket at
 		// once, as asyncio's write() does: queueing it would mean copying it first.
-		k, err := poller.RawWrite(c.fd, src)
+		k, err := poller.RawSend(c.fd, src)
 		if err != nil && err != unix.EAGAIN && err != unix.EINTR {
 			C.gl_set_oserror(C.int(err.(unix.Errno)))
 			if C.gl_call_fatal(trObj(tr), msgWriteErr) < 0 {
@@ -306,7 +306,7 @@ func (c *conn) flush(deferred bool) bool {
 		var n int
 		var err error
 		if c.whead == len(c.wq)-1 {
-			n, err = poller.RawWrite(c.fd, c.wq[c.whead].b[c.woff:])
+			n, err = poller.RawSend(c.fd, c.wq[c.whead].b[c.woff:])
 		} else {
 			iov := c.iov[:0]
 			for i := c.whead; i < len(c.wq) && len(iov) < maxIovecs; i++ {
@@ -319,7 +319,7 @@ func (c *conn) flush(deferred bool) bool {
 				iov = append(iov, v)
 			}
 			c.iov = iov
-			n, err = poller.RawWritev(c.fd, iov)
+			n, err = poller.RawSendv(c.fd, iov)
 		}
 		if err == unix.EINTR {
 			continue
@@ -493,7 +493,7 @@ func (c *conn) onReadable() bool {
 	// onData a PyObject, rbuf C memory: plain integers for cgo (see gl.h)
 	n := C.gl_read_deliver_u(C.uintptr_t(uintptr(unsafe.Pointer(c.onData))), C.int(c.fd),
 		C.uintptr_t(uintptr(unsafe.Pointer(&c.l.rbuf[0]))), C.Py_ssize_t(len(c.l.rbuf)), c.lastRead,
-		C.uintptr_t(uintptr(unsafe.Pointer(c.readCtx()))))
+		C.uintptr_t(uintptr(unsafe.Pointer(c.readCtx()))), C.uintptr_t(uintptr(unsafe.Pointer(tr))))
 	switch {
 	case n > 0:
 		c.lastRead = n
@@ -519,7 +519,7 @@ func (c *conn) readBuffered() bool {
 	// PyObject pointers as plain integers for cgo (see gl.h)
 	n := C.gl_read_buffered_u(C.uintptr_t(uintptr(unsafe.Pointer(c.getBuffer))),
 		C.uintptr_t(uintptr(unsafe.Pointer(c.bufferUpdated))), C.int(c.fd),
-		C.uintptr_t(uintptr(unsafe.Pointer(c.readCtx()))))
+		C.uintptr_t(uintptr(unsafe.Pointer(c.readCtx()))), C.uintptr_t(uintptr(unsafe.Pointer(c.tr))))
 	switch {
 	case n > 0:
 		return true

@@ -168,6 +168,34 @@ static int iterate(wsgi_resp *r) {
     return 0;
 }
 
+/* Sends a list's or tuple's parts (seq: exact list or tuple): every part but the last with
+ * more_body, the last flushed: a one-part answer gets its content-length and leaves in one
+ * write. 0 done, -1 failed (raised), -2 the client went away. */
+static int send_parts(GLWsgiStart *st, PyObject *seq) {
+    int rc;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (gl_wsgi_need_start(st) < 0) return -1;
+    for (Py_ssize_t i = 0; i < n || (n == 0 && i == 0); i++) {
+        PyObject *b = n ? Py_NewRef(PySequence_Fast_GET_ITEM(seq, i)) : Py_NewRef(empty_bytes);
+        if (!PyBytes_Check(b)) {
+            PyErr_Format(PyExc_TypeError, "a WSGI response must be bytes, not %.100s", Py_TYPE(b)->tp_name);
+            Py_DECREF(b);
+            return -1;
+        }
+        int last = i >= n - 1;
+        rc = (PyBytes_GET_SIZE(b) == 0 && !last)
+                 ? GL_OK
+                 : gl_wsgi_send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last, last, b, NULL);
+        Py_DECREF(b);
+        if (rc == GL_ERR_DISCONNECTED) return -2;
+        if (rc != GL_OK) {
+            gl_wsgi_raise_send(st, rc);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Sends the application's result (r->result): 0 done, -1 the application failed (raised), -2
  * the client went away, SENT_PAUSED (an iterable's: iterate's). result.close() is called by
  * the caller. */
@@ -179,36 +207,28 @@ static int send_result(GLWsgiServer *srv, wsgi_resp *r) {
         int r = send_wrapped_file(st, result);
         if (r != 0) return r == 1 ? 0 : r;
     }
-    if (PyList_CheckExact(result) || PyTuple_CheckExact(result)) {
-        /* every part but the last with more_body, the last flushed: a one-part answer
-         * gets its content-length and leaves in one write */
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(result);
-        if (gl_wsgi_need_start(st) < 0) return -1;
-        for (Py_ssize_t i = 0; i < n || (n == 0 && i == 0); i++) {
-            PyObject *b = n ? Py_NewRef(PySequence_Fast_GET_ITEM(result, i)) : Py_NewRef(empty_bytes);
-            if (!PyBytes_Check(b)) {
-                PyErr_Format(PyExc_TypeError, "a WSGI response must be bytes, not %.100s", Py_TYPE(b)->tp_name);
-                Py_DECREF(b);
-                return -1;
-            }
-            int last = i >= n - 1;
-            rc = (PyBytes_GET_SIZE(b) == 0 && !last)
-                     ? GL_OK
-                     : gl_wsgi_send_part(st, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), !last, last, last, b, NULL);
-            Py_DECREF(b);
-            if (rc == GL_ERR_DISCONNECTED) return -2;
-            if (rc != GL_OK) {
-                gl_wsgi_raise_send(st, rc);
-                return -1;
-            }
-        }
-        return 0;
-    }
+    if (PyList_CheckExact(result) || PyTuple_CheckExact(result)) return send_parts(st, result);
     /* the part that completes the Content-Length ends the request (gl_wsgi_send_part's end) unless
      * the answer is a generator, whose code after its last yield (before its end) would
      * hold up the request taken with it */
     r->end = !PyGen_CheckExact(result);
     if ((r->it = PyObject_GetIter(result)) == NULL) return -1;
+    /* A list's or tuple's own iterator with one part left (Django's HttpResponse iterates its
+     * list of parts) never blocks: the part is taken at once and sent as a one-part list's, so
+     * an answer without a Content-Length gets one and leaves in one write, not two (a chunked
+     * part, then the last chunk). More parts go through iterate(), which parks rather than
+     * hold the thread while a slow client reads. result.close() is still called (finish). */
+    if (Py_IS_TYPE(r->it, &PyListIter_Type) || Py_IS_TYPE(r->it, &PyTupleIter_Type)) {
+        Py_ssize_t left = PyObject_LengthHint(r->it, 2);  /* exact for these two types */
+        if (left < 0) return -1;
+        if (left > 1) return iterate(r);
+        PyObject *parts = PySequence_List(r->it);
+        Py_CLEAR(r->it);
+        if (parts == NULL) return -1;
+        rc = send_parts(st, parts);
+        Py_DECREF(parts);
+        return rc;
+    }
     return iterate(r);
 }
 
@@ -447,6 +467,12 @@ static int resume(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r) {
     int done = rc == GL_OK ? iterate(r) : rc == GL_WSGI_PAUSED ? SENT_PAUSED : rc == GL_ERR_DISCONNECTED ? -2 : -1;
     if (done == -1 && rc != GL_OK) gl_wsgi_raise_send(r->st, rc);
     return go_on(srv, wid, gen, r, done);
+}
+
+/* _goloop._go_procs(): the Go runtime's GOMAXPROCS (tests: a P for each pool thread). */
+PyObject *gl_go_procs(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    return PyLong_FromLong(glGoProcs());
 }
 
 /* ---------- the server ---------- */

@@ -87,6 +87,9 @@ type connLife struct {
 	paused  bool          // the reader waits for room (wake)
 	wake    chan struct{} // cap 1: room for the reader, or closed
 	linger  bool          // close with a lingering close (spec.go)
+	// output went out since the reader's keep-alive deadline was last looked at: the
+	// connection's idle time counts from then (overdueLocked)
+	answered bool
 	// a request was dispatched; the server closes and c had none yet, so its first
 	// request is still answered (connection: close) if it comes within a grace period
 	served, lastOne bool
@@ -588,6 +591,13 @@ func (c *Conn) advanceLocked() {
 // written, and the requests in flight (pipelined after the last one answered) are lost.
 func (c *Conn) endAfterLocked() {
 	c.closing = true
+	if c.lp != nil && c.next == nil {
+		// A lingering close (the loop driver's): input the client sent that was not read
+		// (a body the response did not wait for, pipelined requests) would turn a plain
+		// close into a reset, and the kernel would drop what it still holds of the
+		// response. (The goroutine driver's reader may still be reading: a plain close.)
+		c.linger = true
+	}
 	for _, r := range c.inflight { // cannot be answered on this connection
 		r.lost = true
 		c.wakeLocked(r, nil)

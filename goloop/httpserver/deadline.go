@@ -4,7 +4,8 @@ package httpserver
 // driver's read deadline, the loop driver's Conn.deadline on the server's timerfd), and
 // what it bounds depends on what the connection waits for from its client:
 //   - nothing (between requests) or a busy connection (requests in flight): the keep-alive
-//     timeout, pushed by every read; a busy connection is given another period;
+//     timeout, pushed by every read; a busy connection is given another period, and so is
+//     one whose output went out since (idle for less than the timeout);
 //   - a request head: HeadTimeout from the read that brought its first byte, not pushed by
 //     later reads (a client trickling a head a byte at a time cannot keep its
 //     connection forever); then 408 and close;
@@ -86,6 +87,11 @@ func (c *Conn) readDeadlineLocked(now time.Time) (time.Time, int) {
 // overdueLocked: the reader's deadline passed (c.mu held). kind: the bound that expired
 // (dlHead, dlBody: the caller answers with timedOut), or dlIdle with next: look again
 // then (busy, or the bound is later), or a zero next: idle, the connection closes.
+// The keep-alive deadline is set by reads, so a connection whose response went out after
+// it was set (a slow application, or a loop busy with other connections) has been idle
+// for less than the timeout: it gets another period, and closes between one and two
+// timeouts after its last response, never sooner than one (a client sending its next
+// request would meet the close).
 func (c *Conn) overdueLocked(now time.Time) (kind int, next time.Time) {
 	d, kind := c.readDeadlineLocked(now)
 	if kind != dlIdle {
@@ -94,7 +100,8 @@ func (c *Conn) overdueLocked(now time.Time) (kind int, next time.Time) {
 		}
 		return kind, time.Time{}
 	}
-	if c.busyLocked() {
+	if c.busyLocked() || c.answered {
+		c.answered = false
 		return dlIdle, d
 	}
 	return dlIdle, time.Time{}

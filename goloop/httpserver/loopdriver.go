@@ -740,9 +740,23 @@ func (c *Conn) expire(now time.Time) time.Time {
 		return c.deadline
 	}
 	if next.IsZero() { // idle
+		if c.lread && !c.paused && inputWaits(c.fd) {
+			// Its next request came with the deadline and is not read yet (the timer's
+			// event came first in the poll's batch, or the loop was busy): closing now
+			// would reset the connection (a socket closed with unread input sends RST)
+			// and lose the request. The readable event reads it.
+			c.deadline = now.Add(c.s.cfg.KeepAliveTimeout)
+			return c.deadline
+		}
 		c.lostLocked()
 		return time.Time{}
 	}
 	c.deadline = minDeadline(next, c.writeDeadline())
 	return c.deadline
+}
+
+// inputWaits: the socket holds input not read yet.
+func inputWaits(fd int) bool {
+	n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	return err == nil && n > 0
 }

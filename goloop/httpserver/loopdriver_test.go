@@ -168,6 +168,7 @@ var loopTests = []struct {
 	{"HeldSlowReader", testHeld(testLoopSlowReader)}, {"HeldMany", testHeld(testLoopManyLargeResponses)},
 	{"HeldHandOff", testHeld(testHandOffWritePending)}, {"HeldPipelined", testHeld(testHeldPipelined)},
 	{"HeldLost", testHeld(testHeldLost)}, {"HeldManyParts", testHeld(testHeldManyParts)},
+	{"EarlyResponseLingers", testLoopEarlyResponseLingers},
 	{"RespMinRate", TestRespMinRate}, {"RespMinRateOff", TestRespMinRateOff},
 	{"HeldRespMinRate", testHeld(testHeldRespMinRate)}, {"H2HeldBody", TestH2HeldBody},
 }
@@ -676,5 +677,86 @@ func testHeldManyParts(t *testing.T) {
 	const n = 64 << 17 // 8 MiB: more than the socket takes at once
 	fmt.Fprintf(c, "GET /%d?parts=64 HTTP/1.1\r\nHost: x\r\n\r\n", n)
 	time.Sleep(100 * time.Millisecond) // all the parts are queued
+	readSized(t, br, n)
+}
+
+// A loop busy past a connection's keep-alive deadline (here: its events held back, and
+// the timer's handled first, as when both come in one batch) does not cut the connection:
+// its response went out after the deadline was set, so it was not idle for the timeout
+// yet; and once it is past that too, a next request waiting unread keeps it (closing a
+// socket with unread input resets the connection, and the request is lost). It still
+// closes, without a reset, once idle.
+func TestLoopKeepAliveSparesBusyLoop(t *testing.T) {
+	loopDriver = true
+	defer func() { loopDriver = false }()
+	const ka = 100 * time.Millisecond
+	got, answer := make(chan struct{}), make(chan struct{})
+	a, addr := startServer(t, Config{KeepAliveTimeout: ka}, func(a *fakeApp, r *Request) {
+		if string(r.Path()) == "/1" {
+			got <- struct{}{}
+			<-answer
+		}
+		hello(a, r)
+	})
+	gate := &a.s.lp.(*testPoller).gate
+	c, br := dial(t, addr)
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-got // read: its keep-alive deadline is set
+	gate.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			gate.Unlock()
+		}
+	}()
+	time.Sleep(2 * ka) // past that deadline, the loop holding its events
+	close(answer)      // the response goes out (written by the application's thread)
+	if _, body := readResp(t, br, "GET"); body != "hello /1" {
+		t.Fatal(body)
+	}
+	a.s.onTimer(0)
+	c.SetReadDeadline(time.Now().Add(ka))
+	if _, err := br.Peek(1); !isTimeout(err) {
+		t.Fatalf("the connection was closed right after its response: %v", err)
+	}
+	time.Sleep(2 * ka) // past the period it was given
+	io.WriteString(c, "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n")
+	a.s.onTimer(0)
+	gate.Unlock()
+	locked = false
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, body := readResp(t, br, "GET"); body != "hello /2" {
+		t.Fatal(body)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("expected the idle connection to close: %v", err)
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// A response sent before its request's body was read ends the connection (the rest of the
+// body would have to be read first) with a lingering close: the body still coming, unread
+// when the output is handed to the kernel, would turn a plain close into a reset that
+// drops the part of the response the client has not received yet.
+func testLoopEarlyResponseLingers(t *testing.T) {
+	const n = 4 << 20
+	_, addr := startServer(t, Config{}, func(a *fakeApp, r *Request) {
+		a.respond(r, 200, "", strings.Repeat("y", n))
+	})
+	c, br := dialSmall(t, addr) // the response waits in the server's socket
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<30)
+	go func() {
+		junk := make([]byte, 64<<10)
+		for i := 0; i < 32; i++ {
+			if _, err := c.Write(junk); err != nil {
+				return
+			}
+		}
+	}()
 	readSized(t, br, n)
 }

@@ -352,6 +352,7 @@ func (c *Conn) writer() {
 // connection if it is done.
 func (c *Conn) drainedLocked() {
 	c.unstall()
+	c.answered = true
 	if c.next != nil && c.next.drainedLocked() {
 		return
 	}

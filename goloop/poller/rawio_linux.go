@@ -65,3 +65,42 @@ func EpollWait0(epfd int, events []unix.EpollEvent) (int, error) {
 	}
 	return int(n), nil
 }
+
+// RawSend sends b on a non-blocking socket with send(2) (sendto without an address): the
+// socket's own call, which skips the file layer that write(2) passes through on its way to
+// the same code (bench/analysis/sockcall_cost.c measures both). MSG_NOSIGNAL: a peer that
+// is gone is EPIPE, never a SIGPIPE, whatever the process does with that signal. A
+// descriptor that is not a socket (ENOTSOCK) is written with write(2).
+func RawSend(fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_NOSIGNAL, 0, 0)
+	if e == unix.ENOTSOCK {
+		return RawWrite(fd, b)
+	}
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// RawSendv gathers iov into one sendmsg(2) on a non-blocking socket (RawSend's reasons);
+// writev(2) for a descriptor that is not a socket.
+func RawSendv(fd int, iov []unix.Iovec) (int, error) {
+	if len(iov) == 0 {
+		return 0, nil
+	}
+	var msg unix.Msghdr
+	msg.Iov = &iov[0]
+	msg.SetIovlen(len(iov))
+	n, _, e := unix.RawSyscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_NOSIGNAL)
+	if e == unix.ENOTSOCK {
+		return RawWritev(fd, iov)
+	}
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
