@@ -20,7 +20,7 @@ interpreter, allocator, libc's syscall wrappers ...), per request, from the diff
 the two runs' profiles. Kernel time is not counted (callgrind sees user space only).
 A loop written goloop=DIR imports goloop from DIR. --repeat R measures each cell R times
 (figure: the mean; the runs are kept in the results). --results ID writes the table as
-bench/results/ID.json (the interpreter's version in its title); a loop that does not import
+bench/results/<ID>.json (the interpreter's version in its title); a loop that does not import
 or that crashes gets its message as the cell's error. Needs valgrind.
 """
 
@@ -213,7 +213,7 @@ def main():
     ap.add_argument("--top", action="store_true", help="with --annotate: each group's top functions")
     ap.add_argument("--serve", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--repeat", type=int, default=1, help="measure each cell this many times (the mean)")
-    ap.add_argument("--results", metavar="ID", help="write bench/results/ID.json")
+    ap.add_argument("--results", metavar="ID", help="write bench/results/<ID>.json")
     ap.add_argument("--note", action="append", default=[], help="a note line for the results (repeatable)")
     args = ap.parse_args()
     if args.serve:

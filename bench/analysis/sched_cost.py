@@ -15,7 +15,7 @@ functions whose own instructions per op are largest (callgrind_annotate of both 
 difference / (N2 - N1), each with its library; goloop built with GOLOOP_DEBUG_SYMBOLS=1 names
 its Go and C functions). Go's asynchronous preemption signals crash
 callgrind, so every loop runs with GODEBUG=asyncpreemptoff=1 (it matters only to goloop).
---results ID writes the table as bench/results/ID.json (the interpreter's version in its
+--results ID writes the table as bench/results/<ID>.json (the interpreter's version in its
 title); a loop that does not import or that crashes gets its message as the cell's error.
 Needs valgrind (Debian's valgrind package).
 """
@@ -81,7 +81,7 @@ def main():
     ap.add_argument("--n", default="20000,60000", help="the two operation counts N1,N2")
     ap.add_argument("--annotate", metavar="DIR", help="keep the N2 runs' callgrind files here")
     ap.add_argument("--functions", type=int, default=0, metavar="K", help="print the K costliest functions per op")
-    ap.add_argument("--results", metavar="ID", help="write bench/results/ID.json")
+    ap.add_argument("--results", metavar="ID", help="write bench/results/<ID>.json")
     ap.add_argument("--note", action="append", default=[], help="a note line for the results (repeatable)")
     args = ap.parse_args()
     n1, n2 = (int(x) for x in args.n.split(","))
