@@ -29,6 +29,7 @@ renders BENCHMARKS.md.
 """
 import argparse
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -133,7 +134,11 @@ def write_results(best, kern, loops, rows, missing, args):
     loops = [lp for lp in loops if "=" not in lp]
     notes = [f"Not measured (not importable here): {', '.join(missing)}."] if missing else []
     cmd = (f"python3 -P bench/io_ab.py --results --loops {','.join(loops)} --rounds {args.rounds}"
-           f" --rows {args.rows}" + (f" --rate {args.rate:g} --id-suffix={args.id_suffix}" if args.rate else ""))
+           f" --rows {args.rows}" + (f" --rate {args.rate:g}" if args.rate else "")
+           + (f" --id-suffix={args.id_suffix}" if args.id_suffix else ""))
+    # another file of the same tables (--id-suffix): its interpreter named in the titles,
+    # which must differ from the other file's
+    on = f" on CPython {platform.python_version()}" if args.id_suffix else ""
     paced = (f" Echo rows paced at {args.rate:g} requests/s in all (echoclient -rate): every loop at the "
              "same load." if args.rate else " Unpaced: each connection sends as soon as its echo is back.")
     method = ("The echo and HTTP servers of `bench/run.py` (HTTP: an asyncio Protocol feeding httptools on "
@@ -141,7 +146,7 @@ def write_results(best, kern, loops, rows, missing, args):
               f"each figure the least server CPU per request of {args.rounds} rounds." + paced)
     write_result(
         "loop-io" + args.id_suffix, group="The event loop",
-        title="The loop's I/O rows: server CPU µs per request (A/B rounds)"
+        title="The loop's I/O rows" + on + ": server CPU µs per request (A/B rounds)"
               + (f", echo at {args.rate:g} requests/s" if args.rate else ""),
         command=cmd, method=method, notes=notes,
         better="lower", columns=["row"] + loops, units={lp: "µs" for lp in loops},
@@ -152,7 +157,7 @@ def write_results(best, kern, loops, rows, missing, args):
     if kern:
         write_result(
             "loop-io-kernel" + args.id_suffix, group="The event loop",
-            title="The loop's I/O rows: the server's CPU split and system calls per request (perf stat)"
+            title="The loop's I/O rows" + on + ": the server's CPU split and system calls per request (perf stat)"
                   + (f", echo at {args.rate:g} requests/s" if args.rate else ""),
             command=cmd, notes=notes,
             method=(method + " `perf stat -p` on the server over each measured window (software events and "

@@ -255,11 +255,102 @@ def test_loop_method_calls_take_the_specialized_paths(gloop):
     for _ in range(200):
         f(gloop).cancel()
     ops = [i.opname for i in dis.get_instructions(f, adaptive=True)]
-    lookups = [op for op in ops if "METHOD" in op and ("LOAD" in op)]
-    # From 3.13 CPython gives inline values (Py_TPFLAGS_INLINE_VALUES, 1 << 2) only to a type
-    # whose instances have no C fields (typeobject.c, type_ready_managed_dict): LoopCore has
-    # them, so there the lookup stays generic and only the call is specialized.
-    inline = sys.version_info < (3, 13) or bool(type(gloop).__flags__ & (1 << 2))
-    if inline:
-        assert len(lookups) == 2 and all("WITH_VALUES" in op for op in lookups), ops
+    assert _lookups_specialized(ops, type(gloop).__flags__), ops
     assert sum("METHOD_DESCRIPTOR" in op for op in ops) >= 2, ops
+
+
+def _lookups_specialized(ops, flags):
+    """Whether every method lookup in ops took the specialized path for a type of these
+    __flags__.
+
+    CPython 3.13 gives inline values (Py_TPFLAGS_INLINE_VALUES, 1 << 2) only to a type whose
+    instances have no C fields (typeobject.c, type_ready_managed_dict): LoopCore and
+    SocketTransportCore have them, so there a lookup is specialized only while the instance
+    made no __dict__ (LOAD_ATTR_METHOD_LAZY_DICT): their attributes live in slots."""
+    lookups = [op for op in ops if "METHOD" in op and "LOAD" in op]
+    inline = sys.version_info < (3, 13) or bool(flags & (1 << 2))
+    want = "WITH_VALUES" if inline else "LAZY_DICT"
+    return bool(lookups) and all(want in op for op in lookups)
+
+
+_AFTER_USE = r"""
+import asyncio, dis, socket, subprocess, sys, tempfile, os
+import goloop
+
+transports = []
+
+
+class Echo(asyncio.Protocol):
+    def connection_made(self, transport):
+        transports.append(transport)
+        self.transport = transport
+
+    def data_received(self, data):
+        self.transport.write(data)
+
+
+async def main(loop):
+    srv = await loop.create_server(Echo, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(b"ping")
+    assert await r.readexactly(4) == b"ping"
+    await loop.run_in_executor(None, int)
+    p = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass", stdout=subprocess.DEVNULL)
+    await p.wait()
+    a, b = socket.socketpair()
+    with a, b:
+        a.setblocking(False)
+        b.setblocking(False)
+        await loop.sock_sendall(a, b"x")
+        assert await loop.sock_recv(b, 1) == b"x"
+    us = await loop.create_unix_server(asyncio.Protocol, os.path.join(tempfile.mkdtemp(), "s"))
+    us.close()
+    await us.wait_closed()
+    w.close()
+    await w.wait_closed()
+    srv.close()
+    await srv.wait_closed()
+
+
+def f(loop):
+    return loop.call_soon(print)
+
+
+def g(tr):
+    return tr.is_closing()
+
+
+loop = goloop.new_event_loop()
+loop.set_debug(True)
+loop.run_until_complete(main(loop))
+loop.set_debug(False)
+loop.run_until_complete(loop.shutdown_default_executor())
+tr = transports[0]
+assert type(tr).__name__ == "SocketTransport"
+for _ in range(200):
+    f(loop).cancel()
+    g(tr)
+for fn, obj in ((f, loop), (g, tr)):
+    print(type(obj).__flags__, *[i.opname for i in dis.get_instructions(fn, adaptive=True)])
+loop.close()
+"""
+
+
+@pytest.mark.skipif(not _specializes(), reason="this interpreter does not specialize method lookups")
+def test_loop_and_transport_lookups_stay_specialized_after_use():
+    # a loop's life (servers TCP and Unix, connections, an executor, a subprocess, socket
+    # calls, debug mode) stores every attribute in the loop's and the transport's slots: no
+    # __dict__ is made, and `loop.call_soon(...)` / `transport.is_closing()` keep their
+    # specialized lookups. In a new interpreter: on 3.11/3.12 one instance attribute named
+    # like a method, stored on any loop before (a test's patch), unspecializes that lookup
+    # for every loop of the class (the name joins the class's shared keys).
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-P", "-c", _AFTER_USE], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2, out.stdout
+    for line in lines:
+        flags, *ops = line.split()
+        assert _lookups_specialized(ops, int(flags)), line

@@ -3,7 +3,8 @@
 keep-alive server (callgrind), with where they go.
 
     python3 -P bench/analysis/io_cost.py [--loops goloop,uvloop] [--rows streams,http]
-                                [--n 3000,9000] [--annotate DIR]
+                                [--n 3000,9000] [--annotate DIR] [--repeat R]
+                                [--results ID [--note TEXT]]
 
 Rows: streams (the streams echo of bench/servers/echo_server.py: asyncio.start_server,
 read(102400) + write + drain), protocol (its asyncio.Protocol echo: data_received writes
@@ -17,7 +18,10 @@ request, start-up excluded. With --annotate DIR the N2 run's file is kept and ea
 function's own instructions are summed by group (goloop's Go, goloop's C, uvloop, the
 interpreter, allocator, libc's syscall wrappers ...), per request, from the difference of
 the two runs' profiles. Kernel time is not counted (callgrind sees user space only).
-A loop written goloop=DIR imports goloop from DIR. Needs valgrind.
+A loop written goloop=DIR imports goloop from DIR. --repeat R measures each cell R times
+(figure: the mean; the runs are kept in the results). --results ID writes the table as
+bench/results/<ID>.json (the interpreter's version in its title); a loop that does not import
+or that crashes gets its message as the cell's error. Needs valgrind.
 """
 
 import argparse
@@ -33,6 +37,9 @@ BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, BENCH)
 import harness  # noqa: E402
 CONNS = 10
+ROW_LABELS = {"protocol": "echo Protocol 1 KiB", "streams": "echo streams 1 KiB",
+              "http": "HTTP keep-alive 13 B (goloop.http on goloop, httptools otherwise)",
+              "httptools": "HTTP keep-alive 13 B (httptools)"}
 HTTP_REQ = b"GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: io_cost\r\nAccept: */*\r\n\r\n"
 
 
@@ -191,6 +198,12 @@ def breakdown(c1, c2, dn):
     return {g: v / dn for g, v in groups.items()}, {g: [(f, v / dn) for f, v in t.most_common(8)] for g, t in tops.items()}
 
 
+def tag(loop):
+    """goloop=DIR -> goloop-<DIR's last part>: a loop's name in files and lines."""
+    name, _, path = loop.partition("=")
+    return name + ("-" + os.path.basename(path.rstrip("/")) if path else "")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--loops", default="goloop,uvloop")
@@ -199,19 +212,32 @@ def main():
     ap.add_argument("--annotate", metavar="DIR", help="keep the callgrind files here and print the breakdown")
     ap.add_argument("--top", action="store_true", help="with --annotate: each group's top functions")
     ap.add_argument("--serve", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--repeat", type=int, default=1, help="measure each cell this many times (the mean)")
+    ap.add_argument("--results", metavar="ID", help="write bench/results/<ID>.json")
+    ap.add_argument("--note", action="append", default=[], help="a note line for the results (repeatable)")
     args = ap.parse_args()
     if args.serve:
         return serve(args.serve[0], args.serve[1], int(args.serve[2]), args.serve[3])
     n1, n2 = (int(x) for x in args.n.split(","))
+    runs, errors = collections.defaultdict(list), {}
     with tempfile.TemporaryDirectory() as tmp:
         for row in args.rows.split(","):
             for loop in args.loops.split(","):
-                tag = loop.partition("=")[0] + ("-" + os.path.basename(loop.partition("=")[2].rstrip("/")) if "=" in loop else "")
-                f1 = os.path.join(args.annotate or tmp, f"cg.{tag}.{row}.1")
-                f2 = os.path.join(args.annotate or tmp, f"cg.{tag}.{row}.2")
-                i1 = run_one(loop, row, n1, tmp, f1)
-                i2 = run_one(loop, row, n2, tmp, f2)
-                print(f"{row:8} {tag:16} {(i2 - i1) / (n2 - n1):9,.0f} instructions per request", flush=True)
+                t = tag(loop)
+                f1 = os.path.join(args.annotate or tmp, f"cg.{t}.{row}.1")
+                f2 = os.path.join(args.annotate or tmp, f"cg.{t}.{row}.2")
+                try:
+                    for _ in range(args.repeat):
+                        i1 = run_one(loop, row, n1, tmp, f1)
+                        i2 = run_one(loop, row, n2, tmp, f2)
+                        runs[row, t].append((i2 - i1) / (n2 - n1))
+                        print(f"{row:8} {t:16} {(i2 - i1) / (n2 - n1):9,.0f} instructions per request", flush=True)
+                except (SystemExit, OSError, subprocess.SubprocessError) as exc:
+                    if not args.results:
+                        raise
+                    errors[row, t] = " ".join(str(exc).split())[-600:]
+                    print(f"{row:8} {t:16} failed: {errors[row, t]}", flush=True)
+                    continue
                 if args.annotate:
                     g, tops = breakdown(self_costs(f1), self_costs(f2), n2 - n1)
                     for name, v in sorted(g.items(), key=lambda x: -x[1]):
@@ -220,6 +246,48 @@ def main():
                             for f, fv in tops[name]:
                                 print(f"               {fv:8,.0f}  {f}")
                     sys.stdout.flush()
+    if args.results:
+        write(args, runs, errors)
+
+
+def write(args, runs, errors):
+    """bench/results/<ID>.json: one row per I/O row, one column per loop (the mean of the runs)."""
+    import platform
+    from results import write_result
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from sched_cost import command_loops, label
+    specs = args.loops.split(",")
+    tags = {label(lp): tag(lp) for lp in specs}  # column -> the runs' key
+    loops = list(tags)
+    rows = []
+    for row in args.rows.split(","):
+        r = {"row": ROW_LABELS.get(row, row)}
+        for lp in loops:
+            got = runs.get((row, tags[lp]))
+            r[lp] = round(sum(got) / len(got)) if got else None
+        errs = {lp: errors[row, tags[lp]] for lp in loops if (row, tags[lp]) in errors}
+        if errs:
+            r["errors"] = errs
+        rows.append(r)
+    rounds = {ROW_LABELS.get(row, row): {lp: [round(x) for x in runs.get((row, tags[lp]), [])] for lp in loops}
+              for row in args.rows.split(",")}
+    write_result(
+        args.results, group="The event loop",
+        title=f"The loop's I/O rows on CPython {platform.python_version()}: user-space instructions per request (callgrind)",
+        command=f"python3 -P bench/analysis/io_cost.py --results {args.results} --loops {command_loops(specs)} "
+                f"--rows {args.rows} --n {args.n} --repeat {args.repeat}",
+        method=(f"Each row's server (`bench/analysis/io_cost.py`: asyncio Protocol echo, streams echo, an asyncio "
+                f"Protocol feeding an HTTP parser) under `valgrind --tool=callgrind`, serving N1 and then N2 "
+                f"requests from a plain-socket client ({CONNS} connections, each sends its next request when "
+                f"its answer is back); (instructions(N2) - instructions(N1)) / (N2 - N1) is one request's "
+                f"user-space cost (the kernel's is not counted), start-up excluded; each figure the mean of "
+                f"{args.repeat} such measurement(s) (`rounds` keeps each). Load does not move instruction counts, "
+                f"but how many requests one wake-up serves does, so small-I/O figures vary between runs. A "
+                f"column goloop (DIR) is a copy of another build (goloop=DIR), e.g. before a change."),
+        better="lower", columns=["row"] + loops, units={lp: "instructions" for lp in loops}, rows=rows,
+        compare=[lp for lp in loops if lp != "goloop"] if "goloop" in loops else None, notes=args.note,
+        rounds=rounds, order=37, row_label="request",
+        modules=tuple(lp for lp in loops if lp.isidentifier() and lp not in ("goloop", "asyncio")) + ("httptools",))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ start-up and of other processes' load (a shared machine's timings are not).
 
     python3 -P bench/analysis/sched_cost.py [--loops goloop,uvloop,rloop] [--benches call_soon,...]
                                    [--n 20000,60000] [--annotate DIR] [--functions K]
+                                   [--results ID [--note TEXT]]
 
 A loop written goloop=DIR imports goloop from DIR (e.g. a copy of the build before a change).
 --annotate DIR keeps the N2 run's callgrind file per loop and bench in DIR (callgrind_annotate
@@ -14,6 +15,8 @@ functions whose own instructions per op are largest (callgrind_annotate of both 
 difference / (N2 - N1), each with its library; goloop built with GOLOOP_DEBUG_SYMBOLS=1 names
 its Go and C functions). Go's asynchronous preemption signals crash
 callgrind, so every loop runs with GODEBUG=asyncpreemptoff=1 (it matters only to goloop).
+--results ID writes the table as bench/results/<ID>.json (the interpreter's version in its
+title); a loop that does not import or that crashes gets its message as the cell's error.
 Needs valgrind (Debian's valgrind package).
 """
 
@@ -26,6 +29,13 @@ import tempfile
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # bench/, where micro.py is
 BENCHES = "call_soon,call_soon_fanout,call_later,task,sleep0"
+ROW_LABELS = {"call_soon": "call_soon chain", "call_soon_fanout": "call_soon fan-out",
+              "call_later": "call_later (timers)", "task": "create_task + await",
+              "sleep0": "`await asyncio.sleep(0)`"}
+
+
+class CellFailed(Exception):
+    """One loop's run failed (not importable, crashed): the message names why."""
 
 
 def functions(out):
@@ -54,8 +64,14 @@ def instructions(loop, bench, n, out, extra=()):
         capture_output=True, text=True, env=env, timeout=1800)
     m = re.search(r"Collected : (\d+)", proc.stderr)
     if proc.returncode != 0 or not m:
-        raise SystemExit(f"{loop}/{bench}: callgrind failed ({proc.returncode}): {proc.stderr[-800:]}")
+        raise CellFailed(f"{loop}/{bench}: callgrind failed ({proc.returncode}): {failure(proc.stderr)}")
     return int(m.group(1))
+
+
+def failure(stderr):
+    """The lines of a failed run's stderr that say why (valgrind's own lines left out)."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("==")]
+    return " | ".join(lines[-6:])[-800:]
 
 
 def main():
@@ -65,20 +81,72 @@ def main():
     ap.add_argument("--n", default="20000,60000", help="the two operation counts N1,N2")
     ap.add_argument("--annotate", metavar="DIR", help="keep the N2 runs' callgrind files here")
     ap.add_argument("--functions", type=int, default=0, metavar="K", help="print the K costliest functions per op")
+    ap.add_argument("--results", metavar="ID", help="write bench/results/<ID>.json")
+    ap.add_argument("--note", action="append", default=[], help="a note line for the results (repeatable)")
     args = ap.parse_args()
     n1, n2 = (int(x) for x in args.n.split(","))
+    table, errors = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for bench in args.benches.split(","):
             for loop in args.loops.split(","):
-                c1 = instructions(loop, bench, n1, os.path.join(tmp, "cg1"))
                 keep = os.path.join(args.annotate, f"cg.{loop.partition('=')[0]}.{bench}") if args.annotate else os.path.join(tmp, "cg2")
-                c2 = instructions(loop, bench, n2, keep)
+                try:
+                    c1 = instructions(loop, bench, n1, os.path.join(tmp, "cg1"))
+                    c2 = instructions(loop, bench, n2, keep)
+                except CellFailed as exc:
+                    if not args.results:
+                        raise SystemExit(str(exc)) from None
+                    errors[bench, loop] = str(exc)
+                    print(f"{bench:18} {loop:8} failed: {exc}", flush=True)
+                    continue
+                table[bench, loop] = round((c2 - c1) / (n2 - n1))
                 print(f"{bench:18} {loop:8} {(c2 - c1) / (n2 - n1):8,.0f} instructions per op", flush=True)
                 if args.functions:
                     f1, f2 = functions(os.path.join(tmp, "cg1")), functions(keep)
                     per = sorted(((f2.get(k, 0) - f1.get(k, 0)) / (n2 - n1), k) for k in f1.keys() | f2.keys())
                     for v, k in per[::-1][:args.functions]:
                         print(f"    {v:7,.0f}  {k}", flush=True)
+    if args.results:
+        write(args, table, errors)
+
+
+def write(args, table, errors):
+    """bench/results/<ID>.json: one row per bench, one column per loop."""
+    import platform
+    sys.path.insert(0, BENCH)
+    from results import write_result
+    specs = args.loops.split(",")
+    loops = [label(lp) for lp in specs]
+    rows = []
+    for bench in args.benches.split(","):
+        row = {"row": ROW_LABELS.get(bench, bench), **{label(lp): table.get((bench, lp)) for lp in specs}}
+        errs = {label(lp): errors[bench, lp] for lp in specs if (bench, lp) in errors}
+        if errs:
+            row["errors"] = errs
+        rows.append(row)
+    write_result(
+        args.results, group="The event loop",
+        title=f"Loop microbenchmarks on CPython {platform.python_version()}, instructions per operation (callgrind)",
+        command=f"python3 -P bench/analysis/sched_cost.py --results {args.results} --loops {command_loops(specs)} "
+                f"--benches {args.benches} --n {args.n}",
+        method=("Each microbenchmark of `bench/micro.py` under `valgrind --tool=callgrind`, run with N1 and "
+                "N2 operations; (instructions(N2) - instructions(N1)) / (N2 - N1) is one operation's cost, "
+                "start-up excluded. Instruction counts do not move with the machine's load. A column goloop "
+                "(DIR) is a copy of another build (goloop=DIR), e.g. before a change."),
+        better="lower", columns=["row"] + loops, units={lp: "instructions" for lp in loops}, rows=rows,
+        compare=[lp for lp in loops if lp != "goloop"] if "goloop" in loops else None, notes=args.note,
+        order=36, row_label="operation", modules=tuple(lp for lp in loops if lp.isidentifier() and lp not in ("goloop", "asyncio")))
+
+
+def label(lp):
+    """A loop's column: its name, or "goloop (<DIR's last part>)" for goloop=DIR."""
+    name, _, path = lp.partition("=")
+    return f"{name} ({os.path.basename(path.rstrip('/'))})" if path else name
+
+
+def command_loops(specs):
+    """--loops as a results' command line gives it: goloop=DIR written goloop=DIR."""
+    return ",".join(lp if "=" not in lp else lp.partition("=")[0] + "=DIR" for lp in specs)
 
 
 if __name__ == "__main__":

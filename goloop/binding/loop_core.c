@@ -874,9 +874,10 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     /* object.__new__ rather than tp_alloc alone: for a Python subclass (goloop.Loop) it also
      * readies the instance's inline attribute values (a managed __dict__). Without them the
      * first attribute stored makes a dict, and LOAD_METHOD on the loop (loop.call_later(...))
-     * loses its specialized paths that need the inline values (3.11 and 3.12; from 3.13
-     * CPython gives inline values only to types whose instances have no C fields, which
-     * LoopCore's have: there the lookup stays generic, the call is still specialized). */
+     * loses its specialized paths that need the inline values (3.11, 3.12, 3.14; CPython
+     * 3.13 gives inline values only to types whose instances have no C fields, which
+     * LoopCore's have: there goloop.Loop keeps its attributes in slots, so no __dict__ is
+     * made and the lookup is still specialized: pyshim/goloop/_compat.py, instance_slots). */
     PyObject *noargs = PyTuple_New(0);  /* the empty tuple: a shared constant */
     if (noargs == NULL) return NULL;
     GLLoop *self = (GLLoop *)PyBaseObject_Type.tp_new(type, noargs, NULL);

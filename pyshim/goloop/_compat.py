@@ -31,6 +31,34 @@ UnixSelectorEventLoop = unix_events._UnixSelectorEventLoop
 # The per-child transport asyncio's subprocess API is built on (3.11-3.14: same signature).
 UnixSubprocessTransport = unix_events._UnixSubprocessTransport
 
+# The attributes asyncio's loop classes (BaseEventLoop, BaseSelectorEventLoop,
+# _UnixSelectorEventLoop; 3.11-3.15) set on the loop: goloop.Loop keeps them in slots
+# (instance_slots below). A name missing here still works (it goes to the instance's
+# __dict__); tests_py/test_sched_paths.py says when a loop's life made that dict.
+LOOP_ATTRIBUTES = (
+    "_asyncgens", "_asyncgens_shutdown_called", "_clock_resolution", "_closed",
+    "_coroutine_origin_tracking_enabled", "_coroutine_origin_tracking_saved_depth", "_csock",
+    "_current_handle", "_debug", "_default_executor", "_exception_handler",
+    "_executor_shutdown_called", "_internal_fds", "_old_agen_hooks", "_ready", "_scheduled",
+    "_selector", "_signal_handlers", "_ssock", "_stopping", "_task_factory", "_thread_id",
+    "_timer_cancelled_count", "_transports", "_unix_server_sockets", "_watcher",
+    "slow_callback_duration",
+)
+
+
+def instance_slots(names, *bases) -> tuple:
+    """__slots__ for a class of these bases that keeps names in its instances: names less
+    those a base already defines (a C member, a property, a class's default value).
+
+    CPython 3.13 keeps an instance's attributes inline (no __dict__) only if its type has no
+    C fields (3.12 and 3.14 also with them); goloop's loop and transports have them, so there
+    their first attribute stored would make a __dict__, and with a __dict__ CPython does not
+    specialize a method's lookup (`loop.call_soon(...)`, `transport.write(...)`: specialize.c,
+    LOAD_ATTR_METHOD_LAZY_DICT needs the dict not made). In slots, the attributes never make
+    it; elsewhere slots cost what inline values do."""
+    return tuple(n for n in dict.fromkeys(names)
+                 if not any(n in vars(c) for b in bases for c in b.__mro__))
+
 
 
 # 3.14 removed the child-watcher API: its unix loop makes its own watcher (loop._watcher),

@@ -99,9 +99,20 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
     registry are implemented in Go; the rest is asyncio's own code running on top of them.
     """
 
-    _initialized = False  # a loop whose __init__ failed (e.g. after fork) has nothing to close
+    # The loop's attributes (asyncio's and goloop's) in slots, not in a __dict__: CPython
+    # 3.13 specializes `loop.call_soon(...)`'s lookup only while no __dict__ was made
+    # (_compat.instance_slots). They start set in __init__ (a slot has no class default).
+    __slots__ = _compat.instance_slots(
+        _compat.LOOP_ATTRIBUTES + ("_initialized", "_old_agen_hooks", "_wakeup_installed",
+                                   "_pidfd_children", "_unix_server_paths"),
+        UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLoop)
 
     def __init__(self) -> None:
+        self._initialized = False  # a loop whose __init__ failed (e.g. after fork): nothing to close
+        self._old_agen_hooks = None
+        self._wakeup_installed = False
+        self._pidfd_children = None  # UnixMixin's: pid -> (pidfd, transport)
+        self._unix_server_paths = None  # ServerMixin's: listening socket -> inode of its path
         _goloop.LoopCore.__init__(self)
         _compat.UnixSelectorEventLoop.__init__(self, _GoSelector(self))
         self._transports = TransportMap()
@@ -109,10 +120,10 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
 
     def __del__(self, _warn=warnings.warn, _forked=_goloop._forked) -> None:
         # (_forked bound here: at interpreter exit this module's globals may be None)
-        # A half-made loop, or any loop in a process forked after the Go runtime started
-        # (where every use raises the fork RuntimeError once, from the call that made it):
-        # nothing to warn about or close here.
-        if not self._initialized or _forked():
+        # A half-made loop (or one whose __init__ never ran), or any loop in a process forked
+        # after the Go runtime started (where every use raises the fork RuntimeError once,
+        # from the call that made it): nothing to warn about or close here.
+        if not getattr(self, "_initialized", False) or _forked():
             return
         super().__del__(_warn)
 
@@ -136,8 +147,6 @@ class Loop(UnixMixin, ServerMixin, _goloop.LoopCore, _compat.UnixSelectorEventLo
 
     # asyncio 3.12+ split run_forever into these two hooks (for loops that run their
     # iterations elsewhere); goloop has them on every version, in 3.12's order.
-    _old_agen_hooks = None
-    _wakeup_installed = False
 
     def _run_forever_setup(self) -> None:
         self._check_closed()

@@ -189,7 +189,8 @@ class Server(base_events.Server):
 class ServerMixin:
     """Mixed into goloop.Loop: servers and the accept path."""
 
-    _unix_server_paths: dict | None = None  # listening socket -> inode of its path
+    # self._unix_server_paths (set to None by Loop.__init__): listening socket -> inode of
+    # its path
 
     async def create_server(
             self, protocol_factory, host=None, port=None,

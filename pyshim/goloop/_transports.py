@@ -74,14 +74,18 @@ class SocketTransport(_goloop.SocketTransportCore):
     _start_tls_compatible = True
     _sendfile_compatible = _compat.SendfileMode.TRY_NATIVE
     max_size = 256 * 1024
-    _sock = None
-    _empty_waiter = None
-    # 3.15: the contextvars context every callback of the connection runs in (asyncio's
-    # _SelectorTransport._context); None: each runs in a copy made when it is scheduled
-    _context = None
+    # The transport's attributes in slots, not in its __dict__ (made only if something else
+    # is stored): CPython 3.13 specializes `transport.write(...)`'s lookup only while no
+    # __dict__ was made (_compat.instance_slots). __weakref__: the loop's TransportMap.
+    # _context, 3.15: the contextvars context every callback of the connection runs in
+    # (asyncio's _SelectorTransport._context); None: each runs in a copy made when scheduled.
+    __slots__ = ("__dict__", "__weakref__") + _compat.instance_slots(
+        ("_extra", "_loop", "_extra_sock", "_sock", "_protocol", "_protocol_connected", "_server",
+         "_context", "_empty_waiter"), _goloop.SocketTransportCore)
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None,
                  context=None):
+        self._empty_waiter = self._context = None
         self._extra = {} if extra is None else extra
         self._loop = loop
         self._extra_sock = sock  # get_extra_info('socket') wraps it when first asked
@@ -98,8 +102,8 @@ class SocketTransport(_goloop.SocketTransportCore):
         self._core_attach(loop, sock.fileno())  # sets _sock_fd
         self.set_protocol(protocol)
         self._server = server
-        # _conn_lost, _closing, _paused, _eof start at 0/False (C members); _empty_waiter
-        # starts as the class's None: no stores per connection for them
+        # _conn_lost, _closing, _paused, _eof start at 0/False (C members): no stores per
+        # connection for them
         # _set_write_buffer_limits()'s defaults without the call (a transport per connection)
         self._high_water = 64 * 1024
         self._low_water = 16 * 1024
@@ -288,7 +292,7 @@ class SocketTransport(_goloop.SocketTransportCore):
         self._force_close(None)
 
     def __del__(self, _warn=warnings.warn):
-        if self._sock is not None:
+        if getattr(self, "_sock", None) is not None:  # (None too if __init__ failed early)
             _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
             self._core_detach()
             self._sock.close()

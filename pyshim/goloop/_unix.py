@@ -155,8 +155,8 @@ _reaper = _OrphanReaper()
 class UnixMixin:
     """Mixed into goloop.Loop ahead of asyncio's unix selector loop."""
 
-    # pid -> (pidfd, transport) of the children this loop watches with a pidfd
-    _pidfd_children: dict | None = None
+    # self._pidfd_children (set to None by Loop.__init__): pid -> (pidfd, transport) of the
+    # children this loop watches with a pidfd
 
     # -- subprocesses ----------------------------------------------------------------
 
