@@ -302,7 +302,7 @@ def test_killed_worker_is_replaced(master_factory):
     on it meanwhile wait for the replacement, which serves them (30 connections miss that
     socket with probability 2**-30); none is refused or reset."""
     m = master_factory("--workers", "2")
-    m.wait_for("Application startup complete", count=2)
+    m.wait_for(r"goloop serve running on http://\S+ \(Press", count=2)  # both serving
     workers = m.wait_workers(2)
     os.kill(workers[0], signal.SIGKILL)
     m.wait_for(r"Worker \[%d\] exited with code -9; restarting it" % workers[0])

@@ -486,6 +486,12 @@ class Supervisor:
             self.active.remove(wk)
             if self.stopping:
                 continue
+            if not wk.ready and not self.served:
+                # another worker's "ready" may have come after this round's select: read what
+                # waits on their control sockets before taking this exit for a failed boot
+                for other in self._all():
+                    if not other.ready:
+                        self._on_ctl(other)
             if not wk.ready and not self.served and not self.cfg.get("reload"):
                 # no worker has served yet and this one could not start: the others would
                 # fail alike; the master exits once the ones still starting have exited
