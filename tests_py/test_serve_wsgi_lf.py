@@ -280,20 +280,3 @@ def test_requests_read_while_the_gil_is_held_are_not_bound_to_waiting_threads():
     finally:
         for fd in (go_r, go_w, release_r, release_w):
             os.close(fd)
-
-
-def test_a_go_processor_for_every_pool_thread():
-    """Each pool thread keeps a P of Go's runtime while it runs Python (cgo leaves it in a
-    system call): the runtime gets one per pool thread and one to spare (binding/loop.go's
-    ensureProcsFor), whatever the cores, else the runtime's monitor takes a P from a
-    thread in Python every 20 us while no P is idle."""
-    from goloop import _goloop
-
-    threads = 12
-    with serving(path_app, threads=threads, **WSGI) as server:
-        assert get(server, "/x")[2] == b"/x"
-        for _ in range(3000):  # every thread has started (a bound, not a timing check)
-            if _goloop._go_procs() >= threads + 1:
-                break
-            threading.Event().wait(0.01)
-        assert _goloop._go_procs() >= threads + 1

@@ -296,7 +296,6 @@ int gl_transport_write_seq(PyObject *tr, PyObject *items);
 PyObject *gl_getattr(PyObject *o, const char *name);
 int gl_check_callback(PyObject *cb, const char *method);
 PyObject *gl_handle_free_count(PyObject *m, PyObject *ignored);  /* loop_handle.c (tests) */
-PyObject *gl_go_procs(PyObject *m, PyObject *ignored);  /* wsgi.c (tests) */
 int gl_init_callback_check(void);
 /* Each C file's part of the module's init (module.c calls them in order). */
 int gl_init_handle_types(PyObject *m);  /* loop_handle.c */

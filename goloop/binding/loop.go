@@ -308,14 +308,10 @@ var (
 	procsMu      sync.Mutex
 )
 
-// ensureProcsFor keeps a P for each thread that runs Go code between its calls into Python
-// (a running loop's, a WSGI pool thread's) and one to spare. Such a thread keeps its P while
-// it runs Python (cgo leaves it in a system call, to the runtime): with fewer Ps than those
-// threads, a thread coming back from Python into Go waits until the runtime's monitor takes
-// a P from another one, up to 10 ms later, and while no P is idle the monitor takes one
-// from a thread in Python every 20 us, waking a thread of Go's each time (a WSGI pool of 4
-// threads on one core, GOMAXPROCS 2: about one P handed off and one monitor wake-up per
-// database-bound request).
+// ensureProcsFor keeps a P for each running loop and one to spare. A loop thread runs Go
+// code between its calls into Python; with fewer Ps than loops running at once (several
+// threads of a free-threaded Python), a thread coming back from Python into Go waits until
+// the runtime's monitor takes a P from another loop's thread, up to 10 ms later.
 func ensureProcsFor(running int) {
 	procsMu.Lock()
 	defer procsMu.Unlock()

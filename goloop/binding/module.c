@@ -106,7 +106,6 @@ static PyMethodDef module_methods[] = {
      "At exit: a signal stack that outlives faulthandler's for the finalizing thread."},
     {"_forked", mod_forked, METH_NOARGS, NULL},
     {"_handle_free_count", gl_handle_free_count, METH_NOARGS, NULL},
-    {"_go_procs", gl_go_procs, METH_NOARGS, NULL},
     {NULL}
 };
 

@@ -469,12 +469,6 @@ static int resume(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r) {
     return go_on(srv, wid, gen, r, done);
 }
 
-/* _goloop._go_procs(): the Go runtime's GOMAXPROCS (tests: a P for each pool thread). */
-PyObject *gl_go_procs(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
-    GL_FORK_GUARD(NULL);
-    return PyLong_FromLong(glGoProcs());
-}
-
 /* ---------- the server ---------- */
 
 /* serve_thread(): a pool thread's loop: wait for a request (GIL released), answer it; returns

@@ -31,9 +31,7 @@ import "C"
 
 import (
 	"bytes"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -116,32 +114,12 @@ type wsgiWorker struct {
 	rcap int
 	emsg *C.char // the message of the last GL_ERR_RUNTIME (C memory)
 
-	takenAt   time.Time // when it took its request (endTake holds only a quick one's answer)
-	lastYield int64     // nanotime of its last runtime.Gosched (yieldSometimes)
-}
-
-// yieldSometimes passes the thread's goroutine through Go's scheduler once yieldEvery
-// (loop.go) has elapsed since it last did. A pool thread enters Go through cgo callbacks
-// on one goroutine that never passes through the scheduler, so the P it keeps while it runs
-// Python (a system call, to the runtime) never changes its schedtick: 10 ms after the
-// thread's first request, sysmon takes it for a goroutine running too long and retakes that
-// P (or the one it gets next: same schedtick) at every one of its ticks, which then stay
-// 20 us apart for as long as the pool works. Measured on a database-bound app (4 threads,
-// one core): a sysmon wake-up and a P handed off about once per request, gone with one
-// Gosched every 8 ms (two context switches each).
-func (wk *wsgiWorker) yieldSometimes() {
-	if now := nanotime(); now-wk.lastYield > yieldEvery {
-		wk.lastYield = now
-		runtime.Gosched()
-	}
+	takenAt time.Time // when it took its request (endTake holds only a quick one's answer)
 }
 
 var (
 	wsgiServers idtable.Table[wsgiSrv]
 	wsgiWorkers idtable.Table[wsgiWorker]
-	// the pool threads of every server: like a running loop's thread, each keeps a P while it
-	// runs Python (ensureProcsFor)
-	wsgiThreads atomic.Int32
 )
 
 //export glWsgiServerNew
@@ -537,21 +515,7 @@ func glWsgiWorkerNew(wsid C.long) (rc C.long) {
 		hb: newHeadBuf(), rh: (*C.GLHead)(C.calloc(1, C.sizeof_GLHead))}
 	id, _ := wsgiWorkers.Add(wk)
 	wk.id = id
-	ensureProcsFor(int(runningLoops.Load() + wsgiThreads.Add(1)))
 	return C.long(id)
-}
-
-// glGoProcs is the runtime's GOMAXPROCS (_goloop._go_procs, for tests: a P for each pool
-// thread, ensureProcsFor).
-//
-//export glGoProcs
-func glGoProcs() (n C.long) {
-	defer func() {
-		if recover() != nil {
-			n = -1
-		}
-	}()
-	return C.long(runtime.GOMAXPROCS(0))
 }
 
 //export glWsgiWorkerFree
@@ -572,7 +536,6 @@ func glWsgiWorkerFree(wid C.long) {
 	C.free(unsafe.Pointer(wk.emsg))
 	wk.rbuf, wk.emsg = nil, nil
 	wsgiWorkers.Del(int(wid))
-	wsgiThreads.Add(-1)
 }
 
 func worker(wid C.long, gen C.long) *wsgiWorker {
@@ -597,7 +560,6 @@ func glWsgiNext(wid C.long, finish C.int, gen *C.long, claim *C.int) (h *C.GLHea
 		return nil
 	}
 	w := wk.w
-	wk.yieldSometimes()
 	busy := wk.end(finish)
 	if busy == 1 { // its answer, with those held (w.held may then say more: a write comes early)
 		w.sv.s.Flush()
@@ -693,7 +655,6 @@ func glWsgiTake(wid C.long, finish C.int, gen *C.long) (h *C.GLHead) {
 // blocked).
 func (wk *wsgiWorker) endTake(finish C.int, gen *C.long) *C.GLHead {
 	w := wk.w
-	wk.yieldSometimes()
 	busy := wk.end(finish)
 	w.mu.Lock()
 	w.busy -= busy
