@@ -224,12 +224,14 @@ def render_performance(docs) -> str:
 HEADLINE = [
     ("loop-micro", "call_soon chain", "uvloop", "the event loop: `call_soon`, operations/s"),
     ("loop-tls", "TLS 1 KiB", "uvloop", "the event loop: TLS echo, 1 KiB, requests/s"),
-    ("loop-http-cpu", "13 B", "uvloop + httptools", "the event loop: HTTP keep-alive, CPU per request"),
+    ("loop-io", "HTTP keep-alive 13 B (httptools)", "uvloop", "the event loop: HTTP keep-alive, CPU per request"),
     ("loop-uvicorn-cpu", "uvicorn, 13 B", "uvloop", "uvicorn on goloop's loop: server CPU per request"),
     ("serve-asgi-cpu", "hello world", "uvicorn+uvloop", "goloop serve, ASGI hello world: CPU per request"),
     ("serve-asgi-cpu", "FastAPI path param + Pydantic", "granian+uvloop", "goloop serve, FastAPI: CPU per request"),
     ("wsgi-ab-together-bjoern", "Django hello world, -c50", "bjoern", "goloop serve, Django: CPU per request"),
     ("wsgi-ab-together-bjoern", "Flask hello world, -c50", "bjoern", "goloop serve, Flask: CPU per request"),
+    ("web-fastapi", "fortunes", "granian", "goloop serve, FastAPI + PostgreSQL, TechEmpower fortunes: CPU per request"),
+    ("web-wsgi_raw", "20 queries", "granian", "goloop serve, WSGI + PostgreSQL, TechEmpower 20 queries: CPU per request"),
 ]
 README_BEGIN = "<!-- headline: rendered by bench/render.py -->"
 README_END = "<!-- /headline -->"
