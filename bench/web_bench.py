@@ -373,14 +373,7 @@ def write_results(summary, apps, pairs, tests, args):
                 row = {"row": TESTS[t][0]}
                 errors = {}
                 for s in servers:
-                    r = summary.get((app, s, t))
-                    if isinstance(r, dict):
-                        row[s] = round(r[key], 1) if key == "cpu_us" else round(r[key])
-                        if r.get("errors"):
-                            errors[s] = f"{r['errors']} socket errors or non-2xx answers"
-                    else:
-                        row[s] = None
-                        errors[s] = str(r)
+                    set_cell(row, errors, s, summary.get((app, s, t)), key)
                 if errors:
                     row["errors"] = errors
                 rows.append(row)
@@ -391,6 +384,18 @@ def write_results(summary, apps, pairs, tests, args):
                          row_label="test type", order=20 + 2 * order + (1 if suffix else 0), notes=list(args.note),
                          figures=figures, modules=modules, spread_in_cells=(key == "cpu_us"))
     render.main([])
+
+
+def set_cell(row, errors, server, r, key):
+    """row[server] from a summarized cell r (its value of key), or None with r's problem in
+    errors; a measured cell that saw socket errors or non-2xx answers keeps a note of them."""
+    if isinstance(r, dict):
+        row[server] = round(r[key], 1) if key == "cpu_us" else round(r[key])
+        if r.get("errors"):
+            errors[server] = f"{r['errors']} socket errors or non-2xx answers"
+    else:
+        row[server] = None
+        errors[server] = str(r)
 
 
 def previous(rid):
@@ -416,15 +421,8 @@ def updated(old, app, servers, tests, summary, key, figures):
         label = orow["row"]
         for s in cols[1:]:
             if label in labels and s in servers:
-                r = summary.get((app, s, next(t for t in tests if TESTS[t][0] == label)))
                 errors.pop(s, None)
-                if isinstance(r, dict):
-                    row[s] = round(r[key], 1) if key == "cpu_us" else round(r[key])
-                    if r.get("errors"):
-                        errors[s] = f"{r['errors']} socket errors or non-2xx answers"
-                else:
-                    row[s] = None
-                    errors[s] = str(r)
+                set_cell(row, errors, s, summary.get((app, s, next(t for t in tests if TESTS[t][0] == label))), key)
             else:
                 kept.add(s)
                 f = ((old.get("figures") or {}).get(label) or {}).get(s)

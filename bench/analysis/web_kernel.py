@@ -53,34 +53,40 @@ EVENTS = ["context-switches", "cpu-migrations", "sched:sched_waking", "raw_sysca
         "eventfd2")]
 
 
-def thread_stats(pids):
-    """{(pid, tid): (comm, run ns, wait ns, voluntary, involuntary switches)} of every thread."""
-    out = {}
+def tasks(pids):
+    """(pid, tid) of every thread of pids that still exist."""
     for pid in pids:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
         for tid in tids:
-            base = f"/proc/{pid}/task/{tid}"
-            try:
-                with open(f"{base}/comm") as f:
-                    comm = f.read().strip()
-                with open(f"{base}/schedstat") as f:
-                    run, wait, _ = (int(x) for x in f.read().split())
-                vol = invol = 0
-                with open(f"{base}/status") as f:
-                    for line in f:
-                        if line.startswith("voluntary_ctxt_switches"):
-                            vol = int(line.split()[1])
-                        elif line.startswith("nonvoluntary_ctxt_switches"):
-                            invol = int(line.split()[1])
-                with open(f"{base}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                ut, st = int(fields[11]), int(fields[12])
-            except (OSError, ValueError):
-                continue
-            out[(pid, int(tid))] = (comm, run, wait, vol, invol, ut, st)
+            yield pid, tid
+
+
+def thread_stats(pids):
+    """{(pid, tid): (comm, run ns, wait ns, voluntary, involuntary switches)} of every thread."""
+    out = {}
+    for pid, tid in tasks(pids):
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/comm") as f:
+                comm = f.read().strip()
+            with open(f"{base}/schedstat") as f:
+                run, wait, _ = (int(x) for x in f.read().split())
+            vol = invol = 0
+            with open(f"{base}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        vol = int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        invol = int(line.split()[1])
+            with open(f"{base}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ut, st = int(fields[11]), int(fields[12])
+        except (OSError, ValueError):
+            continue
+        out[(pid, int(tid))] = (comm, run, wait, vol, invol, ut, st)
     return out
 
 
@@ -93,19 +99,14 @@ def sample_wchan(pids, samples, every=0.05):
 
     def run():
         while not done.wait(every):
-            for pid in pids:
+            for pid, tid in tasks(pids):
                 try:
-                    tids = os.listdir(f"/proc/{pid}/task")
+                    with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                        w = f.read().strip() or "0"
                 except OSError:
                     continue
-                for tid in tids:
-                    try:
-                        with open(f"/proc/{pid}/task/{tid}/wchan") as f:
-                            w = f.read().strip() or "0"
-                    except OSError:
-                        continue
-                    d = samples.setdefault(int(tid), {})
-                    d[w] = d.get(w, 0) + 1
+                d = samples.setdefault(int(tid), {})
+                d[w] = d.get(w, 0) + 1
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
