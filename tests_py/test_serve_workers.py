@@ -733,3 +733,37 @@ def test_sched_batch_covers_every_serving_thread(master_factory, args, batch):
     for w in workers:
         assert set(_policies(w)) == {want}
     assert set(_policies(m2.proc.pid)) == {os.SCHED_OTHER}  # the master serves nothing
+
+
+class _Exited:
+    """A worker process stand-in: poll() gives its exit code (None: running)."""
+
+    def __init__(self, pid, code):
+        self.pid, self.code = pid, code
+
+    def poll(self):
+        return self.code
+
+
+def test_exit_after_a_sibling_said_ready_is_not_a_failed_boot(caplog):
+    """A worker killed while its sibling's "ready" still waits unread on the master's control
+    socket (both seen in one round) is replaced: the boot did not fail."""
+    from goloop.serve import workers as w
+
+    sup = w.Supervisor("app:app", {"workers": 2})
+    pairs = [socket.socketpair() for _ in range(2)]
+    for master_end, _ in pairs:
+        master_end.setblocking(False)
+    killed = w._Worker(_Exited(101, -9), pairs[0][0], 0)
+    sibling = w._Worker(_Exited(102, None), pairs[1][0], 1)
+    sup.active = [killed, sibling]
+    pairs[1][1].sendall(b"r")  # the sibling serves; the master has not read it yet
+    try:
+        with caplog.at_level("WARNING"):
+            sup._reap()
+        assert sibling.ready and sup.served and not sup.boot_failed
+        assert "exited with code -9; restarting it" in caplog.text
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
