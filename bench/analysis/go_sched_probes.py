@@ -118,9 +118,7 @@ def main():
     args = ap.parse_args()
     funcs = args.funcs.split(",")
     with pg.Cluster(cpu=wb.CLIENT_CPU) as cluster:
-        base = dict(os.environ, **cluster.env(), WEB_WSGI_POOL=str(wb.WSGI_THREADS),
-                    PYTHONPATH=os.pathsep.join([wb.WEB, os.path.join(wb.REPO, "pyshim"),
-                                                os.environ.get("PYTHONPATH", "")]))
+        base = wk.server_env(cluster)
         for spec in args.servers.split(","):
             _argv, _name, extra = wk.server_cmd(spec, "wsgi", "x:app", 0)
             so = args.so or extension(dict(base, **extra))

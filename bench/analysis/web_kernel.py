@@ -137,6 +137,14 @@ def perf_stop(proc, path):
     return counts
 
 
+def server_env(cluster):
+    """The servers' environment: the private cluster's, the apps' pool size, bench/web and this
+    checkout's goloop first on PYTHONPATH."""
+    return dict(os.environ, **cluster.env(), WEB_WSGI_POOL=str(wb.WSGI_THREADS),
+                PYTHONPATH=os.pathsep.join([wb.WEB, os.path.join(wb.REPO, "pyshim"),
+                                            os.environ.get("PYTHONPATH", "")]))
+
+
 def server_cmd(spec, interface, target, port):
     """spec "name[:args]" -> (argv, name, env): args are extra arguments, but NAME=value
     words, which go to the server's environment."""
@@ -244,9 +252,7 @@ def main():
     specs = args.servers.split(",")
     runs: dict = {}
     with pg.Cluster(cpu=wb.CLIENT_CPU) as cluster:
-        env = dict(os.environ, **cluster.env(), WEB_WSGI_POOL=str(wb.WSGI_THREADS),
-                   PYTHONPATH=os.pathsep.join([wb.WEB, os.path.join(wb.REPO, "pyshim"),
-                                               os.environ.get("PYTHONPATH", "")]))
+        env = server_env(cluster)
         for rnd in range(args.rounds):
             for app in args.apps.split(","):
                 for test in args.tests.split(","):
