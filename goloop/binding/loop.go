@@ -18,6 +18,7 @@ import "C"
 import (
 	"math"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -283,7 +284,7 @@ func (l *loop) flushHooks() {
 // epoll_wait, which would otherwise cost a system call per iteration (a third of the time
 // of a call_soon chain). While other Python threads exist the loop polls on every
 // iteration anyway, with the GIL released, so they get their turn (otherThreads).
-const pollEvery = 20_000 // ns
+var pollEvery int64 = 20_000 // ns (scaled by timeScale)
 
 // inboxBatch bounds what one iteration takes from the inbox (handles other threads
 // queued): of those queued when the iteration began, at most this many. Timers and I/O
@@ -351,6 +352,7 @@ func (l *loop) drainTimers() {
 // first loop, instead of at some later, unpredictable moment: a program counting its
 // descriptors sees them appear once, here.
 func ensureProcs() {
+	scaleTimes()
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
@@ -737,7 +739,35 @@ func (l *loop) timerDeadline(when float64) int64 {
 // two context switches and four futex calls, whatever the load (at 4,000 echoes a second
 // they were 0.2 futex calls and 0.1 context switches per echo). So it comes as seldom as
 // sysmon allows with a margin for a poll that comes late (a long callback): every 8 ms.
-const yieldEvery = 8e6 // ns
+var yieldEvery int64 = 8e6 // ns (scaled by timeScale)
+
+// scaleTimes multiplies pollEvery and yieldEvery by GOLOOP_TIME_SCALE (a whole number, once,
+// before the first loop runs). Only for instruction counts: valgrind runs the loop ~100x
+// slower (the create_task + await bench: 1.65 µs per operation natively, 192 under
+// callgrind), so these wall-clock periods would come ~100x more often per operation than
+// at full speed and the counts would carry polls and yields a real run does not make
+// (bench/analysis/sched_cost.py sets it). C's getenv, as wsgiWakeDelay.
+func scaleTimes() {
+	v := C.getenv(cTimeScaleEnv)
+	if v == nil {
+		return
+	}
+	if k, err := strconv.ParseInt(C.GoString(v), 10, 64); err == nil && k > 1 && k <= 10_000 {
+		pollEvery *= k
+		yieldEvery *= k
+	}
+}
+
+var cTimeScaleEnv = C.CString("GOLOOP_TIME_SCALE")
+
+// glLoopPeriods reports pollEvery and yieldEvery (ns) as scaleTimes left them
+// (_goloop._loop_periods, for tests).
+//
+//export glLoopPeriods
+func glLoopPeriods(poll, yield *C.longlong) {
+	defer func() { recover() }()
+	*poll, *yield = C.longlong(pollEvery), C.longlong(yieldEvery)
+}
 
 // yieldSometimes passes through Go's scheduler when yieldEvery has elapsed (now: nanotime).
 func (l *loop) yieldSometimes(now int64) {

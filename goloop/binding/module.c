@@ -98,6 +98,15 @@ static PyObject *mod_own_methods(PyObject *m, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
+/* _goloop._loop_periods(): (poll, yield) in ns, the loop's wall-clock periods as
+ * GOLOOP_TIME_SCALE left them when the first loop was made (tests). */
+static PyObject *mod_loop_periods(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    long long poll = 0, yield = 0;
+    glLoopPeriods(&poll, &yield);
+    return Py_BuildValue("(LL)", poll, yield);
+}
+
 static PyMethodDef module_methods[] = {
     {"_own_methods", (PyCFunction)(void (*)(void))mod_own_methods, METH_FASTCALL,
      "_own_methods(cls, base, names): cls's own descriptors of base's C methods (faster calls)."},
@@ -106,6 +115,7 @@ static PyMethodDef module_methods[] = {
      "At exit: a signal stack that outlives faulthandler's for the finalizing thread."},
     {"_forked", mod_forked, METH_NOARGS, NULL},
     {"_handle_free_count", gl_handle_free_count, METH_NOARGS, NULL},
+    {"_loop_periods", mod_loop_periods, METH_NOARGS, NULL},
     {NULL}
 };
 
