@@ -14,7 +14,8 @@ A loop written goloop=DIR imports goloop from DIR (e.g. a copy of the build befo
 functions whose own instructions per op are largest (callgrind_annotate of both runs, the
 difference / (N2 - N1), each with its library; goloop built with GOLOOP_DEBUG_SYMBOLS=1 names
 its Go and C functions). Go's asynchronous preemption signals crash
-callgrind, so every loop runs with GODEBUG=asyncpreemptoff=1 (it matters only to goloop).
+callgrind, so every loop runs with GODEBUG=asyncpreemptoff=1 (it matters only to goloop), and
+with GOLOOP_TIME_SCALE=100 (TIME_SCALE below; only goloop reads it).
 --results ID writes the table as bench/results/<ID>.json (the interpreter's version in its
 title); a loop that does not import or that crashes gets its message as the cell's error.
 Needs valgrind (Debian's valgrind package).
@@ -32,6 +33,15 @@ BENCHES = "call_soon,call_soon_fanout,call_later,task,sleep0"
 ROW_LABELS = {"call_soon": "call_soon chain", "call_soon_fanout": "call_soon fan-out",
               "call_later": "call_later (timers)", "task": "create_task + await",
               "sleep0": "`await asyncio.sleep(0)`"}
+
+
+# callgrind runs a loop ~100x slower (create_task + await: 1.65 µs per operation natively,
+# 192 µs under callgrind): goloop's wall-clock periods (the poll of a loop whose ready queue
+# never empties, every 20 µs; its pass through Go's scheduler, every 8 ms) are stretched as
+# much (GOLOOP_TIME_SCALE, binding/loop.go's scaleTimes), so that they come as often per
+# operation as at full speed (unscaled, the polls added ~1,500 instructions per create_task +
+# await on 3.11, ~17 % of goloop's count).
+TIME_SCALE = 100
 
 
 class CellFailed(Exception):
@@ -54,7 +64,7 @@ def functions(out):
 
 
 def instructions(loop, bench, n, out, extra=()):
-    env = dict(os.environ, GODEBUG="asyncpreemptoff=1")
+    env = dict(os.environ, GODEBUG="asyncpreemptoff=1", GOLOOP_TIME_SCALE=str(TIME_SCALE))
     loop, _, path = loop.partition("=")
     if path:  # goloop=DIR: the goloop package found in DIR (a copy of another build)
         env["PYTHONPATH"] = path
@@ -132,7 +142,11 @@ def write(args, table, errors):
         method=("Each microbenchmark of `bench/micro.py` under `valgrind --tool=callgrind`, run with N1 and "
                 "N2 operations; (instructions(N2) - instructions(N1)) / (N2 - N1) is one operation's cost, "
                 "start-up excluded. Instruction counts do not move with the machine's load. A column goloop "
-                "(DIR) is a copy of another build (goloop=DIR), e.g. before a change."),
+                "(DIR) is a copy of another build (goloop=DIR), e.g. before a change. goloop runs with "
+                f"GOLOOP_TIME_SCALE={TIME_SCALE}: its wall-clock periods (the poll of a loop whose ready queue "
+                "never empties, every 20 µs; its pass through Go's scheduler, every 8 ms) stretched as callgrind "
+                "stretches the run (~100x), so that they come as often per operation as at full speed "
+                "(unstretched, those polls added ~1,500 instructions to each create_task + await)."),
         better="lower", columns=["row"] + loops, units={lp: "instructions" for lp in loops}, rows=rows,
         compare=[lp for lp in loops if lp != "goloop"] if "goloop" in loops else None, notes=args.note,
         order=36, row_label="operation", modules=tuple(lp for lp in loops if lp.isidentifier() and lp not in ("goloop", "asyncio")))
