@@ -120,7 +120,7 @@ def main():
     with pg.Cluster(cpu=wb.CLIENT_CPU) as cluster:
         base = wk.server_env(cluster)
         for spec in args.servers.split(","):
-            _argv, _name, extra = wk.server_cmd(spec, "wsgi", "x:app", 0)
+            _name, _args, extra = wk.split_spec(spec)
             so = args.so or extension(dict(base, **extra))
             remove_probes()
             add_probes(so, funcs)

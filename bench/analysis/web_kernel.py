@@ -145,16 +145,21 @@ def server_env(cluster):
                                             os.environ.get("PYTHONPATH", "")]))
 
 
-def server_cmd(spec, interface, target, port):
-    """spec "name[:args]" -> (argv, name, env): args are extra arguments, but NAME=value
-    words, which go to the server's environment."""
+def split_spec(spec):
+    """spec "name[:args]" -> (name, extra arguments, env): NAME=value words of args go to the
+    server's environment, the others to its command line."""
     name, _, extra = spec.partition(":")
+    words = shlex.split(extra)
+    env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_][A-Z0-9_]*=", w))
+    return name, [w for w in words if not re.match(r"^[A-Z_][A-Z0-9_]*=", w)], env
+
+
+def server_cmd(spec, interface, target, port):
+    """spec "name[:args]" -> (argv, name, env) (split_spec)."""
+    name, extra, env = split_spec(spec)
     argv = wb.server_argv(name, interface, target, port)
     if argv is None:
         return None, name, {}
-    extra = shlex.split(extra)
-    env = dict(w.split("=", 1) for w in extra if re.match(r"^[A-Z_][A-Z0-9_]*=", w))
-    extra = [w for w in extra if not re.match(r"^[A-Z_][A-Z0-9_]*=", w)]
     if extra and name == "granian":  # options before the target
         argv = argv[:-1] + extra + argv[-1:]
     else:

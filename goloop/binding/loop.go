@@ -284,7 +284,7 @@ func (l *loop) flushHooks() {
 // epoll_wait, which would otherwise cost a system call per iteration (a third of the time
 // of a call_soon chain). While other Python threads exist the loop polls on every
 // iteration anyway, with the GIL released, so they get their turn (otherThreads).
-var pollEvery int64 = 20_000 // ns (scaled by timeScale)
+var pollEvery int64 = 20_000 // ns (scaled by scaleTimes)
 
 // inboxBatch bounds what one iteration takes from the inbox (handles other threads
 // queued): of those queued when the iteration began, at most this many. Timers and I/O
@@ -739,7 +739,7 @@ func (l *loop) timerDeadline(when float64) int64 {
 // two context switches and four futex calls, whatever the load (at 4,000 echoes a second
 // they were 0.2 futex calls and 0.1 context switches per echo). So it comes as seldom as
 // sysmon allows with a margin for a poll that comes late (a long callback): every 8 ms.
-var yieldEvery int64 = 8e6 // ns (scaled by timeScale)
+var yieldEvery int64 = 8e6 // ns (scaled by scaleTimes)
 
 // scaleTimes multiplies pollEvery and yieldEvery by GOLOOP_TIME_SCALE (a whole number, once,
 // before the first loop runs). Only for instruction counts: valgrind runs the loop ~100x
