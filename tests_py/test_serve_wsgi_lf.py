@@ -1,9 +1,12 @@
-"""goloop serve --interface wsgi on plain TCP: the pool threads lead the server's poller
-themselves (leader/follower, goloop/binding/wsgi.go). What must hold whoever leads: a
+"""goloop serve --interface wsgi on plain TCP with GOLOOP_WSGI_POOL=leader: the pool threads lead
+the server's poller themselves (leader/follower, goloop/binding/wsgi.go; the default is the
+hand-off pool, test_serve_wsgi_handoff.py). What must hold whoever leads: a
 thread waiting for its request's body or for its output to drain reads the socket itself
 when nobody else does (--threads 1), the poller is taken over when its leader runs a
 blocked application call, and the engine's timers (keep-alive) and answers (503) go on
-while every thread is busy. GOLOOP_WSGI_DRIVER=goroutine keeps the goroutine driver."""
+while every thread is busy. GOLOOP_WSGI_DRIVER=goroutine keeps the goroutine driver.
+test_serve_wsgi.py's, the parking and the take-with-the-GIL tests run here again in this pool
+(at the end)."""
 import ctypes
 import os
 import socket
@@ -14,9 +17,17 @@ import time
 
 import pytest
 
+import test_serve_wsgi
+import test_serve_wsgi_park
+import test_serve_wsgi_take
 from test_serve_http import connect, get, read_response, serving
 
 WSGI = dict(interface="wsgi")
+
+
+@pytest.fixture(autouse=True)
+def leader_pool(monkeypatch):
+    monkeypatch.setenv("GOLOOP_WSGI_POOL", "leader")
 
 
 def path_app(environ, start_response):
@@ -280,3 +291,17 @@ def test_requests_read_while_the_gil_is_held_are_not_bound_to_waiting_threads():
     finally:
         for fd in (go_r, go_w, release_r, release_w):
             os.close(fd)
+
+
+# test_serve_wsgi.py's, the parking and the take tests again, in this pool (the fixture above), under
+# names of their own here (their functions keep their modules' globals)
+def _again(module, tag):
+    for name, obj in list(vars(module).items()):
+        if name.startswith("test_") and callable(obj):
+            globals()[f"test_{tag}_{name[5:]}"] = obj
+
+
+_again(test_serve_wsgi, "wsgi")
+_again(test_serve_wsgi_park, "park")
+_again(test_serve_wsgi_take, "take")
+certs = test_serve_wsgi.certs

@@ -5,7 +5,9 @@ on that path: each connection's responses in order and kept alive, whatever the 
 answer; an error at the last part ends the request as before (cut, the connection closed)
 and the thread goes on; other Python threads (the loop's, the application's) still run while
 requests keep coming (the GIL changes hands on CPython's switch interval, within the
-application's Python)."""
+application's Python). That path is the leader/follower pool's (test_serve_wsgi_lf.py runs these
+tests there); here, in the default hand-off pool, the same answers mix requests answered with
+no call into Go and requests a thread adopts, and must hold the same."""
 import os
 import subprocess
 import sys

@@ -102,6 +102,7 @@ static int send_wrapped_file(GLWsgiStart *st, PyObject *wrapper) {
         return 0;
     }
     if (gl_wsgi_need_start(st) < 0) return -1;
+    if (st->job != NULL && gl_wsgi_adopt(st->job) < 0) return -1;
     int rc, status = st->sent ? 0 : st->status;
     long wid = st->wid, gen = st->gen;
     Py_BEGIN_ALLOW_THREADS
@@ -364,6 +365,7 @@ static gbuf no_hdr;
 static int go_on(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r, int done) {
     while (done == SENT_PAUSED || done == SENT_TURN) {
         int turn = done == SENT_TURN;
+        gen = r->st->gen;  /* (a hand-off pool's request has its gen once adopted) */
         r->turn = 0;
         if (turn && !glWsgiWaiting(wid, gen)) {
             done = iterate(r);
@@ -444,6 +446,9 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLHead *h) {
     GLWsgiStart *st = r.st;
     in->wid = wid, in->gen = gen;
     st->wid = wid, st->gen = gen, st->status = 0, st->sent = 0, st->done = 0, st->clen = -1, st->body = 0;
+    gl_wjob *j = wt()->job;  /* a hand-off pool's detached request (gen 0), or NULL */
+    st->job = j, in->job = j;
+    if (j != NULL) j->st = st, j->in = in;
     int done = -1;
     if ((r.ctx = request_context()) != NULL && (r.entered = PyContext_Enter(r.ctx) == 0) &&
         (r.env = gl_wsgi_environ(srv, h, (PyObject *)in)) != NULL) {
@@ -473,6 +478,37 @@ static int resume(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r) {
 
 /* serve_thread(): a pool thread's loop: wait for a request (GIL released), answer it; returns
  * when the server is released. */
+/* serve_thread()'s loop in a hand-off pool (wsgi.h): take a request from the queue (GIL
+ * released while it waits), answer it detached (gen 0: no call into Go) unless it adopts it. */
+static void serve_handoff(GLWsgiServer *self, long wid) {
+    wsgi_thread *t = wt();
+    gl_wjob *j;
+    while ((j = gl_wq_next(self->wq)) != NULL) {
+        j->wid = wid, j->owner = t, j->st = NULL, j->in = NULL;
+        t->job = j, t->adopted = 0;
+        t->pass.ended = 0, t->pass.idle = 0, t->pass.next = NULL;
+        int finish;
+        if (j->head.resume != NULL) {  /* a parked response (glWsgiPark): the thread's in Go first */
+            wsgi_resp *rec = j->head.resume;
+            long gen = gl_wsgi_adopt(j);
+            if (gen < 0) {  /* (the pool stopped: the threads resume it as they leave) */
+                PyErr_Clear();
+                continue;
+            }
+            finish = resume(self, wid, gen, rec);
+        } else {
+            finish = handle(self, wid, 0, &j->head);
+        }
+        if (t->job != NULL) {  /* nothing sent (the application failed, or sent nothing) */
+            gl_wsgi_detached_fail(t->job, finish);
+        } else if (t->adopted && !t->pass.ended) {
+            long gen = 0;
+            glWsgiTake(wid, finish, &gen);  /* ends it (a hand-off pool has no ready list: none taken) */
+        }
+        t->adopted = 0;
+    }
+}
+
 static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
     if (self->base.sid < 0) Py_RETURN_NONE;
@@ -484,6 +520,9 @@ static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignore
     }
     wsgi_thread *t = wt();
     int finish = 0;
+    /* a hand-off pool's thread: until the pool stops; then, as any pool thread, it resumes
+     * the parked responses left (glWsgiNext) */
+    if (self->wq != NULL) serve_handoff(self, wid);
     for (;;) {
         GLHead *h = NULL;
         long gen = 0;
@@ -560,7 +599,7 @@ static int wsrv_init(GLWsgiServer *self, PyObject *args, PyObject *kwds) {
     Py_XDECREF(on);
 #endif
     if (glWsgiServerNew(&self->base, (GLLoop *)loop, max_head, ka, limit, server_header, date_header, (char *)headers,
-                        hlen, eager, &self->wsid) < 0)
+                        hlen, eager, &self->wsid, (void **)&self->wq) < 0)
         return -1;
     return 0;
 }
@@ -586,6 +625,8 @@ static int wsrv_clear(GLWsgiServer *self) {
 static void wsrv_dealloc(GLWsgiServer *self) {
     PyObject_GC_UnTrack(self);
     gl_server_release(&self->base);
+    gl_wq_free(self->wq);  /* (no pool thread runs: each holds this object; Go's completer left at the release) */
+    self->wq = NULL;
     Py_CLEAR(self->app);
     Py_CLEAR(self->environ_tpl);
     Py_CLEAR(self->on_error);
@@ -596,9 +637,18 @@ static void wsrv_dealloc(GLWsgiServer *self) {
     gl_server_dealloc(&self->base);
 }
 
+/* handoff_counts(): a hand-off pool's (requests answered detached, requests adopted), or None */
+static PyObject *srv_handoff_counts(GLWsgiServer *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->wq == NULL) Py_RETURN_NONE;
+    return Py_BuildValue("(ll)", __atomic_load_n(&self->wq->ndetached, __ATOMIC_RELAXED),
+                         __atomic_load_n(&self->wq->nadopted, __ATOMIC_RELAXED));
+}
+
 static PyMethodDef wsrv_methods[] = {
     {"serve_thread", (PyCFunction)srv_serve_thread, METH_NOARGS,
      "Answer requests in this thread until the server is released (a pool thread's run)."},
+    {"handoff_counts", (PyCFunction)srv_handoff_counts, METH_NOARGS,
+     "A hand-off pool's (requests answered with no call into Go, requests adopted), or None."},
     {NULL}};
 
 static PyTypeObject WsgiServerType = {

@@ -4,8 +4,11 @@ package main
 // pool of Python threads running a WSGI application (wsgi.c), not by tasks on the loop.
 //
 // The engine runs in Go without the GIL. Plain listeners are served by the loop driver
-// over a poller of the server's own (httpserver.PoolPoller) that the pool threads run
-// themselves, leader/follower: a pool thread with no request to answer and nobody leading
+// over a poller of the server's own (httpserver.PoolPoller). By default one goroutine
+// leads it for good and the pool threads take their requests from a C queue, calling into
+// Go only for what a one-part answer does not need (the hand-off pool: wsgi_handoff.go,
+// wsgi.h). With GOLOOP_WSGI_POOL=leader the pool threads run the poller themselves,
+// leader/follower (what follows): a pool thread with no request to answer and nobody leading
 // waits in its epoll_wait, runs the handlers of what came (accept, read, parse, write,
 // deadlines), takes the server's queue and answers the first request itself; the others
 // wait on their channels as followers. TLS listeners, HTTP/2 and the connections the loop
@@ -82,6 +85,9 @@ type wsgiSrv struct {
 
 	// the parked responses (glWsgiPark): their requests (whose Tag is nil while parked)
 	parked map[*httpserver.Request]*wsgiPark
+
+	// the hand-off pool (wsgi_handoff.go), or nil
+	ho *wsgiHandoff
 }
 
 // wsgiPark is a parked response: one whose output was over its bound, which its pool
@@ -124,7 +130,7 @@ var (
 
 //export glWsgiServerNew
 func glWsgiServerNew(py *C.GLServer, lp *C.GLLoop, maxHead, keepAliveMs, limitConc C.long,
-	serverHdr, dateHdr C.int, headers *C.char, hlen C.Py_ssize_t, eager C.int, wsid *C.long) (rc C.int) {
+	serverHdr, dateHdr C.int, headers *C.char, hlen C.Py_ssize_t, eager C.int, wsid *C.long, wq *unsafe.Pointer) (rc C.int) {
 	defer recoverInt(&rc)
 	l := getLoop(lp)
 	if !l.checkClosed() {
@@ -141,6 +147,17 @@ func glWsgiServerNew(py *C.GLServer, lp *C.GLLoop, maxHead, keepAliveMs, limitCo
 			return -1
 		}
 		w.pp = pp
+		if wsgiHandoffMode() {
+			ho, err := newWsgiHandoff(pp)
+			if err != nil {
+				pp.Close()
+				raiseErr(err)
+				return -1
+			}
+			w.ho = ho
+			*wq = unsafe.Pointer(ho.q)
+			w.leader = w.bk // for good: the pool threads never lead
+		}
 	}
 	id, _ := wsgiServers.Add(w)
 	*wsid = C.long(id)
@@ -151,6 +168,9 @@ func glWsgiServerNew(py *C.GLServer, lp *C.GLLoop, maxHead, keepAliveMs, limitCo
 	w.sv = newHttpSrv(py, l, cfg)
 	if w.pp != nil {
 		w.sv.s.SetLoop(w.pp)
+	}
+	if w.ho != nil && w.pp != nil {
+		go w.ioLoop()
 	}
 	w.sv.onRelease = func() { // (the loop thread: the connections were aborted)
 		l.removeHook(wsgiHook{w})
@@ -208,6 +228,13 @@ func (h wsgiHook) loopClosed() {
 func (w *wsgiSrv) notify() {
 	w.mu.Lock()
 	n := w.routeLocked()
+	if w.ho != nil {
+		if n > 0 && !w.stopped {
+			w.dispatchLocked()
+		}
+		w.mu.Unlock()
+		return
+	}
 	switch {
 	case n == 0 || w.dispatching: // the leader looks at the ready list after its round
 	case w.leader != nil && w.idleLead:
@@ -479,6 +506,9 @@ func (w *wsgiSrv) stop() {
 		}
 	}
 	w.ready, w.head = nil, 0
+	if w.ho != nil {
+		rest = append(rest, w.stopHandoffLocked()...)
+	}
 	for len(w.idle) > 0 {
 		w.wakeOneLocked()
 	}
@@ -495,6 +525,9 @@ func (w *wsgiSrv) stop() {
 	}
 	if held {
 		w.sv.s.Flush()
+	}
+	if w.ho != nil {
+		<-w.ho.done // (it frees nothing: the C queue stays until the server object goes)
 	}
 }
 
@@ -805,7 +838,7 @@ func glWsgiPark(wid, gen C.long, rec unsafe.Pointer, turn C.int) (rc C.int) {
 	}
 	w, r := wk.w, wk.r
 	w.mu.Lock()
-	if w.stopped || (turn != 0 && w.head == len(w.ready)) {
+	if w.stopped || (turn != 0 && !w.waitingLocked()) {
 		w.mu.Unlock()
 		return C.GL_WSGI_RELEASE
 	}
@@ -819,6 +852,9 @@ func glWsgiPark(wid, gen C.long, rec unsafe.Pointer, turn C.int) (rc C.int) {
 	w.busy--
 	if turn != 0 {
 		w.ready = append(w.ready, r)
+		if w.ho != nil {
+			w.dispatchLocked()
+		}
 		w.mu.Unlock()
 		return C.GL_OK
 	}
@@ -830,6 +866,9 @@ func glWsgiPark(wid, gen C.long, rec unsafe.Pointer, turn C.int) (rc C.int) {
 		if w.parked[r] == p && !p.queued && !w.stopped {
 			p.queued = true
 			w.ready = append(w.ready, r) // (this thread takes it, or another: glWsgiNext)
+			if w.ho != nil {
+				w.dispatchLocked()
+			}
 		}
 		w.mu.Unlock()
 	}
@@ -851,9 +890,18 @@ func glWsgiWaiting(wid, gen C.long) (rc C.int) {
 	}
 	w := wk.w
 	w.mu.Lock()
-	waiting := w.head < len(w.ready)
+	waiting := w.waitingLocked()
 	w.mu.Unlock()
 	return cbool(waiting)
+}
+
+// waitingLocked: requests (or resumed responses) wait for a pool thread (w.mu held): on the
+// ready list, or in a hand-off pool's queue.
+func (w *wsgiSrv) waitingLocked() bool {
+	if w.ho != nil {
+		return C.gl_wq_pending(w.ho.q) != 0
+	}
+	return w.head < len(w.ready)
 }
 
 // glWsgiReady (GIL held) looks at the output of the response the thread resumes: GL_OK

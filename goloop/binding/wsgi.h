@@ -16,6 +16,7 @@ typedef struct {
     PyObject *access;        /* access(environ, status) after each request (access log, request limit), or NULL */
     char *root;              /* --root-path as latin-1 bytes (PyMem), stripped from PATH_INFO */
     Py_ssize_t rootlen;
+    struct gl_wq *wq;        /* the hand-off pool's queues (wsgi_handoff.c), or NULL: leader/follower */
 } GLWsgiServer;
 
 int gl_init_wsgi(PyObject *m);
@@ -159,15 +160,21 @@ typedef struct {
      * given back the thread's own variables (base) at each request, unless something else
      * kept it (a parked response: its record's now); free-threaded: NULL (a copy a request) */
     PyObject *ctx, *base;
+    /* hand-off pool (wsgi_handoff.c): the request taken from the queue while it is detached
+     * (no Go call made for it), and whether it was adopted (Go made it the thread's) */
+    struct gl_wjob *job;
+    int adopted;
 } wsgi_thread;
 
 /* The calling pool thread's block (only a pool thread, inside serve_thread, calls this). */
 static inline wsgi_thread *wt(void) { return (wsgi_thread *)gl_ts->wsgi; }
 
 /* wsgi_input.c: wsgi.input */
+struct gl_wjob;
 typedef struct {
     PyObject_HEAD
     long wid, gen;
+    struct gl_wjob *job; /* hand-off pool: the request while no Go call was made for it (gen 0) */
     PyObject *buf;     /* the body part being read (bytes) or NULL */
     Py_ssize_t pos;    /* read up to here in buf */
     char eof;          /* the last part was taken */
@@ -179,6 +186,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     long wid, gen;
+    struct gl_wjob *job; /* as GLWsgiInput's */
     int status;       /* start_response's status; 0: not called */
     char sent;        /* the head went to Go */
     char done;        /* the body went to Go whole (its last part: nothing more is sent) */
@@ -205,6 +213,67 @@ int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, in
                       Py_ssize_t *taken);
 int gl_wsgi_need_start(GLWsgiStart *st);
 void gl_wsgi_release_start(GLWsgiStart *st);  /* drops a start_response and its write */
+
+/* wsgi_handoff.c: the hand-off pool (the default; GOLOOP_WSGI_POOL=leader: the
+ * leader/follower pool, wsgi.go). A goroutine reads and parses (wsgi_handoff.go's ioLoop);
+ * each request goes to the pool threads through a C queue (gl_wq_push: its head copied into
+ * the job's own C memory), a thread takes it (gl_wq_next, GIL released while it waits) and
+ * runs the application with no call into Go (detached, gen 0): a response that ends in one
+ * part of up to GL_WSGI_HOLD_MAX bytes (a list or tuple answer, a part completing its
+ * Content-Length) is copied into the job, which goes back to Go through a second queue
+ * (gl_wq_complete: the poller's eventfd wakes the goroutine when it sleeps), and Go writes
+ * it. Anything else (reading the body, a response in parts, write(), a file, a large part,
+ * a length other than its Content-Length) adopts the request first (gl_wsgi_adopt: Go makes
+ * it the thread's as a leader/follower pool's, and the calls go on as there). Why: a thread
+ * that called into Go keeps a P of Go's runtime, as a system call, while it runs Python and
+ * waits for its database, and Go's monitor takes such Ps back on its ticks, 20 µs apart
+ * while it finds them (docs/bounds.md, "WSGI"). */
+typedef struct gl_wjob {
+    struct gl_wjob *next;    /* in the queue it is on */
+    struct gl_wjob *all;     /* every job of its queue (freed with it) */
+    struct gl_wq *q;
+    GLHead head;             /* filled by Go (wsgi_handoff.go); its strings in scratch */
+    void *scratch;           /* (malloc, Go's headBuf memory) */
+    long scratchlen;
+    long token;              /* Go's index of the request it carries */
+    long wid;                /* the pool thread that took it */
+    wsgi_thread *owner;      /* that thread's block (gl_wsgi_adopt sets its adopted) */
+    GLWsgiStart *st;         /* the request's objects while detached (borrowed) */
+    GLWsgiInput *in;
+    int status;              /* the response's status; 0: none (Go ends the request with finish) */
+    int finish;              /* 1 answered, 2 the application failed */
+    char *out;               /* status reason and header lines (hdrlen bytes), then the body (malloc) */
+    Py_ssize_t outn, outcap, hdrlen;
+} gl_wjob;
+
+typedef struct gl_wq {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    gl_wjob *head, *tail;    /* requests for the pool */
+    gl_wjob *done, *dtail;   /* answered, for Go */
+    gl_wjob *all;
+    long njobs;
+    int waiting;             /* pool threads in gl_wq_pop */
+    int stopped;
+    int go_sleeps;           /* Go's completer found nothing: the next completion writes efd */
+    int efd;                 /* the eventfd that wakes it (Go reads a duplicate) */
+    long ndetached, nadopted;  /* requests answered detached, adopted (WsgiServer.handoff_counts) */
+} gl_wq;
+
+gl_wq *gl_wq_new(int efd);                    /* NULL: no memory */
+void gl_wq_free(gl_wq *q);                    /* its jobs, efd (no thread uses it any more) */
+gl_wjob *gl_wq_job_new(gl_wq *q);             /* Go: a new job (its token the next), NULL: no memory */
+void gl_wq_push(gl_wq *q, gl_wjob *j);        /* Go: a request for the pool */
+gl_wjob *gl_wq_next(gl_wq *q);                 /* a pool thread (GIL held): the next request, waiting for it
+                                                 without the GIL; NULL: the pool stopped */
+void gl_wq_complete(gl_wq *q, gl_wjob *j);     /* a pool thread: j answered (or ended), to Go */
+gl_wjob *gl_wq_done_take(gl_wq *q);           /* Go: the answered (a list), or NULL (and go_sleeps) */
+gl_wjob *gl_wq_stop(gl_wq *q);                /* Go: no more requests; the ones not taken (a list) */
+void gl_wq_wake(gl_wq *q);                    /* Go: wakes the completer (efd) */
+long gl_wsgi_adopt(gl_wjob *j);               /* the request made the thread's in Go: its gen, -1 raised */
+int gl_wq_pending(gl_wq *q);                  /* Go: requests wait in the queue */
+int gl_wsgi_detached_end(GLWsgiStart *st, const char *p, Py_ssize_t n);  /* 1 handed to Go, 0 adopt instead */
+void gl_wsgi_detached_fail(gl_wjob *j, int finish);  /* ended with nothing sent: to Go (finish 1 or 2) */
 
 /* wsgi_environ.c: the environ */
 PyObject *gl_wsgi_environ(GLWsgiServer *srv, const GLHead *h, PyObject *input);

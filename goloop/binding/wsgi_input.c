@@ -15,6 +15,7 @@ static void input_dealloc(GLWsgiInput *self) {
 /* Takes the next body part into self->buf: 1, 0 at the end of the body, -1 with an error. */
 static int input_fill(GLWsgiInput *self) {
     if (self->eof) return 0;
+    if (self->job != NULL && gl_wsgi_adopt(self->job) < 0) return -1;
     char *p = NULL;
     Py_ssize_t n = 0;
     int st = glWsgiRecv(self->wid, self->gen, 0, &p, &n);

@@ -276,10 +276,21 @@ int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, in
     if (taken != NULL) *taken = n;
     if (st->done) return n > 0 ? GL_WSGI_TOO_LONG : GL_OK;
     if (more && n > 0 && st->clen >= 0 && st->body + n == st->clen) more = 0, flush = 1;
-    int status = st->sent ? 0 : st->status, rc;
-    long wid = st->wid, gen = st->gen;
     wsgi_thread *t = gl_ts != NULL ? gl_ts->wsgi : NULL;  /* NULL: write() from another thread */
     pass_state other, *pass = t != NULL ? &t->pass : &other;
+    if (st->job != NULL) {  /* a hand-off pool's detached request (wsgi.h) */
+        if (!more && end && n <= GL_WSGI_HOLD_MAX && gl_wsgi_detached_end(st, p, n)) {
+            st->sent = 1, st->done = 1, st->body += n;
+            pass->ended = 1, pass->idle = 0, pass->next = NULL;
+            return GL_OK;
+        }
+        if (gl_wsgi_adopt(st->job) < 0) {
+            PyErr_Clear();
+            return GL_ERR_GONE;
+        }
+    }
+    int status = st->sent ? 0 : st->status, rc;
+    long wid = st->wid, gen = st->gen;
     rc = GL_WSGI_RELEASE;
     pass->idle = 0;
     if (n <= GL_WSGI_HOLD_MAX) {  /* with the GIL: one release and take fewer per response */

@@ -16,6 +16,7 @@ package httpserver
 // a new registration is dropped instead of reaching the new handler.
 
 import (
+	"os"
 	"sync"
 
 	"github.com/goloop/goloop/goloop/poller"
@@ -118,6 +119,58 @@ func (p *PoolPoller) Wait(ms int) int {
 	return n
 }
 
+// WaitPark is Wait(-1) for a goroutine that leads the poller for good: it blocks in
+// epoll_wait for up to ms milliseconds, then, nothing having come, parks in Go's netpoller
+// (an epoll set is readable when it has events) instead of blocking its thread any longer.
+// A goroutine blocked in a system call keeps its P (a processor slot of Go's scheduler),
+// which the runtime's monitor takes back once the call passes 10 ms, and every such take
+// puts the monitor back to ticks 20 µs apart; parking holds no P, but costs a pass through
+// the scheduler each way, which wakes the monitor from its sleep: under load (events
+// within ms) the short blocking wait is the cheaper, and an idle server, parked, wakes for
+// nothing. Only one goroutine calls it, and never Wait as well. park false: it only
+// blocks, up to ms (0 events: none came). parked: it parked (the goroutine passed through
+// the scheduler).
+func (p *PoolPoller) WaitPark(ms int, park bool) (n int, parked bool) {
+	n, err := poller.EpollWait0(p.epfd, p.evs)
+	if err == nil && n > 0 {
+		p.n = n
+		return n, false
+	}
+	if ms > 0 || !park {
+		k, err := unix.EpollWait(p.epfd, p.evs, ms)
+		if err != nil || k < 0 {
+			k = 0
+		}
+		if p.n = k; k > 0 || !park {
+			return k, false
+		}
+	}
+	// parked: a duplicate of epfd in Go's netpoller for the time of the wait (registered
+	// for good, every event of the set would wake the netpoller's thread too)
+	d, err := unix.FcntlInt(uintptr(p.epfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return p.Wait(-1), false
+	}
+	unix.SetNonblock(d, true) // (the set's; epoll_wait does not look at it)
+	f := os.NewFile(uintptr(d), "goloop-pool-epoll")
+	defer f.Close() // (out of Go's netpoller, then closed)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return p.Wait(-1), false
+	}
+	n = 0
+	rc.Read(func(uintptr) bool {
+		k, e := poller.EpollWait0(p.epfd, p.evs)
+		if e == nil && k > 0 {
+			n = k
+			return true
+		}
+		return e != nil && e != unix.EINTR // (an error: back with none)
+	})
+	p.n = n
+	return n, true
+}
+
 // Dispatch runs the handlers of the last Wait's events (the leader, serially) and
 // reports whether Interrupt was among them.
 func (p *PoolPoller) Dispatch() (interrupted bool) {
@@ -160,6 +213,18 @@ func (p *PoolPoller) Interrupt() {
 		b := [8]byte{1}
 		unix.Write(p.evfd, b[:])
 	}
+}
+
+// DupEventFd is a duplicate of the eventfd Interrupt writes (close-on-exec; the caller's to
+// close): a writer outside Go (C) wakes the leader's Wait through it, and it stays valid
+// after Close.
+func (p *PoolPoller) DupEventFd() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return -1, ErrServerClosed
+	}
+	return unix.FcntlInt(uintptr(p.evfd), unix.F_DUPFD_CLOEXEC, 0)
 }
 
 // Close closes the epoll set (nobody waits in it any more); Register fails after it.

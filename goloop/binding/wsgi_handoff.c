@@ -1,0 +1,182 @@
+/* goloop serve --interface wsgi, the hand-off pool's C half (wsgi.h says what it is; Go's half
+ * is wsgi_handoff.go): the queue of requests Go hands to the pool threads, the queue of
+ * answers they hand back, and what a detached request does when it must call into Go after
+ * all (gl_wsgi_adopt) or ends with its whole answer (gl_wsgi_detached_end). The queues are
+ * C memory under one mutex: a pool thread takes and gives without entering Go's runtime. */
+#include "wsgi.h"
+#include "_cgo_export.h"
+
+gl_wq *gl_wq_new(int efd) {
+    gl_wq *q = calloc(1, sizeof *q);
+    if (q == NULL) return NULL;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    q->efd = efd;
+    return q;
+}
+
+void gl_wq_free(gl_wq *q) {
+    if (q == NULL) return;
+    for (gl_wjob *j = q->all, *n; j != NULL; j = n) {
+        n = j->all;
+        free(j->scratch);
+        free(j->out);
+        free(j);
+    }
+    if (q->efd >= 0) close(q->efd);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
+gl_wjob *gl_wq_job_new(gl_wq *q) {
+    gl_wjob *j = calloc(1, sizeof *j);
+    if (j == NULL) return NULL;
+    j->q = q;
+    pthread_mutex_lock(&q->mu);
+    j->token = q->njobs++;
+    j->all = q->all;
+    q->all = j;
+    pthread_mutex_unlock(&q->mu);
+    return j;
+}
+
+/* A pool thread waiting is woken per request: a thread that takes one and waits for its
+ * database leaves the GIL to the next (the pool is for applications that wait). */
+void gl_wq_push(gl_wq *q, gl_wjob *j) {
+    j->next = NULL;
+    pthread_mutex_lock(&q->mu);
+    if (q->tail != NULL) q->tail->next = j;
+    else q->head = j;
+    q->tail = j;
+    int wake = q->waiting > 0;
+    pthread_mutex_unlock(&q->mu);
+    if (wake) pthread_cond_signal(&q->cv);
+}
+
+/* The next request (wait: block until there is one; call without the GIL then), or NULL:
+ * none (wait 0) or the pool stopped. */
+static gl_wjob *wq_pop(gl_wq *q, int wait) {
+    pthread_mutex_lock(&q->mu);
+    while (q->head == NULL && !q->stopped && wait) {
+        q->waiting++;
+        pthread_cond_wait(&q->cv, &q->mu);
+        q->waiting--;
+    }
+    gl_wjob *j = q->stopped ? NULL : q->head;
+    if (j != NULL && (q->head = j->next) == NULL) q->tail = NULL;
+    pthread_mutex_unlock(&q->mu);
+    if (j != NULL) j->next = NULL;
+    return j;
+}
+
+gl_wjob *gl_wq_next(gl_wq *q) {
+    gl_wjob *j = wq_pop(q, 0);
+    if (j == NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        j = wq_pop(q, 1);
+        Py_END_ALLOW_THREADS
+    }
+    return j;
+}
+
+/* The thread is done with j (answered whole, or ended with nothing sent: j->status 0): to Go. */
+void gl_wq_complete(gl_wq *q, gl_wjob *j) {
+    j->next = NULL;
+    pthread_mutex_lock(&q->mu);
+    if (q->dtail != NULL) q->dtail->next = j;
+    else q->done = j;
+    q->dtail = j;
+    int wake = q->go_sleeps;
+    q->go_sleeps = 0;
+    pthread_mutex_unlock(&q->mu);
+    if (wake) gl_wq_wake(q);
+}
+
+void gl_wq_wake(gl_wq *q) {
+    uint64_t one = 1;
+    ssize_t rc;
+    do rc = write(q->efd, &one, sizeof one);
+    while (rc < 0 && errno == EINTR);  /* (EAGAIN: the counter is full, Go wakes anyway) */
+}
+
+int gl_wq_pending(gl_wq *q) {
+    pthread_mutex_lock(&q->mu);
+    int n = q->head != NULL;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+gl_wjob *gl_wq_done_take(gl_wq *q) {
+    pthread_mutex_lock(&q->mu);
+    gl_wjob *j = q->done;
+    q->done = q->dtail = NULL;
+    q->go_sleeps = j == NULL;
+    pthread_mutex_unlock(&q->mu);
+    return j;
+}
+
+gl_wjob *gl_wq_stop(gl_wq *q) {
+    pthread_mutex_lock(&q->mu);
+    q->stopped = 1;
+    gl_wjob *j = q->head;
+    q->head = q->tail = NULL;
+    pthread_mutex_unlock(&q->mu);
+    pthread_cond_broadcast(&q->cv);
+    return j;
+}
+
+/* j's request leaves the detached state: its objects and thread no longer refer to j. */
+static void detach(gl_wjob *j) {
+    if (j->st != NULL) j->st->job = NULL;
+    if (j->in != NULL) j->in->job = NULL;
+    if (j->owner != NULL && j->owner->job == j) j->owner->job = NULL;
+    j->st = NULL, j->in = NULL;
+}
+
+long gl_wsgi_adopt(gl_wjob *j) {
+    GLWsgiStart *st = j->st;
+    GLWsgiInput *in = j->in;
+    wsgi_thread *owner = j->owner;
+    long gen = 0;
+    detach(j);  /* (Go may give j to another request once it returns) */
+    __atomic_fetch_add(&j->q->nadopted, 1, __ATOMIC_RELAXED);
+    int rc = glWsgiAdopt(j->wid, j, &gen);
+    if (rc != GL_OK) {
+        PyErr_SetString(PyExc_RuntimeError, "the WSGI request already ended");
+        return -1;
+    }
+    if (st != NULL) st->gen = gen;
+    if (in != NULL) in->gen = gen;
+    if (owner != NULL) owner->adopted = 1;
+    return gen;
+}
+
+int gl_wsgi_detached_end(GLWsgiStart *st, const char *p, Py_ssize_t n) {
+    gl_wjob *j = st->job;
+    /* a body other than its Content-Length: the adopted path raises the error (Go's) */
+    if (st->clen >= 0 && st->body + n != st->clen) return 0;
+    Py_ssize_t hn = st->hdr->n, need = hn + n;
+    if (need > j->outcap) {
+        Py_ssize_t cap = need < 4096 ? 4096 : need;
+        char *o = realloc(j->out, cap);
+        if (o == NULL) return 0;  /* (the adopted path sends it from where it is) */
+        j->out = o, j->outcap = cap;
+    }
+    if (hn > 0) memcpy(j->out, st->hdr->p, hn);
+    if (n > 0) memcpy(j->out + hn, p, n);
+    j->outn = need, j->hdrlen = hn;
+    j->status = st->status, j->finish = 1;
+    __atomic_fetch_add(&j->q->ndetached, 1, __ATOMIC_RELAXED);
+    detach(j);
+    gl_wq_complete(j->q, j);
+    return 1;
+}
+
+void gl_wsgi_detached_fail(gl_wjob *j, int finish) {
+    j->status = 0, j->outn = 0, j->hdrlen = 0;
+    j->finish = finish;
+    __atomic_fetch_add(&j->q->ndetached, 1, __ATOMIC_RELAXED);
+    detach(j);
+    gl_wq_complete(j->q, j);
+}

@@ -1,0 +1,204 @@
+"""goloop serve --interface wsgi, the hand-off pool (the default; goloop/binding/wsgi.h,
+wsgi_handoff.c and .go): a goroutine reads and parses, the pool threads take requests from a C
+queue and answer them with no call into Go when the answer is one part (detached), and adopt
+the request (Go makes it theirs, as the leader/follower pool's) for anything else: reading the
+body, an answer in parts, write(), a file, a large part, an answer whose length is not its
+Content-Length. WsgiServer.handoff_counts() says which way each request went, so these tests
+see the path taken, not only the answer.
+
+The other WSGI suites run in this pool too; test_serve_wsgi_lf.py runs test_serve_wsgi.py's and
+the parking tests again in the leader/follower pool (GOLOOP_WSGI_POOL=leader)."""
+import os
+import socket
+import threading
+
+import pytest
+
+from test_serve_http import connect, get, read_response, serving
+
+WSGI = dict(interface="wsgi")
+
+
+@pytest.fixture(autouse=True)
+def handoff_pool(monkeypatch):
+    monkeypatch.delenv("GOLOOP_WSGI_POOL", raising=False)  # (the default)
+
+
+def counts(server):
+    return server._srv.handoff_counts()
+
+
+def hello(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"Hello, world!"]
+
+
+def test_one_part_answers_are_detached_and_keep_alive():
+    with serving(hello, threads=2, **WSGI) as server:
+        with connect(server) as s:
+            f = s.makefile("rb")
+            for _ in range(20):
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                status, headers, body = read_response(f)
+                assert (status, body) == (200, b"Hello, world!")
+                assert headers["content-length"] == "13"
+        assert counts(server) == (20, 0)
+
+
+def test_pipelined_requests_answered_in_order():
+    def path_app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [environ["PATH_INFO"].encode()]
+
+    with serving(path_app, threads=4, **WSGI) as server:
+        with connect(server) as s:
+            s.sendall(b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(30)))
+            f = s.makefile("rb")
+            assert [read_response(f)[2] for _ in range(30)] == [b"/%d" % i for i in range(30)]
+        assert counts(server)[0] == 30
+
+
+def echo(environ, start_response):
+    body = environ["wsgi.input"].read()
+    start_response("200 OK", [("Content-Type", "application/octet-stream")])
+    return [body]
+
+
+def test_body_read_adopts_the_request():
+    with serving(echo, threads=2, **WSGI) as server:
+        payload = os.urandom(100_000)
+        status, _, body = get(server, "/", method="POST", body=payload)
+        assert (status, body) == (200, payload)
+        assert get(server, "/")[::2] == (200, b"")  # no body: read at once, still adopted
+        assert counts(server) == (0, 2)
+
+
+def test_answers_in_parts_and_large_parts_adopt():
+    big = b"x" * (64 * 1024)
+
+    def routes(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        if environ["PATH_INFO"] == "/large":
+            return [big]
+        return (part for part in (b"a", b"b"))  # a generator: parts as they come
+
+    with serving(routes, threads=2, **WSGI) as server:
+        assert get(server, "/parts")[::2] == (200, b"ab")
+        assert get(server, "/large")[::2] == (200, big)
+        assert counts(server) == (0, 2)
+
+
+def test_write_callable_adopts():
+    def write_app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])(b"written, ")
+        return [b"then returned"]
+
+    with serving(write_app, threads=2, **WSGI) as server:
+        assert get(server, "/")[::2] == (200, b"written, then returned")
+        assert counts(server) == (0, 1)
+
+
+def test_app_errors_end_detached_requests_with_500(caplog):
+    def boom(environ, start_response):
+        if environ["PATH_INFO"] == "/late":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+        raise ValueError("boom " + environ["PATH_INFO"])
+
+    with serving(boom, threads=2, **WSGI) as server:
+        for path in ("/early", "/late"):
+            status, _, body = get(server, path)
+            assert (status, body) == (500, b"Internal Server Error")
+        assert counts(server) == (2, 0)
+    text = "\n".join(str(r.exc_info[1]) for r in caplog.records if r.exc_info)
+    assert "boom /early" in text and "boom /late" in text
+
+
+def test_wrong_content_length_is_the_apps_error(caplog):
+    def short(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "10")])
+        return [b"abc"]
+
+    with serving(short, threads=2, **WSGI) as server:
+        with connect(server) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.settimeout(30)
+            data = b""
+            while chunk := s.recv(65536):  # the response is cut: the connection closes
+                data += chunk
+        assert b"abc" in data and not data.endswith(b"abc" + b"\0" * 7)
+        assert counts(server) == (0, 1)
+    assert any("shorter than Content-Length" in str(r.exc_info[1]) for r in caplog.records if r.exc_info)
+
+
+def test_file_wrapper_adopts(tmp_path):
+    path = tmp_path / "f.bin"
+    data = os.urandom(200_000)
+    path.write_bytes(data)
+
+    def files(environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        return environ["wsgi.file_wrapper"](open(path, "rb"))
+
+    with serving(files, threads=2, **WSGI) as server:
+        assert get(server, "/")[::2] == (200, data)
+        assert counts(server) == (0, 1)
+
+
+def test_threads_answer_at_once_while_others_wait():
+    """Two requests held in the application at once on two threads: the queue gives each its
+    own thread, and a third is answered by whichever is free."""
+    started, go = threading.Barrier(3, timeout=30), threading.Event()
+
+    def hold(environ, start_response):
+        if environ["PATH_INFO"] == "/hold":
+            started.wait()
+            go.wait(30)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [environ["PATH_INFO"].encode()]
+
+    with serving(hold, threads=2, **WSGI) as server:
+        out = []
+        clients = [threading.Thread(target=lambda: out.append(get(server, "/hold")[2])) for _ in range(2)]
+        for c in clients:
+            c.start()
+        started.wait()  # both threads hold a request
+        go.set()
+        for c in clients:
+            c.join(30)
+        assert out == [b"/hold", b"/hold"]
+        assert get(server, "/after")[2] == b"/after"
+        assert counts(server) == (3, 0)
+
+
+def test_requests_queued_at_shutdown_are_answered_or_closed():
+    """Requests still in the queue when the server stops end with their connections; no pool
+    thread is left waiting (serving() fails if the server does not stop)."""
+    gate = threading.Event()
+
+    def slow(environ, start_response):
+        gate.wait(30)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"done"]
+
+    socks = []
+    with serving(slow, threads=1, timeout_graceful_shutdown=1, **WSGI) as server:
+        for _ in range(4):
+            s = connect(server)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            socks.append(s)
+        threading.Timer(0.5, gate.set).start()
+    for s in socks:
+        s.settimeout(30)
+        try:
+            while s.recv(65536):
+                pass
+        except OSError:
+            pass
+        s.close()
+
+
+def test_leader_pool_has_no_handoff_counts(monkeypatch):
+    monkeypatch.setenv("GOLOOP_WSGI_POOL", "leader")
+    with serving(hello, threads=2, **WSGI) as server:
+        assert get(server, "/")[::2] == (200, b"Hello, world!")
+        assert counts(server) is None
