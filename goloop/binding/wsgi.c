@@ -476,8 +476,6 @@ static int resume(GLWsgiServer *srv, long wid, long gen, wsgi_resp *r) {
 
 /* ---------- the server ---------- */
 
-/* serve_thread(): a pool thread's loop: wait for a request (GIL released), answer it; returns
- * when the server is released. */
 /* serve_thread()'s loop in a hand-off pool (wsgi.h): take a request from the queue (GIL
  * released while it waits), answer it detached (gen 0: no call into Go) unless it adopts it. */
 static void serve_handoff(GLWsgiServer *self, long wid) {
@@ -491,9 +489,9 @@ static void serve_handoff(GLWsgiServer *self, long wid) {
         if (j->head.resume != NULL) {  /* a parked response (glWsgiPark): the thread's in Go first */
             wsgi_resp *rec = j->head.resume;
             long gen = gl_wsgi_adopt(j);
-            if (gen < 0) {  /* (the pool stopped: the threads resume it as they leave) */
+            if (gen < 0) {  /* (not Go's any more: resumed with no request, it ends, its record freed) */
                 PyErr_Clear();
-                continue;
+                gen = 0;
             }
             finish = resume(self, wid, gen, rec);
         } else {
@@ -509,6 +507,8 @@ static void serve_handoff(GLWsgiServer *self, long wid) {
     }
 }
 
+/* serve_thread(): a pool thread's loop: wait for a request (GIL released), answer it; returns
+ * when the server is released. */
 static PyObject *srv_serve_thread(GLWsgiServer *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
     if (self->base.sid < 0) Py_RETURN_NONE;
@@ -625,7 +625,7 @@ static int wsrv_clear(GLWsgiServer *self) {
 static void wsrv_dealloc(GLWsgiServer *self) {
     PyObject_GC_UnTrack(self);
     gl_server_release(&self->base);
-    gl_wq_free(self->wq);  /* (no pool thread runs: each holds this object; Go's completer left at the release) */
+    gl_wq_free(self->wq);  /* (no pool thread runs: each holds this object; Go's leader left at the release) */
     self->wq = NULL;
     Py_CLEAR(self->app);
     Py_CLEAR(self->environ_tpl);
