@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -130,4 +131,60 @@ func servePool(t *testing.T, s *Server, ln net.Listener, after func()) func() {
 		s.Abort()
 		r.stop()
 	}
+}
+
+// TestPoolWaitPark: a goroutine leading the poller for good parks in Go's netpoller when
+// nothing is ready and comes back with the events that came (written by another goroutine
+// after it began to wait, or before); the blocking-only wait comes back empty; the
+// duplicate of the interrupt eventfd wakes the leader as Interrupt does, and stays valid
+// after Close (a pool thread may write it after the server stopped).
+func TestPoolWaitPark(t *testing.T) {
+	p, err := NewPoolPoller()
+	require.NoError(t, err)
+	var fds [2]int
+	require.NoError(t, unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	got := make(chan uint32, 8)
+	require.NoError(t, p.Register(fds[0], unix.EPOLLIN|unix.EPOLLET, func(ev uint32) {
+		var b [16]byte
+		unix.Read(fds[0], b[:])
+		got <- ev
+	}))
+
+	n, parked := p.WaitPark(1, false) // nothing ready: blocks 1 ms, comes back empty
+	require.Equal(t, 0, n)
+	require.False(t, parked)
+	require.False(t, p.Dispatch())
+
+	for round := 0; round < 20; round++ {
+		go unix.Write(fds[1], []byte("x"))
+		n = 0
+		for n == 0 { // (an event may be one the netpoller saw late: no handler ran, wait again)
+			n, _ = p.WaitPark(0, true)
+		}
+		p.Dispatch()
+		select {
+		case ev := <-got:
+			require.NotZero(t, ev&unix.EPOLLIN)
+		default:
+			t.Fatalf("round %d: %d events, the pipe's handler did not run", round, n)
+		}
+	}
+
+	d, err := p.DupEventFd()
+	require.NoError(t, err)
+	defer unix.Close(d)
+	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	go unix.Write(d, one)
+	for {
+		if n, _ = p.WaitPark(0, true); n > 0 && p.Dispatch() {
+			break
+		}
+	}
+	p.Close()
+	_, err = unix.Write(d, one)
+	require.NoError(t, err)
+	_, err = p.DupEventFd()
+	require.ErrorIs(t, err, ErrServerClosed)
 }
