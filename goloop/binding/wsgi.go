@@ -410,6 +410,12 @@ func (w *wsgiSrv) round() {
 func (w *wsgiSrv) poll() {
 	defer func() { recover() }()
 	w.pp.Wait(-1)
+	w.handleEvents()
+}
+
+// handleEvents runs the handlers of the poller's last wait (Notify routes without waking
+// anyone meanwhile: dispatching) and writes the server's own answers.
+func (w *wsgiSrv) handleEvents() {
 	w.mu.Lock()
 	w.dispatching, w.kicked = true, false
 	w.mu.Unlock()

@@ -193,13 +193,7 @@ const leadTick = 8 * time.Millisecond
 func (w *wsgiSrv) pollPark(ms int, park bool) (parked bool) {
 	defer func() { recover() }()
 	_, parked = w.pp.WaitPark(ms, park)
-	w.mu.Lock()
-	w.dispatching, w.kicked = true, false
-	w.mu.Unlock()
-	w.pp.Dispatch()
-	if w.sv.s.NeedFlush() {
-		w.sv.s.Flush()
-	}
+	w.handleEvents()
 	return parked
 }
 
