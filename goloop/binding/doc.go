@@ -49,8 +49,11 @@
 //   - asgi_run.c: the request Task's creation and start
 //
 // WSGI (wsgi*):
-//   - wsgi.go, wsgi.c, wsgi.h: WsgiServer, its pool threads (their wait in Go for the next
-//     exchange) and each request's run: the application called, its result sent
+//   - wsgi.go, wsgi.c, wsgi.h: WsgiServer, its pool threads and each request's run: the
+//     application called, its result sent; the leader/follower pool (the threads' wait in
+//     Go for the next exchange, GOLOOP_WSGI_POOL=leader)
+//   - wsgi_handoff.go, wsgi_handoff.c: the hand-off pool (the default): the goroutine that
+//     leads the server's poller, the C queues of requests and one-part answers, adoption
 //   - wsgi_environ.c: the environ, built in C from the head, with the thread's caches
 //   - wsgi_response.c: start_response and write
 //   - wsgi_input.c: wsgi.input
