@@ -223,8 +223,9 @@ void gl_wsgi_release_start(GLWsgiStart *st);  /* drops a start_response and its 
  * Content-Length) is copied into the job, which goes back to Go through a second queue
  * (gl_wq_complete: the poller's eventfd wakes the goroutine when it sleeps), and Go writes
  * it. Anything else (reading the body, a response in parts, write(), a file, a large part,
- * a length other than its Content-Length) adopts the request first (gl_wsgi_adopt: Go makes
- * it the thread's as a leader/follower pool's, and the calls go on as there). Why: a thread
+ * a length other than its Content-Length, a parked response resumed) adopts the request
+ * first (gl_wsgi_adopt: Go makes it the thread's as a leader/follower pool's, and the calls
+ * go on as there). Why: a thread
  * that called into Go keeps a P of Go's runtime, as a system call, while it runs Python and
  * waits for its database, and Go's monitor takes such Ps back on its ticks, 20 µs apart
  * while it finds them (docs/bounds.md, "WSGI"). */
@@ -253,10 +254,11 @@ typedef struct gl_wq {
     gl_wjob *done, *dtail;   /* answered, for Go */
     gl_wjob *all;
     long njobs;
-    int waiting;             /* pool threads in gl_wq_pop */
+    int waiting;             /* pool threads waiting in gl_wq_next */
     int stopped;
-    int go_sleeps;           /* Go's completer found nothing: the next completion writes efd */
-    int efd;                 /* the eventfd that wakes it (Go reads a duplicate) */
+    int go_sleeps;           /* Go's leader found nothing: the next completion writes efd */
+    int efd;                 /* a duplicate of the poller's eventfd, which wakes the leader (the queue's:
+                              * it stays valid after the poller is closed) */
     long ndetached, nadopted;  /* requests answered detached, adopted (WsgiServer.handoff_counts) */
 } gl_wq;
 
@@ -269,7 +271,7 @@ gl_wjob *gl_wq_next(gl_wq *q);                 /* a pool thread (GIL held): the 
 void gl_wq_complete(gl_wq *q, gl_wjob *j);     /* a pool thread: j answered (or ended), to Go */
 gl_wjob *gl_wq_done_take(gl_wq *q);           /* Go: the answered (a list), or NULL (and go_sleeps) */
 gl_wjob *gl_wq_stop(gl_wq *q);                /* Go: no more requests; the ones not taken (a list) */
-void gl_wq_wake(gl_wq *q);                    /* Go: wakes the completer (efd) */
+void gl_wq_wake(gl_wq *q);                    /* wakes the leader (efd) */
 long gl_wsgi_adopt(gl_wjob *j);               /* the request made the thread's in Go: its gen, -1 raised */
 int gl_wq_pending(gl_wq *q);                  /* Go: requests wait in the queue */
 int gl_wsgi_detached_end(GLWsgiStart *st, const char *p, Py_ssize_t n);  /* 1 handed to Go, 0 adopt instead */
