@@ -279,9 +279,9 @@ func glWsgiAdopt(wid C.long, j *C.gl_wjob, gen *C.long) (rc C.int) {
 	return C.GL_OK
 }
 
-// stopHandoff (w.mu held, after stopped is set): the threads leave gl_wq_next, the requests
+// stopHandoffLocked (w.mu held, after stopped is set): the threads leave gl_wq_next, the requests
 // not taken are returned (ended by the caller), the parked responses not taken are parked
-// again (the threads, as they leave, resume them: glWsgiNext) and the completer is woken to
+// again (the threads, as they leave, resume them: glWsgiNext) and the leader is woken to
 // leave.
 func (w *wsgiSrv) stopHandoffLocked() (rest []*httpserver.Request) {
 	ho := w.ho
