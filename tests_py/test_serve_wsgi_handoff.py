@@ -187,12 +187,12 @@ def test_requests_queued_at_shutdown_are_answered_or_closed():
             s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             socks.append(s)
         threading.Timer(0.5, gate.set).start()
-    for s in socks:
+    for s in socks:  # each gets its answer or the connection's end, never silence
         s.settimeout(30)
         try:
             while s.recv(65536):
                 pass
-        except OSError:
+        except ConnectionResetError:
             pass
         s.close()
 

@@ -16,7 +16,6 @@ package main
 import "C"
 
 import (
-	"errors"
 	"runtime"
 	"time"
 	"unsafe"
@@ -48,8 +47,6 @@ func wsgiHandoffMode() bool {
 
 var cWsgiPoolEnv = C.CString("GOLOOP_WSGI_POOL")
 
-var errNoMemory = errors.New("goloop: out of memory")
-
 // newWsgiHandoff: the queues of a hand-off pool whose leader goroutine waits in pp: the
 // pool threads' answers wake it through pp's eventfd.
 func newWsgiHandoff(pp *httpserver.PoolPoller) (*wsgiHandoff, error) {
@@ -60,7 +57,7 @@ func newWsgiHandoff(pp *httpserver.PoolPoller) (*wsgiHandoff, error) {
 	q := C.gl_wq_new(C.int(fd))
 	if q == nil {
 		unix.Close(fd)
-		return nil, errNoMemory
+		return nil, unix.ENOMEM
 	}
 	return &wsgiHandoff{q: q, done: make(chan struct{})}, nil
 }
@@ -272,8 +269,7 @@ func glWsgiAdopt(wid C.long, j *C.gl_wjob, gen *C.long) (rc C.int) {
 	case <-wk.wake:
 	default:
 	}
-	wk.takenAt = time.Now()
-	wk.r = r
+	wk.r = r // (takenAt is the leader/follower pool's: an adopted answer is never held)
 	wk.gen++
 	*gen = C.long(wk.gen)
 	return C.GL_OK
