@@ -182,7 +182,15 @@ func TestH3ConnectionBound(t *testing.T) {
 		}
 		r.Send(nil, false)
 	})
-	cl := h3Client(t, p, &quic.Config{MaxStreamReceiveWindow: 64 << 10, MaxConnectionReceiveWindow: 1 << 20})
+	// every stream's window (64 KiB) fits the connection's (4 MiB) n times over: HEADERS are
+	// stream data under the connection's window too, so a smaller one filled by the first
+	// streams' DATA would hold back the later streams' responses (quic-go's defaults: 512 KiB
+	// a stream, 768 KiB the connection)
+	const win = 64 << 10
+	cl := h3Client(t, p, &quic.Config{
+		InitialStreamReceiveWindow: win, MaxStreamReceiveWindow: win,
+		InitialConnectionReceiveWindow: 4 << 20, MaxConnectionReceiveWindow: 4 << 20,
+	})
 	var bodies []io.Closer
 	var bmu sync.Mutex
 	for i := 0; i < n; i++ {
