@@ -170,6 +170,32 @@ def test_threads_answer_at_once_while_others_wait():
         assert counts(server) == (3, 0)
 
 
+def test_a_burst_reaches_every_thread():
+    """Requests that arrive together while every thread waits: one thread at a time is woken
+    for the queue, and each that takes a request wakes the next, so all four run the
+    application at once (each waits for the others: a request left in the queue with a
+    thread asleep would time the barrier out)."""
+    n = 4
+    together = threading.Barrier(n, timeout=30)
+
+    def meet(environ, start_response):
+        together.wait()
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"met"]
+
+    with serving(meet, threads=n, **WSGI) as server:
+        socks = [connect(server) for _ in range(n)]
+        for s in socks:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        for s in socks:
+            s.settimeout(30)
+            with s.makefile("rb") as f:
+                assert read_response(f)[2] == b"met"
+            s.close()
+        assert counts(server) == (n, 0)
+        assert not together.broken
+
+
 def test_requests_queued_at_shutdown_are_answered_or_closed():
     """Requests still in the queue when the server stops end with their connections; no pool
     thread is left waiting (serving() fails if the server does not stop)."""

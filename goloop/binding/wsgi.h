@@ -217,7 +217,8 @@ void gl_wsgi_release_start(GLWsgiStart *st);  /* drops a start_response and its 
 /* wsgi_handoff.c: the hand-off pool (the default; GOLOOP_WSGI_POOL=leader: the
  * leader/follower pool, wsgi.go). A goroutine reads and parses (wsgi_handoff.go's ioLoop);
  * each request goes to the pool threads through a C queue (gl_wq_push: its head copied into
- * the job's own C memory), a thread takes it (gl_wq_next, GIL released while it waits) and
+ * the job's own C memory), a thread takes it holding the GIL (gl_wq_next: it waits with the
+ * GIL released, one thread at a time woken for the queue; wsgi_handoff.c's wq_wake_one) and
  * runs the application with no call into Go (detached, gen 0): a response that ends in one
  * part of up to GL_WSGI_HOLD_MAX bytes (a list or tuple answer, a part completing its
  * Content-Length) is copied into the job, which goes back to Go through a second queue
@@ -255,6 +256,8 @@ typedef struct gl_wq {
     gl_wjob *all;
     long njobs;
     int waiting;             /* pool threads waiting in gl_wq_next */
+    int wakes;               /* of them, woken for a request and not yet running (wq_wake_one) */
+    int hunting;             /* threads woken for a request, on their way to the GIL to take it */
     int stopped;
     int go_sleeps;           /* Go's leader found nothing: the next completion writes efd */
     int efd;                 /* a duplicate of the poller's eventfd, which wakes the leader (the queue's:

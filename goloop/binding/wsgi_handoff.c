@@ -41,43 +41,71 @@ gl_wjob *gl_wq_job_new(gl_wq *q) {
     return j;
 }
 
-/* A pool thread waiting is woken per request: a thread that takes one and waits for its
- * database leaves the GIL to the next (the pool is for applications that wait). */
+/* Wakes one waiting pool thread for the queued requests unless one is already on its way to
+ * them (q->mu held). The woken thread takes a request only once it holds the GIL (wq_take):
+ * a request never waits in a thread that waits for the GIL while another thread, holding it,
+ * could answer it; and no more than one thread at a time waits for the GIL for the queue
+ * (each such wait can cost the thread running Python its turn: CPython's switch interval). A
+ * thread that takes a request and leaves more wakes the next (a chain: a thread that then
+ * waits for its database, the GIL released, lets the next one run). */
+static int wq_wake_one(gl_wq *q) {
+    if (q->head == NULL || q->hunting + q->wakes > 0 || q->waiting <= q->wakes) return 0;
+    q->wakes++;
+    return 1;
+}
+
 void gl_wq_push(gl_wq *q, gl_wjob *j) {
     j->next = NULL;
     pthread_mutex_lock(&q->mu);
     if (q->tail != NULL) q->tail->next = j;
     else q->head = j;
     q->tail = j;
-    int wake = q->waiting > 0;
+    int wake = wq_wake_one(q);
     pthread_mutex_unlock(&q->mu);
     if (wake) pthread_cond_signal(&q->cv);
 }
 
-/* The next request (wait: block until there is one; call without the GIL then), or NULL:
- * none (wait 0) or the pool stopped. */
-static gl_wjob *wq_pop(gl_wq *q, int wait) {
+/* The next request, taken by a thread holding the GIL (hunter: it was woken for it), or NULL:
+ * none (*stopped 0) or the pool stopped (*stopped 1). */
+static gl_wjob *wq_take(gl_wq *q, int hunter, int *stopped) {
     pthread_mutex_lock(&q->mu);
-    while (q->head == NULL && !q->stopped && wait) {
-        q->waiting++;
-        pthread_cond_wait(&q->cv, &q->mu);
-        q->waiting--;
-    }
+    if (hunter) q->hunting--;
     gl_wjob *j = q->stopped ? NULL : q->head;
     if (j != NULL && (q->head = j->next) == NULL) q->tail = NULL;
+    int wake = wq_wake_one(q);
+    *stopped = q->stopped;
     pthread_mutex_unlock(&q->mu);
+    if (wake) pthread_cond_signal(&q->cv);
     if (j != NULL) j->next = NULL;
     return j;
 }
 
+/* Blocks (GIL released) until the thread is woken for a request or the pool stops: 1 woken. */
+static int wq_wait(gl_wq *q) {
+    pthread_mutex_lock(&q->mu);
+    if (q->head != NULL && q->hunting + q->wakes == 0 && !q->stopped) {  /* (pushed since its take) */
+        q->hunting++;
+        pthread_mutex_unlock(&q->mu);
+        return 1;
+    }
+    q->waiting++;
+    while (q->wakes == 0 && !q->stopped) pthread_cond_wait(&q->cv, &q->mu);
+    q->waiting--;
+    int woken = q->wakes > 0 && !q->stopped;
+    if (woken) q->wakes--, q->hunting++;
+    pthread_mutex_unlock(&q->mu);
+    return woken;
+}
+
 gl_wjob *gl_wq_next(gl_wq *q) {
-    gl_wjob *j = wq_pop(q, 0);
-    if (j == NULL) {
+    int hunter = 0, stopped;
+    for (;;) {
+        gl_wjob *j = wq_take(q, hunter, &stopped);
+        if (j != NULL || stopped) return j;
         Py_BEGIN_ALLOW_THREADS
-        j = wq_pop(q, 1);
+        hunter = wq_wait(q);
         Py_END_ALLOW_THREADS
     }
-    return j;
 }
 
 /* The thread is done with j (answered whole, or ended with nothing sent: j->status 0): to Go. */
