@@ -1,6 +1,7 @@
 """GOLOOP_TIME_SCALE stretches the loop's wall-clock periods (the poll of a loop whose ready
-queue never empties, its pass through Go's scheduler) for instruction counts under valgrind,
-which runs the loop ~100x slower (bench/analysis/sched_cost.py sets it). Each case runs in a
+queue never empties, its pass through Go's scheduler) and the WSGI leader/follower pool's
+wake delay for instruction counts under valgrind, which runs the loop ~100x slower
+(bench/analysis/sched_cost.py and wsgi_instr.py set it). Each case runs in a
 fresh interpreter: the periods are fixed when the process makes its first loop."""
 import os
 import subprocess
@@ -21,7 +22,7 @@ loop.close()
 print(*_goloop._loop_periods())
 """
 
-POLL, YIELD = 20_000, 8_000_000
+POLL, YIELD, WAKE = 20_000, 8_000_000, 1_000_000
 
 
 def periods(scale):
@@ -35,13 +36,13 @@ def periods(scale):
 
 
 def test_unset_leaves_the_periods():
-    assert periods(None) == (POLL, YIELD)
+    assert periods(None) == (POLL, YIELD, WAKE)
 
 
-def test_a_whole_number_multiplies_both():
-    assert periods("100") == (100 * POLL, 100 * YIELD)
+def test_a_whole_number_multiplies_each():
+    assert periods("100") == (100 * POLL, 100 * YIELD, 100 * WAKE)
 
 
 @pytest.mark.parametrize("value", ["0", "1", "-5", "abc", "2.5", "", "10001"])
 def test_other_values_are_ignored(value):
-    assert periods(value) == (POLL, YIELD)
+    assert periods(value) == (POLL, YIELD, WAKE)

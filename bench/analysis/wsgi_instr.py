@@ -29,9 +29,10 @@ consumed and closed), minus a run of 0 calls: the server's own instructions are 
 row minus it.
 
 Go's async preemption is off (GODEBUG=asyncpreemptoff=1): callgrind asserts on its SIGURG.
-goloop serve's pool timer (1 ms without progress wakes an idle thread) is set to 50 ms under
-valgrind and strace (GOLOOP_WSGI_WAKE_DELAY), which slow the server down ~50x: at 1 ms it
-would fire on every request there, where it almost never does at full speed.
+goloop serve's wall-clock periods are stretched 50x under valgrind and strace
+(GOLOOP_TIME_SCALE=50), which slow the server down ~50x: the leader/follower pool's timer
+(1 ms without progress wakes an idle thread) would fire on every request there, where it
+almost never does at full speed; the same for the loop's periods (binding/loop.go scaleTimes).
 Every process gets PYTHONHASHSEED=0 (--hash-seed): with random seeds, where str hashes put
 the type attribute cache's entries (its misses) moved a Flask row by ~1,300 instructions
 between two runs of one build. Every wait has a deadline (start-up, each response, callgrind_control, the exit): a server
@@ -63,10 +64,11 @@ PY = sys.executable
 WARMUP = 300
 STEP_TIMEOUT = 120  # seconds any one response, start-up step or control command may take (valgrind is slow)
 
-# goloop serve's pool wakes an idle thread when the busy ones make no progress for 1 ms
-# (wsgi.go's wakeDelay): valgrind runs the server ~50x slower (and strace its system calls),
-# so the delay is scaled to keep the wake-ups per request what they are at full speed
-SLOW_WAKE_DELAY = "50ms"
+# goloop's wall-clock periods (the leader/follower pool wakes an idle thread when the busy
+# ones make no progress for 1 ms, wsgi.go's wakeDelay; the loop's poll and yield periods):
+# valgrind runs the server ~50x slower (and strace its system calls), so they are scaled to
+# keep the wake-ups per request what they are at full speed (binding/loop.go scaleTimes)
+TIME_SCALE = "50"
 
 # crossings counted (callgrind's calls to these functions), per request
 CROSSINGS = {"GIL taken": ("take_gil",), "Go->C": ("runtime.cgocall",), "C->Go": ("runtime.cgocallbackg",)}
@@ -204,7 +206,7 @@ def instructions(name, target, path, n, conns, tmp, env):
         os.unlink(f)
     out = os.path.join(tmp, "cg.%p")
     wrap = ["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}"]
-    env = dict(env, GODEBUG="asyncpreemptoff=1", GOLOOP_WSGI_WAKE_DELAY=SLOW_WAKE_DELAY)
+    env = dict(env, GODEBUG="asyncpreemptoff=1", GOLOOP_TIME_SCALE=TIME_SCALE)
     proc = start(wrap + argv, port, path, conns, env)
     try:
         pids = tree(proc.pid)
@@ -292,7 +294,7 @@ STRACE_ROW = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s
 def syscalls(name, target, path, n, conns, tmp, env):
     """(system calls per request over the server's tree, {syscall: calls per request})."""
     port = free_port()
-    env = dict(env, GOLOOP_WSGI_WAKE_DELAY=SLOW_WAKE_DELAY)
+    env = dict(env, GOLOOP_TIME_SCALE=TIME_SCALE)
     proc = start(server_argv(name, target, port), port, path, conns, env)
     out = os.path.join(tmp, "strace.txt")
     try:

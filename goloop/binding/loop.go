@@ -741,32 +741,40 @@ func (l *loop) timerDeadline(when float64) int64 {
 // sysmon allows with a margin for a poll that comes late (a long callback): every 8 ms.
 var yieldEvery int64 = 8e6 // ns (scaled by scaleTimes)
 
-// scaleTimes multiplies pollEvery and yieldEvery by GOLOOP_TIME_SCALE (a whole number, once,
-// before the first loop runs). Only for instruction counts: valgrind runs the loop ~100x
-// slower (the create_task + await bench: 1.65 µs per operation natively, 192 under
-// callgrind), so these wall-clock periods would come ~100x more often per operation than
-// at full speed and the counts would carry polls and yields a real run does not make
-// (bench/analysis/sched_cost.py sets it). C's getenv, as wsgiWakeDelay.
+// scaleTimes multiplies pollEvery, yieldEvery and the WSGI pool's wakeDelay by
+// GOLOOP_TIME_SCALE (a whole number, once, before the first loop or WSGI server). Only for
+// instruction counts: valgrind runs the loop ~100x slower (the create_task + await bench:
+// 1.65 µs per operation natively, 192 under callgrind), so these wall-clock periods would
+// come ~100x more often per operation than at full speed and the counts would carry polls,
+// yields and wake-ups a real run does not make (bench/analysis/sched_cost.py and
+// wsgi_instr.py set it). The hand-off pool's leadTick is not scaled: it keeps the leader
+// under the runtime's own 10 ms rules, which valgrind does not stretch. C's getenv, as
+// wsgiGoroutineDriver.
 func scaleTimes() {
-	v := C.getenv(cTimeScaleEnv)
-	if v == nil {
-		return
-	}
-	if k, err := strconv.ParseInt(C.GoString(v), 10, 64); err == nil && k > 1 && k <= 10_000 {
-		pollEvery *= k
-		yieldEvery *= k
-	}
+	timeScaleOnce.Do(func() {
+		v := C.getenv(cTimeScaleEnv)
+		if v == nil {
+			return
+		}
+		if k, err := strconv.ParseInt(C.GoString(v), 10, 64); err == nil && k > 1 && k <= 10_000 {
+			pollEvery *= k
+			yieldEvery *= k
+			wakeDelay *= time.Duration(k)
+		}
+	})
 }
+
+var timeScaleOnce sync.Once
 
 var cTimeScaleEnv = C.CString("GOLOOP_TIME_SCALE")
 
-// glLoopPeriods reports pollEvery and yieldEvery (ns) as scaleTimes left them
+// glLoopPeriods reports pollEvery, yieldEvery and wakeDelay (ns) as scaleTimes left them
 // (_goloop._loop_periods, for tests).
 //
 //export glLoopPeriods
-func glLoopPeriods(poll, yield *C.longlong) {
+func glLoopPeriods(poll, yield, wake *C.longlong) {
 	defer func() { recover() }()
-	*poll, *yield = C.longlong(pollEvery), C.longlong(yieldEvery)
+	*poll, *yield, *wake = C.longlong(pollEvery), C.longlong(yieldEvery), C.longlong(wakeDelay)
 }
 
 // yieldSometimes passes through Go's scheduler when yieldEvery has elapsed (now: nanotime).

@@ -98,13 +98,13 @@ static PyObject *mod_own_methods(PyObject *m, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
-/* _goloop._loop_periods(): (poll, yield) in ns, the loop's wall-clock periods as
- * GOLOOP_TIME_SCALE left them when the first loop was made (tests). */
+/* _goloop._loop_periods(): (poll, yield, wake) in ns, the loop's wall-clock periods and the
+ * WSGI pool's wake delay as GOLOOP_TIME_SCALE left them when the first loop was made (tests). */
 static PyObject *mod_loop_periods(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
-    long long poll = 0, yield = 0;
-    glLoopPeriods(&poll, &yield);
-    return Py_BuildValue("(LL)", poll, yield);
+    long long poll = 0, yield = 0, wake = 0;
+    glLoopPeriods(&poll, &yield, &wake);
+    return Py_BuildValue("(LLL)", poll, yield, wake);
 }
 
 static PyMethodDef module_methods[] = {

@@ -62,7 +62,7 @@ type wsgiSrv struct {
 	// GIL) unless the pool makes no progress for wakeDelay: then an idle thread is woken
 	// (the busy ones wait in I/O). eager (free-threaded, no GIL): woken at once.
 	eager   bool
-	delay   time.Duration // wakeDelay, or GOLOOP_WSGI_WAKE_DELAY's (wsgiWakeDelay)
+	delay   time.Duration // wakeDelay
 	timer   *time.Timer
 	timerOn bool
 	held    int       // answers written only with the next (endTake)
@@ -101,8 +101,10 @@ type wsgiPark struct {
 }
 
 // wakeDelay: how long requests wait for busy threads that make no progress before an idle
-// thread is woken (GIL builds).
-const wakeDelay = time.Millisecond
+// thread is woken (GIL builds; scaled by scaleTimes: valgrind runs the server ~50x slower,
+// and at 1 ms the timer would fire on every request there, where it almost never does at
+// full speed).
+var wakeDelay = time.Millisecond
 
 // wsgiWorker is one pool thread's state: the request it answers (gen counts them, so
 // that a C object of an earlier request, kept by the application, cannot reach a later
@@ -136,7 +138,8 @@ func glWsgiServerNew(py *C.GLServer, lp *C.GLLoop, maxHead, keepAliveMs, limitCo
 	if !l.checkClosed() {
 		return -1
 	}
-	w := &wsgiSrv{eager: eager != 0, delay: wsgiWakeDelay()}
+	scaleTimes()
+	w := &wsgiSrv{eager: eager != 0, delay: wakeDelay}
 	w.bk = &wsgiWorker{w: w, id: -1}
 	w.timer = time.AfterFunc(time.Hour, w.progress)
 	w.timer.Stop()
@@ -191,19 +194,6 @@ func wsgiGoroutineDriver() bool {
 
 var cWsgiDriverEnv = C.CString("GOLOOP_WSGI_DRIVER")
 
-// wsgiWakeDelay: wakeDelay, or GOLOOP_WSGI_WAKE_DELAY's duration ("50ms"): the instruction
-// counts under valgrind (bench/analysis/wsgi_instr.py), which runs the server ~50x slower,
-// scale it so that the pool wakes its threads as often per request as at full speed.
-func wsgiWakeDelay() time.Duration {
-	if v := C.getenv(cWsgiWakeDelayEnv); v != nil {
-		if d, err := time.ParseDuration(C.GoString(v)); err == nil && d > 0 {
-			return d
-		}
-	}
-	return wakeDelay
-}
-
-var cWsgiWakeDelayEnv = C.CString("GOLOOP_WSGI_WAKE_DELAY")
 
 // wsgiHook: the loop thread releases the held bodies the engine is done with; the loop's
 // end releases the server (the pool threads leave their wait).
