@@ -8,7 +8,7 @@ still costs, a figure the machine's load does not move.
     python3 bench/analysis/asgi_instr.py [--rows starlette-json,starlette-plaintext,...]
                                          [--servers "goloop serve,granian,uvicorn"]
                                          [--n 2000] [--conns 16] [--annotate 30] [--keep DIR]
-                                         [--results]
+                                         [--results] [--cache-sim]
 
 Each server runs under `valgrind --tool=callgrind --trace-children=yes` (user-space
 instructions of every thread of every process of its tree, the application's Python
@@ -25,6 +25,12 @@ functions doing nothing), minus a run of 0 calls: what any server's request cost
 A server's own share is its row minus it; the send and receive coroutines of the app alone
 (~2 x 300 instructions) are in the app's figure, so the server's share is a slight
 under-estimate.
+
+--cache-sim adds callgrind's cache simulation (the machine's I1, D1 and last-level caches, as
+valgrind reads them): each cell then also gives the first-level and last-level misses per
+request (instruction fetches, data reads and writes), the app alone's beside them: what the
+server's requests cost beyond their instructions, which CPU time sees and instruction counts
+do not (a virtual machine without hardware counters cannot count the real ones).
 
 Go's async preemption is off (GODEBUG=asyncpreemptoff=1: callgrind asserts on its SIGURG).
 PYTHONHASHSEED=0 in every process (str hashes move the attribute cache's misses between runs).
@@ -145,13 +151,35 @@ def _one(buf):
     return end if len(buf) >= end else 0
 
 
+# callgrind's cache simulation (--cache-sim): the misses each cell adds up, by level
+MISSES = {"L1": ("I1mr", "D1mr", "D1mw"), "LL": ("ILmr", "DLmr", "DLmw")}
+CACHE_SIM = []  # ["--cache-sim=yes"] with --cache-sim
+
+
+def dump_events(path):
+    """{event: total} of a callgrind dump (Ir, and with the cache simulation its misses)."""
+    names = None
+    with open(path) as f:
+        for line in f:
+            if line.startswith("events:"):
+                names = line.split()[1:]
+            elif line.startswith(("summary:", "totals:")) and names:
+                return dict(zip(names, (int(v) for v in line.split()[1:]), strict=False))  # (trailing zeros left out)
+    return {}
+
+
+def misses(events):
+    """{level: misses} of dump_events' totals."""
+    return {lv: sum(events.get(e, 0) for e in evs) for lv, evs in MISSES.items()}
+
+
 def instructions(name, target, path, depth, n, conns, tmp, env):
     """(instructions per request over the server's tree, the dumps)."""
     port = free_port()
     for f in glob.glob(os.path.join(tmp, "cg.*")):
         os.unlink(f)
-    argv = ["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={os.path.join(tmp, 'cg.%p')}",
-            *server_argv(name, target, port)]
+    argv = ["valgrind", "--tool=callgrind", *CACHE_SIM, "--trace-children=yes",
+            f"--callgrind-out-file={os.path.join(tmp, 'cg.%p')}", *server_argv(name, target, port)]
     errf = tempfile.TemporaryFile()
     proc = subprocess.Popen(argv, env=env, cwd=WEB, stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True)
     proc.errf = errf
@@ -213,16 +241,19 @@ asyncio.run(main())
 """
 
 
-def app_alone(target, path, n, tmp, env):
-    """Instructions of the app called n times minus 0 times, per call: its own cost per request."""
+def app_alone(target, path, n, tmp, env, events=None):
+    """Instructions of the app called n times minus 0 times, per call: its own cost per request
+    (events: filled with every event's count per call, the cache simulation's misses too)."""
     res = []
     for k in (0, n):
         out = os.path.join(tmp, f"app{k}")
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", PY, "-c", APP_ALONE, target,
-                        path, str(k)], check=True, capture_output=True, cwd=WEB, env=env, timeout=3600)
-        res.append(dump_total(out))
+        subprocess.run(["valgrind", "--tool=callgrind", *CACHE_SIM, f"--callgrind-out-file={out}", PY, "-c", APP_ALONE,
+                        target, path, str(k)], check=True, capture_output=True, cwd=WEB, env=env, timeout=3600)
+        res.append(dump_events(out))
         os.unlink(out)
-    return (res[1] - res[0]) / n
+    if events is not None:
+        events.update({e: (res[1].get(e, 0) - res[0].get(e, 0)) / n for e in res[1]})
+    return (res[1].get("Ir", 0) - res[0].get("Ir", 0)) / n
 
 
 def app_alone_cpu(target, path, n, rounds, env):
@@ -281,6 +312,8 @@ def main():
     ap.add_argument("--no-alone", action="store_true", help="skip the app alone")
     ap.add_argument("--keep", metavar="DIR", help="copy each callgrind dump here")
     ap.add_argument("--results", action="store_true")
+    ap.add_argument("--cache-sim", action="store_true", help="callgrind's cache simulation: L1 and last-level "
+                    "misses per request beside the instructions")
     ap.add_argument("--alone-cpu", action="store_true", help="only the app alone's CPU µs per call (no valgrind: "
                     "core 0, the least of 5 runs of 20,000 calls), the floor of any server's CPU per request")
     args = ap.parse_args()
@@ -291,6 +324,8 @@ def main():
             title, target, path, _ = ROWS[row]
             print(f"{title}: app alone {app_alone_cpu(target, path, 20000, 5, env):.2f} µs CPU per call", flush=True)
         return
+    if args.cache_sim:
+        CACHE_SIM.append("--cache-sim=yes")
     servers = [s for s in args.servers.split(",") if installed(s)]
     print("| row | app alone | " + " | ".join(f"{s} (own)" for s in servers) + " |")
     print("| --- | ---: | " + " | ".join("---:" for _ in servers) + " |", flush=True)
@@ -300,10 +335,10 @@ def main():
                    PYTHONPATH=os.pathsep.join([WEB, os.path.join(BENCH, "servers"), os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
         for row in args.rows.split(","):
             title, target, path, depth = ROWS[row]
-            alone = None
+            alone, alone_ev = None, {}
             if not args.no_alone:
                 try:
-                    alone = app_alone(target, path, args.n, tmp, env)
+                    alone = app_alone(target, path, args.n, tmp, env, alone_ev)
                 except Exception as exc:  # noqa: BLE001
                     print(f"# {row}: app alone failed: {exc}", file=sys.stderr, flush=True)
             cells, shown = {}, []
@@ -316,9 +351,22 @@ def main():
                     continue
                 cells[name] = ins
                 keep_and_annotate(dumps, args, f"{row}-{name.replace(' ', '_')}", f"{row} / {name}")
-                shown.append(f"{ins:,.0f}" + (f" ({ins - alone:,.0f})" if alone is not None else ""))
+                cell = f"{ins:,.0f}" + (f" ({ins - alone:,.0f})" if alone is not None else "")
+                if args.cache_sim:
+                    total: dict = {}
+                    for d in dumps:
+                        for e, v in dump_events(d).items():
+                            total[e] = total.get(e, 0) + v
+                    mine, theirs = misses(total), misses(alone_ev)
+                    cell += "".join(f" · {lv} misses {v / args.n:,.0f}" + (f" ({v / args.n - theirs[lv]:,.0f})"
+                                                                            if alone_ev else "")
+                                    for lv, v in mine.items())
+                shown.append(cell)
             table[row] = (alone, cells)
-            print(f"| {title} | {'-' if alone is None else f'{alone:,.0f}'} | " + " | ".join(shown) + " |", flush=True)
+            first = "-" if alone is None else f"{alone:,.0f}"
+            if args.cache_sim and alone_ev:
+                first += "".join(f" · {lv} misses {v:,.0f}" for lv, v in misses(alone_ev).items())
+            print(f"| {title} | {first} | " + " | ".join(shown) + " |", flush=True)
     if args.results:
         write_results(table, servers, args)
 
