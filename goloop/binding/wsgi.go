@@ -194,7 +194,6 @@ func wsgiGoroutineDriver() bool {
 
 var cWsgiDriverEnv = C.CString("GOLOOP_WSGI_DRIVER")
 
-
 // wsgiHook: the loop thread releases the held bodies the engine is done with; the loop's
 // end releases the server (the pool threads leave their wait).
 type wsgiHook struct{ w *wsgiSrv }
