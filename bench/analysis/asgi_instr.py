@@ -53,7 +53,7 @@ WEB = os.path.join(BENCH, "web")
 sys.path.insert(0, BENCH)
 sys.path.insert(0, HERE)
 from harness import free_port, wait_port  # noqa: E402
-from wsgi_instr import STEP_TIMEOUT, Stalled, control, dump_total, keep_and_annotate, stop, tree  # noqa: E402
+from wsgi_instr import STEP_TIMEOUT, Stalled, control, dump_events, keep_and_annotate, stop, tree  # noqa: E402
 
 PY = sys.executable
 WARMUP = 300
@@ -153,19 +153,6 @@ def _one(buf):
 
 # callgrind's cache simulation (--cache-sim): the misses each cell adds up, by level
 MISSES = {"L1": ("I1mr", "D1mr", "D1mw"), "LL": ("ILmr", "DLmr", "DLmw")}
-CACHE_SIM = []  # ["--cache-sim=yes"] with --cache-sim
-
-
-def dump_events(path):
-    """{event: total} of a callgrind dump (Ir, and with the cache simulation its misses)."""
-    names = None
-    with open(path) as f:
-        for line in f:
-            if line.startswith("events:"):
-                names = line.split()[1:]
-            elif line.startswith(("summary:", "totals:")) and names:
-                return dict(zip(names, (int(v) for v in line.split()[1:]), strict=False))  # (trailing zeros left out)
-    return {}
 
 
 def misses(events):
@@ -173,12 +160,13 @@ def misses(events):
     return {lv: sum(events.get(e, 0) for e in evs) for lv, evs in MISSES.items()}
 
 
-def instructions(name, target, path, depth, n, conns, tmp, env):
-    """(instructions per request over the server's tree, the dumps)."""
+def instructions(name, target, path, depth, n, conns, tmp, env, cache_sim=False):
+    """(instructions per request over the server's tree, the dumps, every event's count per
+    request summed over them: with cache_sim, callgrind's cache simulation's misses too)."""
     port = free_port()
     for f in glob.glob(os.path.join(tmp, "cg.*")):
         os.unlink(f)
-    argv = ["valgrind", "--tool=callgrind", *CACHE_SIM, "--trace-children=yes",
+    argv = ["valgrind", "--tool=callgrind", *(["--cache-sim=yes"] if cache_sim else []), "--trace-children=yes",
             f"--callgrind-out-file={os.path.join(tmp, 'cg.%p')}", *server_argv(name, target, port)]
     errf = tempfile.TemporaryFile()
     proc = subprocess.Popen(argv, env=env, cwd=WEB, stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True)
@@ -206,7 +194,11 @@ def instructions(name, target, path, depth, n, conns, tmp, env):
             dumps.append(max(mine, key=lambda f: int(f.rsplit(".", 1)[1])))
     if not dumps:
         raise RuntimeError("no callgrind dump")
-    return sum(dump_total(d) for d in dumps) / n, dumps
+    per: dict = {}
+    for d in dumps:
+        for e, v in dump_events(d).items():
+            per[e] = per.get(e, 0) + v / n
+    return per.get("Ir", 0), dumps, per
 
 
 APP_ALONE = r"""
@@ -241,14 +233,15 @@ asyncio.run(main())
 """
 
 
-def app_alone(target, path, n, tmp, env, events=None):
+def app_alone(target, path, n, tmp, env, events=None, cache_sim=False):
     """Instructions of the app called n times minus 0 times, per call: its own cost per request
-    (events: filled with every event's count per call, the cache simulation's misses too)."""
+    (events: filled with every event's count per call, with cache_sim the cache simulation's
+    misses too)."""
     res = []
     for k in (0, n):
         out = os.path.join(tmp, f"app{k}")
-        subprocess.run(["valgrind", "--tool=callgrind", *CACHE_SIM, f"--callgrind-out-file={out}", PY, "-c", APP_ALONE,
-                        target, path, str(k)], check=True, capture_output=True, cwd=WEB, env=env, timeout=3600)
+        subprocess.run(["valgrind", "--tool=callgrind", *(["--cache-sim=yes"] if cache_sim else []),
+                        f"--callgrind-out-file={out}", PY, "-c", APP_ALONE, target, path, str(k)], check=True, capture_output=True, cwd=WEB, env=env, timeout=3600)
         res.append(dump_events(out))
         os.unlink(out)
     if events is not None:
@@ -324,8 +317,6 @@ def main():
             title, target, path, _ = ROWS[row]
             print(f"{title}: app alone {app_alone_cpu(target, path, 20000, 5, env):.2f} µs CPU per call", flush=True)
         return
-    if args.cache_sim:
-        CACHE_SIM.append("--cache-sim=yes")
     servers = [s for s in args.servers.split(",") if installed(s)]
     print("| row | app alone | " + " | ".join(f"{s} (own)" for s in servers) + " |")
     print("| --- | ---: | " + " | ".join("---:" for _ in servers) + " |", flush=True)
@@ -338,13 +329,13 @@ def main():
             alone, alone_ev = None, {}
             if not args.no_alone:
                 try:
-                    alone = app_alone(target, path, args.n, tmp, env, alone_ev)
+                    alone = app_alone(target, path, args.n, tmp, env, alone_ev, args.cache_sim)
                 except Exception as exc:  # noqa: BLE001
                     print(f"# {row}: app alone failed: {exc}", file=sys.stderr, flush=True)
             cells, shown = {}, []
             for name in servers:
                 try:
-                    ins, dumps = instructions(name, target, path, depth, args.n, args.conns, tmp, env)
+                    ins, dumps, per = instructions(name, target, path, depth, args.n, args.conns, tmp, env, args.cache_sim)
                 except Exception as exc:  # noqa: BLE001 (a failed cell is reported, not fatal)
                     print(f"# {row} / {name}: failed: {exc}", file=sys.stderr, flush=True)
                     shown.append("failed")
@@ -353,14 +344,9 @@ def main():
                 keep_and_annotate(dumps, args, f"{row}-{name.replace(' ', '_')}", f"{row} / {name}")
                 cell = f"{ins:,.0f}" + (f" ({ins - alone:,.0f})" if alone is not None else "")
                 if args.cache_sim:
-                    total: dict = {}
-                    for d in dumps:
-                        for e, v in dump_events(d).items():
-                            total[e] = total.get(e, 0) + v
-                    mine, theirs = misses(total), misses(alone_ev)
-                    cell += "".join(f" · {lv} misses {v / args.n:,.0f}" + (f" ({v / args.n - theirs[lv]:,.0f})"
-                                                                            if alone_ev else "")
-                                    for lv, v in mine.items())
+                    theirs = misses(alone_ev)
+                    cell += "".join(f" · {lv} misses {v:,.0f}" + (f" ({v - theirs[lv]:,.0f})" if alone_ev else "")
+                                    for lv, v in misses(per).items())
                 shown.append(cell)
             table[row] = (alone, cells)
             first = "-" if alone is None else f"{alone:,.0f}"

@@ -188,12 +188,23 @@ def control(opt, pid):
     return r.returncode == 0 and b"Error" not in r.stdout + r.stderr
 
 
-def dump_total(path):
+def dump_events(path):
+    """{event: total} of a callgrind dump: Ir (instructions), and with --cache-sim=yes the
+    cache simulation's reads and misses (I1mr, D1mr, ...)."""
+    names = None
     with open(path) as f:
         for line in f:
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
-    return 0
+            if line.startswith("events:"):
+                names = line.split()[1:]
+            elif line.startswith(("summary:", "totals:")) and names:
+                # (callgrind leaves trailing zeros out)
+                return dict(zip(names, (int(v) for v in line.split()[1:]), strict=False))
+    return {}
+
+
+def dump_total(path):
+    """The instructions of a callgrind dump."""
+    return dump_events(path).get("Ir", 0)
 
 
 def instructions(name, target, path, n, conns, tmp, env):
