@@ -62,7 +62,6 @@ type wsgiSrv struct {
 	// GIL) unless the pool makes no progress for wakeDelay: then an idle thread is woken
 	// (the busy ones wait in I/O). eager (free-threaded, no GIL): woken at once.
 	eager   bool
-	delay   time.Duration // wakeDelay
 	timer   *time.Timer
 	timerOn bool
 	held    int       // answers written only with the next (endTake)
@@ -138,8 +137,8 @@ func glWsgiServerNew(py *C.GLServer, lp *C.GLLoop, maxHead, keepAliveMs, limitCo
 	if !l.checkClosed() {
 		return -1
 	}
-	scaleTimes()
-	w := &wsgiSrv{eager: eager != 0, delay: wakeDelay}
+	scaleTimes() // (wakeDelay as GOLOOP_TIME_SCALE leaves it)
+	w := &wsgiSrv{eager: eager != 0}
 	w.bk = &wsgiWorker{w: w, id: -1}
 	w.timer = time.AfterFunc(time.Hour, w.progress)
 	w.timer.Stop()
@@ -366,7 +365,7 @@ func (w *wsgiSrv) progress() {
 func (w *wsgiSrv) armLocked() {
 	if !w.timerOn {
 		w.timerOn, w.mark, w.lmark = true, w.taken, w.leads
-		w.timer.Reset(w.delay)
+		w.timer.Reset(wakeDelay)
 	}
 }
 

@@ -80,15 +80,13 @@ static gl_wjob *wq_take(gl_wq *q, int hunter, int *stopped) {
     return j;
 }
 
-/* Blocks (GIL released) until the thread is woken for a request or the pool stops: 1 woken. */
+/* Blocks (GIL released) until the thread is woken for a request or the pool stops: 1 woken.
+ * A request pushed since the thread's last take, with no thread woken for it (the push saw
+ * none waiting), wakes this one: the wake it grants is taken at once, with no signal. */
 static int wq_wait(gl_wq *q) {
     pthread_mutex_lock(&q->mu);
-    if (q->head != NULL && q->hunting + q->wakes == 0 && !q->stopped) {  /* (pushed since its take) */
-        q->hunting++;
-        pthread_mutex_unlock(&q->mu);
-        return 1;
-    }
     q->waiting++;
+    wq_wake_one(q);
     while (q->wakes == 0 && !q->stopped) pthread_cond_wait(&q->cv, &q->mu);
     q->waiting--;
     int woken = q->wakes > 0 && !q->stopped;
