@@ -5,7 +5,8 @@ server_argv): goloop serve --interface wsgi builds side by side (A/B), and Grani
 wsgi, bjoern, uWSGI and gunicorn sync, taking turns in each round.
 
     python3 bench/wsgi_ab.py [--config LABEL=PYSHIM_DIR ...] [--granian] [--bjoern] [--uwsgi] [--gunicorn]
-                             [--row raw|flask|flask_db|django] [--app-alone] [--together]
+                             [--row raw|flask|flask_db|django|echo] [--body 1024]
+                             [--app-alone] [--together]
                              [--rounds 3] [--duration 5] [--conns 10] [--threads N]
 
 --config LABEL=DIR[@NAME=VALUE,...]: goloop from DIR (a pyshim folder with its built _goloop module, put first
@@ -47,6 +48,9 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from harness import free_port, parse_wrk, tree_cpu, tree_pids, wait_port  # noqa: E402
 from wsgi_bench import APPS, ROWS, measure_app_costs, server_argv  # noqa: E402
+
+# (this tool's own: wrk posts --body bytes to it)
+ROWS = dict(ROWS, echo=("raw WSGI, a POST body echoed", "wsgi_apps:echo", "/"))
 
 
 def ctx_switches(pid):
@@ -266,6 +270,7 @@ def main():
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--conns", type=int, default=10)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--body", type=int, default=1024, help="the echo row's body, bytes")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                     help="an environment variable for the goloop servers")
     args = ap.parse_args()
@@ -276,6 +281,8 @@ def main():
     args.lua = os.path.join(tmp, "pct.lua")
     with open(args.lua, "w") as f:
         f.write(LUA)
+        if args.row == "echo":
+            f.write(f'wrk.method = "POST"\nwrk.body = string.rep("x", {args.body})\n')
     configs = []
     for c in args.config:
         label, _, rest = c.partition("=")

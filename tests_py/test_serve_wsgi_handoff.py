@@ -1,8 +1,9 @@
 """goloop serve --interface wsgi, the hand-off pool (the default; goloop/binding/wsgi.h,
 wsgi_handoff.c and .go): a goroutine reads and parses, the pool threads take requests from a C
 queue and answer them with no call into Go when the answer is one part (detached), and adopt
-the request (Go makes it theirs, as the leader/follower pool's) for anything else: reading the
-body, an answer in parts, write(), a file, a large part, an answer whose length is not its
+the request (Go makes it theirs, as the leader/follower pool's) for anything else: reading a
+body still arriving or over 16 KiB (a smaller one that came whole with its head is handed over
+with it), an answer in parts, write(), a file, a large part, an answer whose length is not its
 Content-Length. WsgiServer.handoff_counts() says which way each request went, so these tests
 see the path taken, not only the answer.
 
@@ -64,13 +65,64 @@ def echo(environ, start_response):
     return [body]
 
 
-def test_body_read_adopts_the_request():
+def post(body, chunked=False):
+    if chunked:
+        return b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (
+            len(body), body)
+    return b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def test_a_small_body_that_came_whole_is_read_detached():
+    """A body of up to 16 KiB that arrived with its head goes to the thread with it: reading
+    wsgi.input makes no call into Go, and the answer stays detached; pipelined requests each
+    get their own body; a request with no body reads an empty one the same way."""
+    bodies = [os.urandom(1000), b"", b"line one\nline two\n", os.urandom(3000)]
+
+    def lines(environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        return [b"|".join(environ["wsgi.input"])]
+
     with serving(echo, threads=2, **WSGI) as server:
-        payload = os.urandom(100_000)
+        with connect(server) as s:
+            f = s.makefile("rb")
+            s.sendall(b"".join(post(b) for b in bodies) + post(b"chunked body", chunked=True))
+            for b in bodies + [b"chunked body"]:
+                assert read_response(f)[::2] == (200, b)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_response(f)[::2] == (200, b"")
+        assert counts(server) == (6, 0)
+    with serving(lines, threads=1, **WSGI) as server:
+        with connect(server) as s:
+            s.sendall(post(b"a\nb\nc"))
+            assert read_response(s.makefile("rb"))[::2] == (200, b"a\n|b\n|c")
+        assert counts(server) == (1, 0)
+
+
+def test_a_body_still_arriving_or_large_adopts_the_request():
+    entered, sent = threading.Event(), threading.Event()
+
+    def late_echo(environ, start_response):
+        entered.set()
+        sent.wait(30)
+        return echo(environ, start_response)
+
+    with serving(late_echo, threads=2, **WSGI) as server:
+        payload = os.urandom(100_000)  # over 16 KiB: Go keeps it
+        sent.set()
         status, _, body = get(server, "/", method="POST", body=payload)
         assert (status, body) == (200, payload)
-        assert get(server, "/")[::2] == (200, b"")  # no body: read at once, still adopted
+        assert counts(server) == (0, 1)
+        entered.clear(), sent.clear()
+        with connect(server) as s:
+            s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab")
+            assert entered.wait(30)  # handed over with part of its body: read from Go
+            s.sendall(b"cde")
+            sent.set()
+            assert read_response(s.makefile("rb"))[::2] == (200, b"abcde")
         assert counts(server) == (0, 2)
+        for n in (16 * 1024, 16 * 1024 + 1):  # at the bound, whichever way it arrived
+            payload = os.urandom(n)
+            assert get(server, "/", method="POST", body=payload)[::2] == (200, payload)
 
 
 def test_answers_in_parts_and_large_parts_adopt():

@@ -2,6 +2,7 @@
 
 - raw: a WSGI hello world, no framework;
 - cpu: a CPU-bound handler (pure Python arithmetic, ~1 ms), for the free-threaded row;
+- echo: the request's body read whole and sent back (bench/wsgi_ab.py --row echo);
 - Flask's (wsgi_flask.py) and Django's (wsgi_django.py) apps are in modules of their own: a row
   imports only its framework."""
 HELLO = b"Hello, World!"
@@ -29,4 +30,10 @@ def _spin(n):
 def cpu(environ, start_response):
     body = str(_spin(int(environ.get("QUERY_STRING") or 20000))).encode()
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def echo(environ, start_response):
+    body = environ["wsgi.input"].read()
+    start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(len(body)))])
     return [body]

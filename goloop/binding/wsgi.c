@@ -339,6 +339,8 @@ static int finish(GLWsgiServer *srv, wsgi_resp *r, int done) {
     }
     st->wid = -1;  /* kept by the application: its calls now fail without reaching Go */
     in->wid = -1;
+    Py_CLEAR(in->buf);  /* (its reads too, of a body that came with the head as well; and its */
+    in->eof = 0;        /* last part is not held until the next request) */
     Py_CLEAR(r->env);
     if (r->entered && PyContext_Exit(r->ctx) < 0) PyErr_WriteUnraisable(NULL);
     Py_CLEAR(r->ctx);
@@ -346,8 +348,6 @@ static int finish(GLWsgiServer *srv, wsgi_resp *r, int done) {
         gl_wsgi_release_start(st);
         Py_DECREF(in);
         PyMem_RawFree(r);
-    } else if (input_unshared(in)) {
-        Py_CLEAR(in->buf);  /* not kept: its last part is not held until the next request */
     }
     return failed ? 2 : 1;
 }
@@ -450,6 +450,11 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLHead *h) {
     st->job = j, in->job = j;
     if (j != NULL) j->st = st, j->in = in;
     int done = -1;
+    if (j != NULL && j->inbody) {  /* its whole body came with it: wsgi.input has it, no call into Go */
+        in->eof = 1;
+        if (j->bodyn > 0 && (in->buf = PyBytes_FromStringAndSize(j->body, j->bodyn)) == NULL)
+            return go_on(srv, wid, gen, &r, done);
+    }
     if ((r.ctx = request_context()) != NULL && (r.entered = PyContext_Enter(r.ctx) == 0) &&
         (r.env = gl_wsgi_environ(srv, h, (PyObject *)in)) != NULL) {
         PyObject *args[2] = {r.env, (PyObject *)st};

@@ -223,7 +223,10 @@ void gl_wsgi_release_start(GLWsgiStart *st);  /* drops a start_response and its 
  * part of up to GL_WSGI_HOLD_MAX bytes (a list or tuple answer, a part completing its
  * Content-Length) is copied into the job, which goes back to Go through a second queue
  * (gl_wq_complete: the poller's eventfd wakes the goroutine when it sleeps), and Go writes
- * it. Anything else (reading the body, a response in parts, write(), a file, a large part,
+ * it. An HTTP/1.1 body of up to GL_WSGI_HOLD_MAX bytes that arrived whole before the request
+ * was handed over goes in the job too (httpserver.Request.TakeWhole): wsgi.input reads it
+ * there. Anything else (reading a body still arriving, or a larger one, a response in parts,
+ * write(), a file, a large part,
  * a length other than its Content-Length, a parked response resumed) adopts the request
  * first (gl_wsgi_adopt: Go makes it the thread's as a leader/follower pool's, and the calls
  * go on as there). Why: a thread
@@ -242,6 +245,10 @@ typedef struct gl_wjob {
     wsgi_thread *owner;      /* that thread's block (gl_wsgi_adopt sets its adopted) */
     GLWsgiStart *st;         /* the request's objects while detached (borrowed) */
     GLWsgiInput *in;
+    char *body;              /* the request's whole body, when Go took it with the head (inbody:
+                              * wsgi.input reads it with no call into Go); malloc, bodycap bytes */
+    Py_ssize_t bodyn, bodycap;
+    int inbody;
     int status;              /* the response's status; 0: none (Go ends the request with finish) */
     int finish;              /* 1 answered, 2 the application failed */
     char *out;               /* status reason and header lines (hdrlen bytes), then the body (malloc) */

@@ -20,6 +20,7 @@ void gl_wq_free(gl_wq *q) {
     for (gl_wjob *j = q->all, *n; j != NULL; j = n) {
         n = j->all;
         free(j->scratch);
+        free(j->body);
         free(j->out);
         free(j);
     }

@@ -155,6 +155,7 @@ func (w *wsgiSrv) dispatchLocked() {
 			hb := headBuf{hd: &j.head, scratch: j.scratch, scratchLen: int(j.scratchlen)}
 			hb.fill(r, nil)
 			j.scratch, j.scratchlen = hb.scratch, C.long(hb.scratchLen)
+			j.bodyn, j.inbody = takeBody(j, r)
 		}
 		w.taken++
 		ho.inflight++
@@ -162,6 +163,24 @@ func (w *wsgiSrv) dispatchLocked() {
 	}
 	clear(w.ready)
 	w.ready, w.head = w.ready[:0], 0
+}
+
+// takeBody copies r's whole body into j (its length, and 1) when it arrived whole with the
+// head and is at most GL_WSGI_HOLD_MAX bytes (httpserver.Request.TakeWhole; j's memory grows
+// to it): the thread's wsgi.input reads it with no call into Go. (0, 0): Go keeps it.
+func takeBody(j *C.gl_wjob, r *httpserver.Request) (C.Py_ssize_t, C.int) {
+	n, ok := r.TakeWhole(unsafe.Slice((*byte)(unsafe.Pointer(j.body)), int(j.bodycap)))
+	if !ok && n > int(j.bodycap) && n <= C.GL_WSGI_HOLD_MAX {
+		grown := min(max(n, 2*int(j.bodycap), 1024), C.GL_WSGI_HOLD_MAX)
+		if p := C.realloc(unsafe.Pointer(j.body), C.size_t(grown)); p != nil {
+			j.body, j.bodycap = (*C.char)(p), C.Py_ssize_t(grown)
+			n, ok = r.TakeWhole(unsafe.Slice((*byte)(p), grown))
+		}
+	}
+	if !ok {
+		return 0, 0
+	}
+	return C.Py_ssize_t(n), 1
 }
 
 // parkedOf: r's parked response, or nil (w.mu held).

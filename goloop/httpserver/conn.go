@@ -417,6 +417,7 @@ func (c *Conn) OnHeadersComplete() error {
 	r.Major, r.Minor = p.Major(), p.Minor()
 	r.keepAlive = p.ShouldKeepAlive() && !p.ShouldUpgrade()
 	r.head = p.Method()[0] == 'H' && string(p.Method()) == "HEAD"
+	r.hasBody = p.IsChunked() || p.ContentLength() > 0
 	if r.Major != 1 || r.Minor > 1 {
 		// HTTP/2.0 (or 0.9, 1.2, 3.0 ...) as HTTP/1 text: not a version this connection
 		// speaks (HTTP/2 comes as its preface or an upgrade), never the application's

@@ -120,6 +120,39 @@ func (r *Request) Receive() ([]byte, RecvState) {
 	return nil, RecvWait
 }
 
+// TakeWhole copies an HTTP/1.1 request's whole body into dst and takes it, as Receive
+// would (its RecvLast), when all of it has arrived and fits: n its length, ok true. A head
+// that announced no body has none: (0, true), with no lock taken. ok false, nothing taken:
+// n > len(dst) when only room was missing (a dst of n bytes would do), else 0 (the body
+// still arriving, the client gone, HTTP/2 or HTTP/3, whose taken bodies send flow control
+// that must be flushed, or the connection's lock busy: TakeWhole never waits for it, so a
+// caller may hold a lock of its own that the connection's holders take). Receive gives
+// what was not taken; after a body taken whole it has nothing more to give (RecvWait, then
+// RecvDisconnect once the response is complete).
+func (r *Request) TakeWhole(dst []byte) (n int, ok bool) {
+	if _, h1 := r.x.(h1Exchange); !h1 {
+		return 0, false
+	}
+	if !r.hasBody {
+		return 0, true
+	}
+	c := r.c
+	if !c.mu.TryLock() {
+		return 0, false
+	}
+	defer c.mu.Unlock()
+	switch {
+	case r.lost || !r.bodyDone || r.bodyTaken:
+		return 0, false
+	case len(r.body) > len(dst):
+		return len(r.body), false
+	}
+	n = copy(dst, r.body)
+	r.body, r.bodyTaken = nil, true
+	r.x.tookBodyLocked(n)
+	return n, true
+}
+
 // Start records the response's status and header lines ("name: value\r\n" each, already
 // validated). Nothing is written before the first body part.
 func (r *Request) Start(status int, hdr []byte) error { return r.StartReason(status, nil, hdr) }

@@ -41,6 +41,7 @@ type Request struct {
 	keepAlive  bool // HTTP/1.1
 	headDone   bool // the head is complete (OnHeadersComplete)
 	dispatched bool // queued for the application
+	hasBody    bool // the head announced a body (a Content-Length over 0, or chunked)
 	own        bool // answered by the server itself (limit reached, shutting down)
 	ws         *WS  // a WebSocket handshake (ws.go; also its Request.x)
 

@@ -169,3 +169,50 @@ func TestFinishReleasedReuses(t *testing.T) {
 	require.NotSame(t, r4, r5)
 	finish(r5, "fifth", true)
 }
+
+// TakeWhole takes an HTTP/1.1 body only once all of it arrived, into room enough for it
+// (or says how much room it needs), never waits for the connection's lock, and a head that
+// announced no body has an empty one.
+func TestTakeWhole(t *testing.T) {
+	rc := newReuseConn(t, false)
+	evs := rc.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.Len(t, evs, 1)
+	n, ok := evs[0].Req.TakeWhole(nil)
+	require.Equal(t, 0, n)
+	require.True(t, ok)
+	rc.answer(evs[0].Req, "get")
+
+	evs = rc.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nabc")
+	require.Len(t, evs, 1)
+	r := evs[0].Req
+	dst := make([]byte, 16)
+	n, ok = r.TakeWhole(dst)
+	require.False(t, ok, "not all of it arrived")
+	require.Equal(t, 0, n)
+	require.Empty(t, rc.send("def"), "nobody waits for it: no wake-up")
+	n, ok = r.TakeWhole(dst[:4])
+	require.False(t, ok)
+	require.Equal(t, 6, n, "the room it needs")
+	r.c.mu.Lock()
+	n, ok = r.TakeWhole(dst)
+	r.c.mu.Unlock()
+	require.False(t, ok, "the connection's lock is busy")
+	require.Equal(t, 0, n)
+	n, ok = r.TakeWhole(dst)
+	require.True(t, ok)
+	require.Equal(t, "abcdef", string(dst[:n]))
+	n, ok = r.TakeWhole(dst)
+	require.False(t, ok, "taken once")
+	require.Equal(t, 0, n)
+	_, st := r.Receive()
+	require.Equal(t, RecvWait, st, "nothing more to receive")
+	rc.answer(r, "post")
+
+	evs = rc.send("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+	require.Len(t, evs, 2)
+	require.Equal(t, Event{Kind: EvWake, Req: r}, evs[0], "the receiver told its response ended")
+	n, ok = evs[1].Req.TakeWhole(dst)
+	require.True(t, ok)
+	require.Equal(t, "abc", string(dst[:n]))
+	rc.answer(evs[1].Req, "chunked")
+}
