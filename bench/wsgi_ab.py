@@ -5,7 +5,7 @@ server_argv): goloop serve --interface wsgi builds side by side (A/B), and Grani
 wsgi, bjoern, uWSGI and gunicorn sync, taking turns in each round.
 
     python3 bench/wsgi_ab.py [--config LABEL=PYSHIM_DIR ...] [--granian] [--bjoern] [--uwsgi] [--gunicorn]
-                             [--row raw|flask|flask_db|django|echo] [--body 1024]
+                             [--row raw|flask|flask_db|django|echo|upload] [--body 1024]
                              [--app-alone] [--together]
                              [--rounds 3] [--duration 5] [--conns 10] [--threads N]
 
@@ -50,7 +50,8 @@ from harness import free_port, parse_wrk, tree_cpu, tree_pids, wait_port  # noqa
 from wsgi_bench import APPS, ROWS, measure_app_costs, server_argv  # noqa: E402
 
 # (this tool's own: wrk posts --body bytes to it)
-ROWS = dict(ROWS, echo=("raw WSGI, a POST body echoed", "wsgi_apps:echo", "/"))
+ROWS = dict(ROWS, echo=("raw WSGI, a POST body echoed", "wsgi_apps:echo", "/"),
+            upload=("raw WSGI, a POST body read, its length answered", "wsgi_apps:echo", "/len"))
 
 
 def ctx_switches(pid):
@@ -270,7 +271,7 @@ def main():
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--conns", type=int, default=10)
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--body", type=int, default=1024, help="the echo row's body, bytes")
+    ap.add_argument("--body", type=int, default=1024, help="the echo and upload rows' body, bytes")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                     help="an environment variable for the goloop servers")
     args = ap.parse_args()
@@ -281,7 +282,7 @@ def main():
     args.lua = os.path.join(tmp, "pct.lua")
     with open(args.lua, "w") as f:
         f.write(LUA)
-        if args.row == "echo":
+        if args.row in ("echo", "upload"):
             f.write(f'wrk.method = "POST"\nwrk.body = string.rep("x", {args.body})\n')
     configs = []
     for c in args.config:

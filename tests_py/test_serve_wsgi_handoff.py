@@ -2,13 +2,14 @@
 wsgi_handoff.c and .go): a goroutine reads and parses, the pool threads take requests from a C
 queue and answer them with no call into Go when the answer is one part (detached), and adopt
 the request (Go makes it theirs, as the leader/follower pool's) for anything else: reading a
-body still arriving or over 16 KiB (a smaller one that came whole with its head is handed over
+body still arriving or over 64 KiB (a smaller one that came whole with its head is handed over
 with it), an answer in parts, write(), a file, a large part, an answer whose length is not its
 Content-Length. WsgiServer.handoff_counts() says which way each request went, so these tests
 see the path taken, not only the answer.
 
 The other WSGI suites run in this pool too; test_serve_wsgi_lf.py runs test_serve_wsgi.py's and
 the parking tests again in the leader/follower pool (GOLOOP_WSGI_POOL=leader)."""
+import hashlib
 import os
 import socket
 import threading
@@ -73,7 +74,7 @@ def post(body, chunked=False):
 
 
 def test_a_small_body_that_came_whole_is_read_detached():
-    """A body of up to 16 KiB that arrived with its head goes to the thread with it: reading
+    """A body of up to 64 KiB that arrived with its head goes to the thread with it: reading
     wsgi.input makes no call into Go, and the answer stays detached; pipelined requests each
     get their own body; a request with no body reads an empty one the same way."""
     bodies = [os.urandom(1000), b"", b"line one\nline two\n", os.urandom(3000)]
@@ -97,6 +98,21 @@ def test_a_small_body_that_came_whole_is_read_detached():
             assert read_response(s.makefile("rb"))[::2] == (200, b"a\n|b\n|c")
         assert counts(server) == (1, 0)
 
+    def digest(environ, start_response):  # a small answer: the body's size and hash
+        body = environ["wsgi.input"].read()
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"%d %s" % (len(body), hashlib.sha256(body).hexdigest().encode())]
+
+    # over 16 KiB: the job's memory is the body's for the request only (freed, made again)
+    big = [os.urandom(n) for n in (40_000, 64 * 1024, 20_000, 100)]
+    with serving(digest, threads=1, **WSGI) as server:
+        with connect(server) as s:
+            f = s.makefile("rb")
+            for b in big:
+                s.sendall(post(b))
+                assert read_response(f)[2] == b"%d %s" % (len(b), hashlib.sha256(b).hexdigest().encode())
+        assert counts(server) == (4, 0)
+
 
 def test_a_body_still_arriving_or_large_adopts_the_request():
     entered, sent = threading.Event(), threading.Event()
@@ -107,7 +123,7 @@ def test_a_body_still_arriving_or_large_adopts_the_request():
         return echo(environ, start_response)
 
     with serving(late_echo, threads=2, **WSGI) as server:
-        payload = os.urandom(100_000)  # over 16 KiB: Go keeps it
+        payload = os.urandom(100_000)  # over 64 KiB: Go keeps it
         sent.set()
         status, _, body = get(server, "/", method="POST", body=payload)
         assert (status, body) == (200, payload)
@@ -120,7 +136,7 @@ def test_a_body_still_arriving_or_large_adopts_the_request():
             sent.set()
             assert read_response(s.makefile("rb"))[::2] == (200, b"abcde")
         assert counts(server) == (0, 2)
-        for n in (16 * 1024, 16 * 1024 + 1):  # at the bound, whichever way it arrived
+        for n in (16 * 1024 + 1, 64 * 1024, 64 * 1024 + 1):  # whichever way they arrived
             payload = os.urandom(n)
             assert get(server, "/", method="POST", body=payload)[::2] == (200, payload)
 

@@ -2,7 +2,8 @@
 
 - raw: a WSGI hello world, no framework;
 - cpu: a CPU-bound handler (pure Python arithmetic, ~1 ms), for the free-threaded row;
-- echo: the request's body read whole and sent back (bench/wsgi_ab.py --row echo);
+- echo: the request's body read whole and sent back (bench/wsgi_ab.py --row echo; at /len
+  its length is answered instead: --row upload);
 - Flask's (wsgi_flask.py) and Django's (wsgi_django.py) apps are in modules of their own: a row
   imports only its framework."""
 HELLO = b"Hello, World!"
@@ -35,5 +36,7 @@ def cpu(environ, start_response):
 
 def echo(environ, start_response):
     body = environ["wsgi.input"].read()
+    if environ["PATH_INFO"] == "/len":
+        body = str(len(body)).encode()
     start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(len(body)))])
     return [body]

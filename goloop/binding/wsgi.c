@@ -452,8 +452,12 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLHead *h) {
     int done = -1;
     if (j != NULL && j->inbody) {  /* its whole body came with it: wsgi.input has it, no call into Go */
         in->eof = 1;
-        if (j->bodyn > 0 && (in->buf = PyBytes_FromStringAndSize(j->body, j->bodyn)) == NULL)
-            return go_on(srv, wid, gen, &r, done);
+        in->buf = j->bodyn > 0 ? PyBytes_FromStringAndSize(j->body, j->bodyn) : NULL;
+        if (j->big) {  /* (the queue's memory, for the next large body) */
+            gl_wq_body_put(j->q, j->body);
+            j->body = NULL, j->big = 0;
+        }
+        if (j->bodyn > 0 && in->buf == NULL) return go_on(srv, wid, gen, &r, done);
     }
     if ((r.ctx = request_context()) != NULL && (r.entered = PyContext_Enter(r.ctx) == 0) &&
         (r.env = gl_wsgi_environ(srv, h, (PyObject *)in)) != NULL) {

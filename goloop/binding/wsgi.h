@@ -37,6 +37,12 @@ int gl_init_wsgi(PyObject *m);
  * socket is written, the thread waits only if the output is over its bound: then without
  * the GIL) */
 #define GL_WSGI_HOLD_MAX (16 * 1024)
+/* a hand-off pool's request body up to this size that arrived whole with its head goes to the
+ * pool thread with the request (the server's BodyBuffer by default: what a request's reading
+ * holds unread before it pauses) */
+#define GL_WSGI_BODY_MAX (64 * 1024)
+/* how many such bodies' memory a hand-off pool keeps for the next ones (gl_wq.spare) */
+#define GL_WQ_SPARE_BODIES 8
 
 /* ---------- shared by wsgi*.c (the C files of the WSGI interface) ---------- */
 
@@ -223,7 +229,7 @@ void gl_wsgi_release_start(GLWsgiStart *st);  /* drops a start_response and its 
  * part of up to GL_WSGI_HOLD_MAX bytes (a list or tuple answer, a part completing its
  * Content-Length) is copied into the job, which goes back to Go through a second queue
  * (gl_wq_complete: the poller's eventfd wakes the goroutine when it sleeps), and Go writes
- * it. An HTTP/1.1 body of up to GL_WSGI_HOLD_MAX bytes that arrived whole before the request
+ * it. An HTTP/1.1 body of up to GL_WSGI_BODY_MAX bytes that arrived whole before the request
  * was handed over goes in the job too (httpserver.Request.TakeWhole): wsgi.input reads it
  * there. Anything else (reading a body still arriving, or a larger one, a response in parts,
  * write(), a file, a large part,
@@ -246,9 +252,14 @@ typedef struct gl_wjob {
     GLWsgiStart *st;         /* the request's objects while detached (borrowed) */
     GLWsgiInput *in;
     char *body;              /* the request's whole body, when Go took it with the head (inbody:
-                              * wsgi.input reads it with no call into Go); malloc, bodycap bytes */
-    Py_ssize_t bodyn, bodycap;
-    int inbody;
+                              * wsgi.input reads it with no call into Go): small, or (big) a
+                              * buffer of the queue's (gl_wq_body_get), given back once the
+                              * thread made its bytes (wsgi.c's handle) */
+    Py_ssize_t bodyn;
+    int inbody, big;
+    char *small;             /* the job's own memory for bodies up to GL_WSGI_HOLD_MAX (malloc,
+                              * smallcap bytes: it grows to the largest it carried) */
+    Py_ssize_t smallcap;
     int status;              /* the response's status; 0: none (Go ends the request with finish) */
     int finish;              /* 1 answered, 2 the application failed */
     char *out;               /* status reason and header lines (hdrlen bytes), then the body (malloc) */
@@ -270,9 +281,15 @@ typedef struct gl_wq {
     int efd;                 /* a duplicate of the poller's eventfd, which wakes the leader (the queue's:
                               * it stays valid after the poller is closed) */
     long ndetached, nadopted;  /* requests answered detached, adopted (WsgiServer.handoff_counts) */
+    /* the memory of bodies over GL_WSGI_HOLD_MAX (GL_WSGI_BODY_MAX bytes each) given back, kept
+     * for the next ones: memory freed and taken again per request would be faulted in again */
+    char *spare[GL_WQ_SPARE_BODIES];
+    int nspare;
 } gl_wq;
 
 gl_wq *gl_wq_new(int efd);                    /* NULL: no memory */
+char *gl_wq_body_get(gl_wq *q);               /* Go: a big body's memory (GL_WSGI_BODY_MAX bytes), NULL: none */
+void gl_wq_body_put(gl_wq *q, char *b);       /* its memory back (kept for the next, or freed) */
 void gl_wq_free(gl_wq *q);                    /* its jobs, efd (no thread uses it any more) */
 gl_wjob *gl_wq_job_new(gl_wq *q);             /* Go: a new job (its token the next), NULL: no memory */
 void gl_wq_push(gl_wq *q, gl_wjob *j);        /* Go: a request for the pool */

@@ -20,14 +20,31 @@ void gl_wq_free(gl_wq *q) {
     for (gl_wjob *j = q->all, *n; j != NULL; j = n) {
         n = j->all;
         free(j->scratch);
-        free(j->body);
+        free(j->small);
+        if (j->big) free(j->body);
         free(j->out);
         free(j);
     }
+    for (int i = 0; i < q->nspare; i++) free(q->spare[i]);
     if (q->efd >= 0) close(q->efd);
     pthread_cond_destroy(&q->cv);
     pthread_mutex_destroy(&q->mu);
     free(q);
+}
+
+char *gl_wq_body_get(gl_wq *q) {
+    pthread_mutex_lock(&q->mu);
+    char *b = q->nspare > 0 ? q->spare[--q->nspare] : NULL;
+    pthread_mutex_unlock(&q->mu);
+    return b != NULL ? b : malloc(GL_WSGI_BODY_MAX);
+}
+
+void gl_wq_body_put(gl_wq *q, char *b) {
+    pthread_mutex_lock(&q->mu);
+    int kept = q->nspare < GL_WQ_SPARE_BODIES;
+    if (kept) q->spare[q->nspare++] = b;
+    pthread_mutex_unlock(&q->mu);
+    if (!kept) free(b);
 }
 
 gl_wjob *gl_wq_job_new(gl_wq *q) {

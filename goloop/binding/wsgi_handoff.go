@@ -166,15 +166,32 @@ func (w *wsgiSrv) dispatchLocked() {
 }
 
 // takeBody copies r's whole body into j (its length, and 1) when it arrived whole with the
-// head and is at most GL_WSGI_HOLD_MAX bytes (httpserver.Request.TakeWhole; j's memory grows
-// to it): the thread's wsgi.input reads it with no call into Go. (0, 0): Go keeps it.
+// head and is at most GL_WSGI_BODY_MAX bytes (httpserver.Request.TakeWhole): into j's own
+// memory up to GL_WSGI_HOLD_MAX (it grows to the body), a larger one into memory of the
+// queue's, which the thread gives back once it made the body's bytes (gl_wq_body_put). The
+// thread's wsgi.input reads it with no call into Go. (0, 0): Go keeps it.
 func takeBody(j *C.gl_wjob, r *httpserver.Request) (C.Py_ssize_t, C.int) {
-	n, ok := r.TakeWhole(unsafe.Slice((*byte)(unsafe.Pointer(j.body)), int(j.bodycap)))
-	if !ok && n > int(j.bodycap) && n <= C.GL_WSGI_HOLD_MAX {
-		grown := min(max(n, 2*int(j.bodycap), 1024), C.GL_WSGI_HOLD_MAX)
-		if p := C.realloc(unsafe.Pointer(j.body), C.size_t(grown)); p != nil {
-			j.body, j.bodycap = (*C.char)(p), C.Py_ssize_t(grown)
+	if j.big != 0 { // (a job that went back unread: a request ended before a thread took it)
+		C.gl_wq_body_put(j.q, j.body)
+		j.big = 0
+	}
+	j.body = j.small
+	n, ok := r.TakeWhole(unsafe.Slice((*byte)(unsafe.Pointer(j.small)), int(j.smallcap)))
+	switch {
+	case ok || n <= int(j.smallcap) || n > C.GL_WSGI_BODY_MAX:
+	case n <= C.GL_WSGI_HOLD_MAX:
+		grown := min(max(n, 2*int(j.smallcap), 1024), C.GL_WSGI_HOLD_MAX)
+		if p := C.realloc(unsafe.Pointer(j.small), C.size_t(grown)); p != nil {
+			j.small, j.smallcap, j.body = (*C.char)(p), C.Py_ssize_t(grown), (*C.char)(p)
 			n, ok = r.TakeWhole(unsafe.Slice((*byte)(p), grown))
+		}
+	default:
+		if p := C.gl_wq_body_get(j.q); p != nil {
+			if n, ok = r.TakeWhole(unsafe.Slice((*byte)(unsafe.Pointer(p)), C.GL_WSGI_BODY_MAX)); ok {
+				j.body, j.big = p, 1
+			} else {
+				C.gl_wq_body_put(j.q, p)
+			}
 		}
 	}
 	if !ok {

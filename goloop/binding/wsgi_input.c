@@ -61,7 +61,8 @@ static PyObject *input_read_impl(GLWsgiInput *self, Py_ssize_t size, int line) {
                     stop = 1;
                 }
             }
-            if (out == NULL && stop) {  /* one part: a slice of it */
+            /* one part: a slice of it (the whole part when it is all the rest of the body) */
+            if (out == NULL && (stop || self->eof)) {
                 PyObject *r = (self->pos == 0 && want == PyBytes_GET_SIZE(self->buf)) ? Py_NewRef(self->buf)
                                                                                       : PyBytes_FromStringAndSize(p, want);
                 self->pos += want;

@@ -127,6 +127,8 @@ type connLoop struct {
 	// a finished request the reader's next newRequest reuses (Config.ReuseRequests; set
 	// by Finish on the application's thread, taken by the reader: atomic)
 	spare atomic.Pointer[Request]
+	// the memory of a body TakeWhole copied out, for the next body read (c.mu)
+	bodySpare []byte
 }
 
 // switched is a protocol a connection switched to from HTTP/1.1 (Conn.next).
@@ -501,6 +503,9 @@ func (c *Conn) OnBody(chunk []byte) error {
 // client sends the body without waiting for a 100, so none is sent after it (c.mu held).
 func (c *Conn) bodyLocked(r *Request, chunk []byte) {
 	r.expect100 = false
+	if r.body == nil && c.bodySpare != nil {
+		r.body, c.bodySpare = c.bodySpare, nil
+	}
 	r.body = append(r.body, chunk...)
 	c.wakeLocked(r, &c.batch)
 }

@@ -126,7 +126,8 @@ func (r *Request) Receive() ([]byte, RecvState) {
 // n > len(dst) when only room was missing (a dst of n bytes would do), else 0 (the body
 // still arriving, the client gone, HTTP/2 or HTTP/3, whose taken bodies send flow control
 // that must be flushed, or the connection's lock busy: TakeWhole never waits for it, so a
-// caller may hold a lock of its own that the connection's holders take). Receive gives
+// caller may hold a lock of its own that the connection's holders take). The memory the
+// body was read into is kept for the connection's next one. Receive gives
 // what was not taken; after a body taken whole it has nothing more to give (RecvWait, then
 // RecvDisconnect once the response is complete).
 func (r *Request) TakeWhole(dst []byte) (n int, ok bool) {
@@ -148,6 +149,9 @@ func (r *Request) TakeWhole(dst []byte) (n int, ok bool) {
 		return len(r.body), false
 	}
 	n = copy(dst, r.body)
+	if cap(r.body) <= 2*c.s.cfg.BodyBuffer { // (no more than a body read without pausing)
+		c.bodySpare = r.body[:0] // the connection's next body reuses it
+	}
 	r.body, r.bodyTaken = nil, true
 	r.x.tookBodyLocked(n)
 	return n, true

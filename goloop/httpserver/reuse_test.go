@@ -215,4 +215,18 @@ func TestTakeWhole(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "abc", string(dst[:n]))
 	rc.answer(evs[1].Req, "chunked")
+
+	// the memory a taken body was read into is the connection's next body's
+	spare := r.c.bodySpare
+	require.NotNil(t, spare)
+	evs = rc.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nxy")
+	require.Len(t, evs, 1)
+	require.Nil(t, r.c.bodySpare)
+	r.c.mu.Lock()
+	require.Same(t, &spare[:1][0], &evs[0].Req.body[0])
+	r.c.mu.Unlock()
+	n, ok = evs[0].Req.TakeWhole(dst)
+	require.True(t, ok)
+	require.Equal(t, "xy", string(dst[:n]))
+	rc.answer(evs[0].Req, "again")
 }
