@@ -147,3 +147,32 @@ def test_wsgi_h2_shut_window_frees_the_thread():
             assert json.loads(server._srv.metrics("json"))["RespTimeouts"] >= 1
         finally:
             s.close()
+
+
+def test_http1_pipeline_without_reading_is_bounded():
+    """HTTP/1.1: a client that sends request after request and reads no answer. Each answered
+    request leaves the pipeline with its answer queued; between requests the connection stops
+    reading while its output is over its bound, so what it holds stays near the bound instead
+    of every answer (400 x 64 KiB here, 25 MiB; the kernel's socket buffers take a few MiB of
+    it). Each request is its own write, a few ms apart, so that each is its own read."""
+    big = b"b" * (64 * KiB)
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        return [big]
+
+    with serving(app, interface="wsgi", threads=2, min_response_rate=0) as server:
+        s = socket.create_connection(("127.0.0.1", server.port))
+        try:
+            high = 0
+            for _ in range(400):
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                time.sleep(0.002)
+                high = max(high, queued(server))
+            assert high <= 4 * BOUND + 64 * KiB, high
+        finally:
+            s.close()
+        end = time.monotonic() + 60
+        while queued(server):
+            assert time.monotonic() < end, "the connection's output not released"
+            time.sleep(0.01)

@@ -292,11 +292,16 @@ func (c *Conn) waitRoom() bool {
 
 // fullLocked: the connection has as many requests in flight as it may, or the request
 // being received holds as much unread body as it may, or the requests after the first
-// hold too much output: reading stops (c.mu held).
+// hold too much output, or between requests the output not yet written is over its bound
+// (a client that sends requests and reads no answer: each answered request leaves the
+// pipeline, its answer queued): reading stops (c.mu held) until the output is written
+// (drainedLocked). Not in the middle of a body: a client may send all of it before it
+// reads the answer the application already sends.
 func (c *Conn) fullLocked() bool {
 	return len(c.inflight) >= c.s.cfg.MaxPipeline ||
 		(c.cur != nil && c.cur.dispatched && len(c.cur.body) > c.s.cfg.BodyBuffer) ||
-		(len(c.inflight) > 1 && c.heldLocked() > maxHeld)
+		(len(c.inflight) > 1 && c.heldLocked() > maxHeld) ||
+		(c.next == nil && (c.cur == nil || !c.cur.dispatched) && c.outFullLocked())
 }
 
 // room wakes the reader if it waits for room (c.mu held).
