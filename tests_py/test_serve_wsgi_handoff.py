@@ -1,10 +1,10 @@
 """goloop serve --interface wsgi, the hand-off pool (the default; goloop/binding/wsgi.h,
 wsgi_handoff.c and .go): a goroutine reads and parses, the pool threads take requests from a C
-queue and answer them with no call into Go when the answer is one part (detached), and adopt
-the request (Go makes it theirs, as the leader/follower pool's) for anything else: reading a
-body still arriving or over 64 KiB (a smaller one that came whole with its head is handed over
-with it), an answer in parts, write(), a file, a large part, an answer whose length is not its
-Content-Length. WsgiServer.handoff_counts() says which way each request went, so these tests
+queue and answer them with no call into Go when the answer is one part of up to 64 KiB
+(detached), and adopt the request (Go makes it theirs, as the leader/follower pool's) for
+anything else: reading a body still arriving or over 64 KiB (a smaller one that came whole
+with its head is handed over with it), an answer in parts, write(), a file, a larger part,
+an answer whose length is not its Content-Length. WsgiServer.handoff_counts() says which way each request went, so these tests
 see the path taken, not only the answer.
 
 The other WSGI suites run in this pool too; test_serve_wsgi_lf.py runs test_serve_wsgi.py's and
@@ -142,7 +142,7 @@ def test_a_body_still_arriving_or_large_adopts_the_request():
 
 
 def test_answers_in_parts_and_large_parts_adopt():
-    big = b"x" * (64 * 1024)
+    big = os.urandom(64 * 1024 + 1)
 
     def routes(environ, start_response):
         start_response("200 OK", [("Content-Type", "text/plain")])
@@ -154,6 +154,28 @@ def test_answers_in_parts_and_large_parts_adopt():
         assert get(server, "/parts")[::2] == (200, b"ab")
         assert get(server, "/large")[::2] == (200, big)
         assert counts(server) == (0, 2)
+
+
+def test_answers_up_to_64_kib_are_detached():
+    """One part of up to 64 KiB goes back to Go in the request's record (over 16 KiB, in a
+    buffer the pool keeps for the next such answer), also one after another on a connection
+    and in pipelined requests."""
+    sizes = [64 * 1024, 16 * 1024 + 1, 10, 40_000, 64 * 1024, 100]
+    parts = {n: os.urandom(n) for n in sizes}
+
+    def sized(environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        return [parts[int(environ["PATH_INFO"][1:])]]
+
+    with serving(sized, threads=2, **WSGI) as server:
+        with connect(server) as s:
+            f = s.makefile("rb")
+            for n in sizes:
+                s.sendall(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % n)
+                assert read_response(f)[::2] == (200, parts[n])
+            s.sendall(b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % n for n in sizes))
+            assert [read_response(f)[2] for _ in sizes] == [parts[n] for n in sizes]
+        assert counts(server) == (2 * len(sizes), 0)
 
 
 def test_write_callable_adopts():

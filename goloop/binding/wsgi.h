@@ -41,7 +41,11 @@ int gl_init_wsgi(PyObject *m);
  * pool thread with the request (the server's BodyBuffer by default: what a request's reading
  * holds unread before it pauses) */
 #define GL_WSGI_BODY_MAX (64 * 1024)
-/* how many such bodies' memory a hand-off pool keeps for the next ones (gl_wq.spare) */
+/* a detached answer (wsgi.h's hand-off pool) of a body up to this size: one part of up to
+ * GL_WSGI_BODY_MAX with its head lines, in a buffer of GL_WQ_BIG bytes */
+#define GL_WQ_BIG (GL_WSGI_BODY_MAX + GL_WSGI_HOLD_MAX)
+/* how many such buffers (a large body's, a large answer's) a hand-off pool keeps for the next
+ * ones (gl_wq.spare) */
 #define GL_WQ_SPARE_BODIES 8
 
 /* ---------- shared by wsgi*.c (the C files of the WSGI interface) ---------- */
@@ -226,7 +230,7 @@ void gl_wsgi_release_start(GLWsgiStart *st);  /* drops a start_response and its 
  * the job's own C memory), a thread takes it holding the GIL (gl_wq_next: it waits with the
  * GIL released, one thread at a time woken for the queue; wsgi_handoff.c's wq_wake_one) and
  * runs the application with no call into Go (detached, gen 0): a response that ends in one
- * part of up to GL_WSGI_HOLD_MAX bytes (a list or tuple answer, a part completing its
+ * part of up to GL_WSGI_BODY_MAX bytes (a list or tuple answer, a part completing its
  * Content-Length) is copied into the job, which goes back to Go through a second queue
  * (gl_wq_complete: the poller's eventfd wakes the goroutine when it sleeps), and Go writes
  * it. An HTTP/1.1 body of up to GL_WSGI_BODY_MAX bytes that arrived whole before the request
@@ -262,8 +266,11 @@ typedef struct gl_wjob {
     Py_ssize_t smallcap;
     int status;              /* the response's status; 0: none (Go ends the request with finish) */
     int finish;              /* 1 answered, 2 the application failed */
-    char *out;               /* status reason and header lines (hdrlen bytes), then the body (malloc) */
+    char *out;               /* status reason and header lines (hdrlen bytes), then the body (malloc;
+                              * answers of a body up to GL_WSGI_HOLD_MAX), or NULL */
     Py_ssize_t outn, outcap, hdrlen;
+    char *bigout;            /* or a larger answer's, in a buffer of the queue's (Go gives it back
+                              * once it wrote it: gl_wq_body_put), or NULL */
 } gl_wjob;
 
 typedef struct gl_wq {
@@ -281,14 +288,15 @@ typedef struct gl_wq {
     int efd;                 /* a duplicate of the poller's eventfd, which wakes the leader (the queue's:
                               * it stays valid after the poller is closed) */
     long ndetached, nadopted;  /* requests answered detached, adopted (WsgiServer.handoff_counts) */
-    /* the memory of bodies over GL_WSGI_HOLD_MAX (GL_WSGI_BODY_MAX bytes each) given back, kept
-     * for the next ones: memory freed and taken again per request would be faulted in again */
+    /* the memory of bodies and answers over GL_WSGI_HOLD_MAX (GL_WQ_BIG bytes each) given back,
+     * kept for the next ones: memory freed and taken again per request would be faulted in
+     * again */
     char *spare[GL_WQ_SPARE_BODIES];
     int nspare;
 } gl_wq;
 
 gl_wq *gl_wq_new(int efd);                    /* NULL: no memory */
-char *gl_wq_body_get(gl_wq *q);               /* Go: a big body's memory (GL_WSGI_BODY_MAX bytes), NULL: none */
+char *gl_wq_body_get(gl_wq *q);               /* a big body's or answer's memory (GL_WQ_BIG bytes), NULL: none */
 void gl_wq_body_put(gl_wq *q, char *b);       /* its memory back (kept for the next, or freed) */
 void gl_wq_free(gl_wq *q);                    /* its jobs, efd (no thread uses it any more) */
 gl_wjob *gl_wq_job_new(gl_wq *q);             /* Go: a new job (its token the next), NULL: no memory */

@@ -23,6 +23,7 @@ void gl_wq_free(gl_wq *q) {
         free(j->small);
         if (j->big) free(j->body);
         free(j->out);
+        free(j->bigout);
         free(j);
     }
     for (int i = 0; i < q->nspare; i++) free(q->spare[i]);
@@ -36,7 +37,7 @@ char *gl_wq_body_get(gl_wq *q) {
     pthread_mutex_lock(&q->mu);
     char *b = q->nspare > 0 ? q->spare[--q->nspare] : NULL;
     pthread_mutex_unlock(&q->mu);
-    return b != NULL ? b : malloc(GL_WSGI_BODY_MAX);
+    return b != NULL ? b : malloc(GL_WQ_BIG);
 }
 
 void gl_wq_body_put(gl_wq *q, char *b) {
@@ -201,14 +202,17 @@ int gl_wsgi_detached_end(GLWsgiStart *st, const char *p, Py_ssize_t n) {
     /* a body other than its Content-Length: the adopted path raises the error (Go's) */
     if (st->clen >= 0 && st->body + n != st->clen) return 0;
     Py_ssize_t hn = st->hdr->n, need = hn + n;
-    if (need > j->outcap) {
+    char *o = j->out;
+    if (n > GL_WSGI_HOLD_MAX) {  /* a large one: in a buffer of the queue's */
+        if (need > GL_WQ_BIG || (j->bigout == NULL && (j->bigout = gl_wq_body_get(j->q)) == NULL)) return 0;
+        o = j->bigout;
+    } else if (need > j->outcap) {
         Py_ssize_t cap = need < 4096 ? 4096 : need;
-        char *o = realloc(j->out, cap);
-        if (o == NULL) return 0;  /* (the adopted path sends it from where it is) */
+        if ((o = realloc(j->out, cap)) == NULL) return 0;  /* (the adopted path sends it from where it is) */
         j->out = o, j->outcap = cap;
     }
-    if (hn > 0) memcpy(j->out, st->hdr->p, hn);
-    if (n > 0) memcpy(j->out + hn, p, n);
+    if (hn > 0) memcpy(o, st->hdr->p, hn);
+    if (n > 0) memcpy(o + hn, p, n);
     j->outn = need, j->hdrlen = hn;
     j->status = st->status, j->finish = 1;
     __atomic_fetch_add(&j->q->ndetached, 1, __ATOMIC_RELAXED);

@@ -253,6 +253,12 @@ func (w *wsgiSrv) answer(batch []*C.gl_wjob) {
 				}
 			}
 		}
+		for _, j := range batch {
+			if j.bigout != nil { // (Send copied it)
+				C.gl_wq_body_put(ho.q, j.bigout)
+				j.bigout = nil
+			}
+		}
 		w.mu.Lock()
 		ho.free = append(ho.free, batch...)
 		w.mu.Unlock()
@@ -265,7 +271,11 @@ func (w *wsgiSrv) answer(batch []*C.gl_wjob) {
 		}
 		failed := j.finish == 2
 		if j.status > 0 {
-			out := unsafe.Slice((*byte)(unsafe.Pointer(j.out)), int(j.outn))
+			o := j.out
+			if j.bigout != nil {
+				o = j.bigout
+			}
+			out := unsafe.Slice((*byte)(unsafe.Pointer(o)), int(j.outn))
 			err := wsgiStart(r, int(j.status), out[:j.hdrlen])
 			if err == nil {
 				_, err = r.Send(out[j.hdrlen:], false)

@@ -279,7 +279,7 @@ int gl_wsgi_send_part(GLWsgiStart *st, const char *p, Py_ssize_t n, int more, in
     wsgi_thread *t = gl_ts != NULL ? gl_ts->wsgi : NULL;  /* NULL: write() from another thread */
     pass_state other, *pass = t != NULL ? &t->pass : &other;
     if (st->job != NULL) {  /* a hand-off pool's detached request (wsgi.h) */
-        if (!more && end && n <= GL_WSGI_HOLD_MAX && gl_wsgi_detached_end(st, p, n)) {
+        if (!more && end && n <= GL_WSGI_BODY_MAX && gl_wsgi_detached_end(st, p, n)) {
             st->sent = 1, st->done = 1, st->body += n;
             pass->ended = 1, pass->idle = 0, pass->next = NULL;
             return GL_OK;
