@@ -88,6 +88,14 @@ def queued(server):
     return json.loads(server._srv.metrics("json"))["Queued"]
 
 
+def released(server):
+    """Waits until the server's connections hold no output (they closed)."""
+    end = time.monotonic() + 60
+    while queued(server):
+        assert time.monotonic() < end, "the connection's output not released"
+        time.sleep(0.01)
+
+
 def check_bound(server, path, streams, part, tls=None):
     paused["n"] = 0
     s = stall(server, path, streams, tls)
@@ -101,10 +109,7 @@ def check_bound(server, path, streams, part, tls=None):
         assert q <= BOUND + part + 16 * KiB, (q, streams)
     finally:
         s.close()
-    end = time.monotonic() + 60
-    while queued(server):
-        assert time.monotonic() < end, "the connection's output not released"
-        time.sleep(0.01)
+    released(server)
 
 
 @pytest.mark.parametrize("part_kib", [64, 4])
@@ -172,7 +177,4 @@ def test_http1_pipeline_without_reading_is_bounded():
             assert high <= 4 * BOUND + 64 * KiB, high
         finally:
             s.close()
-        end = time.monotonic() + 60
-        while queued(server):
-            assert time.monotonic() < end, "the connection's output not released"
-            time.sleep(0.01)
+        released(server)
