@@ -154,19 +154,50 @@ def test_wsgi_h2_shut_window_frees_the_thread():
             s.close()
 
 
+BIG = b"b" * (64 * KiB)
+
+
+def big_wsgi(environ, start_response):
+    start_response("200 OK", [("Content-Type", "application/octet-stream")])
+    return [BIG]
+
+
+async def big_asgi(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": BIG})
+
+
+@pytest.mark.parametrize("interface", ["wsgi", "asgi"])
+def test_http1_pipelined_burst_without_reading_is_bounded(interface):
+    """HTTP/1.1: 3,000 requests in one write (parsed together, ~80 KiB), none of their answers
+    read: the application gets MaxPipeline (32) of them at a time and no more while the output
+    is over its bound, so the connection holds at most the first 32 answers (made before any
+    is written: WSGI's one-part answers do not wait for the output) and the bound, not 3,000 x
+    64 KiB (190 MiB)."""
+    app = big_wsgi if interface == "wsgi" else big_asgi
+    with serving(app, interface=interface, threads=2, min_response_rate=0) as server:
+        s = socket.create_connection(("127.0.0.1", server.port))
+        try:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 3000)
+            high = 0
+            for _ in range(100):
+                time.sleep(0.005)
+                high = max(high, queued(server))
+            assert high <= BOUND + 33 * 64 * KiB, high
+        finally:
+            s.close()
+        released(server)
+
+
 def test_http1_pipeline_without_reading_is_bounded():
     """HTTP/1.1: a client that sends request after request and reads no answer. Each answered
     request leaves the pipeline with its answer queued; between requests the connection stops
     reading while its output is over its bound, so what it holds stays near the bound instead
     of every answer (400 x 64 KiB here, 25 MiB; the kernel's socket buffers take a few MiB of
     it). Each request is its own write, a few ms apart, so that each is its own read."""
-    big = b"b" * (64 * KiB)
-
-    def app(environ, start_response):
-        start_response("200 OK", [("Content-Type", "application/octet-stream")])
-        return [big]
-
-    with serving(app, interface="wsgi", threads=2, min_response_rate=0) as server:
+    with serving(big_wsgi, interface="wsgi", threads=2, min_response_rate=0) as server:
         s = socket.create_connection(("127.0.0.1", server.port))
         try:
             high = 0

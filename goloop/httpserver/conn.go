@@ -70,11 +70,14 @@ type Conn struct {
 // connOut is a connection's output queue (outqueue.go; Conn.mu).
 type connOut struct {
 	inflight []*Request // dispatched, response not complete, in request order
-	out      []byte     // response bytes ready to be written, in order
-	files    []fileSeg  // files and held bodies to send at offsets of out
-	heldN    int        // bytes of the held bodies in files (loop mode, SendHeld)
-	writing  bool       // a flush or the writer goroutine owns the output (loop mode: it waits for writable)
-	isDirty  bool       // in the server's dirty list
+	// the last of inflight, parsed while MaxPipeline requests were with the application
+	// (the requests of one read are all parsed): handed over as those leave (undeferLocked)
+	deferred []*Request
+	out      []byte    // response bytes ready to be written, in order
+	files    []fileSeg // files and held bodies to send at offsets of out
+	heldN    int       // bytes of the held bodies in files (loop mode, SendHeld)
+	writing  bool      // a flush or the writer goroutine owns the output (loop mode: it waits for writable)
+	isDirty  bool      // in the server's dirty list
 	// the minimum response rate's clock (writerate.go; atomics, any thread): since when
 	// the output waits for the socket (monoNow, 0: it does not) and what it took since
 	wAt, wN atomic.Int64
@@ -481,12 +484,42 @@ func (c *Conn) OnHeadersComplete() error {
 	if c.lastOne {
 		r.keepAlive = false // the last request: reading stops at its end
 	}
+	held := len(c.deferred) > 0 || len(c.inflight) >= c.s.cfg.MaxPipeline
+	if held {
+		c.deferred = append(c.deferred, r)
+	}
 	c.inflight = append(c.inflight, r)
 	c.mu.Unlock()
 	c.s.inflight.Add(1)
 	c.s.requests.Add(1)
-	c.batch = append(c.batch, Event{Kind: EvRequest, Req: r})
+	if !held {
+		c.batch = append(c.batch, Event{Kind: EvRequest, Req: r})
+	}
 	return nil
+}
+
+// undeferLocked hands the deferred requests to the application while fewer than
+// MaxPipeline are with it and the output is within its bound (c.mu held; drainedLocked
+// goes on): a client that pipelines thousands of requests in one write and reads no
+// answer has no more of them answered than the output's bound holds, instead of all.
+func (c *Conn) undeferLocked() {
+	for len(c.deferred) > 0 && len(c.inflight)-len(c.deferred) < c.s.cfg.MaxPipeline && !c.outFullLocked() {
+		r := c.deferred[0]
+		c.deferred[0] = nil
+		if c.deferred = c.deferred[1:]; len(c.deferred) == 0 {
+			c.deferred = nil
+		}
+		if st := c.s.static; st != nil && r.ws == nil {
+			if m, rest := st.match(r.Path()); m != nil { // (as staticBatch; it takes c.mu)
+				go func() {
+					st.serve(m, r, rest)
+					c.flush()
+				}()
+				continue
+			}
+		}
+		c.s.push(Event{Kind: EvRequest, Req: r})
+	}
 }
 
 func (c *Conn) OnBody(chunk []byte) error {
@@ -556,6 +589,15 @@ func (c *Conn) dropLocked(r *Request) {
 			n := copy(c.inflight[i:], c.inflight[i+1:])
 			c.inflight[i+n] = nil
 			c.inflight = c.inflight[:i+n]
+			for j, d := range c.deferred { // (a body's timeout drops the request being read)
+				if d == r { // never the application's: its Done is here
+					c.deferred = append(c.deferred[:j], c.deferred[j+1:]...)
+					r.appDone = true
+					c.s.inflight.Add(-1)
+					break
+				}
+			}
+			c.undeferLocked()
 			c.advanceLocked()
 			return
 		}
@@ -589,6 +631,7 @@ func (c *Conn) advanceLocked() {
 		n := copy(c.inflight, c.inflight[1:])
 		c.inflight[n] = nil
 		c.inflight = c.inflight[:n]
+		c.undeferLocked()
 		c.roomLocked()
 		if !h.keepAlive {
 			c.endAfterLocked()
@@ -666,6 +709,11 @@ func (c *Conn) lostLocked() {
 		c.next.lostLocked()
 	}
 	c.dropFilesLocked()
+	for _, r := range c.deferred { // never the application's: their Done is here
+		r.lost, r.appDone = true, true
+		c.s.inflight.Add(-1)
+	}
+	c.deferred = nil
 	for _, r := range c.inflight {
 		r.lost = true
 		c.wakeLocked(r, nil)

@@ -361,6 +361,7 @@ func (c *Conn) drainedLocked() {
 			c.wakeLocked(r, nil)
 		}
 	}
+	c.undeferLocked()
 	c.roomLocked() // a reader paused for the output reads on
 	if c.closing && len(c.inflight) == 0 && c.idleOutLocked() && !c.closed {
 		c.closeLocked()

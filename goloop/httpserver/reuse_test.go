@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
@@ -229,4 +230,31 @@ func TestTakeWhole(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "xy", string(dst[:n]))
 	rc.answer(evs[0].Req, "again")
+}
+
+// A client that pipelines more requests in one write than MaxPipeline: the application gets
+// MaxPipeline of them, the others one by one as answered ones leave; those it never got
+// leave the in-flight count when the client goes.
+func TestPipelineDeferred(t *testing.T) {
+	rc := newReuseConn(t, false)
+	max := rc.s.cfg.MaxPipeline
+	var raw strings.Builder
+	for i := 0; i < max+8; i++ {
+		fmt.Fprintf(&raw, "GET /%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
+	}
+	evs := append([]Event(nil), rc.send(raw.String())...)
+	require.Len(t, evs, max)
+	require.EqualValues(t, max+8, rc.s.inflight.Load())
+	first := evs[0].Req
+	require.Equal(t, "/0", string(first.Path()))
+	rc.answer(first, "zero")
+	evs = rc.s.Take(nil)
+	require.Len(t, evs, 1, "one more handed over")
+	require.Equal(t, EvRequest, evs[0].Kind)
+	require.Equal(t, fmt.Sprintf("/%d", max), string(evs[0].Req.Path()))
+
+	unix.Shutdown(rc.client, unix.SHUT_RDWR) // the client goes: 7 never handed over (reading is paused: a hang-up)
+	rc.h(evIn | unix.EPOLLHUP)
+	require.Empty(t, rc.s.Take(nil))
+	require.EqualValues(t, max, rc.s.inflight.Load(), "those the application has")
 }
