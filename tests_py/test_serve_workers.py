@@ -347,7 +347,10 @@ def test_master_gives_up_when_no_worker_starts(master_factory):
     assert m.proc.wait(WAIT) == 1, m.log()
     m.wait_for(r"No worker could start: giving up")
     assert m.count(r"Worker \[\d+\] exited with code 1 before it served") == 2, m.log()
-    assert m.count(r"restarting it") == 0 and m.count(r"^RuntimeError: the app does not import") == 2, m.log()
+    # each worker's error (the message, not its source line), counted in the whole output: the
+    # two tracebacks reach the one stderr at once, in pieces smaller than a line
+    errors = re.findall(r"the app does not import(?!')", m.log())
+    assert m.count(r"restarting it") == 0 and len(errors) == 2, m.log()
 
 
 def test_sigterm_graceful_with_request_in_flight(master_factory, tmp_path):
