@@ -312,6 +312,25 @@ def test_requests_queued_at_shutdown_are_answered_or_closed():
         s.close()
 
 
+def test_each_thread_has_a_processor_of_the_runtime():
+    """A thread that adopted a request keeps one of Go's processors (a P) while it runs
+    Python; with fewer Ps than threads, the next thread to call into Go waited for the
+    runtime's monitor to take one back (up to 10 ms): the pool gives each thread a P, and one
+    to spare, beyond the running loop's."""
+    from goloop import _goloop
+
+    threads = _goloop._procs() + 2  # more than the runtime has now, whatever the machine
+
+    def gen(environ, start_response):  # (an answer in parts: adopted)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        yield b"a"
+        yield b"b"
+
+    with serving(gen, threads=threads, **WSGI) as server:
+        assert get(server, "/")[::2] == (200, b"ab")
+        assert _goloop._procs() >= threads + 2
+
+
 def test_leader_pool_has_no_handoff_counts(monkeypatch):
     monkeypatch.setenv("GOLOOP_WSGI_POOL", "leader")
     with serving(hello, threads=2, **WSGI) as server:

@@ -777,6 +777,14 @@ func glLoopPeriods(poll, yield, wake *C.longlong) {
 	*poll, *yield, *wake = C.longlong(pollEvery), C.longlong(yieldEvery), C.longlong(wakeDelay)
 }
 
+// glProcs is runtime.GOMAXPROCS (_goloop._procs, for tests).
+//
+//export glProcs
+func glProcs() C.long {
+	defer func() { recover() }()
+	return C.long(runtime.GOMAXPROCS(0))
+}
+
 // yieldSometimes passes through Go's scheduler when yieldEvery has elapsed (now: nanotime).
 func (l *loop) yieldSometimes(now int64) {
 	if now-l.lastYield > yieldEvery {

@@ -107,6 +107,12 @@ static PyObject *mod_loop_periods(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ig
     return Py_BuildValue("(LLL)", poll, yield, wake);
 }
 
+/* _goloop._procs(): the Go runtime's GOMAXPROCS (tests; it starts the runtime). */
+static PyObject *mod_procs(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+    GL_FORK_GUARD(NULL);
+    return PyLong_FromLong(glProcs());
+}
+
 static PyMethodDef module_methods[] = {
     {"_own_methods", (PyCFunction)(void (*)(void))mod_own_methods, METH_FASTCALL,
      "_own_methods(cls, base, names): cls's own descriptors of base's C methods (faster calls)."},
@@ -116,6 +122,7 @@ static PyMethodDef module_methods[] = {
     {"_forked", mod_forked, METH_NOARGS, NULL},
     {"_handle_free_count", gl_handle_free_count, METH_NOARGS, NULL},
     {"_loop_periods", mod_loop_periods, METH_NOARGS, NULL},
+    {"_procs", mod_procs, METH_NOARGS, NULL},
     {NULL}
 };
 
