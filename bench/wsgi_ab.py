@@ -369,7 +369,8 @@ def write_results(res, args):
     rid = "wsgi-ab-" + ("together-" if args.together else "") + "-".join(
         sorted(o.replace(" ", "-") for o in others) or ["alone"])
     med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
-    row = {"row": f"{ROWS[args.row][0]}, -c{args.conns}", "goloop": round(med(res[first], "us"), 1)}
+    body = f", {args.body // 1024} KiB" if args.row in ("echo", "upload") else ""
+    row = {"row": f"{ROWS[args.row][0]}{body}, -c{args.conns}", "goloop": round(med(res[first], "us"), 1)}
     cols = ["row", "goloop"]
     units = {"goloop": "µs"}
     for o in others:
@@ -402,7 +403,7 @@ def write_results(res, args):
         + ": server CPU µs per request",
         command=(f"python3 bench/wsgi_ab.py --results {'--together ' if args.together else ''}"
                  + " ".join(f"--{o.split()[0]}" for o in others)
-                 + f" --row ROW --conns {args.conns} --rounds {args.rounds} --duration {args.duration}"),
+                 + f" --row ROW [--body BYTES] --conns {args.conns} --rounds {args.rounds} --duration {args.duration}"),
         method=(f"The servers run {how}; {args.rounds} rounds of {args.duration} s, each figure the median over "
                 "the rounds of the server tree's CPU time per request; \"paired\" ratios are the median of each "
                 "round's goloop / rival ratio (< 1: goloop uses less CPU)."),

@@ -196,7 +196,9 @@ def test_http1_pipeline_without_reading_is_bounded():
     request leaves the pipeline with its answer queued; between requests the connection stops
     reading while its output is over its bound, so what it holds stays near the bound instead
     of every answer (400 x 64 KiB here, 25 MiB; the kernel's socket buffers take a few MiB of
-    it). Each request is its own write, a few ms apart, so that each is its own read."""
+    it). Each request is its own write, a few ms apart; on a loaded machine several may still
+    be read at once, and the application answers up to MaxPipeline (32) of one read before
+    the output is looked at (as in the burst test above)."""
     with serving(big_wsgi, interface="wsgi", threads=2, min_response_rate=0) as server:
         s = socket.create_connection(("127.0.0.1", server.port))
         try:
@@ -205,7 +207,7 @@ def test_http1_pipeline_without_reading_is_bounded():
                 s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
                 time.sleep(0.002)
                 high = max(high, queued(server))
-            assert high <= 4 * BOUND + 64 * KiB, high
+            assert high <= BOUND + 33 * 64 * KiB, high
         finally:
             s.close()
         released(server)
