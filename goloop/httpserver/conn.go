@@ -130,9 +130,12 @@ type connLoop struct {
 	// a finished request the reader's next newRequest reuses (Config.ReuseRequests; set
 	// by Finish on the application's thread, taken by the reader: atomic)
 	spare atomic.Pointer[Request]
-	// the memory of a body TakeWhole copied out, for the next body read (c.mu)
-	bodySpare []byte
 }
+
+// bodyMem holds the memory of bodies TakeWhole copied out (*[]byte, length 0), for the next
+// bodies read, on any connection: a sync.Pool, so an idle connection keeps none of it and
+// what is not taken again goes with the garbage collector's cycles.
+var bodyMem sync.Pool
 
 // switched is a protocol a connection switched to from HTTP/1.1 (Conn.next).
 type switched interface {
@@ -541,8 +544,10 @@ func (c *Conn) OnBody(chunk []byte) error {
 // client sends the body without waiting for a 100, so none is sent after it (c.mu held).
 func (c *Conn) bodyLocked(r *Request, chunk []byte) {
 	r.expect100 = false
-	if r.body == nil && c.bodySpare != nil {
-		r.body, c.bodySpare = c.bodySpare, nil
+	if r.body == nil {
+		if b, _ := bodyMem.Get().(*[]byte); b != nil {
+			r.body = *b
+		}
 	}
 	r.body = append(r.body, chunk...)
 	c.wakeLocked(r, &c.batch)

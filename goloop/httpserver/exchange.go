@@ -127,7 +127,7 @@ func (r *Request) Receive() ([]byte, RecvState) {
 // still arriving, the client gone, HTTP/2 or HTTP/3, whose taken bodies send flow control
 // that must be flushed, or the connection's lock busy: TakeWhole never waits for it, so a
 // caller may hold a lock of its own that the connection's holders take). The memory the
-// body was read into is kept for the connection's next one. Receive gives
+// body was read into is kept for a next one (bodyMem). Receive gives
 // what was not taken; after a body taken whole it has nothing more to give (RecvWait, then
 // RecvDisconnect once the response is complete).
 func (r *Request) TakeWhole(dst []byte) (n int, ok bool) {
@@ -150,7 +150,8 @@ func (r *Request) TakeWhole(dst []byte) (n int, ok bool) {
 	}
 	n = copy(dst, r.body)
 	if cap(r.body) <= 2*c.s.cfg.BodyBuffer { // (no more than a body read without pausing)
-		c.bodySpare = r.body[:0] // the connection's next body reuses it
+		b := r.body[:0] // the next body read reuses it
+		bodyMem.Put(&b)
 	}
 	r.body, r.bodyTaken = nil, true
 	r.x.tookBodyLocked(n)
