@@ -450,12 +450,12 @@ static int handle(GLWsgiServer *srv, long wid, long gen, const GLHead *h) {
     st->job = j, in->job = j;
     if (j != NULL) j->st = st, j->in = in;
     int done = -1;
-    if (j != NULL && j->inbody) {  /* its whole body came with it: wsgi.input has it, no call into Go */
+    if (j != NULL && j->bodyn >= 0) {  /* its whole body came with it: wsgi.input has it, no call into Go */
         in->eof = 1;
-        in->buf = j->bodyn > 0 ? PyBytes_FromStringAndSize(j->body, j->bodyn) : NULL;
-        if (j->big) {  /* (the queue's memory, for the next large body) */
-            gl_wq_body_put(j->q, j->body);
-            j->body = NULL, j->big = 0;
+        in->buf = j->bodyn > 0 ? PyBytes_FromStringAndSize(j->bigbody ? j->bigbody : j->small, j->bodyn) : NULL;
+        if (j->bigbody != NULL) {  /* (the queue's memory, for the next large body) */
+            gl_wq_body_put(j->q, j->bigbody);
+            j->bigbody = NULL;
         }
         if (j->bodyn > 0 && in->buf == NULL) return go_on(srv, wid, gen, &r, done);
     }

@@ -255,14 +255,13 @@ typedef struct gl_wjob {
     wsgi_thread *owner;      /* that thread's block (gl_wsgi_adopt sets its adopted) */
     GLWsgiStart *st;         /* the request's objects while detached (borrowed) */
     GLWsgiInput *in;
-    char *body;              /* the request's whole body, when Go took it with the head (inbody:
-                              * wsgi.input reads it with no call into Go): small, or (big) a
-                              * buffer of the queue's (gl_wq_body_get), given back once the
-                              * thread made its bytes (wsgi.c's handle) */
+    /* The request's whole body when Go took it with the head (bodyn >= 0; -1: Go keeps it):
+     * wsgi.input reads it with no call into Go. Up to GL_WSGI_HOLD_MAX bytes in the job's own
+     * memory (small, smallcap bytes, malloc: it grows to the largest it carried), a larger one
+     * in a buffer of the queue's (bigbody, gl_wq_body_get), given back once the thread made
+     * its bytes (wsgi.c's handle) or when Go reuses the job (takeBody); as out and bigout. */
     Py_ssize_t bodyn;
-    int inbody, big;
-    char *small;             /* the job's own memory for bodies up to GL_WSGI_HOLD_MAX (malloc,
-                              * smallcap bytes: it grows to the largest it carried) */
+    char *small, *bigbody;
     Py_ssize_t smallcap;
     int status;              /* the response's status; 0: none (Go ends the request with finish) */
     int finish;              /* 1 answered, 2 the application failed */

@@ -21,7 +21,7 @@ void gl_wq_free(gl_wq *q) {
         n = j->all;
         free(j->scratch);
         free(j->small);
-        if (j->big) free(j->body);
+        free(j->bigbody);
         free(j->out);
         free(j->bigout);
         free(j);

@@ -155,7 +155,7 @@ func (w *wsgiSrv) dispatchLocked() {
 			hb := headBuf{hd: &j.head, scratch: j.scratch, scratchLen: int(j.scratchlen)}
 			hb.fill(r, nil)
 			j.scratch, j.scratchlen = hb.scratch, C.long(hb.scratchLen)
-			j.bodyn, j.inbody = takeBody(j, r)
+			j.bodyn = takeBody(j, r)
 		}
 		w.taken++
 		ho.inflight++
@@ -165,39 +165,37 @@ func (w *wsgiSrv) dispatchLocked() {
 	w.ready, w.head = w.ready[:0], 0
 }
 
-// takeBody copies r's whole body into j (its length, and 1) when it arrived whole with the
-// head and is at most GL_WSGI_BODY_MAX bytes (httpserver.Request.TakeWhole): into j's own
-// memory up to GL_WSGI_HOLD_MAX (it grows to the body), a larger one into memory of the
-// queue's, which the thread gives back once it made the body's bytes (gl_wq_body_put). The
-// thread's wsgi.input reads it with no call into Go. (0, 0): Go keeps it.
-func takeBody(j *C.gl_wjob, r *httpserver.Request) (C.Py_ssize_t, C.int) {
-	if j.big != 0 { // (a job that went back unread: a request ended before a thread took it)
-		C.gl_wq_body_put(j.q, j.body)
-		j.big = 0
+// takeBody copies r's whole body into j when it arrived whole with the head and is at
+// most GL_WSGI_BODY_MAX bytes (httpserver.Request.TakeWhole): into j's own memory up to
+// GL_WSGI_HOLD_MAX (it grows to the body), a larger one into a buffer of the queue's
+// (bigbody). Its length, or -1: Go keeps it.
+func takeBody(j *C.gl_wjob, r *httpserver.Request) C.Py_ssize_t {
+	if j.bigbody != nil { // (a job that went back unread: a request ended before a thread took it)
+		C.gl_wq_body_put(j.q, j.bigbody)
+		j.bigbody = nil
 	}
-	j.body = j.small
 	n, ok := r.TakeWhole(unsafe.Slice((*byte)(unsafe.Pointer(j.small)), int(j.smallcap)))
 	switch {
 	case ok || n <= int(j.smallcap) || n > C.GL_WSGI_BODY_MAX:
 	case n <= C.GL_WSGI_HOLD_MAX:
 		grown := min(max(n, 2*int(j.smallcap), 1024), C.GL_WSGI_HOLD_MAX)
 		if p := C.realloc(unsafe.Pointer(j.small), C.size_t(grown)); p != nil {
-			j.small, j.smallcap, j.body = (*C.char)(p), C.Py_ssize_t(grown), (*C.char)(p)
+			j.small, j.smallcap = (*C.char)(p), C.Py_ssize_t(grown)
 			n, ok = r.TakeWhole(unsafe.Slice((*byte)(p), grown))
 		}
 	default:
 		if p := C.gl_wq_body_get(j.q); p != nil {
 			if n, ok = r.TakeWhole(unsafe.Slice((*byte)(unsafe.Pointer(p)), C.GL_WSGI_BODY_MAX)); ok {
-				j.body, j.big = p, 1
+				j.bigbody = p
 			} else {
 				C.gl_wq_body_put(j.q, p)
 			}
 		}
 	}
 	if !ok {
-		return 0, 0
+		return -1
 	}
-	return C.Py_ssize_t(n), 1
+	return C.Py_ssize_t(n)
 }
 
 // parkedOf: r's parked response, or nil (w.mu held).
