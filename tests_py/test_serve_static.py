@@ -172,6 +172,25 @@ def test_static_http11(serve, tmp_path, attr):
     assert s.stop() == 0
 
 
+@pytest.mark.parametrize("attr", ["app", "wsgi"])
+def test_static_pipelined_past_the_pipeline(serve, tmp_path, attr):
+    """60 requests in one write, static and the application's in turn: past the pipeline's
+    depth (32) the server hands them over as earlier ones are answered; a static one is still
+    answered by Go, and every answer comes in the requests' order."""
+    pub = make_tree(str(tmp_path))
+    s = serve(attr, "--static-path-route", "/static", "--static-path-mount", pub, "--interface",
+              "asgi" if attr == "app" else "wsgi")
+    paths = ["/static/hello.txt" if i % 2 else f"/a{i}" for i in range(60)]
+    with socket.create_connection(("127.0.0.1", s.port), timeout=30) as sock:
+        sock.sendall(b"".join(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % p.encode() for p in paths))
+        f = sock.makefile("rb")
+        got = [read_response(f)[2] for _ in paths]
+    assert got == [b"hello world" if p.startswith("/static") else b"app " + p.encode() for p in paths]
+    # (WSGI's pool threads call the application in any order)
+    assert sorted(s.seen()) == sorted(p for p in paths if not p.startswith("/static"))
+    assert s.stop() == 0
+
+
 @pytest.fixture(scope="module")
 def certs():
     from test_tls import make_certs

@@ -487,15 +487,15 @@ func (c *Conn) OnHeadersComplete() error {
 	if c.lastOne {
 		r.keepAlive = false // the last request: reading stops at its end
 	}
-	held := len(c.deferred) > 0 || len(c.inflight) >= c.s.cfg.MaxPipeline
-	if held {
+	later := len(c.deferred) > 0 || len(c.inflight) >= c.s.cfg.MaxPipeline
+	if later {
 		c.deferred = append(c.deferred, r)
 	}
 	c.inflight = append(c.inflight, r)
 	c.mu.Unlock()
 	c.s.inflight.Add(1)
 	c.s.requests.Add(1)
-	if !held {
+	if !later {
 		c.batch = append(c.batch, Event{Kind: EvRequest, Req: r})
 	}
 	return nil
@@ -512,8 +512,8 @@ func (c *Conn) undeferLocked() {
 		if c.deferred = c.deferred[1:]; len(c.deferred) == 0 {
 			c.deferred = nil
 		}
-		if st := c.s.static; st != nil && r.ws == nil {
-			if m, rest := st.match(r.Path()); m != nil { // (as staticBatch; it takes c.mu)
+		if st := c.s.static; st != nil {
+			if m, rest := st.route(r); m != nil { // (as staticBatch, on a goroutine: it takes c.mu)
 				go func() {
 					st.serve(m, r, rest)
 					c.flush()
@@ -523,6 +523,13 @@ func (c *Conn) undeferLocked() {
 		}
 		c.s.push(Event{Kind: EvRequest, Req: r})
 	}
+}
+
+// dropDeferredLocked ends r, deferred and never the application's, as its Done would: out of
+// the in-flight count (c.mu held; r is out of c.deferred).
+func (c *Conn) dropDeferredLocked(r *Request) {
+	r.lost, r.appDone = true, true
+	c.s.inflight.Add(-1)
 }
 
 func (c *Conn) OnBody(chunk []byte) error {
@@ -595,10 +602,9 @@ func (c *Conn) dropLocked(r *Request) {
 			c.inflight[i+n] = nil
 			c.inflight = c.inflight[:i+n]
 			for j, d := range c.deferred { // (a body's timeout drops the request being read)
-				if d == r { // never the application's: its Done is here
+				if d == r {
 					c.deferred = append(c.deferred[:j], c.deferred[j+1:]...)
-					r.appDone = true
-					c.s.inflight.Add(-1)
+					c.dropDeferredLocked(r)
 					break
 				}
 			}
@@ -714,9 +720,8 @@ func (c *Conn) lostLocked() {
 		c.next.lostLocked()
 	}
 	c.dropFilesLocked()
-	for _, r := range c.deferred { // never the application's: their Done is here
-		r.lost, r.appDone = true, true
-		c.s.inflight.Add(-1)
+	for _, r := range c.deferred {
+		c.dropDeferredLocked(r)
 	}
 	c.deferred = nil
 	for _, r := range c.inflight {

@@ -266,3 +266,28 @@ func TestPipelineDeferred(t *testing.T) {
 	require.Empty(t, rc.s.Take(nil))
 	require.EqualValues(t, max, rc.s.inflight.Load(), "those the application has")
 }
+
+// A deferred request dropped before the application got it (a body's timeout drops the
+// request being read) leaves the in-flight count and is never handed over.
+func TestPipelineDeferredDropped(t *testing.T) {
+	rc := newReuseConn(t, false)
+	max := rc.s.cfg.MaxPipeline
+	var raw strings.Builder
+	for i := 0; i < max; i++ {
+		fmt.Fprintf(&raw, "GET /%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
+	}
+	raw.WriteString("POST /late HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab")
+	evs := append([]Event(nil), rc.send(raw.String())...)
+	require.Len(t, evs, max)
+	c := evs[0].Req.c
+	c.mu.Lock()
+	require.Len(t, c.deferred, 1)
+	late := c.deferred[0]
+	c.dropLocked(late)
+	c.mu.Unlock()
+	require.Equal(t, "/late", string(late.Path()))
+	require.True(t, late.appDone)
+	require.EqualValues(t, max, rc.s.inflight.Load())
+	rc.answer(evs[0].Req, "zero")
+	require.Empty(t, rc.s.Take(nil), "the dropped one is not handed over")
+}

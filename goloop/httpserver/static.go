@@ -146,14 +146,23 @@ func (st *staticServer) match(p []byte) (*staticMount, []byte) {
 	return nil, nil
 }
 
+// route is r's static mount and the path under it, or nil: the application's (a WebSocket
+// handshake always is).
+func (st *staticServer) route(r *Request) (*staticMount, []byte) {
+	if r.ws != nil {
+		return nil, nil
+	}
+	return st.match(r.Path())
+}
+
 // staticBatch answers the requests of the last read that are under a static route and
 // takes them out of the batch (pushBatch; c.mu not held).
 func (c *Conn) staticBatch() {
 	st := c.s.static
 	j, served := 0, false
 	for _, ev := range c.batch {
-		if ev.Kind == EvRequest && ev.Req.ws == nil {
-			if m, rest := st.match(ev.Req.Path()); m != nil {
+		if ev.Kind == EvRequest {
+			if m, rest := st.route(ev.Req); m != nil {
 				st.serve(m, ev.Req, rest)
 				served = true
 				continue
