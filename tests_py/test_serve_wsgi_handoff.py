@@ -316,7 +316,7 @@ def test_each_thread_has_a_processor_of_the_runtime():
     """A thread that adopted a request keeps one of Go's processors (a P) while it runs
     Python; with fewer Ps than threads, the next thread to call into Go waited for the
     runtime's monitor to take one back (up to 10 ms): the pool gives each thread a P, and one
-    to spare, beyond the running loop's."""
+    to spare, beyond the running loop's; the threads of a pool that ended count no more."""
     from goloop import _goloop
 
     threads = _goloop._procs() + 2  # more than the runtime has now, whatever the machine
@@ -329,6 +329,10 @@ def test_each_thread_has_a_processor_of_the_runtime():
     with serving(gen, threads=threads, **WSGI) as server:
         assert get(server, "/")[::2] == (200, b"ab")
         assert _goloop._procs() >= threads + 2
+    procs = _goloop._procs()
+    with serving(gen, threads=threads, **WSGI) as server:  # the first pool's threads ended
+        assert get(server, "/")[::2] == (200, b"ab")
+        assert _goloop._procs() == procs
 
 
 def test_leader_pool_has_no_handoff_counts(monkeypatch):
