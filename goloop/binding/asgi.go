@@ -293,7 +293,9 @@ func glAsgiRecv(rid C.long, state *C.int) (ret pyObj) {
 	if len(b) == 0 {
 		return C.gl_bytes(nil, 0)
 	}
-	return C.gl_bytes((*C.char)(unsafe.Pointer(&b[0])), C.Py_ssize_t(len(b)))
+	o := C.gl_bytes((*C.char)(unsafe.Pointer(&b[0])), C.Py_ssize_t(len(b)))
+	r.Release(b)
+	return o
 }
 
 // glAsgiSendReady: 1 the paused sender may go on, 0 it waits, GL_ERR_DISCONNECTED.

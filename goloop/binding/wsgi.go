@@ -972,6 +972,7 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 	if len(b) > 0 {
 		copy(unsafe.Slice((*byte)(wk.rbuf), len(b)), b)
 	}
+	wk.r.Release(b)
 	*p, *n = (*C.char)(wk.rbuf), C.Py_ssize_t(len(b))
 	return C.int(st)
 }

@@ -132,10 +132,21 @@ type connLoop struct {
 	spare atomic.Pointer[Request]
 }
 
-// bodyMem holds the memory of bodies TakeWhole copied out (*[]byte, length 0), for the next
-// bodies read, on any connection: a sync.Pool, so an idle connection keeps none of it and
-// what is not taken again goes with the garbage collector's cycles.
+// bodyMem holds the memory of bodies TakeWhole copied out and of parts Receive returned and
+// its caller released (*[]byte, length 0), for the next bodies read, on any connection: a
+// sync.Pool, so an idle connection keeps none of it and what is not taken again goes with
+// the garbage collector's cycles.
 var bodyMem sync.Pool
+
+// keepBodyMem puts b's memory into bodyMem (its contents copied out, b not used after),
+// unless it is larger than a body read without pausing grows to: BodyBuffer unread, one
+// read more, and append's margin.
+func (c *Conn) keepBodyMem(b []byte) {
+	if cap(b) > 0 && cap(b) <= 2*(c.s.cfg.BodyBuffer+loopReadBuffer) {
+		b = b[:0]
+		bodyMem.Put(&b)
+	}
+}
 
 // switched is a protocol a connection switched to from HTTP/1.1 (Conn.next).
 type switched interface {

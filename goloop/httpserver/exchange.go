@@ -120,6 +120,11 @@ func (r *Request) Receive() ([]byte, RecvState) {
 	return nil, RecvWait
 }
 
+// Release gives back the memory of a body part Receive returned, once the caller copied
+// it (b is not used after): the next bodies any connection reads reuse it (bodyMem), where
+// each part would otherwise be new memory for the garbage collector.
+func (r *Request) Release(b []byte) { r.c.keepBodyMem(b) }
+
 // TakeWhole copies an HTTP/1.1 request's whole body into dst and takes it, as Receive
 // would (its RecvLast), when all of it has arrived and fits: n its length, ok true. A head
 // that announced no body has none: (0, true), with no lock taken. ok false, nothing taken:
@@ -149,10 +154,7 @@ func (r *Request) TakeWhole(dst []byte) (n int, ok bool) {
 		return len(r.body), false
 	}
 	n = copy(dst, r.body)
-	if cap(r.body) <= 2*c.s.cfg.BodyBuffer { // (no more than a body read without pausing)
-		b := r.body[:0] // the next body read reuses it
-		bodyMem.Put(&b)
-	}
+	c.keepBodyMem(r.body)
 	r.body, r.bodyTaken = nil, true
 	r.x.tookBodyLocked(n)
 	return n, true

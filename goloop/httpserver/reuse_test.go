@@ -291,3 +291,43 @@ func TestPipelineDeferredDropped(t *testing.T) {
 	rc.answer(evs[0].Req, "zero")
 	require.Empty(t, rc.s.Take(nil), "the dropped one is not handed over")
 }
+
+// A body part Receive returned and the caller released holds the next part read (any
+// connection's): a body read in parts does not take new memory for each.
+func TestReceiveRelease(t *testing.T) {
+	rc := newReuseConn(t, false)
+	runtime.LockOSThread() // (sync.Pool: the same P, as in TestTakeWhole)
+	defer runtime.UnlockOSThread()
+	evs := rc.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nabc")
+	require.Len(t, evs, 1)
+	r := evs[0].Req
+	for bodyMem.Get() != nil {
+	}
+	b, st := r.Receive()
+	require.Equal(t, RecvBody, st)
+	require.Equal(t, "abc", string(b))
+	first := &b[:1][0]
+	r.Release(b)
+	_, st = r.Receive()
+	require.Equal(t, RecvWait, st)
+	evs = rc.send("def")
+	require.Equal(t, []Event{{Kind: EvWake, Req: r}}, evs)
+	r.c.mu.Lock()
+	got := &r.body[0]
+	r.c.mu.Unlock()
+	if !raceOn {
+		require.Same(t, first, got, "the released part's memory")
+	}
+	b, st = r.Receive()
+	require.Equal(t, RecvLast, st)
+	require.Equal(t, "def", string(b))
+	r.Release(b)
+
+	huge := make([]byte, 0, 2*(rc.s.cfg.BodyBuffer+loopReadBuffer)+1)
+	r.Release(huge)
+	if b, _ := bodyMem.Get().(*[]byte); !raceOn {
+		require.NotNil(t, b, "the last part's memory")
+		require.NotEqual(t, cap(huge), cap(*b), "more than a body read without pausing grows to is not kept")
+	}
+	rc.answer(r, "ok")
+}
