@@ -192,6 +192,55 @@ def test_input_streams_as_app_reads():
         assert (st, body) == (200, b"helloworld")
 
 
+def test_input_of_a_known_length_read_in_parts_as_it_arrives():
+    """read() and read(n) of a body with a Content-Length take its parts straight into the
+    result as they arrive (past the first MiB the result grows with them), with readline
+    before and a read at the end."""
+    body = b"first line\n" + bytes(range(256)) * (3 * 4096 + 7)
+    got = {}
+
+    def app(environ, start_response):
+        inp = environ["wsgi.input"]
+        got["line"] = inp.readline()
+        got["some"] = inp.read(100_000)
+        got["rest"] = inp.read()
+        got["end"] = inp.read()
+        start_response("200 OK", [])
+        return [b"%d" % sum(len(v) for v in got.values())]
+
+    with serving(app, **WSGI) as server, connect(server) as s:
+        s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+        for i in range(0, len(body), 300_000):
+            s.sendall(body[i:i + 300_000])
+        st, _, out = read_response(s.makefile("rb"))
+    assert (st, out) == (200, b"%d" % len(body))
+    assert got["line"] == b"first line\n"
+    assert got["line"] + got["some"] + got["rest"] == body
+    assert (len(got["some"]), got["end"]) == (100_000, b"")
+
+
+def test_input_claimed_length_costs_no_memory_before_the_body():
+    """A client's Content-Length is not memory taken at once: a read() of a body claimed at
+    1 TB, of which 5 bytes come before the client leaves, raises the disconnect."""
+    seen = []
+    done = threading.Event()
+
+    def app(environ, start_response):
+        try:
+            environ["wsgi.input"].read()
+        except Exception as e:
+            seen.append(type(e).__name__)
+        done.set()
+        start_response("200 OK", [])
+        return [b""]
+
+    with serving(app, **WSGI) as server:
+        with connect(server) as s:
+            s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000000\r\n\r\nhello")
+        assert done.wait(20)
+    assert seen == ["ClientDisconnected"]
+
+
 def test_unread_body_then_next_request():
     def app(environ, start_response):
         start_response("200 OK", [("Content-Type", "text/plain")])

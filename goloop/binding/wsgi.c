@@ -298,7 +298,7 @@ static int request_objects(GLWsgiInput **inp, GLWsgiStart **stp) {
     st->hdr = &t->hdr;
     t->hdr.n = 0;
     Py_CLEAR(in->buf);
-    in->pos = 0, in->eof = 0;
+    in->pos = 0, in->eof = 0, in->clen = -1, in->got = 0;
     *inp = in, *stp = st;
     return 0;
 }

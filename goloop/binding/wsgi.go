@@ -977,6 +977,36 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 	return C.int(st)
 }
 
+// glWsgiRecvTo is glWsgiRecv copying into the caller's memory: up to room bytes at dst
+// (*n of them); what does not fit stays for the next call (GL_RECV_BODY then). wsgi.input
+// reads a body whose length it knows into the bytes object it returns: one copy.
+//
+//export glWsgiRecvTo
+func glWsgiRecvTo(wid, gen C.long, wait C.int, dst *C.char, room C.Py_ssize_t, n *C.Py_ssize_t) (rc C.int) {
+	defer func() {
+		if recover() != nil {
+			rc = C.GL_ERR_GONE
+		}
+	}()
+	wk := worker(wid, gen)
+	if wk == nil {
+		return C.GL_ERR_GONE
+	}
+	d := unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(room))
+	k, st := wk.r.ReceiveTo(d)
+	if st == httpserver.RecvWait {
+		if wait == 0 {
+			return C.GL_RECV_WAIT
+		}
+		wk.await(func() bool {
+			k, st = wk.r.ReceiveTo(d)
+			return st != httpserver.RecvWait
+		})
+	}
+	*n = C.Py_ssize_t(k)
+	return C.int(st)
+}
+
 // glWsgiSend starts the response if status > 0 (its header lines hdr), sends a body part
 // (the last one unless more), writes the output if flush, and waits while the output is
 // over its bound: GL_OK, GL_ERR_DISCONNECTED, GL_ERR_GONE or

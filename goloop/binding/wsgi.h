@@ -187,6 +187,8 @@ typedef struct {
     struct gl_wjob *job; /* hand-off pool: the request while no Go call was made for it (gen 0) */
     PyObject *buf;     /* the body part being read (bytes) or NULL */
     Py_ssize_t pos;    /* read up to here in buf */
+    long long clen;    /* the request's Content-Length (-1: none; wsgi_environ.c sets it) */
+    long long got;     /* body bytes taken from Go so far */
     char eof;          /* the last part was taken */
 } GLWsgiInput;
 extern PyTypeObject gl_wsgi_input_type;

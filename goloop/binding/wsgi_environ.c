@@ -189,6 +189,17 @@ fill_input:  /* the thread's input, the same request after request but when an a
     return f->tpl;
 }
 
+/* A Content-Length's value (digits only, as the parser checked them), -1 if not one. */
+static long long parse_clen(const char *p, Py_ssize_t n) {
+    long long v = 0;
+    if (n == 0 || n > 18) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
 PyObject *gl_wsgi_environ(GLWsgiServer *srv, const GLHead *h, PyObject *input) {
     PyObject *tpl = h->is_unix ? NULL : filled_template(srv, h, input);
     if (tpl == NULL && PyErr_Occurred()) return NULL;
@@ -245,6 +256,7 @@ PyObject *gl_wsgi_environ(GLWsgiServer *srv, const GLHead *h, PyObject *input) {
             key = Py_NewRef(WS(CONTENT_TYPE));
         } else if (nn == 14 && memcmp(name, "content-length", 14) == 0) {
             key = Py_NewRef(WS(CONTENT_LENGTH));
+            if (Py_IS_TYPE(input, &gl_wsgi_input_type)) ((GLWsgiInput *)input)->clen = parse_clen(blob + b, c - b);
         } else if ((key = header_key(hc, name, nn)) == NULL) {
             if (PyErr_Occurred()) goto fail;
             continue;  /* a name with '_' */

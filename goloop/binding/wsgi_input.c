@@ -1,7 +1,9 @@
 /* goloop serve --interface wsgi: wsgi.input, the request body as the application reads it
  * (read, readline, readlines, iteration), taken from Go part by part (glWsgiRecv; a wait
- * for the client's next part releases the GIL). One per pool thread, reused from request to
- * request while nothing else refers to it (wsgi.c, request_objects). */
+ * for the client's next part releases the GIL), or, for a read of a body whose
+ * Content-Length it knows, straight into the bytes the read returns (glWsgiRecvTo). One per
+ * pool thread, reused from request to request while nothing else refers to it (wsgi.c,
+ * request_objects). */
 #include "wsgi.h"
 #include "_cgo_export.h"
 
@@ -33,11 +35,67 @@ static int input_fill(GLWsgiInput *self) {
         return -1;
     }
     if (st == GL_RECV_LAST) self->eof = 1;
+    self->got += n;
     PyObject *b = gl_bytes(p, n);
     if (b == NULL) return -1;
     Py_XSETREF(self->buf, b);
     self->pos = 0;
     return n > 0 || !self->eof ? 1 : 0;
+}
+
+/* What a read of a body of known length makes at once before the body arrived: a client
+ * claims a Content-Length, its memory grows past this only as the body arrives. */
+#define GL_INPUT_PREALLOC (1 << 20)
+
+/* input_fill for a read of want bytes of a body whose length it knows: they go from Go's
+ * memory straight into one new part, which begins with *prefix's bytes (what the read took
+ * before, a bytearray, or NULL; consumed): the bytes the read returns, one copy. to_end:
+ * the read wants the whole rest of the body, want is that rest, the part ends with the
+ * body's last. 1, 0 at the end of the body, -1 with an error. */
+static int input_fill_to(GLWsgiInput *self, PyObject **prefix, Py_ssize_t want, int to_end) {
+    if (self->job != NULL && gl_wsgi_adopt(self->job) < 0) return -1;
+    Py_ssize_t have = *prefix ? PyByteArray_GET_SIZE(*prefix) : 0, room = want < GL_INPUT_PREALLOC ? want : GL_INPUT_PREALLOC;
+    Py_ssize_t got = 0;
+    PyObject *b = PyBytes_FromStringAndSize(NULL, have + room);
+    if (b == NULL) return -1;
+    if (have) memcpy(PyBytes_AS_STRING(b), PyByteArray_AS_STRING(*prefix), have);
+    Py_CLEAR(*prefix);
+    for (;;) {
+        if (got == room && room < want) {  /* (grows as the body arrives, up to want) */
+            room = want - room < room ? want : 2 * room;
+            if (_PyBytes_Resize(&b, have + room) < 0) return -1;
+        }
+        /* (room - got == 0 once want arrived: the body's end, RecvLast, is still to come) */
+        char *dst = PyBytes_AS_STRING(b) + have + got;
+        Py_ssize_t n = 0;
+        int st = glWsgiRecvTo(self->wid, self->gen, 0, dst, room - got, &n);
+        if (st == GL_RECV_WAIT) {
+            long wid = self->wid, gen = self->gen;
+            Py_BEGIN_ALLOW_THREADS
+            st = glWsgiRecvTo(wid, gen, 1, dst, room - got, &n);
+            Py_END_ALLOW_THREADS
+        }
+        if (st == GL_ERR_GONE || st == GL_RECV_DISCONNECT) {
+            Py_DECREF(b);
+            if (st == GL_ERR_GONE) {
+                PyErr_SetString(PyExc_ValueError, "wsgi.input read after its request ended");
+            } else {
+                gl_raise_disconnected();
+            }
+            return -1;
+        }
+        got += n, self->got += n;
+        if (st == GL_RECV_LAST) {
+            self->eof = 1;
+            break;
+        }
+        /* all it wants; or past the declared length (HTTP/2's peer): input_fill's parts go on */
+        if (got == want && (!to_end || n == 0)) break;
+    }
+    if (have + got < PyBytes_GET_SIZE(b) && _PyBytes_Resize(&b, have + got) < 0) return -1;
+    Py_XSETREF(self->buf, b);
+    self->pos = 0;
+    return have + got > 0 || !self->eof ? 1 : 0;
 }
 
 static Py_ssize_t input_avail(GLWsgiInput *self) {
@@ -76,7 +134,15 @@ static PyObject *input_read_impl(GLWsgiInput *self, Py_ssize_t size, int line) {
         } else if (size == 0) {
             break;
         }
-        int rc = input_fill(self);
+        int rc;
+        long long rest = self->clen - self->got;  /* (a Content-Length's body yet to take) */
+        if (!line && rest > 0 && !self->eof) {
+            Py_ssize_t have = out ? PyByteArray_GET_SIZE(out) : 0;
+            int to_end = size < 0 || size - have >= rest;
+            rc = input_fill_to(self, &out, to_end ? (Py_ssize_t)rest : size - have, to_end);
+        } else {
+            rc = input_fill(self);
+        }
         if (rc < 0) goto fail;
         if (rc == 0) break;
     }

@@ -90,34 +90,58 @@ var (
 
 // Receive takes the body received so far (ASGI's receive()).
 func (r *Request) Receive() ([]byte, RecvState) {
+	b, _, st := r.receive(nil, false)
+	return b, st
+}
+
+// ReceiveTo is Receive copying what it takes into dst: n bytes, up to len(dst); what did
+// not fit stays for the next call (RecvBody, never RecvLast, then). The memory the body was
+// read into stays with the server (bodyMem) for the next bodies read: no Release.
+func (r *Request) ReceiveTo(dst []byte) (n int, st RecvState) {
+	_, n, st = r.receive(dst, true)
+	return n, st
+}
+
+// receive is Receive (to false: the body taken whole, returned) and ReceiveTo.
+func (r *Request) receive(dst []byte, to bool) (b []byte, n int, st RecvState) {
 	c := r.c
 	c.mu.Lock()
 	if r.lost {
 		c.mu.Unlock()
-		return nil, RecvDisconnect
+		return nil, 0, RecvDisconnect
 	}
 	if len(r.body) > 0 || (r.bodyDone && !r.bodyTaken) {
-		b := r.body
-		r.body = nil
-		st := RecvBody
-		if r.bodyDone {
+		b, n, st = r.body, len(r.body), RecvBody
+		switch {
+		case !to:
+			r.body = nil
+		case n > len(dst):
+			n = copy(dst, b)
+			r.body = r.body[:copy(r.body, r.body[n:])]
+			b = nil
+		default:
+			copy(dst, b)
+			c.keepBodyMem(b)
+			r.body, b = nil, nil
+		}
+		if r.body == nil && r.bodyDone {
 			r.bodyTaken = true
 			st = RecvLast
 		}
-		flush := r.x.tookBodyLocked(len(b))
+		flush := r.x.tookBodyLocked(n)
 		c.mu.Unlock()
 		if flush {
 			c.flush() // HTTP/2's window updates must leave now: the client may wait for them
 		}
-		return b, st
+		return b, n, st
 	}
 	defer c.mu.Unlock()
 	if r.bodyTaken && r.done {
-		return nil, RecvDisconnect
+		return nil, 0, RecvDisconnect
 	}
 	r.waitRecv = true
 	r.continueLocked()
-	return nil, RecvWait
+	return nil, 0, RecvWait
 }
 
 // Release gives back the memory of a body part Receive returned, once the caller copied

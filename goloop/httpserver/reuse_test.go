@@ -331,3 +331,35 @@ func TestReceiveRelease(t *testing.T) {
 	}
 	rc.answer(r, "ok")
 }
+
+// ReceiveTo copies what fits and keeps the rest for the next call; the last part is
+// RecvLast only once all of the body was taken.
+func TestReceiveTo(t *testing.T) {
+	rc := newReuseConn(t, false)
+	evs := rc.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabcdef")
+	require.Len(t, evs, 1)
+	r := evs[0].Req
+	dst := make([]byte, 4)
+	n, st := r.ReceiveTo(dst)
+	require.Equal(t, RecvBody, st)
+	require.Equal(t, "abcd", string(dst[:n]))
+	n, st = r.ReceiveTo(dst)
+	require.Equal(t, RecvBody, st)
+	require.Equal(t, "ef", string(dst[:n]))
+	n, st = r.ReceiveTo(dst)
+	require.Equal(t, RecvWait, st)
+	require.Zero(t, n)
+	require.Equal(t, []Event{{Kind: EvWake, Req: r}}, rc.send("ghij"))
+	n, st = r.ReceiveTo(dst[:3])
+	require.Equal(t, RecvBody, st, "a byte left: not the last part yet")
+	require.Equal(t, "ghi", string(dst[:n]))
+	n, st = r.ReceiveTo(dst[:0])
+	require.Equal(t, RecvBody, st, "no room: nothing taken")
+	require.Zero(t, n)
+	n, st = r.ReceiveTo(dst)
+	require.Equal(t, RecvLast, st)
+	require.Equal(t, "j", string(dst[:n]))
+	n, st = r.ReceiveTo(dst)
+	require.Equal(t, RecvWait, st)
+	rc.answer(r, "ok")
+}
