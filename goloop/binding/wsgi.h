@@ -270,8 +270,9 @@ typedef struct gl_wjob {
     char *out;               /* status reason and header lines (hdrlen bytes), then the body (malloc;
                               * answers of a body up to GL_WSGI_HOLD_MAX), or NULL */
     Py_ssize_t outn, outcap, hdrlen;
-    char *bigout;            /* or a larger answer's, in a buffer of the queue's (Go gives it back
-                              * once it wrote it: gl_wq_body_put), or NULL */
+    char *bigout;            /* or a larger answer's, in a buffer of the queue's, or NULL: Go gives it
+                              * back once Send copied it (gl_wq_body_put), or, held by the connection
+                              * (SendHeld, no copy), once the kernel took it (gl_wq_body_release) */
 } gl_wjob;
 
 typedef struct gl_wq {
@@ -294,11 +295,16 @@ typedef struct gl_wq {
      * again */
     char *spare[GL_WQ_SPARE_BODIES];
     int nspare;
+    /* answers' buffers Go's connections hold until the kernel took them (gl_wq_body_held):
+     * gl_wq_free leaves the queue to the last one's release (freed: gl_wq_free was called) */
+    int held, freed;
 } gl_wq;
 
 gl_wq *gl_wq_new(int efd);                    /* NULL: no memory */
 char *gl_wq_body_get(gl_wq *q);               /* a big body's or answer's memory (GL_WQ_BIG bytes), NULL: none */
 void gl_wq_body_put(gl_wq *q, char *b);       /* its memory back (kept for the next, or freed) */
+void gl_wq_body_held(gl_wq *q, int d);        /* d answers' buffers more (or less) held by connections, */
+void gl_wq_body_release(gl_wq *q, char *b);   /* ... one of which gives its back (any thread) */
 void gl_wq_free(gl_wq *q);                    /* its jobs, efd (no thread uses it any more) */
 gl_wjob *gl_wq_job_new(gl_wq *q);             /* Go: a new job (its token the next), NULL: no memory */
 void gl_wq_push(gl_wq *q, gl_wjob *j);        /* Go: a request for the pool */

@@ -15,8 +15,37 @@ gl_wq *gl_wq_new(int efd) {
     return q;
 }
 
+static void wq_free_now(gl_wq *q);
+
+/* The server object went: its queue goes now, or with the last held answer's release. */
 void gl_wq_free(gl_wq *q) {
     if (q == NULL) return;
+    pthread_mutex_lock(&q->mu);
+    int later = q->held > 0;
+    q->freed = 1;
+    pthread_mutex_unlock(&q->mu);
+    if (!later) wq_free_now(q);
+}
+
+void gl_wq_body_held(gl_wq *q, int d) {
+    pthread_mutex_lock(&q->mu);
+    q->held += d;
+    pthread_mutex_unlock(&q->mu);
+}
+
+void gl_wq_body_release(gl_wq *q, char *b) {
+    pthread_mutex_lock(&q->mu);
+    int last = --q->held == 0 && q->freed;
+    pthread_mutex_unlock(&q->mu);
+    if (last) {
+        free(b);
+        wq_free_now(q);
+        return;
+    }
+    gl_wq_body_put(q, b);
+}
+
+static void wq_free_now(gl_wq *q) {
     for (gl_wjob *j = q->all, *n; j != NULL; j = n) {
         n = j->all;
         free(j->scratch);

@@ -252,7 +252,7 @@ func (w *wsgiSrv) answer(batch []*C.gl_wjob) {
 			}
 		}
 		for _, j := range batch {
-			if j.bigout != nil { // (Send copied it)
+			if j.bigout != nil { // (Send copied it, or it was not sent)
 				C.gl_wq_body_put(ho.q, j.bigout)
 				j.bigout = nil
 			}
@@ -275,7 +275,21 @@ func (w *wsgiSrv) answer(batch []*C.gl_wjob) {
 			}
 			out := unsafe.Slice((*byte)(unsafe.Pointer(o)), int(j.outn))
 			err := wsgiStart(r, int(j.status), out[:j.hdrlen])
-			if err == nil {
+			switch {
+			case err != nil:
+			case j.bigout != nil: // held, not copied, when the socket may take it from there
+				// (counted before: the release may come before SendHeld returns; the
+				// queue outlives the server object until the last release)
+				buf, q := j.bigout, ho.q
+				C.gl_wq_body_held(q, 1)
+				var held bool
+				_, held, err = r.SendHeld(out[j.hdrlen:], false, func() { C.gl_wq_body_release(q, buf) })
+				if held {
+					j.bigout = nil // (the release gives it back)
+				} else {
+					C.gl_wq_body_held(q, -1)
+				}
+			default:
 				_, err = r.Send(out[j.hdrlen:], false)
 			}
 			failed = failed || err != nil
