@@ -403,7 +403,8 @@ def write_results(res, args):
         + ": server CPU µs per request",
         command=(f"python3 bench/wsgi_ab.py --results {'--together ' if args.together else ''}"
                  + " ".join(f"--{o.split()[0]}" for o in others)
-                 + f" --row ROW [--body BYTES] --conns {args.conns} --rounds {args.rounds} --duration {args.duration}"),
+                 + f" --row ROW [--body BYTES] --conns {args.conns} --rounds {args.rounds} --duration {args.duration}"
+                 + (f" --threads {args.threads}" if args.threads else "")),
         method=(f"The servers run {how}; {args.rounds} rounds of {args.duration} s, each figure the median over "
                 "the rounds of the server tree's CPU time per request; \"paired\" ratios are the median of each "
                 "round's goloop / rival ratio (< 1: goloop uses less CPU)."),
