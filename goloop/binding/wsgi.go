@@ -950,19 +950,13 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 			rc = C.GL_ERR_GONE
 		}
 	}()
-	wk := worker(wid, gen)
+	var b []byte
+	wk, rc := wsgiRecv(wid, gen, wait, func(r *httpserver.Request) (st httpserver.RecvState) {
+		b, st = r.Receive()
+		return st
+	})
 	if wk == nil {
-		return C.GL_ERR_GONE
-	}
-	b, st := wk.r.Receive()
-	if st == httpserver.RecvWait {
-		if wait == 0 {
-			return C.GL_RECV_WAIT
-		}
-		wk.await(func() bool {
-			b, st = wk.r.Receive()
-			return st != httpserver.RecvWait
-		})
+		return rc
 	}
 	if len(b) > wk.rcap {
 		C.free(wk.rbuf)
@@ -974,7 +968,7 @@ func glWsgiRecv(wid, gen C.long, wait C.int, p **C.char, n *C.Py_ssize_t) (rc C.
 	}
 	wk.r.Release(b)
 	*p, *n = (*C.char)(wk.rbuf), C.Py_ssize_t(len(b))
-	return C.int(st)
+	return rc
 }
 
 // glWsgiRecvTo is glWsgiRecv copying into the caller's memory: up to room bytes at dst
@@ -988,23 +982,39 @@ func glWsgiRecvTo(wid, gen C.long, wait C.int, dst *C.char, room C.Py_ssize_t, n
 			rc = C.GL_ERR_GONE
 		}
 	}()
+	d := unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(room))
+	k := 0
+	_, rc = wsgiRecv(wid, gen, wait, func(r *httpserver.Request) (st httpserver.RecvState) {
+		k, st = r.ReceiveTo(d)
+		return st
+	})
+	*n = C.Py_ssize_t(k)
+	return rc
+}
+
+// wsgiRecv is glWsgiRecv's and glWsgiRecvTo's receive (recv: the request's Receive or
+// ReceiveTo), waiting for something if wait: the worker when recv took something (rc its
+// GL_RECV_BODY or GL_RECV_LAST), else nil and rc GL_RECV_WAIT, GL_RECV_DISCONNECT or
+// GL_ERR_GONE.
+func wsgiRecv(wid, gen C.long, wait C.int, recv func(*httpserver.Request) httpserver.RecvState) (*wsgiWorker, C.int) {
 	wk := worker(wid, gen)
 	if wk == nil {
-		return C.GL_ERR_GONE
+		return nil, C.GL_ERR_GONE
 	}
-	d := unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(room))
-	k, st := wk.r.ReceiveTo(d)
+	st := recv(wk.r)
 	if st == httpserver.RecvWait {
 		if wait == 0 {
-			return C.GL_RECV_WAIT
+			return nil, C.GL_RECV_WAIT
 		}
 		wk.await(func() bool {
-			k, st = wk.r.ReceiveTo(d)
+			st = recv(wk.r)
 			return st != httpserver.RecvWait
 		})
 	}
-	*n = C.Py_ssize_t(k)
-	return C.int(st)
+	if st != httpserver.RecvBody && st != httpserver.RecvLast {
+		return nil, C.int(st)
+	}
+	return wk, C.int(st)
 }
 
 // glWsgiSend starts the response if status > 0 (its header lines hdr), sends a body part
