@@ -5,7 +5,7 @@
 
 Workloads (bench/servers/serve_apps.py): a raw ASGI hello world, a Starlette JSON endpoint, a FastAPI
 endpoint with a path parameter and a Pydantic response, the hello world 16-deep pipelined
-(bench/pipeline.lua), and a 100 KiB response. Servers: uvicorn (httptools) on the asyncio,
+(bench/pipeline.lua), a 100 KiB response, and a 100 KiB request body read (POSTs). Servers: uvicorn (httptools) on the asyncio,
 uvloop and goloop loops; Granian (ASGI, --workers 1 --runtime-threads 1) on asyncio and uvloop;
 `goloop serve`; and the ceiling, "go fasthttp" (bench/servers/ceiling: Go's fastest HTTP/1.1 server on
 one thread with no Python at all, for the rows whose answer needs no framework: hello, 16
@@ -46,9 +46,12 @@ ROWS = {
     "fastapi": ("FastAPI path param + Pydantic", "fastapi", "/items/42", 1, False),
     "pipeline": ("hello world, 16 pipelined", "hello", "/", 16, False),
     "big": ("100 KiB response", "big", "/", 1, False),
+    "upload": ("100 KiB request body read", "upload", "/", 1, False),
     "https": ("hello world, HTTPS", "hello", "/", 1, True),
     "https-big": ("100 KiB response, HTTPS", "big", "/", 1, True),
 }
+# rows whose requests are POSTs with a body of this many bytes
+BODIES = {"upload": 100 * 1024}
 SERVERS = ["uvicorn+asyncio", "uvicorn+uvloop", "uvicorn+goloop", "granian+asyncio", "granian+uvloop",
            "goloop serve", "go fasthttp"]
 # not run unless named: goloop serve with a goroutine per connection (GOLOOP_SERVE_READERS)
@@ -122,8 +125,10 @@ def server_argv(name, app, port, certs):
     raise ValueError(name)
 
 
-def run_one(argv, port, path, duration, conns, depth, tls, env=None, server_cpu=SERVER_CPU, client_cpu=CLIENT_CPU):
-    """One measured run (a dict of parse_wrk's plus "cpu_us"); server_cpu/client_cpu None: not pinned."""
+def run_one(argv, port, path, duration, conns, depth, tls, env=None, server_cpu=SERVER_CPU, client_cpu=CLIENT_CPU,
+            body=0):
+    """One measured run (a dict of parse_wrk's plus "cpu_us"); server_cpu/client_cpu None: not pinned;
+    body: POST requests with a body of that many bytes."""
     # stderr to a file, not a pipe: a server logging more than a pipe holds (tracebacks of
     # the requests wrk cut off at its end) would block on it.
     errf = tempfile.TemporaryFile()
@@ -137,6 +142,11 @@ def run_one(argv, port, path, duration, conns, depth, tls, env=None, server_cpu=
         wrk = [*pin(client_cpu), "wrk", "-t1", "-c", str(conns), "--latency"]
         if depth > 1:
             wrk += ["-s", os.path.join(HERE, "pipeline.lua")]
+        elif body:
+            lua = os.path.join(tempfile.gettempdir(), f"goloop-post-{body}.lua")
+            with open(lua, "w") as f:
+                f.write(f'wrk.method = "POST"\nwrk.body = string.rep("x", {body})\n')
+            wrk += ["-s", lua]
         tail = ["--", str(depth)] if depth > 1 else []
         subprocess.run(wrk + ["-d1s", url] + tail, capture_output=True, timeout=60)  # warm-up
         c0 = tree_cpu(proc.pid)
@@ -186,7 +196,8 @@ def main():
                         best[(row, name)] = "no Python app" if name == "go fasthttp" else "not supported"
                         continue
                     try:
-                        r = run_one(argv, port, path, args.duration, args.connections, depth, tls)
+                        r = run_one(argv, port, path, args.duration, args.connections, depth, tls,
+                                    body=BODIES.get(row, 0))
                     except Exception as exc:  # noqa: BLE001 (a row that fails is reported, not fatal)
                         print(f"# {title} / {name}: failed: {exc}", flush=True)
                         best.setdefault((row, name), f"failed: {exc}")
@@ -252,7 +263,8 @@ def print_table(best, rows, servers, args):
 
 def write_results(best, rows, servers, args):
     """The table as three result files (CPU per request, requests/s, p99), replacing the
-    rows this run measured in the committed ones and keeping the others."""
+    rows this run measured in the committed ones and keeping the others (and their compared
+    columns and notes)."""
     import json
     import render
     from results import RESULTS, write_result
@@ -265,17 +277,16 @@ def write_results(best, rows, servers, args):
               "\"go fasthttp\" is `bench/servers/ceiling`: Go's fastest HTTP/1.1 server on one thread "
               "with no Python at all, the ceiling, for the rows whose answer needs no framework. "
               "Workloads: `bench/servers/serve_apps.py`.")
-    command = ("python3 bench/serve_bench.py --results --duration {d} --rounds {r} --rows {rows}"
-               .format(d=args.duration, r=args.rounds, rows=",".join(rows)))
     for rid, key, unit, better, title in (
             ("serve-asgi-cpu", "cpu_us", "µs", "lower", "server CPU µs per request"),
             ("serve-asgi-rps", "value", "req/s", "higher", "requests/s"),
             ("serve-asgi-p99", "p99_us", "ms", "lower", "p99 latency, ms")):
-        old = {}
+        old, prev = {}, {}
         path = os.path.join(RESULTS, rid + ".json")
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
-                old = {r["row"]: r for r in json.load(f)["rows"]}
+                prev = json.load(f)
+            old = {r["row"]: r for r in prev["rows"]}
         table = {}
         for row in rows:
             label = ROWS[row][0]
@@ -300,10 +311,16 @@ def write_results(best, rows, servers, args):
                 cells["errors"] = errors
             table[label] = cells
         merged = [table.pop(r, None) or old[r] for r in old] + list(table.values())
+        # (the rows of the whole table, which runs of different rows may have written)
+        labels = {r["row"] for r in merged}
+        every = [k for k, v in ROWS.items() if v[0] in labels]
+        command = (f"python3 bench/serve_bench.py --results --duration {args.duration} --rounds {args.rounds}"
+                   f" --rows {','.join(every)}")
         write_result(rid, group="goloop serve (ASGI)", title=f"goloop serve against uvicorn and Granian: {title}",
                      command=command, method=method, better=better, columns=["row"] + servers,
                      units={s: unit for s in servers}, rows=merged, goloop="goloop serve",
-                     compare=[s for s in ("uvicorn+uvloop", "granian+uvloop") if s in servers],
+                     compare=prev.get("compare") or [s for s in ("uvicorn+uvloop", "granian+uvloop") if s in servers],
+                     notes=prev.get("notes"),
                      order={"serve-asgi-cpu": 10, "serve-asgi-rps": 11, "serve-asgi-p99": 12}[rid],
                      row_label="workload", modules=("uvicorn", "uvloop", "granian", "starlette", "fastapi"))
     render.main([])

@@ -151,6 +151,7 @@ def test_serve_bench_writes_results_and_keeps_other_rows(results_dir, monkeypatc
     assert doc["rows"][0] == {"row": "Starlette JSON", "goloop serve": 60.0}
     assert doc["rows"][1]["goloop serve"] == 16.0 and doc["rows"][1]["uvicorn+uvloop"] is None
     assert doc["rows"][1]["errors"] == {"uvicorn+uvloop": "failed: no uvicorn"}
+    assert doc["command"].endswith("--rows hello,json"), "the rows of the whole table, not only this run's"
 
 
 def test_serve_bench_table_reads_right(capsys):

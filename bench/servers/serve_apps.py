@@ -2,6 +2,8 @@
 
     hello      raw ASGI hello world ("Hello, world!", text/plain)
     big        raw ASGI, a 100 KiB response body
+    upload     raw ASGI, a request body read to its end (receive() until more_body is false),
+               its length answered
     starlette  Starlette, an async endpoint returning JSONResponse (GET /json)
     fastapi    FastAPI, GET /items/{item_id} with a path parameter and a Pydantic response model
     busy       hello after blocking the loop BUSY_SECONDS (env, default 0.03) per request, as an
@@ -28,6 +30,20 @@ async def big(scope, receive, send):
         return
     await send({"type": "http.response.start", "status": 200, "headers": BIG_HEADERS})
     await send({"type": "http.response.body", "body": BIG})
+
+
+async def upload(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    n, more = 0, True
+    while more:
+        message = await receive()
+        n += len(message.get("body", b""))
+        more = message.get("more_body", False)
+    body = b"%d" % n
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]})
+    await send({"type": "http.response.body", "body": body})
 
 
 BUSY_SECONDS = float(os.environ.get("BUSY_SECONDS", "0.03"))
