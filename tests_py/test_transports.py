@@ -8,6 +8,8 @@ import asyncio
 import errno
 import inspect
 import logging
+import os
+import select
 import socket
 import sys
 import struct
@@ -483,6 +485,48 @@ def test_pause_reading_from_data_received(loop, family, unix_dir):
         p.str.resume_reading()
 
     pair_test(loop, family, unix_dir, body, server_proto=Pauser)
+
+
+def _epoll_masks(fd):
+    """The events every epoll set of this process has registered for descriptor fd (Linux's
+    /proc fdinfo: "tfd: FD events: MASK ...")."""
+    masks = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") != "anon_inode:[eventpoll]":
+                continue
+            with open(f"/proc/self/fdinfo/{name}") as f:
+                for line in f:
+                    parts = line.split()
+                    if parts[:1] == ["tfd:"] and int(parts[1]) == fd:
+                        masks.append(int(parts[3], 16))
+        except OSError:  # (closed meanwhile)
+            continue
+    return masks
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads epoll's registrations in /proc")
+def test_paused_reading_keeps_its_registration_until_data_comes(gloop, unix_dir):
+    """pause_reading() leaves the read interest registered (a resume then costs no epoll_ctl,
+    as libuv's stop and start); data that comes while paused is not delivered and drops the
+    interest then (no poll reporting it again and again), and resume_reading() delivers it."""
+    async def body(p):
+        fd = p.str.get_extra_info("socket").fileno()
+        assert any(m & select.EPOLLIN for m in _epoll_masks(fd))
+        p.str.pause_reading()
+        await asyncio.sleep(0.01)
+        assert any(m & select.EPOLLIN for m in _epoll_masks(fd)), "kept while nothing came"
+        p.str.resume_reading()
+        p.str.pause_reading()
+        p.ctr.write(b"while paused")
+        await until(lambda: not any(m & select.EPOLLIN for m in _epoll_masks(fd)))
+        await asyncio.sleep(0.01)
+        assert p.spr.data == b""
+        p.str.resume_reading()
+        await until(lambda: p.spr.data == b"while paused")
+        assert any(m & select.EPOLLIN for m in _epoll_masks(fd))
+
+    pair_test(gloop, "tcp", unix_dir, body)
 
 
 def test_pause_reading_after_close(loop):

@@ -39,8 +39,7 @@ type conn struct {
 	l        *loop
 	tr       *C.GLTransport
 	fd       int
-	events   uint32 // epoll interest currently registered
-	reading  bool   // the transport wants data (started, not paused, not closing)
+	reading  bool // the transport wants data (started, not paused, not closing)
 	detached bool
 	dirty    bool // on l.dirty: has writes to flush at the end of this iteration
 
@@ -186,17 +185,27 @@ func (c *conn) want() uint32 {
 	return ev
 }
 
-// update registers the connection's current interest (with the fd's other users').
-func (c *conn) update() {
+// update registers the connection's current interest (with the fd's other users'). Read
+// interest the transport drops (pause_reading) stays registered until an event finds it
+// not reading (onEvent: sync now): a protocol that pauses and resumes reading within a few
+// iterations, as uvicorn's flow control does around each request body, costs no epoll_ctl
+// (was two a request, the pause's and the resume's).
+func (c *conn) update() { c.sync(false) }
+
+// sync is update; now: drop read interest it kept too.
+func (c *conn) sync(now bool) {
 	if c.detached {
 		return
 	}
-	if ev := c.want(); ev != c.events {
-		c.events = ev
-		if e := c.l.fds.get(c.fd); e != nil {
-			c.l.sync(c.fd, e)
-		}
+	e := c.l.fds.get(c.fd)
+	if e == nil || e.conn != c {
+		return
 	}
+	want := c.want()
+	if !e.idle && (want == e.registered || (!now && e.registered&^want == poller.Readable && want&^e.registered == 0)) {
+		return
+	}
+	c.l.sync(c.fd, e)
 }
 
 //export glConnRead
@@ -471,8 +480,10 @@ func glConnFlush(tr *C.GLTransport) (rc C.int) {
 
 // onEvent handles readiness of the connection's socket; false: an exception must propagate.
 func (c *conn) onEvent(ev uint32) bool {
-	if c.reading && ev&(poller.Readable|poller.Error|poller.Hangup) != 0 {
-		if !c.onReadable() {
+	if ev&(poller.Readable|poller.Error|poller.Hangup) != 0 {
+		if !c.reading {
+			c.sync(true) // (read interest kept after a pause: update)
+		} else if !c.onReadable() {
 			return false
 		}
 	}
