@@ -1,6 +1,7 @@
 """goloop serve --interface wsgi: PEP 3333 against real clients (raw sockets, http.client,
 httpx over HTTP/2 and TLS). The apps are wrapped in wsgiref.validate where they keep to
 the rules it checks (its assertions inside the app become a 500 the tests would see)."""
+import hashlib
 import io
 import json
 import logging
@@ -803,6 +804,36 @@ def test_http2_over_tls_and_h2c(certs, tmp_path):
             e = r.json()
             assert (r.http_version, e["SERVER_PROTOCOL"], e["QUERY_STRING"]) == ("HTTP/2", "HTTP/2", "x")
             assert e["HTTP_COOKIE"] == "a=1; b=2"
+
+
+def test_http2_bodies_read_whole_and_in_parts():
+    """Over HTTP/2 (h2c), bodies past the stream's flow-control window: wsgi.input.read() of
+    one with a content-length (taken straight into its result, a window update for each part
+    taken), read(n) in parts, and one without a content-length."""
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("h2")
+    data = os.urandom(1_000_000)
+
+    def app(environ, start_response):
+        inp = environ["wsgi.input"]
+        if environ["PATH_INFO"] == "/parts":
+            parts = []
+            while part := inp.read(70_000):
+                parts.append(part)
+            body = b"".join(parts)
+        else:
+            body = inp.read()
+        out = b"%d %s" % (len(body), hashlib.sha256(body).hexdigest().encode())
+        start_response("200 OK", [("Content-Length", str(len(out)))])
+        return [out]
+
+    want = b"%d %s" % (len(data), hashlib.sha256(data).hexdigest().encode())
+    with serving(app, **WSGI) as server, httpx.Client(http1=False, http2=True, timeout=30) as c:
+        for path in ("/", "/parts"):
+            r = c.post(f"http://127.0.0.1:{server.port}{path}", content=data)
+            assert (r.http_version, r.status_code, r.content) == ("HTTP/2", 200, want)
+        r = c.post(f"http://127.0.0.1:{server.port}/", content=iter([data[:300_000], data[300_000:]]))
+        assert (r.status_code, r.content) == (200, want)
 
 
 def test_auto_interface_detection():
