@@ -194,9 +194,9 @@ def test_input_streams_as_app_reads():
 
 
 def test_input_of_a_known_length_read_in_parts_as_it_arrives():
-    """read() and read(n) of a body with a Content-Length take its parts straight into the
-    result as they arrive (past the first MiB the result grows with them), with readline
-    before and a read at the end."""
+    """read() and large read(n) of a body with a Content-Length take its parts straight into
+    the result as they arrive (past the first MiB the result grows with them); readline and
+    small reads between them are served from the parts taken; a read at the end."""
     body = b"first line\n" + bytes(range(256)) * (3 * 4096 + 7)
     got = {}
 
@@ -204,6 +204,7 @@ def test_input_of_a_known_length_read_in_parts_as_it_arrives():
         inp = environ["wsgi.input"]
         got["line"] = inp.readline()
         got["some"] = inp.read(100_000)
+        got["small"] = b"".join(inp.read(1000) for _ in range(300))  # (served from the parts taken)
         got["rest"] = inp.read()
         got["end"] = inp.read()
         start_response("200 OK", [])
@@ -216,8 +217,8 @@ def test_input_of_a_known_length_read_in_parts_as_it_arrives():
         st, _, out = read_response(s.makefile("rb"))
     assert (st, out) == (200, b"%d" % len(body))
     assert got["line"] == b"first line\n"
-    assert got["line"] + got["some"] + got["rest"] == body
-    assert (len(got["some"]), got["end"]) == (100_000, b"")
+    assert got["line"] + got["some"] + got["small"] + got["rest"] == body
+    assert (len(got["some"]), len(got["small"]), got["end"]) == (100_000, 300_000, b"")
 
 
 def test_input_claimed_length_costs_no_memory_before_the_body():

@@ -46,6 +46,9 @@ static int input_fill(GLWsgiInput *self) {
 /* What a read of a body of known length makes at once before the body arrived: a client
  * claims a Content-Length, its memory grows past this only as the body arrives. */
 #define GL_INPUT_PREALLOC (1 << 20)
+/* A read of fewer bytes, not to the body's end, takes what came as one part (input_fill) and
+ * is served from it: taken straight from Go, each would move the rest of what Go holds. */
+#define GL_INPUT_DIRECT_MIN (64 * 1024)
 
 /* input_fill for a read of want bytes of a body whose length it knows: they go from Go's
  * memory straight into one new part, which begins with *prefix's bytes (what the read took
@@ -136,9 +139,9 @@ static PyObject *input_read_impl(GLWsgiInput *self, Py_ssize_t size, int line) {
         }
         int rc;
         long long rest = self->clen - self->got;  /* (a Content-Length's body yet to take) */
-        if (!line && rest > 0 && !self->eof) {
-            Py_ssize_t have = out ? PyByteArray_GET_SIZE(out) : 0;
-            int to_end = size < 0 || size - have >= rest;
+        Py_ssize_t have = out ? PyByteArray_GET_SIZE(out) : 0;
+        int to_end = size < 0 || size - have >= rest;
+        if (!line && rest > 0 && !self->eof && (to_end || size - have >= GL_INPUT_DIRECT_MIN)) {
             rc = input_fill_to(self, &out, to_end ? (Py_ssize_t)rest : size - have, to_end);
         } else {
             rc = input_fill(self);
