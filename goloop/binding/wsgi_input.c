@@ -14,16 +14,17 @@ static void input_dealloc(GLWsgiInput *self) {
     PyObject_Free(self);
 }
 
-/* Takes the next body part into self->buf: 1, 0 at the end of the body, -1 with an error. */
-static int input_fill(GLWsgiInput *self) {
-    if (self->eof) return 0;
+/* One take of the body from Go (a detached request adopted first; a wait for the client
+ * releases the GIL): into dst, room bytes (glWsgiRecvTo), or, dst NULL, into the thread's
+ * buffer at *p (glWsgiRecv); *n bytes, counted in got; the last part sets eof. GL_RECV_BODY
+ * or GL_RECV_LAST, -1 with the error raised. */
+static int input_recv(GLWsgiInput *self, char *dst, Py_ssize_t room, char **p, Py_ssize_t *n) {
     if (self->job != NULL && gl_wsgi_adopt(self->job) < 0) return -1;
-    char *p = NULL;
-    Py_ssize_t n = 0;
-    int st = glWsgiRecv(self->wid, self->gen, 0, &p, &n);
+    long wid = self->wid, gen = self->gen;
+    int st = dst ? glWsgiRecvTo(wid, gen, 0, dst, room, n) : glWsgiRecv(wid, gen, 0, p, n);
     if (st == GL_RECV_WAIT) {
         Py_BEGIN_ALLOW_THREADS
-        st = glWsgiRecv(self->wid, self->gen, 1, &p, &n);
+        st = dst ? glWsgiRecvTo(wid, gen, 1, dst, room, n) : glWsgiRecv(wid, gen, 1, p, n);
         Py_END_ALLOW_THREADS
     }
     if (st == GL_ERR_GONE) {
@@ -35,7 +36,16 @@ static int input_fill(GLWsgiInput *self) {
         return -1;
     }
     if (st == GL_RECV_LAST) self->eof = 1;
-    self->got += n;
+    self->got += *n;
+    return st;
+}
+
+/* Takes the next body part into self->buf: 1, 0 at the end of the body, -1 with an error. */
+static int input_fill(GLWsgiInput *self) {
+    if (self->eof) return 0;
+    char *p = NULL;
+    Py_ssize_t n = 0;
+    if (input_recv(self, NULL, 0, &p, &n) < 0) return -1;
     PyObject *b = gl_bytes(p, n);
     if (b == NULL) return -1;
     Py_XSETREF(self->buf, b);
@@ -56,7 +66,6 @@ static int input_fill(GLWsgiInput *self) {
  * the read wants the whole rest of the body, want is that rest, the part ends with the
  * body's last. 1, 0 at the end of the body, -1 with an error. */
 static int input_fill_to(GLWsgiInput *self, PyObject **prefix, Py_ssize_t want, int to_end) {
-    if (self->job != NULL && gl_wsgi_adopt(self->job) < 0) return -1;
     Py_ssize_t have = *prefix ? PyByteArray_GET_SIZE(*prefix) : 0, room = want < GL_INPUT_PREALLOC ? want : GL_INPUT_PREALLOC;
     Py_ssize_t got = 0;
     PyObject *b = PyBytes_FromStringAndSize(NULL, have + room);
@@ -69,29 +78,13 @@ static int input_fill_to(GLWsgiInput *self, PyObject **prefix, Py_ssize_t want, 
             if (_PyBytes_Resize(&b, have + room) < 0) return -1;
         }
         /* (room - got == 0 once want arrived: the body's end, RecvLast, is still to come) */
-        char *dst = PyBytes_AS_STRING(b) + have + got;
         Py_ssize_t n = 0;
-        int st = glWsgiRecvTo(self->wid, self->gen, 0, dst, room - got, &n);
-        if (st == GL_RECV_WAIT) {
-            long wid = self->wid, gen = self->gen;
-            Py_BEGIN_ALLOW_THREADS
-            st = glWsgiRecvTo(wid, gen, 1, dst, room - got, &n);
-            Py_END_ALLOW_THREADS
-        }
-        if (st == GL_ERR_GONE || st == GL_RECV_DISCONNECT) {
+        if (input_recv(self, PyBytes_AS_STRING(b) + have + got, room - got, NULL, &n) < 0) {
             Py_DECREF(b);
-            if (st == GL_ERR_GONE) {
-                PyErr_SetString(PyExc_ValueError, "wsgi.input read after its request ended");
-            } else {
-                gl_raise_disconnected();
-            }
             return -1;
         }
-        got += n, self->got += n;
-        if (st == GL_RECV_LAST) {
-            self->eof = 1;
-            break;
-        }
+        got += n;
+        if (self->eof) break;
         /* all it wants; or past the declared length (HTTP/2's peer): input_fill's parts go on */
         if (got == want && (!to_end || n == 0)) break;
     }

@@ -115,9 +115,10 @@ func (r *Request) receive(dst []byte, to bool) (b []byte, n int, st RecvState) {
 		switch {
 		case !to:
 			r.body = nil
-		case n > len(dst):
-			n = copy(dst, b)
-			r.body = r.body[:copy(r.body, r.body[n:])]
+		case n > len(dst): // (what did not fit moves to the front; nothing moves with no room)
+			if n = copy(dst, b); n > 0 {
+				r.body = r.body[:copy(r.body, r.body[n:])]
+			}
 			b = nil
 		default:
 			copy(dst, b)
