@@ -282,6 +282,11 @@ def parse_wrk(out):
     return res
 
 
+def wrk_post(n):
+    """wrk Lua that makes every request a POST with a body of n bytes."""
+    return f'wrk.method = "POST"\nwrk.body = string.rep("x", {n})\n'
+
+
 def make_certs(d):
     """(ca.pem, server.pem, server.key) for 127.0.0.1 / localhost, in directory d."""
     ca, cert, key = (os.path.join(d, n) for n in ("ca.pem", "server.pem", "server.key"))

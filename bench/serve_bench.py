@@ -33,7 +33,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from harness import free_port, make_certs, parse_wrk, stop, tree_cpu, wait_port  # noqa: E402
+from harness import free_port, make_certs, parse_wrk, stop, tree_cpu, wait_port, wrk_post  # noqa: E402
 PY = sys.executable
 APPS = os.path.join(HERE, "servers")  # serve_apps.py
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([APPS, os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
@@ -145,7 +145,7 @@ def run_one(argv, port, path, duration, conns, depth, tls, env=None, server_cpu=
         elif body:
             lua = os.path.join(tempfile.gettempdir(), f"goloop-post-{body}.lua")
             with open(lua, "w") as f:
-                f.write(f'wrk.method = "POST"\nwrk.body = string.rep("x", {body})\n')
+                f.write(wrk_post(body))
             wrk += ["-s", lua]
         tail = ["--", str(depth)] if depth > 1 else []
         subprocess.run(wrk + ["-d1s", url] + tail, capture_output=True, timeout=60)  # warm-up

@@ -46,7 +46,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from harness import free_port, parse_wrk, tree_cpu, tree_pids, wait_port  # noqa: E402
+from harness import free_port, parse_wrk, tree_cpu, tree_pids, wait_port, wrk_post  # noqa: E402
 from wsgi_bench import APPS, ROWS, measure_app_costs, server_argv  # noqa: E402
 
 # (this tool's own: wrk posts --body bytes to it)
@@ -283,7 +283,7 @@ def main():
     with open(args.lua, "w") as f:
         f.write(LUA)
         if args.row in ("echo", "upload"):
-            f.write(f'wrk.method = "POST"\nwrk.body = string.rep("x", {args.body})\n')
+            f.write(wrk_post(args.body))
     configs = []
     for c in args.config:
         label, _, rest = c.partition("=")
