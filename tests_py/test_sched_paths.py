@@ -155,6 +155,28 @@ def test_create_task_loop_name_and_context(loop):
     assert (v1, v2) == ("unset", "given")
 
 
+def test_create_task_on_another_loop_from_a_running_one(loop, loop_kind):
+    # A task made while this thread runs the loop finds it as the running loop; one made then
+    # on a loop that is not running (nor this thread's) must still be that loop's.
+    from loophelpers import close_loop, make_loop
+
+    other = make_loop(loop_kind)
+
+    async def value():
+        return 7
+
+    async def main():
+        mine, theirs = loop.create_task(value()), other.create_task(value())
+        return mine, theirs, await mine
+
+    try:
+        mine, theirs, v = loop.run_until_complete(main())
+        assert mine.get_loop() is loop and theirs.get_loop() is other and v == 7
+        assert other.run_until_complete(theirs) == 7
+    finally:
+        close_loop(other)
+
+
 def test_a_timer_falling_due_inside_a_fast_chain_interrupts_it(loop):
     # The run phase reads the clock only every few iterations of a fast chain: a timer that
     # falls due while the chain runs still runs then, not after the chain.

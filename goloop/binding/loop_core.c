@@ -477,6 +477,20 @@ static PyObject *loop_call_at(GLLoop *self, PyObject *const *args, Py_ssize_t na
 static PyObject *tasks_module, *str_Task, *task_kwnames, *str_create_task_py;
 static PyObject *loop_kwnames;  /* ("loop",) */
 
+/* Whether a Task or Future made now with no loop given finds this one as asyncio's running
+ * loop, cheaply: 3.12+, on the thread running it (run_forever set it as the running loop
+ * before the thread became the owner). A call with no keywords makes no dict and skips
+ * their parsing (~300 instructions a Task). 3.11's running-loop lookup calls getpid(), a
+ * system call, each time: there the loop is always given. */
+static inline int finds_running_loop(GLLoop *self) {
+#if PY_VERSION_HEX >= 0x030C0000
+    return GL_LOAD(self->owner) == gl_thread_ident();
+#else
+    (void)self;
+    return 0;
+#endif
+}
+
 /* Task(args[0], **kwnames' args), asyncio's Task (the C one unless asyncio's was replaced). */
 static PyObject *new_task(GLLoop *self, PyObject *const *args, PyObject *kwnames) {
     if (self->closed) {
@@ -514,8 +528,10 @@ static PyObject *loop_create_task(GLLoop *self, PyObject *const *args, Py_ssize_
     }
     PyObject *targs[4] = {args[0], (PyObject *)self, name, context};
     /* Task(coro, loop=self) when name and context are None (their defaults): a type call
-     * makes a dict of the keywords, and the Task's __init__ parses each one */
-    return new_task(self, targs, name == Py_None && context == Py_None ? loop_kwnames : task_kwnames);
+     * makes a dict of the keywords, and the Task's __init__ parses each one; Task(coro)
+     * where it finds the loop for itself (finds_running_loop) */
+    if (name != Py_None || context != Py_None) return new_task(self, targs, task_kwnames);
+    return new_task(self, targs, finds_running_loop(self) ? NULL : loop_kwnames);
 }
 
 static PyObject *str_create_task, *core_create_task;  /* "create_task", LoopCore's */
@@ -568,6 +584,8 @@ PyObject *gl_loop_create_task_eager(GLLoop *self, PyObject *coro) {
         !own_create_task(self)) {
         return PyObject_CallMethodOneArg((PyObject *)self, str_create_task, coro);
     }
+    /* (the loop given even where the Task would find it, as create_task does: 3.12's
+     * Task.__init__ asks the loop it was given whether it runs, None if none) */
     PyObject *targs[3] = {coro, (PyObject *)self, Py_True};
     return new_task(self, targs, eager_kwnames);
 }
@@ -628,7 +646,7 @@ static PyObject *loop_create_future(GLLoop *self, PyObject *Py_UNUSED(ignored)) 
     PyObject *fut_type = PyObject_GetAttr(futures_module, str_Future);
     if (fut_type == NULL) return NULL;
     PyObject *args[1] = {(PyObject *)self};
-    PyObject *fut = PyObject_Vectorcall(fut_type, args, 0, loop_kwnames);
+    PyObject *fut = PyObject_Vectorcall(fut_type, args, 0, finds_running_loop(self) ? NULL : loop_kwnames);
     Py_DECREF(fut_type);
     return fut;
 }
@@ -1089,6 +1107,24 @@ int gl_blocking_wait(int epfd, void *events, int maxevents, int timeout, int *er
     return n;
 }
 
+/* A tuple of interned keyword names (a NULL-terminated list of up to 4): the callee's parser
+ * finds an interned name by identity, a copy by comparing its characters. */
+static PyObject *names_tuple(const char *n0, ...) {
+    const char *names[4];
+    Py_ssize_t n = 0;
+    va_list ap;
+    va_start(ap, n0);
+    for (const char *p = n0; p != NULL && n < 4; p = va_arg(ap, const char *)) names[n++] = p;
+    va_end(ap);
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; i < n && t != NULL; i++) {
+        PyObject *s = PyUnicode_InternFromString(names[i]);
+        if (s == NULL) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
 int gl_init_loopcore(PyObject *m) {
     if (PyType_Ready(&LoopCoreType) < 0) return -1;
 #if PY_VERSION_HEX < 0x030C0000
@@ -1114,24 +1150,24 @@ int gl_init_loopcore(PyObject *m) {
     if (str_context == NULL) return -1;
     futures_module = PyImport_ImportModule("asyncio.futures");
     str_Future = PyUnicode_InternFromString("Future");
-    loop_kwnames = Py_BuildValue("(s)", "loop");
+    loop_kwnames = names_tuple("loop", NULL);
     if (!futures_module || !str_Future || !loop_kwnames) return -1;
     tasks_module = PyImport_ImportModule("asyncio.tasks");
     str_Task = PyUnicode_InternFromString("Task");
     str_create_task_py = PyUnicode_InternFromString("_create_task_py");
-    task_kwnames = Py_BuildValue("(sss)", "loop", "name", "context");
+    task_kwnames = names_tuple("loop", "name", "context", NULL);
     if (!tasks_module || !str_Task || !str_create_task_py || !task_kwnames) return -1;
     str_create_task = PyUnicode_InternFromString("create_task");
     if (!str_create_task) return -1;
     core_create_task = PyObject_GetAttr((PyObject *)&LoopCoreType, str_create_task);
     if (core_create_task == NULL) return -1;
 #if PY_VERSION_HEX >= 0x030C0000
-    eager_kwnames = Py_BuildValue("(ss)", "loop", "eager_start");
+    eager_kwnames = names_tuple("loop", "eager_start", NULL);
     if (!eager_kwnames) return -1;
 #else
     str_loop = PyUnicode_InternFromString("loop");
     str_name = PyUnicode_InternFromString("name");
-    named_kwnames = Py_BuildValue("(s)", "name");
+    named_kwnames = names_tuple("name", NULL);
     named_kw = PyDict_New();
     if (!str_loop || !str_name || !named_kwnames || !named_kw) return -1;
     {

@@ -417,16 +417,17 @@ static int cython_function_not_coro(PyObject *f) {
 int gl_check_callback(PyObject *cb, const char *method) {
     /* The common cases first, decided as the walk below would: a plain function, and C
      * callables (a Task's step and wakeup wrappers, a Future's bound set_result): an
-     * instance of a static callable type other than those the walk looks into is never a
-     * coroutine. */
+     * instance of a callable type other than those the walk looks into, static or with no
+     * instance dict (3.12+ make _asyncio's types on the heap; the walk asks asyncio only
+     * about objects with a dict), is never a coroutine. */
     PyTypeObject *t = Py_TYPE(cb);
     int coro = 0;
     if (t == &PyFunction_Type) {
         coro = function_is_coro(cb);
         goto decided;
     }
-    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) && t->tp_call != NULL && t != &PyMethod_Type &&
-        t != &PyCoro_Type && (PyObject *)t != partial_type)
+    if ((!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || t->tp_dictoffset == 0) && t->tp_call != NULL &&
+        t != &PyMethod_Type && t != &PyCoro_Type && (PyObject *)t != partial_type)
         return 0;
     coro = PyCoro_CheckExact(cb);
     PyObject *f = cb;

@@ -22,6 +22,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
+from .. import _compat
 from . import accesslog as _serve_accesslog
 
 logger = logging.getLogger("goloop.error")
@@ -40,15 +41,6 @@ def default_threads() -> int:
     return min(32, (os.cpu_count() or 1) + 4)
 
 
-_COROUTINE_MARK = getattr(asyncio.coroutines, "_is_coroutine", object())
-
-
-def _is_coroutine_function(f: Any) -> bool:
-    """asyncio.iscoroutinefunction's test (deprecated from 3.14): inspect's, or asyncio's mark,
-    which unittest.mock's AsyncMock carries."""
-    return inspect.iscoroutinefunction(f) or getattr(f, "_is_coroutine", None) is _COROUTINE_MARK
-
-
 def is_asgi(app: Any) -> bool:
     """What --interface auto decides: ASGI for a class (ASGI 2), a coroutine function or an
     object whose __call__ is one (uvicorn's test), and for any callable that takes three
@@ -57,10 +49,10 @@ def is_asgi(app: Any) -> bool:
     three: Flask's and Django's applications, a plain WSGI function."""
     if inspect.isclass(app):
         return True  # ASGI 2 (a class called with the scope); a WSGI app is an instance or function
-    if _is_coroutine_function(app):
+    if inspect.iscoroutinefunction(app) or _compat.iscoroutinefunction(app):
         return True
     call = app.__call__ if callable(app) else None
-    if call is not None and _is_coroutine_function(call):
+    if call is not None and (inspect.iscoroutinefunction(call) or _compat.iscoroutinefunction(call)):
         return True
     try:
         sig = inspect.signature(app)
