@@ -132,10 +132,14 @@ func glAsgiWsRecv(rid C.long, kind, code *C.int, reason *pyObj) (ret pyObj) {
 		p = (*C.char)(unsafe.Pointer(&data[0]))
 	}
 	switch k {
-	case httpserver.WSText:
-		return C.gl_ws_text(p, C.Py_ssize_t(len(data)))
+	case httpserver.WSText: // (copied into Python: the message's memory goes back)
+		ret = C.gl_ws_text(p, C.Py_ssize_t(len(data)))
+		w.Release(data)
+		return ret
 	case httpserver.WSBinary:
-		return C.gl_bytes(p, C.Py_ssize_t(len(data)))
+		ret = C.gl_bytes(p, C.Py_ssize_t(len(data)))
+		w.Release(data)
+		return ret
 	case httpserver.WSDisconnect:
 		*code = C.int(cd)
 		var rp *C.char

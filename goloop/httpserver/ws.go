@@ -242,6 +242,51 @@ func (w *WS) DenyBody(body []byte, more bool) (int, error) {
 	return w.r.Send(body, more)
 }
 
+// wsMem holds the memory of large messages the application copied out and released, for
+// the next large messages of any session: a message is read by its session's goroutine and
+// released by the application's thread, usually on another P, where a sync.Pool's item put
+// by one is not found by the other. Up to wsMemKeep buffers of wsMemMin..wsMemMax bytes
+// (at most 2 MiB, whatever the number of sessions); a message uses one of at most 4 times
+// its size.
+var wsMem = make(chan []byte, wsMemKeep)
+
+const (
+	wsMemMin  = 4096
+	wsMemMax  = 256 << 10
+	wsMemKeep = 8
+)
+
+// wsCopy: the message's own copy of p (a frame's payload in the read buffer).
+func wsCopy(p []byte) []byte {
+	if len(p) >= wsMemMin {
+		select {
+		case b := <-wsMem:
+			if cap(b) >= len(p) && cap(b) <= 4*len(p) {
+				return append(b[:0], p...)
+			}
+			wsKeep(b)
+		default:
+		}
+	}
+	return append([]byte(nil), p...)
+}
+
+// wsKeep puts b's memory into wsMem (b not used after) if it is of a size kept and there
+// is room.
+func wsKeep(b []byte) {
+	if cap(b) < wsMemMin || cap(b) > wsMemMax {
+		return
+	}
+	select {
+	case wsMem <- b[:0]:
+	default:
+	}
+}
+
+// Release gives back the memory of a message Receive returned, once the application has
+// copied it out (b is not used after): the next large messages reuse it (wsMem).
+func (w *WS) Release(b []byte) { wsKeep(b) }
+
 // Phase tells what the session is: 0 connecting, 1 accepted, 2 HTTP response, 3 closed.
 func (w *WS) Phase() int {
 	w.c.mu.Lock()
@@ -785,7 +830,7 @@ func (w *WS) process() bool {
 				w.fragOp, w.fragZ = op, rsv != 0
 			}
 			if fin && len(w.frag) == 0 {
-				w.message(append([]byte(nil), p...), drop)
+				w.message(wsCopy(p), drop)
 			} else {
 				w.frag = append(w.frag, p...)
 				if !fin && w.fragOp == 1 && w.fragZ && !w.zProbe(cfg.MaxSize) {
@@ -826,7 +871,9 @@ func (w *WS) message(data []byte, drop bool) {
 	}
 	if z {
 		var code int
-		data, code = w.inflate(data, cfg.MaxSize)
+		deflated := data
+		data, code = w.inflate(deflated, cfg.MaxSize)
+		w.Release(deflated) // (inflate's result is memory of its own)
 		if code != 0 {
 			w.fail(code, "")
 			return

@@ -108,6 +108,11 @@ func wsHandshake(t *testing.T, c net.Conn, extra string) (*bufio.Reader, string)
 }
 
 func writeFrame(c net.Conn, first byte, payload []byte, masked bool) {
+	c.Write(frameBytes(first, payload, masked))
+}
+
+// frameBytes: a frame as a client (masked) or a server sends it.
+func frameBytes(first byte, payload []byte, masked bool) []byte {
 	b := []byte{first}
 	n := len(payload)
 	mbit := byte(0)
@@ -131,7 +136,7 @@ func writeFrame(c net.Conn, first byte, payload []byte, masked bool) {
 			p[i] ^= key[i&3]
 		}
 	}
-	c.Write(append(b, p...))
+	return append(b, p...)
 }
 
 func readFrame(t *testing.T, br *bufio.Reader) (first byte, payload []byte) {
