@@ -1033,6 +1033,16 @@ static int loop_set_thread_id(GLLoop *self, PyObject *v, void *closure) {
     return 0;
 }
 
+/* is_running(): asyncio's BaseEventLoop.is_running (`self._thread_id is not None`) without
+ * its Python frame: 3.12+'s eager Tasks (goloop serve's requests) ask it of each one. */
+static PyObject *loop_is_running(GLLoop *self, PyObject *Py_UNUSED(ignored)) {
+    int r;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    r = self->thread_id != Py_None;
+    Py_END_CRITICAL_SECTION();
+    return PyBool_FromLong(r);
+}
+
 static PyGetSetDef loop_getset[] = {
     {"_debug", (getter)loop_get_debug_attr, (setter)loop_set_debug_attr, NULL, NULL},
     {"_closed", (getter)loop_get_closed_attr, (setter)loop_set_closed_attr, NULL, NULL},
@@ -1064,6 +1074,7 @@ static PyMethodDef loop_methods[] = {
     {"create_task", (PyCFunction)(void (*)(void))loop_create_task, METH_FASTCALL | METH_KEYWORDS,
      "create_task(coro, *, name=None, context=None) -> asyncio.Task"},
     {"get_debug", (PyCFunction)loop_get_debug, METH_NOARGS, NULL},
+    {"is_running", (PyCFunction)loop_is_running, METH_NOARGS, "Whether a thread runs the loop now."},
     {"stop", (PyCFunction)loop_stop, METH_NOARGS, "Stop the loop after the current iteration."},
     {"_run_core", (PyCFunction)loop_run_core, METH_NOARGS, NULL},
     {"_close_core", (PyCFunction)loop_close_core, METH_NOARGS, NULL},
