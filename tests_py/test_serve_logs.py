@@ -295,3 +295,49 @@ def test_an_application_call_that_fails_at_once_is_logged_as_such():
     assert (st, hdrs.get("connection"), rest) == (500, "close", b"Internal Server Error")
     errs = [r for r in h.records if r.getMessage().startswith("Exception in ASGI application")]
     assert len(errs) == 1 and str(errs[0].exc_info[1]) == "sync boom", [r.getMessage() for r in h.records]
+
+
+def test_access_lines_written_straight_match_logging(monkeypatch):
+    """With goloop's own logging, an access line is written to its handler's stream without a
+    LogRecord, the same bytes logging would write; anything of the operator's or the
+    application's (a filter, a handler's level, logging.disable) sends it through logging."""
+    import io
+
+    from goloop.serve import accesslog
+
+    root = logging.getLogger("goloop")
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "propagate", root.propagate)
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr(accesslog, "default_logging", None)
+    _serve_config.configure_logging("info")
+    h = root.handlers[0]
+    out = io.StringIO()
+    h.setStream(out)
+    access = logging.getLogger("goloop.access")
+    records = []
+    make = access.makeRecord
+    monkeypatch.setattr(access, "makeRecord", lambda *a, **k: records.append(a) or make(*a, **k))
+    args = ('%s - "%s %s HTTP/%s" %d %s', "10.0.0.1:5000", "GET", "/a?b=1", "1.1", 404, "Not Found")
+
+    accesslog.info(access, *args)
+    straight = out.getvalue()
+    assert straight == 'INFO:     10.0.0.1:5000 - "GET /a?b=1 HTTP/1.1" 404 Not Found\n' and records == []
+
+    seen = []
+    h.addFilter(lambda r: seen.append(r.getMessage()) or True)  # the operator's filter sees it
+    accesslog.info(access, *args)
+    assert out.getvalue() == straight * 2 and len(records) == 1 and seen == [straight[10:-1]]
+    h.filters.clear()
+
+    h.setLevel(logging.WARNING)
+    accesslog.info(access, *args)
+    h.setLevel(logging.NOTSET)
+    logging.disable(logging.INFO)
+    try:
+        accesslog.info(access, *args)
+    finally:
+        logging.disable(logging.NOTSET)
+    assert out.getvalue() == straight * 2
+    accesslog.info(access, "%s", "plain")
+    assert out.getvalue().endswith("\nINFO:     plain\n") and len(records) == 2

@@ -5,6 +5,7 @@ module.
 """
 from __future__ import annotations
 
+import logging
 import time
 from http import HTTPStatus
 from typing import Any, Callable
@@ -81,3 +82,36 @@ def header(headers: list, name: bytes) -> str | None:
         if k == name:
             return v.decode("latin-1")
     return None
+
+
+# goloop's own logging (goloop.serve.config.configure_logging): the "goloop" logger, its
+# stderr handler and that handler's formatter, or None while goloop has not configured it
+default_logging: tuple[logging.Logger, logging.Handler, logging.Formatter] | None = None
+
+_INFO_PREFIX = "INFO:".ljust(9) + " "  # (the formatter's "%(levelprefix)s " for INFO)
+
+
+def info(logger: logging.Logger, msg: str, *args: Any) -> None:
+    """logger.info(msg, *args), the access line. Where the record would only go through
+    goloop's own logging (default_logging: no handler, filter or record factory of the
+    application's or of a --log-config, the level allowing INFO), the line is written
+    straight to the handler's stream, under its lock, as its formatter would write it:
+    building and formatting a LogRecord costs ~7 µs a request, the line ~2."""
+    d = default_logging
+    if d is not None and logger.isEnabledFor(logging.INFO):
+        parent, h, fmt = d
+        hs = parent.handlers
+        if (logger.parent is parent and logger.propagate and not logger.handlers and not logger.filters
+                and len(hs) == 1 and hs[0] is h and not parent.filters and not parent.propagate
+                and h.formatter is fmt and not h.filters and h.level <= logging.INFO
+                and logging.getLogRecordFactory() is logging.LogRecord):
+            line = _INFO_PREFIX + (msg % args if args else msg) + h.terminator
+            with h.lock:
+                try:
+                    stream = h.stream
+                    stream.write(line)
+                    stream.flush()
+                    return
+                except Exception:
+                    pass  # logging's own path writes it or reports why not
+    logger.info(msg, *args)

@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Any
 
+from . import accesslog as _serve_accesslog
 from . import h3 as _serve_h3
 from . import ops as _serve_ops
 from . import static as _serve_static
@@ -235,6 +236,7 @@ def configure_logging(level: Any) -> None:
         h.setFormatter(_Formatter())
         root.addHandler(h)
         root.propagate = False
+        _serve_accesslog.default_logging = (root, h, h.formatter)  # (its access lines' fast path)
     root.setLevel(lvl)
 
 

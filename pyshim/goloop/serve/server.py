@@ -236,19 +236,18 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
                     path += "?" + scope["query_string"].decode("ascii", "replace")
                 if scope["type"] == "websocket":
                     status = send._status()
-                    access_logger.info('%s - "WebSocket %s" %s', addr, path,
-                                       "[accepted]" if status == 101 else (status or 500))
+                    args = ('%s - "WebSocket %s" %s', addr, path, "[accepted]" if status == 101 else (status or 500))
                 elif line is not None:  # --access-log-fmt (goloop.serve.accesslog)
                     h = scope["headers"]
-                    access_logger.info(*line(addr, scope["method"], quote(scope["root_path"] + scope["path"]),
-                                             scope["query_string"].decode("ascii", "replace"), scope["http_version"],
-                                             send._status() or 500, size, (loop.time() - t0) * 1e3 if t0 else 0.0,
-                                             _serve_accesslog.header(h, b"user-agent"),
-                                             _serve_accesslog.header(h, b"referer")))
+                    args = line(addr, scope["method"], quote(scope["root_path"] + scope["path"]),
+                                scope["query_string"].decode("ascii", "replace"), scope["http_version"],
+                                send._status() or 500, size, (loop.time() - t0) * 1e3 if t0 else 0.0,
+                                _serve_accesslog.header(h, b"user-agent"), _serve_accesslog.header(h, b"referer"))
                 else:  # uvicorn's line: 127.0.0.1:50000 - "GET / HTTP/1.1" 200 OK
                     status = send._status() or 500
-                    access_logger.info('%s - "%s %s HTTP/%s" %d %s', addr, scope["method"], path,
-                                       scope["http_version"], status, _PHRASES.get(status, ""))
+                    args = ('%s - "%s %s HTTP/%s" %d %s', addr, scope["method"], path, scope["http_version"], status,
+                            _PHRASES.get(status, ""))
+                _serve_accesslog.info(access_logger, *args)
             if max_requests:
                 count += 1
                 if count >= max_requests:

@@ -110,7 +110,8 @@ def drain(srv: Any, _goloop: Any, line: Any) -> None:
     out = json.loads(_goloop._static_log(srv))
     for addr, method, path, proto, status, size, dur, ua, referer in out["records"]:
         path, _, query = path.partition("?")
-        access_logger.info(*line(addr, method, path, query, proto, status, size, dur / 1e6, ua, referer))
+        _serve_accesslog.info(access_logger,
+                              *line(addr, method, path, query, proto, status, size, dur / 1e6, ua, referer))
     if out["dropped"]:
         logger.warning("access log: %d static responses not logged (too many at once)", out["dropped"])
 

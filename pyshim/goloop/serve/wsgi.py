@@ -140,11 +140,12 @@ def _access_logger(server: Any, max_requests: int | None, log: bool):
             if environ.get("REMOTE_PORT"):
                 addr = f"{addr}:{environ['REMOTE_PORT']}"
             t0 = environ.get("goloop.t0")
-            access_logger.info(*line(addr, environ["REQUEST_METHOD"],
-                                     quote(environ["SCRIPT_NAME"] + environ["PATH_INFO"], safe="/:@!$&'()*+,;=-._~"),
-                                     environ["QUERY_STRING"], environ["SERVER_PROTOCOL"].removeprefix("HTTP/"),
-                                     status, None, (time.perf_counter() - t0) * 1e3 if t0 else 0.0,
-                                     environ.get("HTTP_USER_AGENT"), environ.get("HTTP_REFERER")))
+            _serve_accesslog.info(access_logger, *line(
+                addr, environ["REQUEST_METHOD"],
+                quote(environ["SCRIPT_NAME"] + environ["PATH_INFO"], safe="/:@!$&'()*+,;=-._~"),
+                environ["QUERY_STRING"], environ["SERVER_PROTOCOL"].removeprefix("HTTP/"),
+                status, None, (time.perf_counter() - t0) * 1e3 if t0 else 0.0,
+                environ.get("HTTP_USER_AGENT"), environ.get("HTTP_REFERER")))
         elif log:
             addr = environ.get("REMOTE_ADDR") or "-"
             if environ.get("REMOTE_PORT"):
@@ -153,8 +154,8 @@ def _access_logger(server: Any, max_requests: int | None, log: bool):
             if environ["QUERY_STRING"]:
                 path += "?" + environ["QUERY_STRING"]
             # uvicorn's line, as goloop serve's ASGI one: 127.0.0.1:50000 - "GET / HTTP/1.1" 200 OK
-            access_logger.info('%s - "%s %s %s" %d %s', addr, environ["REQUEST_METHOD"], path,
-                               environ["SERVER_PROTOCOL"], status, _PHRASES.get(status, ""))
+            _serve_accesslog.info(access_logger, '%s - "%s %s %s" %d %s', addr, environ["REQUEST_METHOD"], path,
+                                  environ["SERVER_PROTOCOL"], status, _PHRASES.get(status, ""))
         if max_requests:
             with lock:
                 count += 1
