@@ -8,6 +8,10 @@
 //
 //	{"rps":..., "p50_us":..., "p99_us":..., "bytes":..., "errors":...}
 //
+// With -ws PATH each connection first makes a WebSocket handshake (GET PATH) and each
+// message is a binary WebSocket message (a masked frame) whose echo is one frame back:
+// an ASGI server's WebSocket echo (bench/ws_bench.py).
+//
 // rps is round trips per second during the measured window, p50_us/p99_us are
 // round-trip latencies in microseconds, bytes is the number of echoed bytes
 // received during the window and errors counts connection failures, short
@@ -67,7 +71,11 @@ func main() {
 	engine := flag.String("engine", "epoll", "client engine: epoll (one thread, raw epoll: cheapest per request) or net (a goroutine per connection)")
 	rate := flag.Float64("rate", 0, "requests per second in all, paced per connection (epoll engine; 0: each connection sends its next message as soon as the echo is back)")
 	useTLS := flag.Bool("tls", false, "speak TLS (implies -engine net; the server certificate is not verified: loopback benchmark)")
+	flag.StringVar(&wsPath, "ws", "", "WebSocket: handshake on PATH, then each message is a binary message (implies -engine net)")
 	flag.Parse()
+	if wsPath != "" {
+		*engine = "net"
+	}
 	if *useTLS {
 		*engine = "net"
 		tlsConfig = &tls.Config{InsecureSkipVerify: true}
@@ -183,6 +191,15 @@ func (w *worker) run(id int, network, target string, size int, phase *atomic.Int
 			conn = tc
 		}
 		conn.SetDeadline(deadline)
+		var ws *wsConn
+		if wsPath != "" {
+			if ws, err = wsOpen(conn, target, size); err != nil {
+				w.fail(err)
+				conn.Close()
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+		}
 		for {
 			p := phase.Load()
 			if p == phaseStop {
@@ -197,10 +214,12 @@ func (w *worker) run(id int, network, target string, size int, phase *atomic.Int
 				msg[0] = byte(seq)
 			}
 			t := time.Now()
-			if _, err = conn.Write(msg); err != nil {
-				break
+			if ws != nil {
+				err = ws.roundTrip(msg, buf)
+			} else if _, err = conn.Write(msg); err == nil {
+				_, err = io.ReadFull(conn, buf)
 			}
-			if _, err = io.ReadFull(conn, buf); err != nil {
+			if err != nil {
 				break
 			}
 			rtt := time.Since(t)

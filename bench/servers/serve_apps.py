@@ -6,6 +6,8 @@
                its length answered
     starlette  Starlette, an async endpoint returning JSONResponse (GET /json)
     fastapi    FastAPI, GET /items/{item_id} with a path parameter and a Pydantic response model
+    ws_echo    raw ASGI WebSocket: accepts, then sends back each message as it came (bytes or
+               text) until the client disconnects (bench/ws_bench.py)
     busy       hello after blocking the loop BUSY_SECONDS (env, default 0.03) per request, as an
                application with CPU work does (bench/keepalive_busy_loop.py)
 """
@@ -44,6 +46,21 @@ async def upload(scope, receive, send):
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def ws_echo(scope, receive, send):
+    if scope["type"] != "websocket":
+        return
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    while True:
+        message = await receive()
+        if message["type"] != "websocket.receive":
+            return
+        if message.get("bytes") is not None:
+            await send({"type": "websocket.send", "bytes": message["bytes"]})
+        else:
+            await send({"type": "websocket.send", "text": message["text"]})
 
 
 BUSY_SECONDS = float(os.environ.get("BUSY_SECONDS", "0.03"))
