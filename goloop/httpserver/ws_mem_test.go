@@ -102,3 +102,23 @@ func BenchmarkWSReceive(b *testing.B) {
 		}
 	}
 }
+
+// unmask and unmaskAt equal the byte-by-byte XOR of RFC 6455 5.3 at every length around its
+// 32- and 8-byte steps and at every offset into the key.
+func TestUnmaskEveryLength(t *testing.T) {
+	key := []byte{0x12, 0x9a, 0x00, 0xff}
+	for n := 0; n <= 200; n++ {
+		for off := 0; off < 4; off++ {
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = byte(i*31 + n)
+			}
+			want := make([]byte, n)
+			for i := range p {
+				want[i] = p[i] ^ key[(off+i)&3]
+			}
+			unmaskAt(p, key, off)
+			require.Equal(t, want, p, "n %d off %d", n, off)
+		}
+	}
+}
