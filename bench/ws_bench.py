@@ -100,7 +100,7 @@ def main():
             command=f"python3 bench/ws_bench.py --results --sizes {args.sizes} --conns {args.conns} "
                     f"--duration {args.duration} --rounds {args.rounds}",
             method=__doc__.split("\n\n")[1].replace("\n", " "), better="lower",
-            columns=["row", *servers], units={s: "µs" for s in servers}, rows=rows, compare=others,
+            columns=["row", *servers], units={s: "µs" for s in servers}, rows=rows, compare=others, goloop=first,
             row_label="workload", modules=("uvicorn", "uvloop", "granian", "websockets"))
         render.main([])
 
