@@ -85,10 +85,9 @@ def header(headers: list, name: bytes) -> str | None:
 
 
 # goloop's own logging (goloop.serve.config.configure_logging): the "goloop" logger, its
-# stderr handler and that handler's formatter, or None while goloop has not configured it
-default_logging: tuple[logging.Logger, logging.Handler, logging.Formatter] | None = None
-
-_INFO_PREFIX = "INFO:".ljust(9) + " "  # (the formatter's "%(levelprefix)s " for INFO)
+# stderr handler, that handler's formatter and what the formatter writes before an INFO
+# message, or None while goloop has not configured it
+default_logging: tuple[logging.Logger, logging.Handler, logging.Formatter, str] | None = None
 
 
 def info(logger: logging.Logger, msg: str, *args: Any) -> None:
@@ -99,13 +98,13 @@ def info(logger: logging.Logger, msg: str, *args: Any) -> None:
     building and formatting a LogRecord costs ~7 µs a request, the line ~2."""
     d = default_logging
     if d is not None and logger.isEnabledFor(logging.INFO):
-        parent, h, fmt = d
+        parent, h, fmt, prefix = d
         hs = parent.handlers
         if (logger.parent is parent and logger.propagate and not logger.handlers and not logger.filters
                 and len(hs) == 1 and hs[0] is h and not parent.filters and not parent.propagate
                 and h.formatter is fmt and not h.filters and h.level <= logging.INFO
                 and logging.getLogRecordFactory() is logging.LogRecord):
-            line = _INFO_PREFIX + (msg % args if args else msg) + h.terminator
+            line = prefix + (msg % args if args else msg) + h.terminator
             with h.lock:
                 try:
                     stream = h.stream
