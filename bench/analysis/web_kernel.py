@@ -19,6 +19,12 @@ with `perf stat -p` on every process of the tree; rounds alternate the servers' 
 Prints per (app, test, server) the median over the rounds of each count per request, and
 the threads that ran (by their share of the tree's CPU). CPU times here are those of a
 loaded machine (for the idle machine's figures run bench/web_bench.py); the counts are not.
+
+--profile N records the measured run with `perf record` too (cpu-clock samples, no
+hardware counters needed) and prints, in µs of CPU per request, each shared object's part
+(the kernel, libpython, _goloop, uvloop, asyncpg, ...) and the N symbols with the most,
+so two servers' time on the same application can be set side by side (GOLOOP_DEBUG_SYMBOLS=1
+builds give goloop's symbols).
 """
 from __future__ import annotations
 
@@ -137,6 +143,24 @@ def perf_stop(proc, path):
     return counts
 
 
+def record_start(pids, path):
+    return subprocess.Popen(["perf", "record", "-q", "-F", "1999", "-e", "cpu-clock", "-o", path,
+                             "-p", ",".join(str(p) for p in pids)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def record_shares(path, sort):
+    """[(share %, key)] of a perf.data by `sort` (dso, or dso,sym)."""
+    out = subprocess.run(["perf", "report", "-i", path, "--stdio", "-q", "--sort", sort,
+                          "--percent-limit", "0.2" if sort == "dso" else "0.02"], capture_output=True, text=True, timeout=300).stdout
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(.*)$", line)
+        if m:
+            rows.append((float(m.group(1)), " ".join(m.group(2).split())))
+    return rows
+
+
 def server_env(cluster):
     """The servers' environment: the private cluster's, the apps' pool size, bench/web and this
     checkout's goloop first on PYTHONPATH."""
@@ -203,9 +227,11 @@ def measure(app, spec, path, args, env):
         pids = tree_pids(proc.pid)
         fd, out = tempfile.mkstemp(prefix="web-kernel-ab-", suffix=".txt")
         os.close(fd)
+        rec = out + ".data"
         try:
             t0 = thread_stats(pids)
             perf = perf_start(pids, out)
+            recorder = record_start(pids, rec) if args.profile else None
             time.sleep(0.3)  # perf attached
             samples: dict = {}
             stop_sampling = sample_wchan(pids, samples)
@@ -215,8 +241,15 @@ def measure(app, spec, path, args, env):
                 stop_sampling()
             counts = perf_stop(perf, out)
             t1 = thread_stats(tree_pids(proc.pid))
+            profile = None
+            if recorder is not None:
+                recorder.send_signal(signal.SIGINT)
+                recorder.wait(60)
+                profile = {"dso": record_shares(rec, "dso"), "sym": record_shares(rec, "dso,sym")}
         finally:
             os.unlink(out)
+            if os.path.exists(rec):
+                os.unlink(rec)
     n = res["n"]
     tck = os.sysconf("SC_CLK_TCK")
     per = {k: v / n for k, v in counts.items()}
@@ -240,7 +273,23 @@ def measure(app, spec, path, args, env):
     per["sys_us"] = per["cpu_us"] - per["user_us"] if per["user_us"] is not None else None
     per["threads_ran"] = len(threads)
     return {"rps": res["value"], "p99_us": res.get("p99_us"), "errors": res["errors"], "per": per,
-            "threads": threads, "clock_ticks": tck}
+            "threads": threads, "clock_ticks": tck, "profile": profile}
+
+
+def print_profile(rs, top):
+    """The rounds' profiles in µs per request (each share of that round's CPU per request), the
+    median over the rounds: by shared object, then the top symbols."""
+    for kind, limit in (("dso", 12), ("sym", top)):
+        per: dict = {}
+        for r in rs:
+            if r.get("profile"):
+                for share, key in r["profile"][kind]:
+                    per.setdefault(key, []).append(share / 100 * r["per"]["cpu_us"])
+        rows = sorted(((statistics.median(v + [0] * (len(rs) - len(v))), k) for k, v in per.items()),
+                      reverse=True)[:limit]
+        print(f"  {'by shared object' if kind == 'dso' else 'top symbols'} (µs per request):")
+        for us, key in rows:
+            print(f"    {us:8.1f}  {key[:110]}")
 
 
 def main():
@@ -253,6 +302,8 @@ def main():
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--threads", type=int, default=6, help="threads listed per server")
     ap.add_argument("--json", help="write every round's figures here")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="perf record the measured run: µs per request by shared object and the N top symbols")
     args = ap.parse_args()
     specs = args.servers.split(",")
     runs: dict = {}
@@ -293,6 +344,8 @@ def main():
         for t in rs[-1]["threads"][:args.threads]:
             print(f"    {t['tid']:>8} {t['comm'][:16]:16} {t['cpu_us']:8.1f} {t['wait_us']:8.1f} "
                   f"{t['vol']:6.3f} {t['invol']:6.3f}  {t['wchan']}")
+        if args.profile:
+            print_profile(rs, args.profile)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"app": a, "test": t, "server": s, "rounds": rs} for (a, t, s), rs in runs.items()], f,
