@@ -1178,6 +1178,32 @@ def test_thousand_connections(loop, family, unix_dir):
     run(loop, main(), timeout=50)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("size", [100, 3 << 20])
+def test_mutable_buffers_are_sent_as_they_were_at_write(loop, family, unix_dir, size):
+    # asyncio sends a mutable buffer (bytearray, memoryview: asyncpg writes memoryviews) at
+    # once when nothing is queued, and copies what the socket did not take: changing the
+    # buffer after write() returns must not change what the peer gets, whether it all went
+    # (100 bytes) or most waits for the peer to read (3 MiB), and bytes objects written
+    # before and after keep their order.
+    async def body(p):
+        a = bytearray(b"a" * size)
+        m = bytearray(b"m" * size)
+        p.ctr.write(a)
+        a[:] = b"x" * size
+        p.ctr.write(b"<bytes>")
+        p.ctr.write(memoryview(m)[1:])
+        m[:] = b"y" * size
+        p.ctr.write(memoryview(b"<ro>"))
+        p.ctr.write(b"<end>")
+        want = b"a" * size + b"<bytes>" + b"m" * (size - 1) + b"<ro><end>"
+        await until(lambda: len(p.spr.data) >= len(want), timeout=30)
+        assert bytes(p.spr.data) == want
+        assert p.ctr.get_write_buffer_size() == 0
+
+    pair_test(loop, family, unix_dir, body)
+
+
 def test_write_non_contiguous_memoryview(loop):
     contexts = []
     loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))

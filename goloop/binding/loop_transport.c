@@ -154,6 +154,24 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
         PyBuffer_Release(&view);
         return gl_call_method0((PyObject *)self, "_write_after_conn_lost");
     }
+    char *buf = (char *)view.buf;
+    Py_ssize_t len = view.len;
+    int is_bytes = PyBytes_CheckExact(data);
+    if (self->write_size == 0 && self->nwstage == 0 && self->wloop != NULL && wstage_sendable(self) &&
+        (!is_bytes || !wstage_ok(self, len))) {
+        /* Nothing queued, and data may not wait in C for the end of the iteration (a mutable
+         * buffer, as asyncpg's memoryviews; or past the high-water mark): to the socket at
+         * once, as asyncio's write() does, without a call into Go when it all goes. What
+         * is left (EAGAIN, part sent) or a failure goes to Go's path, which sends or
+         * queues the rest, or reports the error. */
+        struct iovec iov = {.iov_base = buf, .iov_len = (size_t)len};
+        ssize_t k = gl_sock_sendv(self->sock_fd, &iov, 1);
+        if (k == len) {
+            PyBuffer_Release(&view);
+            Py_RETURN_NONE;
+        }
+        if (k > 0) buf += k, len -= k;
+    }
     if (self->write_size == 0 && !self->fixed_ctx) {
         /* The context later sends of this data call back in (resume_writing, the drain after
          * close()): asyncio's writer handle, made by the write() that leaves data queued. */
@@ -164,12 +182,11 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
         }
         Py_XSETREF(self->wctx, ctx);
     }
-    if (PyBytes_CheckExact(data) && wstage_ok(self, view.len) &&
-        wstage_push(self, data, (char *)view.buf, view.len) == 0) {
+    if (is_bytes && wstage_ok(self, len) && wstage_push(self, data, buf, len) == 0) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
-    int rc = glConnWrite(self, data, (char *)view.buf, view.len, PyBytes_CheckExact(data), 0);
+    int rc = glConnWrite(self, data, buf, len, is_bytes, 0);
     PyBuffer_Release(&view);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
