@@ -250,6 +250,41 @@ def tree_cpu(pid):
     return sum(proc_cpu_seconds(p) or 0.0 for p in tree_pids(pid))
 
 
+# ---------- servers measured together: CPU cgroups of equal weight ----------
+
+CG_ROOTS = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup")  # cgroup v1's cpu controller, or v2's root
+
+
+def cgroup_make(name):
+    """A CPU cgroup `name` of the default weight (v1 cpu.shares 1024, v2 cpu.weight 100): every
+    group gets the same share of core 0 whatever its number of threads. Its path, or SystemExit."""
+    for root in CG_ROOTS:
+        for knob, value in (("cpu.shares", "1024"), ("cpu.weight", "100")):
+            if os.path.exists(os.path.join(root, knob)) or (knob == "cpu.weight" and os.path.exists(
+                    os.path.join(root, "cgroup.subtree_control"))):
+                path = os.path.join(root, name)
+                try:
+                    os.makedirs(path, exist_ok=True)
+                    if os.path.exists(os.path.join(path, knob)):
+                        with open(os.path.join(path, knob), "w") as f:
+                            f.write(value)
+                        return path
+                except OSError:
+                    continue
+    raise SystemExit("measuring servers together needs a writable CPU cgroup (v1 /sys/fs/cgroup/cpu or v2 with the cpu "
+                     "controller; run as root)")
+
+
+def cgroup_add(path, pid):
+    for p in tree_pids(pid):
+        try:
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(p))
+        except OSError:
+            pass
+
+
+
 def taskset(cpu):
     return ["taskset", "-c", cpu] if shutil.which("taskset") else []
 

@@ -46,7 +46,7 @@ REPO = os.path.dirname(HERE)
 WEB = os.path.join(HERE, "web")
 sys.path.insert(0, HERE)
 sys.path.insert(0, WEB)
-from harness import free_port, parse_wrk, stop, tree_cpu, wait_port  # noqa: E402
+from harness import cgroup_add, cgroup_make, free_port, parse_wrk, stop, tree_cpu, wait_port  # noqa: E402
 
 import pg  # noqa: E402
 
@@ -225,6 +225,85 @@ def run_pair(app, server, tests, args, env, cluster):
         return {t: f"failed: {exc}" for t in tests if t not in out} | out
 
 
+def wrk_argv(port, path, depth, conns):
+    """wrk's command line for a cell, on the client core, without its duration."""
+    wrk = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c", str(conns), "--latency"]
+    if depth > 1:
+        wrk += ["-s", os.path.join(HERE, "pipeline.lua")]
+    return wrk, [f"http://127.0.0.1:{port}{path}"] + (["--", str(depth)] if depth > 1 else [])
+
+
+def run_app_together(app, servers, tests, args, env, cluster):
+    """One round of --together for app: every server of servers at once, each validated, its
+    process tree in a CPU cgroup of its own on core 0 (equal weights: each gets the same part
+    of the core, whatever its threads or processes), each under its own wrk on core 1, over
+    the same seconds for each test. {(server, test): result dict or "failed: ..."}."""
+    import validate
+
+    out = {}
+    with contextlib.ExitStack() as stack:
+        running = []
+        for i, server in enumerate(servers):
+            try:
+                r = stack.enter_context(served(app, server, env))
+            except Exception as exc:  # noqa: BLE001
+                print(f"# {app} / {server}: failed: {exc}", flush=True)
+                out.update({(server, t): f"failed: {exc}" for t in tests})
+                continue
+            if r is None:
+                out.update({(server, t): "not installed" for t in tests})
+                continue
+            proc, port = r
+            problems = validate.validate(f"http://127.0.0.1:{port}", cluster.admin_dsn,
+                                         repeat=args.validate_repeat, tests=tests)
+            if problems:
+                msg = "; ".join(problems[:6])
+                print(f"# {app} / {server}: VALIDATION FAILED: {msg}", flush=True)
+                out.update({(server, t): f"failed validation: {msg}" for t in tests})
+                continue
+            cgroup_add(cgroup_make(f"goloop-web-{i}"), proc.pid)
+            running.append((server, proc, port))
+        for t in tests:
+            _, path, depth = TESTS[t]
+            cmds = [wrk_argv(port, path, depth, args.connections) for _, _, port in running]
+            warm = [subprocess.Popen(w + ["-d1s"] + tail, stdout=subprocess.DEVNULL) for w, tail in cmds]
+            for w in warm:
+                w.wait(timeout=60)
+            c0 = [tree_cpu(proc.pid) for _, proc, _ in running]
+            runs = [subprocess.Popen(w + [f"-d{args.duration}s"] + tail, stdout=subprocess.PIPE, text=True)
+                    for w, tail in cmds]
+            outs = [r.communicate(timeout=args.duration + 60)[0] for r in runs]
+            c1 = [tree_cpu(proc.pid) for _, proc, _ in running]
+            for (server, _, _), o, a, b in zip(running, outs, c0, c1):
+                res = parse_wrk(o)
+                if res is None or not res.get("n"):
+                    out[(server, t)] = "failed: wrk output: " + o[-200:]
+                    continue
+                res["cpu_us"] = (b - a) * 1e6 / res["n"]
+                out[(server, t)] = res
+            print(f"#   {app:9} {t:9} " + "  ".join(
+                f"{s} {out[(s, t)]['cpu_us']:.1f}" if isinstance(out[(s, t)], dict) else f"{s} -"
+                for s, _, _ in running) + " µs CPU/req", flush=True)
+    return out
+
+
+def paired(results, app, tests, servers):
+    """{(test, peer): (median, spread)} of peer's CPU per request over goloop serve's, paired
+    by round (each round's servers measured at once: the ratio of a round is free of the
+    machine's drift between rounds)."""
+    out = {}
+    for t in tests:
+        mine = results.get((app, "goloop serve", t)) or []
+        for s in servers:
+            if s == "goloop serve":
+                continue
+            rs = [b["cpu_us"] / a["cpu_us"] for a, b in zip(mine, results.get((app, s, t)) or [])
+                  if isinstance(a, dict) and isinstance(b, dict) and a["cpu_us"] and b["cpu_us"]]
+            if rs:
+                out[(t, s)] = (statistics.median(rs), max(rs) / min(rs) - 1)
+    return out
+
+
 def summarize(cells):
     """The rounds of one cell -> the median result and the CPU spread (max/min - 1)."""
     ok = [c for c in cells if isinstance(c, dict)]
@@ -251,6 +330,9 @@ def main():
     ap.add_argument("--validate-only", action="store_true", help="validate every pair, measure nothing")
     ap.add_argument("--results", action="store_true", help="write bench/results/web-<app>.json and render")
     ap.add_argument("--note", action="append", default=[], help="a note recorded with the results")
+    ap.add_argument("--together", action="store_true",
+                    help="measure an app's servers at once, each in a CPU cgroup of equal weight on core 0 under "
+                         "its own wrk: each round's ratios are free of the machine's drift (needs root)")
     ap.add_argument("--update", action="store_true",
                     help="with --results: replace only the measured servers' and tests' cells of the "
                          "existing bench/results/web-<app>.json, keeping the other cells (said in a note)")
@@ -285,6 +367,14 @@ def main():
               flush=True)
         for rnd in range(1 if args.validate_only else args.rounds):
             print(f"# round {rnd + 1}", flush=True)
+            if args.together and not args.validate_only:
+                for app in apps:
+                    servers = [s for a, s in pairs if a == app]
+                    k = rnd % len(servers)
+                    got = run_app_together(app, servers[k:] + servers[:k], tests, args, env, cluster)
+                    for (server, t), r in got.items():
+                        results.setdefault((app, server, t), []).append(r)
+                continue
             for app, server in pairs:
                 if args.validate_only:
                     r = run_pair(app, server, tests, args, env, cluster)["validation"]
@@ -297,8 +387,15 @@ def main():
         sys.exit(0 if all(r == ["OK"] for r in results.values()) else 1)
     summary = {k: summarize(v) for k, v in results.items()}
     print_table(summary, apps, pairs, tests)
+    ratios = {}
+    if args.together:
+        print("\neach peer's CPU per request over goloop serve's, paired by round (median; spread)")
+        for app in apps:
+            ratios[app] = paired(results, app, tests, [s for a, s in pairs if a == app])
+            for (t, s), (m, sp) in ratios[app].items():
+                print(f"  {app:9} {t:9} {s:16} {m:5.2f}x (±{sp * 100:.0f}%)")
     if args.results:
-        write_results(summary, apps, pairs, tests, args)
+        write_results(summary, apps, pairs, tests, args, ratios)
 
 
 def _interrupted(signum, frame):
@@ -322,7 +419,7 @@ def print_table(summary, apps, pairs, tests):
             print(line)
 
 
-def write_results(summary, apps, pairs, tests, args):
+def write_results(summary, apps, pairs, tests, args, ratios=None):
     import render
     from results import write_result
 
@@ -345,27 +442,45 @@ def write_results(summary, apps, pairs, tests, args):
               "keep an asyncpg pool of 16 connections, the WSGI apps a psycopg_pool of "
               f"{WSGI_THREADS} per process; on bjoern and uWSGI, which send no Date header, the WSGI apps add "
               "Server and Date themselves (bench/web/tfb.py's wsgi_headers).")
+    if args.together:
+        method += (" Measured together (--together): in each round an app's servers run at once, each process "
+                   f"tree in a CPU cgroup of equal weight on core {SERVER_CPU}, each under its own wrk on core "
+                   f"{CLIENT_CPU}, over the same seconds, so that the machine's drift (up to 1.6x between rounds "
+                   "minutes apart) hits them alike; each server gets an equal part of the core, so requests/s "
+                   "are each server's at that part, and the client core, shared by every wrk and PostgreSQL, "
+                   "sends less than to a server alone. Each round's ratios (a peer's CPU per request over "
+                   "goloop serve's) are in the notes, median and spread over the rounds.")
     command = (f"python3 bench/web_bench.py --results --apps {','.join(apps)} --tests {','.join(tests)} "
-               f"--duration {args.duration} --rounds {args.rounds}"
+               f"--duration {args.duration} --rounds {args.rounds}" + (" --together" if args.together else "")
                + (f" --servers '{args.servers}'" if args.servers else ""))
     modules = ("granian", "uvicorn", "uvloop", "httptools", "hypercorn", "gunicorn", "bjoern", "pyuwsgi",
                "starlette", "fastapi", "flask", "django", "asyncpg", "psycopg", "psycopg-pool", "orjson", "jinja2")
     for order, app in enumerate(apps):
         servers = [s for a, s in pairs if a == app]
+        app_notes = list(args.note)
+        if ratios and ratios.get(app):
+            app_notes.append("Each peer's CPU per request over goloop serve's, paired by round (median, spread over "
+                         f"{args.rounds} rounds): " + "; ".join(
+                             f"{TESTS[t][0]}: " + ", ".join(f"{s} {m:.2f}x (±{sp * 100:.0f}%)"
+                                                            for (t2, s), (m, sp) in ratios[app].items() if t2 == t)
+                             for t in tests if any(t2 == t for t2, _ in ratios[app])))
         # every cell's figures: requests/s, p99, errors, CPU spread over the rounds
         figures = {TESTS[t][0]: {s: {k: summary[(app, s, t)].get(k) for k in ("value", "p99_us", "errors", "spread",
                                                                              "cpu_rounds")}
                                  for s in servers if isinstance(summary.get((app, s, t)), dict)}
                    for t in tests}
-        for suffix, key, unit, better, what in (("", "cpu_us", "µs", "lower", "server CPU µs per request"),
-                                                ("-rps", "value", "req/s", "higher", "requests/s")):
+        kinds = (("", "cpu_us", "µs", "lower", "server CPU µs per request"),
+                 ("-rps", "value", "req/s", "higher", "requests/s"))
+        if args.together:  # tables of their own: each server had a part of the core, not all of it
+            kinds = (("-together", "cpu_us", "µs", "lower", "server CPU µs per request, servers measured together"),)
+        for suffix, key, unit, better, what in kinds:
             old = previous(f"web-{app}{suffix}") if args.update else None
             if old is not None:
-                rows, cols, notes = updated(old, app, servers, tests, summary, key, figures)
+                rows, cols, kept_notes = updated(old, app, servers, tests, summary, key, figures)
                 write_result(f"web-{app}{suffix}", group=old["group"], title=old["title"], command=old["command"],
                              method=old["method"], better=better, columns=cols, units={s: unit for s in cols[1:]},
                              rows=rows, goloop="goloop serve", compare=[s for s in cols[1:] if s != "goloop serve"],
-                             row_label="test type", order=old.get("order"), notes=notes + list(args.note),
+                             row_label="test type", order=old.get("order"), notes=kept_notes + app_notes,
                              figures=figures, modules=modules, spread_in_cells=(key == "cpu_us"))
                 continue
             rows = []
@@ -381,7 +496,8 @@ def write_results(summary, apps, pairs, tests, args):
                          title=f"{APPS[app][2]}: {what}", command=command, method=method, better=better,
                          columns=["row"] + servers, units={s: unit for s in servers}, rows=rows,
                          goloop="goloop serve", compare=[s for s in servers if s != "goloop serve"],
-                         row_label="test type", order=20 + 2 * order + (1 if suffix else 0), notes=list(args.note),
+                         row_label="test type", notes=app_notes,
+                         order=(40 + order) if args.together else 20 + 2 * order + (1 if suffix else 0),
                          figures=figures, modules=modules, spread_in_cells=(key == "cpu_us"))
     render.main([])
 

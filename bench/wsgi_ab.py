@@ -41,12 +41,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from harness import free_port, parse_wrk, tree_cpu, tree_pids, wait_port, wrk_post  # noqa: E402
+from harness import (cgroup_add, cgroup_make, free_port, parse_wrk, tree_cpu, tree_pids,  # noqa: E402
+                     wait_port, wrk_post)
 from wsgi_bench import APPS, ROWS, measure_app_costs, server_argv  # noqa: E402
 
 # (this tool's own: wrk posts --body bytes to it)
@@ -148,38 +148,6 @@ def run(kind, pyshim, args, extra):
 
 
 # ---------- --together: every server at once, in CPU cgroups of equal weight ----------
-
-CG_ROOTS = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup")  # cgroup v1's cpu controller, or v2's root
-
-
-def cgroup_make(name):
-    """A CPU cgroup `name` of the default weight (v1 cpu.shares 1024, v2 cpu.weight 100): every
-    group gets the same share of core 0 whatever its number of threads. Its path, or SystemExit."""
-    for root in CG_ROOTS:
-        for knob, value in (("cpu.shares", "1024"), ("cpu.weight", "100")):
-            if os.path.exists(os.path.join(root, knob)) or (knob == "cpu.weight" and os.path.exists(
-                    os.path.join(root, "cgroup.subtree_control"))):
-                path = os.path.join(root, name)
-                try:
-                    os.makedirs(path, exist_ok=True)
-                    if os.path.exists(os.path.join(path, knob)):
-                        with open(os.path.join(path, knob), "w") as f:
-                            f.write(value)
-                        return path
-                except OSError:
-                    continue
-    raise SystemExit("--together needs a writable CPU cgroup (v1 /sys/fs/cgroup/cpu or v2 with the cpu "
-                     "controller; run as root)")
-
-
-def cgroup_add(path, pid):
-    for p in tree_pids(pid):
-        try:
-            with open(os.path.join(path, "cgroup.procs"), "w") as f:
-                f.write(str(p))
-        except OSError:
-            pass
-
 
 # the application alone, as a process of its own for --together: wsgi_bench's app_caller in a
 # loop; SIGUSR1 marks the start and the end of the measured window (the calls made in between
