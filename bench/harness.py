@@ -167,6 +167,10 @@ KERNEL_EVENTS = {
     # machine, an exit to the host each)
     "wakeups": "sched:sched_waking",
     "ipis": "ipi:ipi_send_cpu,ipi:ipi_send_cpumask",
+    # memory given back to the kernel and faulted in again (a freed buffer trimmed from the
+    # heap costs its pages' faults on the next allocation)
+    "page_faults": "page-faults",
+    "mem_calls": "syscalls:sys_enter_brk,syscalls:sys_enter_madvise,syscalls:sys_enter_mmap,syscalls:sys_enter_munmap",
 }
 
 

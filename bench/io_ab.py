@@ -42,7 +42,7 @@ ROWS = {"echo1k": ("echo Protocol 1 KiB", "echo", "protocol", 1024),
         "streams1k": ("echo streams 1 KiB", "echo", "streams", 1024),
         "http": ("HTTP keep-alive 13 B (httptools)", "http", None, 13)}
 KERNEL_COLS = ("user_us", "sys_us", "syscalls", "context_switches", "read", "write", "recv", "send",
-               "writev", "epoll_wait", "epoll_ctl", "futex", "wakeups", "ipis")
+               "writev", "epoll_wait", "epoll_ctl", "futex", "wakeups", "ipis", "page_faults", "mem_calls")
 
 
 def importable(name, path):
