@@ -1180,12 +1180,17 @@ def test_thousand_connections(loop, family, unix_dir):
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("size", [100, 3 << 20])
-def test_mutable_buffers_are_sent_as_they_were_at_write(loop, family, unix_dir, size):
-    # asyncio sends a mutable buffer (bytearray, memoryview: asyncpg writes memoryviews) at
-    # once when nothing is queued, and copies what the socket did not take: changing the
-    # buffer after write() returns must not change what the peer gets, whether it all went
-    # (100 bytes) or most waits for the peer to read (3 MiB), and bytes objects written
-    # before and after keep their order.
+def test_mutable_buffers_are_sent_as_they_were_at_write(loop, loop_kind, family, unix_dir, size):
+    # A mutable buffer (bytearray, memoryview: asyncpg writes memoryviews) goes to the socket
+    # at once when nothing is queued, and goloop copies what the socket did not take:
+    # changing the buffer after write() returns must not change what the peer gets, whether
+    # it all went (100 bytes) or most waits for the peer to read (3 MiB), and bytes objects
+    # written before and after keep their order. (asyncio's loop copies it up to 3.11; from
+    # 3.12 it queues the unsent part by reference, for sendmsg, and sends what the buffer
+    # holds by then.)
+    if loop_kind == "asyncio" and size > 100 and sys.version_info >= (3, 12):
+        pytest.skip("asyncio 3.12+ sends a queued mutable buffer as it is when sent, not as written")
+
     async def body(p):
         a = bytearray(b"a" * size)
         m = bytearray(b"m" * size)
