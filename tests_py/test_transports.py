@@ -760,6 +760,24 @@ def test_peer_reset_while_writing(loop, family, unix_dir):
     assert got in (ConnectionResetError, BrokenPipeError)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_mutable_buffer_written_to_a_reset_peer_fails_the_transport(loop, family, unix_dir):
+    # A memoryview written with nothing queued goes to the socket inside write(); when the
+    # socket fails, the transport fails as asyncio's does (connection_lost with the OSError,
+    # nothing left queued), not by queueing a copy that can never leave.
+    async def main():
+        tr, pr, peer = await _raw_peer(family, unix_dir, Rec)
+        tr.pause_reading()  # only the write path can notice
+        _lingering_reset(peer)
+        await asyncio.sleep(0.05)
+        tr.write(memoryview(bytearray(b"m" * 1000)))
+        exc = await asyncio.wait_for(pr.lost, 10)
+        assert tr.get_write_buffer_size() == 0
+        return type(exc)
+
+    assert run(loop, main()) in (ConnectionResetError, BrokenPipeError)
+
+
 # ---------------------------------------------------------------------------------------
 # exceptions raised by protocol callbacks
 # ---------------------------------------------------------------------------------------

@@ -157,15 +157,21 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
     char *buf = (char *)view.buf;
     Py_ssize_t len = view.len;
     int is_bytes = PyBytes_CheckExact(data);
-    if (self->write_size == 0 && self->nwstage == 0 && self->wloop != NULL && wstage_sendable(self) &&
-        (!is_bytes || !wstage_ok(self, len))) {
-        /* Nothing queued, and data may not wait in C for the end of the iteration (a mutable
-         * buffer, as asyncpg's memoryviews; or past the high-water mark): to the socket at
-         * once, as asyncio's write() does, without a call into Go when it all goes. What
-         * is left (EAGAIN, part sent) or a failure goes to Go's path, which sends or
-         * queues the rest, or reports the error. */
+    if (self->write_size == 0 && (!is_bytes || !wstage_ok(self, len))) {
+        /* Nothing queued (nothing staged either: staged bytes count in write_size), and data
+         * may not wait in C for the end of the iteration (a mutable buffer, as asyncpg's
+         * memoryviews, which queueing would mean copying; or bytes past the high-water mark):
+         * to the socket at once, as asyncio's write() does. Go's path takes what is left
+         * (EAGAIN, part sent: a mutable buffer's rest is copied), or a failure of bytes (its
+         * flush meets it again); a mutable buffer's failure is asyncio's fatal error here. */
         struct iovec iov = {.iov_base = buf, .iov_len = (size_t)len};
         ssize_t k = gl_sock_sendv(self->sock_fd, &iov, 1);
+        if (k < 0 && !is_bytes && errno != EAGAIN && errno != EWOULDBLOCK) {
+            PyBuffer_Release(&view);
+            gl_set_oserror(errno);
+            if (gl_call_fatal((PyObject *)self, "Fatal write error on socket transport") < 0) return NULL;
+            Py_RETURN_NONE;
+        }
         if (k == len) {
             PyBuffer_Release(&view);
             Py_RETURN_NONE;

@@ -247,24 +247,9 @@ func glConnWrite(tr *C.GLTransport, obj pyObj, buf *C.char, n C.Py_ssize_t, isBy
 		return 0
 	}
 	c.absorb() // what write() staged in C goes first
+	// (a mutable buffer written with nothing queued was offered to the socket by write(): this
+	// is what it did not take, copied below)
 	src := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
-	if isBytes == 0 && c.wsize == 0 {
-		// A mutable buffer (bytearray, memoryview) with nothing queued goes to the socket at
-		// once, as asyncio's write() does: queueing it would mean copying it first.
-		k, err := poller.RawSend(c.fd, src)
-		if err != nil && err != unix.EAGAIN && err != unix.EINTR {
-			C.gl_set_oserror(C.int(err.(unix.Errno)))
-			if C.gl_call_fatal(trObj(tr), msgWriteErr) < 0 {
-				return -1
-			}
-			return 0
-		}
-		if k == len(src) {
-			return 0
-		}
-		src = src[max(k, 0):]
-		n = C.Py_ssize_t(len(src))
-	}
 	if isBytes != 0 {
 		C.gl_incref(obj)
 		c.wq = append(c.wq, seg{b: src, obj: obj})
