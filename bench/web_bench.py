@@ -144,15 +144,19 @@ def start_server(server, argv, env):
     return proc
 
 
-def measure(port, path, depth, duration, conns, pid):
-    url = f"http://127.0.0.1:{port}{path}"
+def wrk_argv(port, path, depth, conns):
+    """wrk's command line for a cell, on the client core, without its duration."""
     wrk = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c", str(conns), "--latency"]
     if depth > 1:
         wrk += ["-s", os.path.join(HERE, "pipeline.lua")]
-    tail = ["--", str(depth)] if depth > 1 else []
-    subprocess.run(wrk + ["-d1s", url] + tail, capture_output=True, timeout=60)  # warm-up
+    return wrk, [f"http://127.0.0.1:{port}{path}"] + (["--", str(depth)] if depth > 1 else [])
+
+
+def measure(port, path, depth, duration, conns, pid):
+    wrk, tail = wrk_argv(port, path, depth, conns)
+    subprocess.run(wrk + ["-d1s"] + tail, capture_output=True, timeout=60)  # warm-up
     c0 = tree_cpu(pid)
-    out = subprocess.run(wrk + [f"-d{duration}s", url] + tail, capture_output=True, text=True,
+    out = subprocess.run(wrk + [f"-d{duration}s"] + tail, capture_output=True, text=True,
                          timeout=duration + 60).stdout
     c1 = tree_cpu(pid)
     res = parse_wrk(out)
@@ -186,23 +190,29 @@ def served(app, server, env):
         proc.errf.close()
 
 
+def validation_problems(port, tests, args, cluster):
+    """The server on port checked against TechEmpower's rules (bench/web/validate.py): "" when
+    it passes, else its first problems."""
+    import validate
+
+    problems = validate.validate(f"http://127.0.0.1:{port}", cluster.admin_dsn,
+                                 repeat=args.validate_repeat, tests=tests)
+    return "; ".join(problems[:6]) + (f" (+{len(problems) - 6} more)" if len(problems) > 6 else "")
+
+
 def run_pair(app, server, tests, args, env, cluster):
     """Start server with app, validate, measure each test: {test: result dict or "failed: ..."}
     (with --validate-only: {"validation": "OK" or the problems})."""
-    import validate
-
     out = {}
     try:
         with served(app, server, env) as running:
             if running is None:
                 return {t: "not installed" for t in tests}
             proc, port = running
-            problems = validate.validate(f"http://127.0.0.1:{port}", cluster.admin_dsn,
-                                         repeat=args.validate_repeat, tests=tests)
-            msg = "; ".join(problems[:6]) + (f" (+{len(problems) - 6} more)" if len(problems) > 6 else "")
+            msg = validation_problems(port, tests, args, cluster)
             if args.validate_only:
-                return {"validation": "OK" if not problems else "FAILED: " + msg}
-            if problems:
+                return {"validation": "FAILED: " + msg if msg else "OK"}
+            if msg:
                 print(f"# {app} / {server}: VALIDATION FAILED: {msg}", flush=True)
                 return {t: f"failed validation: {msg}" for t in tests}
             for t in tests:
@@ -225,21 +235,11 @@ def run_pair(app, server, tests, args, env, cluster):
         return {t: f"failed: {exc}" for t in tests if t not in out} | out
 
 
-def wrk_argv(port, path, depth, conns):
-    """wrk's command line for a cell, on the client core, without its duration."""
-    wrk = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", "-c", str(conns), "--latency"]
-    if depth > 1:
-        wrk += ["-s", os.path.join(HERE, "pipeline.lua")]
-    return wrk, [f"http://127.0.0.1:{port}{path}"] + (["--", str(depth)] if depth > 1 else [])
-
-
 def run_app_together(app, servers, tests, args, env, cluster):
     """One round of --together for app: every server of servers at once, each validated, its
     process tree in a CPU cgroup of its own on core 0 (equal weights: each gets the same part
     of the core, whatever its threads or processes), each under its own wrk on core 1, over
     the same seconds for each test. {(server, test): result dict or "failed: ..."}."""
-    import validate
-
     out = {}
     with contextlib.ExitStack() as stack:
         running = []
@@ -254,10 +254,8 @@ def run_app_together(app, servers, tests, args, env, cluster):
                 out.update({(server, t): "not installed" for t in tests})
                 continue
             proc, port = r
-            problems = validate.validate(f"http://127.0.0.1:{port}", cluster.admin_dsn,
-                                         repeat=args.validate_repeat, tests=tests)
-            if problems:
-                msg = "; ".join(problems[:6])
+            msg = validation_problems(port, tests, args, cluster)
+            if msg:
                 print(f"# {app} / {server}: VALIDATION FAILED: {msg}", flush=True)
                 out.update({(server, t): f"failed validation: {msg}" for t in tests})
                 continue
