@@ -132,14 +132,12 @@ func glAsgiWsRecv(rid C.long, kind, code *C.int, reason *pyObj) (ret pyObj) {
 		p = (*C.char)(unsafe.Pointer(&data[0]))
 	}
 	switch k {
-	case httpserver.WSText: // (copied into Python: the message's memory goes back)
-		ret = C.gl_ws_text(p, C.Py_ssize_t(len(data)))
-		w.Release(data)
-		return ret
-	case httpserver.WSBinary:
-		ret = C.gl_bytes(p, C.Py_ssize_t(len(data)))
-		w.Release(data)
-		return ret
+	case httpserver.WSText, httpserver.WSBinary: // copied into Python: the memory goes back
+		defer w.Release(data)
+		if k == httpserver.WSText {
+			return C.gl_ws_text(p, C.Py_ssize_t(len(data)))
+		}
+		return C.gl_bytes(p, C.Py_ssize_t(len(data)))
 	case httpserver.WSDisconnect:
 		*code = C.int(cd)
 		var rp *C.char
