@@ -197,6 +197,88 @@ def test_pipelining_in_order():
     assert sorted(seen) == list(range(n))
 
 
+def test_pipelined_requests_do_not_all_wait_for_the_run_phase():
+    """Many pipelined requests read at once do not all wait, made, for the loop's next run
+    phase (their scopes, Tasks and coroutines in memory, filling the collector's young
+    generations): once the ready queue is long, a request's Task starts at once (3.12+:
+    every one, eager_start; 3.11: past 64 queued handles its queued first step is run at
+    once). 8 connections' 100 pipelined requests each are sent while the first request holds
+    the loop, so one iteration reads them all (up to 32 a connection); counted: applications
+    called whose coroutine has not yet run."""
+    conns, n = 8, 100
+    waiting = [0, 0]  # now, most
+    sent = threading.Event()
+
+    async def run(path, send):
+        waiting[0] -= 1
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": path.encode()})
+
+    def app(scope, receive, send):
+        if scope["path"] == "/hold":
+            assert sent.wait(10)
+        waiting[0] += 1
+        waiting[1] = max(waiting[1], waiting[0])
+        return run(scope["path"], send)
+
+    with serving(app, lifespan="off") as server:
+        first = connect(server)
+        others = [connect(server) for _ in range(conns)]
+        first.sendall(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.2)  # (the loop holds in /hold's call meanwhile, or soon)
+        for s in others:
+            s.sendall(b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(n)))
+        sent.set()
+        assert read_response(first.makefile("rb"))[2] == b"/hold"
+        for s in others:
+            f = s.makefile("rb")
+            assert [read_response(f)[2] for _ in range(n)] == [b"/%d" % i for i in range(n)]
+        for s in [first] + others:
+            s.close()
+    assert waiting[0] == 0 and 1 <= waiting[1] <= 70, waiting
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12+'s eager start: the test before")
+def test_app_system_exit_from_a_first_step_run_at_once_ends_the_loop_run():
+    """3.11: an application's SystemExit raised in a first step run at once (past 64 queued
+    handles, as the request is taken) ends the loop's run as from any Task's step."""
+    conns, n = 8, 100
+    waiting = [0]
+    raised = []
+    sent = threading.Event()
+
+    async def run(send):
+        if waiting[0] >= 64 and not raised:  # made while 64 others wait: run at once
+            raised.append(1)
+            raise SystemExit(7)
+        waiting[0] -= 1
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x"})
+
+    def app(scope, receive, send):
+        if scope["path"] == "/hold":
+            assert sent.wait(10)
+        waiting[0] += 1
+        return run(send)
+
+    with pytest.raises(SystemExit) as info:
+        with serving(app, lifespan="off") as server:
+            first = connect(server)
+            others = [connect(server) for _ in range(conns)]
+            first.sendall(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.2)
+            for s in others:
+                s.sendall(b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(n)))
+            sent.set()
+            try:
+                for s in others:
+                    s.settimeout(10)
+                    s.makefile("rb").read()  # the server stops: answers, then the end
+            except (OSError, http.client.HTTPException):
+                pass
+    assert info.value.code == 7
+
+
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="eager Task start is 3.12's")
 def test_request_task_starts_eagerly():
     """3.12+: a request's Task starts eagerly: the application runs up to its first
@@ -549,8 +631,8 @@ def test_app_errors():
 
 def test_app_system_exit_ends_the_loop_run():
     """An application's SystemExit (a BaseException, not an Exception) ends the loop's run as
-    from any Task's step, also when it is raised in the Task's eager first step (3.12+), as
-    the request is started: not reported and dropped there."""
+    from any Task's step, also when it is raised in the Task's eager first step, as the
+    request is started: not reported and dropped there."""
     async def app(scope, receive, send):
         if scope["type"] == "http":
             raise SystemExit(3)

@@ -815,7 +815,8 @@ static PyObject *task_name(void) {
 }
 #endif
 
-/* loop.create_task(coro) for a request. */
+/* loop.create_task(coro) for a request, its Task started eagerly (loop_core.c): NULL with
+ * the exception if the Task could not be made or its first step raised out of it. */
 static PyObject *create_task(GLAsgiServer *srv, PyObject *coro) {
 #if PY_VERSION_HEX < 0x030C0000
     PyObject *name = task_name();
@@ -838,7 +839,7 @@ static PyMethodDef reraise_def = {"reraise", reraise, METH_O, NULL};
 static PyObject *reraise_fn;
 
 /* The error of starting a request: reported (unraisable), except SystemExit and
- * KeyboardInterrupt (on 3.12+ an application's, from the Task's eager first step), raised
+ * KeyboardInterrupt (an application's, from the Task's eager first step), raised
  * again by a callback of the loop as from a Task's step (asyncio's Handle._run rule): out
  * of run_forever. */
 static void report_error(GLAsgiServer *srv) {
@@ -903,7 +904,7 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
     }
     task = create_task(srv, coro);
     if (task == NULL && send->rid < 0) {
-        /* 3.12+: the application ran in the Task's eager first step, ended and raised
+        /* the application ran in the Task's eager first step, ended and raised
          * through it (KeyboardInterrupt, SystemExit); Go forgot the request already, its id
          * may be another's now: nothing to undo */
         report_error(srv);

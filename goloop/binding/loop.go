@@ -595,7 +595,7 @@ func (l *loop) runOnce() bool {
 	}
 	if len(l.hooks) > 0 {
 		// work queued for the hooks, then the output queued while the loop was not running
-		// and by what they just started (on 3.12+ a Task starts eagerly: what answers at
+		// and by what they just started (a request's Task starts eagerly: what answers at
 		// once is written here, or the poll would block with it unwritten)
 		l.takeHooks()
 		l.flushHooks()
