@@ -815,8 +815,9 @@ static PyObject *task_name(void) {
 }
 #endif
 
-/* loop.create_task(coro) for a request, its Task started eagerly (loop_core.c): NULL with
- * the exception if the Task could not be made or its first step raised out of it. */
+/* loop.create_task(coro) for a request, its Task started eagerly (loop_core.c: 3.12+
+ * always, 3.11 past 64 queued handles): NULL with the exception if the Task could not be
+ * made or its first step raised out of it. */
 static PyObject *create_task(GLAsgiServer *srv, PyObject *coro) {
 #if PY_VERSION_HEX < 0x030C0000
     PyObject *name = task_name();

@@ -659,8 +659,8 @@ static int first_step_now(GLLoop *self, PyObject *task, Py_ssize_t queued) {
  * (3.11 has the GIL: one thread at a time runs this); anything else calls
  * loop.create_task(coro, name=name). The caller owns name and self for the call, so the
  * dict's borrowed values stay alive even if a nested call refills it; the loop is taken
- * out of the dict after each call. The Task made here has its first step run at once
- * (first_step_now). */
+ * out of the dict after each call. Past EAGER_AFTER queued handles the Task made here has
+ * its first step run at once (first_step_now). */
 PyObject *gl_loop_create_task_named(GLLoop *self, PyObject *coro, PyObject *name) {
     PyTypeObject *tt = NULL;
     int fast = !self->debug && (self->task_factory == NULL || self->task_factory == Py_None) && !named_busy &&
