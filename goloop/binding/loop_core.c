@@ -628,24 +628,17 @@ static int is_step_wrapper(PyObject *cb) {
  * handles the steps stay queued: a batch's applications then run one after another in the
  * run phase, which cost 1-3 % less CPU per request than running each as it is read
  * (Starlette JSON, 64 connections); 64 requests in flight stay under a young collection's
- * 700 objects. Only when exactly that handle was queued (queued: the queue's length before the
- * Task was made), the loop is not in debug mode (Go's debug path times each handle) and this
- * thread runs it. Returns 0 (run, or left queued), or -1 with the exception a step raises
- * out of a handle (SystemExit, KeyboardInterrupt: the caller hands it to the loop, as for
- * 3.12's eager Task). */
+ * 700 objects. Only when the queue's tail is that step (a Task has one step queued at a
+ * time: a step wrapper of this task at the tail is it), the loop is not in debug mode (Go's
+ * debug path times each handle) and this thread runs it. Returns 0 (run, or left queued), or
+ * -1 with the exception a step raises out of a handle (SystemExit, KeyboardInterrupt: the
+ * caller hands it to the loop, as for 3.12's eager Task). */
 #define EAGER_AFTER 64
-static int first_step_now(GLLoop *self, PyObject *task, Py_ssize_t queued) {
-    if (self->ready_len <= EAGER_AFTER || self->debug || self->ready_len != queued + 1 ||
-        GL_LOAD(self->owner) != gl_thread_ident())
-        return 0;
-    Py_ssize_t tail = (self->ready_head + self->ready_len - 1) & (self->ready_cap - 1);
-    PyObject *h = self->ready[tail];
-    if (!Py_IS_TYPE(h, GL_HandleType)) return 0;
-    GLHandle *gh = (GLHandle *)h;
-    PyObject *cb = gh->callback;
-    if (gh->cancelled || cb == NULL || gh->args != NULL || !is_step_wrapper(cb) ||
-        ((StepWrapper *)cb)->sw_task != task || ((StepWrapper *)cb)->sw_arg != NULL)
-        return 0;
+static int first_step_now(GLLoop *self, PyObject *task) {
+    if (self->ready_len <= EAGER_AFTER || self->debug || GL_LOAD(self->owner) != gl_thread_ident()) return 0;
+    PyObject *h = self->ready[(self->ready_head + self->ready_len - 1) & (self->ready_cap - 1)];
+    PyObject *cb = Py_IS_TYPE(h, GL_HandleType) ? ((GLHandle *)h)->callback : NULL;  /* NULL: cancelled */
+    if (cb == NULL || !is_step_wrapper(cb) || ((StepWrapper *)cb)->sw_task != task) return 0;
     self->ready_len--;
     return gl_handle_run(h);
 }
@@ -684,14 +677,13 @@ PyObject *gl_loop_create_task_named(GLLoop *self, PyObject *coro, PyObject *name
         return NULL;
     }
     named_busy = 1;
-    Py_ssize_t queued = self->ready_len;
     PyObject *task = tt->tp_new(tt, args, named_kw);
     if (task != NULL && PyObject_TypeCheck(task, tt) && tt->tp_init(task, args, named_kw) < 0) Py_CLEAR(task);
     named_busy = 0;
     Py_DECREF(args);
     /* the dict keeps no loop alive between requests (its name, a short str, may stay) */
     if (PyDict_SetItem(named_kw, str_loop, Py_None) < 0) Py_CLEAR(task);
-    if (task != NULL && first_step_now(self, task, queued) < 0) Py_CLEAR(task);
+    if (task != NULL && first_step_now(self, task) < 0) Py_CLEAR(task);
     return task;
 }
 #endif
