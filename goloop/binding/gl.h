@@ -275,6 +275,7 @@ static inline ssize_t gl_sock_sendv(int fd, struct iovec *iov, int niov) {
 #define GL_DIRECT_MIN (16 * 1024)        /* reads this large go straight into bytes next */
 #define GL_DIRECT_MAX (128 * 1024 - 64)  /* their size: under glibc's mmap threshold */
 int gl_call_fatal(PyObject *tr, const char *msg);
+extern const char *const gl_msg_write_err;  /* asyncio's "Fatal write error on socket transport" (loop_transport.c) */
 /* The same two calls made inside the contextvars context ctx (none: NULL). */
 PyObject *gl_call_method0_in(PyObject *self, const char *name, PyObject *ctx);
 int gl_call_fatal_in(PyObject *tr, const char *msg, PyObject *ctx);

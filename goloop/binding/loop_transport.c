@@ -117,6 +117,8 @@ void gl_send_staged(GLTransport *tr) {
     if (tr->nwstage > 0 && wstage_sendable(tr)) wstage_send(tr);
 }
 
+const char *const gl_msg_write_err = "Fatal write error on socket transport";
+
 static PyObject *tr_write(GLTransport *self, PyObject *data) {
     if (!PyBytes_Check(data) && !PyByteArray_Check(data) && !PyMemoryView_Check(data)) {
 #if PY_VERSION_HEX >= 0x030D0000 /* asyncio changed its message within 3.13 (gh-138703); 3.12 has the old */
@@ -143,7 +145,7 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
         /* e.g. a non-contiguous memoryview: asyncio's send() fails the same way, and
          * asyncio reports it as a fatal write error rather than raising. */
         if (!PyErr_ExceptionMatches(PyExc_BufferError)) return NULL;
-        if (gl_call_fatal((PyObject *)self, "Fatal write error on socket transport") < 0) return NULL;
+        if (gl_call_fatal((PyObject *)self, gl_msg_write_err) < 0) return NULL;
         Py_RETURN_NONE;
     }
     if (view.len == 0) {
@@ -169,7 +171,7 @@ static PyObject *tr_write(GLTransport *self, PyObject *data) {
         if (k < 0 && !is_bytes && errno != EAGAIN && errno != EWOULDBLOCK) {
             PyBuffer_Release(&view);
             gl_set_oserror(errno);
-            if (gl_call_fatal((PyObject *)self, "Fatal write error on socket transport") < 0) return NULL;
+            if (gl_call_fatal((PyObject *)self, gl_msg_write_err) < 0) return NULL;
             Py_RETURN_NONE;
         }
         if (k == len) {

@@ -74,7 +74,7 @@ var (
 	cGetBuffer      = C.CString("get_buffer")
 	cBufferUpdated  = C.CString("buffer_updated")
 	msgReadErr      = C.CString("Fatal read error on socket transport")
-	msgWriteErr     = C.CString("Fatal write error on socket transport")
+	msgWriteErr     = C.gl_msg_write_err
 	msgDataErr      = C.CString("Fatal error: protocol.data_received() call failed.")
 	msgGetBufErr    = C.CString("Fatal error: protocol.get_buffer() call failed.")
 	msgBufUpdErr    = C.CString("Fatal error: protocol.buffer_updated() call failed.")
