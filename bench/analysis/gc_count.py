@@ -30,7 +30,10 @@ import urllib.request
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
+sys.path.insert(0, os.path.join(BENCH, "analysis"))
+from asgi_instr import server_argv  # noqa: E402  (the servers with the lifespan off)
 from harness import free_port, kill_tree, parse_wrk, wait_port  # noqa: E402
+from web_bench import wrk_argv  # noqa: E402
 
 WRAPPER = '''
 import gc, importlib, sys, time
@@ -60,20 +63,6 @@ async def app(scope, receive, send):
 '''
 
 
-def server_argv(name, port):
-    py = sys.executable
-    if name == "goloop serve":
-        return [py, "-m", "goloop", "serve", "gc_count_app:app", "--port", str(port), "--lifespan", "off",
-                "--no-access-log", "--log-level", "warning"]
-    if name == "uvicorn":
-        return [py, "-m", "uvicorn", "gc_count_app:app", "--port", str(port), "--lifespan", "off", "--loop", "uvloop",
-                "--http", "httptools", "--no-access-log", "--log-level", "warning"]
-    if name == "granian":
-        return [py, "-m", "granian", "--interface", "asginl", "--port", str(port), "--workers", "1",
-                "--runtime-threads", "1", "--loop", "uvloop", "--log-level", "warning", "gc_count_app:app"]
-    raise ValueError(name)
-
-
 def report(port):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/gc-count-report", timeout=30) as r:
         v = r.read().decode().split()
@@ -84,15 +73,11 @@ def measure(name, args, tmp):
     port = free_port()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([tmp, os.path.join(BENCH, "web"), os.path.join(BENCH, "servers"),
                                                        os.path.join(REPO, "pyshim"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen(["taskset", "-c", "0", *server_argv(name, port)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(["taskset", "-c", "0", *server_argv(name, "gc_count_app:app", port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_port(port, proc)
-        wrk = ["taskset", "-c", "1", "wrk", "-t1", f"-c{args.connections}"]
-        tail = [f"http://127.0.0.1:{port}{args.path}"]
-        if args.depth > 1:
-            wrk += ["-s", os.path.join(BENCH, "pipeline.lua")]
-            tail += ["--", str(args.depth)]
+        wrk, tail = wrk_argv(port, args.path, args.depth, args.connections)
         subprocess.run(wrk + ["-d2s"] + tail, capture_output=True, timeout=60)
         report(port)
         t0 = time.perf_counter()
