@@ -197,14 +197,28 @@ def test_pipelining_in_order():
     assert sorted(seen) == list(range(n))
 
 
+def pipelined_while_held(server, sent, conns=8, n=100):
+    """Sends GET /hold on a connection, then n pipelined requests on each of conns more
+    while the application holds the loop in /hold's call (until sent is set: the app waits
+    for it), so that one iteration reads them all (up to 32 a connection). Returns the
+    /hold connection and the others."""
+    first = connect(server)
+    others = [connect(server) for _ in range(conns)]
+    first.sendall(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)  # (the loop holds in /hold's call meanwhile, or soon)
+    for s in others:
+        s.sendall(b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(n)))
+    sent.set()
+    return first, others
+
+
 def test_pipelined_requests_do_not_all_wait_for_the_run_phase():
     """Many pipelined requests read at once do not all wait, made, for the loop's next run
     phase (their scopes, Tasks and coroutines in memory, filling the collector's young
     generations): once the ready queue is long, a request's Task starts at once (3.12+:
     every one, eager_start; 3.11: past 64 queued handles its queued first step is run at
-    once). 8 connections' 100 pipelined requests each are sent while the first request holds
-    the loop, so one iteration reads them all (up to 32 a connection); counted: applications
-    called whose coroutine has not yet run."""
+    once). Counted, with 8 x 100 requests read in one iteration (pipelined_while_held):
+    applications called whose coroutine has not yet run."""
     conns, n = 8, 100
     waiting = [0, 0]  # now, most
     sent = threading.Event()
@@ -222,13 +236,7 @@ def test_pipelined_requests_do_not_all_wait_for_the_run_phase():
         return run(scope["path"], send)
 
     with serving(app, lifespan="off") as server:
-        first = connect(server)
-        others = [connect(server) for _ in range(conns)]
-        first.sendall(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
-        time.sleep(0.2)  # (the loop holds in /hold's call meanwhile, or soon)
-        for s in others:
-            s.sendall(b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(n)))
-        sent.set()
+        first, others = pipelined_while_held(server, sent, conns, n)
         assert read_response(first.makefile("rb"))[2] == b"/hold"
         for s in others:
             f = s.makefile("rb")
@@ -242,7 +250,6 @@ def test_pipelined_requests_do_not_all_wait_for_the_run_phase():
 def test_app_system_exit_from_a_first_step_run_at_once_ends_the_loop_run():
     """3.11: an application's SystemExit raised in a first step run at once (past 64 queued
     handles, as the request is taken) ends the loop's run as from any Task's step."""
-    conns, n = 8, 100
     waiting = [0]
     raised = []
     sent = threading.Event()
@@ -263,13 +270,7 @@ def test_app_system_exit_from_a_first_step_run_at_once_ends_the_loop_run():
 
     with pytest.raises(SystemExit) as info:
         with serving(app, lifespan="off") as server:
-            first = connect(server)
-            others = [connect(server) for _ in range(conns)]
-            first.sendall(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
-            time.sleep(0.2)
-            for s in others:
-                s.sendall(b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(n)))
-            sent.set()
+            first, others = pipelined_while_held(server, sent)
             try:
                 for s in others:
                     s.settimeout(10)
@@ -631,8 +632,9 @@ def test_app_errors():
 
 def test_app_system_exit_ends_the_loop_run():
     """An application's SystemExit (a BaseException, not an Exception) ends the loop's run as
-    from any Task's step, also when it is raised in the Task's eager first step, as the
-    request is started: not reported and dropped there."""
+    from any Task's step, also when it is raised in the Task's eager first step (3.12+; on
+    3.11 see the test of a first step run at once), as the request is started: not reported
+    and dropped there."""
     async def app(scope, receive, send):
         if scope["type"] == "http":
             raise SystemExit(3)
