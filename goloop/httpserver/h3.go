@@ -50,6 +50,7 @@ type H3Options struct {
 type h3Server struct {
 	srv *http3.Server
 	pc  net.PacketConn
+	ln  *quic.EarlyListener // the server's own: Close stops accepting before it returns
 }
 
 // h3Conn is the HTTP/3 state of a Conn (c.q): its QUIC connection.
@@ -134,15 +135,26 @@ func (s *Server) ServeH3(addr string, o H3Options) error {
 		IdleTimeout:    s.cfg.KeepAliveTimeout,
 		ConnContext:    s.h3ConnContext,
 	}
+	// The listener is made here, not by hs.Serve: http3.Server.Shutdown closes the
+	// listeners it made on its own goroutine, and a client connecting between Close and
+	// that goroutine's turn would be accepted (then answered 503). The server does not
+	// set Allow0RTT, so http3's own TLS wrapping (0-RTT settings in session tickets) is
+	// not needed: ConfigureTLSConfig sets the ALPN.
+	ln, err := quic.ListenEarly(pc, http3.ConfigureTLSConfig(hs.TLSConfig), hs.QUICConfig)
+	if err != nil {
+		pc.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
+		ln.Close()
 		pc.Close()
 		return errors.New("the server is closed")
 	}
-	s.h3 = append(s.h3, h3Server{srv: hs, pc: pc})
+	s.h3 = append(s.h3, h3Server{srv: hs, pc: pc, ln: ln})
 	s.mu.Unlock()
-	go hs.Serve(pc)
+	go hs.ServeListener(ln)
 	return nil
 }
 
@@ -817,6 +829,7 @@ func (st *h3Stream) cutLocked(bool) {
 // h3Close (Server.Close): GOAWAY on every connection; the streams in flight finish.
 func (s *Server) h3Close(hs []h3Server) {
 	for _, h := range hs {
+		h.ln.Close() // no new connection from here on
 		go h.srv.Shutdown(context.Background())
 	}
 }
