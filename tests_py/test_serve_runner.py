@@ -45,6 +45,7 @@ def _app(seen):
             fut = asyncio.get_running_loop().create_future()
             asyncio.get_running_loop().call_later(0.01, fut.set_result, b"waited")
             seen["stack"] = [f.f_code.co_name for f in task.get_stack()]
+            seen["repr"], seen["obj"] = repr(task), task
             body = await fut
             await asyncio.sleep(0.001)
             await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -87,6 +88,9 @@ def test_app_that_waits_runs_in_a_task_with_its_stack():
     assert (st, body) == (200, b"waited")
     assert seen["task"] is True
     assert "app" in seen["stack"]  # Task.get_stack sees the application's frame
+    # the Task's repr names the application's coroutine (where it runs, then where defined)
+    assert "coro=<_app.<locals>.app() running at " + __file__ in seen["repr"], seen["repr"]
+    assert "coro=<_app.<locals>.app() done, defined at " + __file__ in repr(seen["obj"])
 
 
 def test_app_returning_a_non_coroutine_awaitable():

@@ -10,6 +10,7 @@
 typedef struct {
     PyObject_HEAD
     PyObject *it;          /* the application's awaitable iterator; NULL once finished */
+    PyObject *ended;       /* it once finished (its names for a Task's repr), or NULL */
     GLAsgiSend *send;      /* the request */
     PyObject *on_error;    /* on_error(exc) logs an application's exception */
     char finished;
@@ -56,6 +57,7 @@ PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_er
         return NULL;
     }
     r->it = it;
+    r->ended = NULL;
     r->send = (GLAsgiSend *)Py_NewRef(send);
     r->on_error = Py_NewRef(on_error);
     r->finished = 0;
@@ -66,7 +68,10 @@ PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_er
 /* The application's call ended (failed: it raised; ok: it returned, from a step): what Go
  * found (GL_ASGI_FINISH_*). */
 static int run_app_end(GLAsgiRun *r, int failed, int ok) {
-    Py_CLEAR(r->it);
+    if (r->it != NULL) {
+        Py_XSETREF(r->ended, r->it);
+        r->it = NULL;
+    }
     if (r->finished) return GL_ASGI_FINISH_OK;
     r->finished = 1;
     return ok ? gl_asgi_finish_done(r->send) : gl_asgi_finish(r->send, failed);
@@ -178,7 +183,7 @@ static PyObject *run_close(GLAsgiRun *r, PyObject *Py_UNUSED(ignored)) {
         PyObject *x = gl_call_method0(it, "close");
         if (x == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
         Py_XDECREF(x);
-        Py_DECREF(it);
+        Py_XSETREF(r->ended, it);
         run_app_done(r, 0);
         if (PyErr_Occurred()) return NULL;
     }
@@ -197,6 +202,7 @@ static PyObject *run_get_frame(GLAsgiRun *r, void *closure) {
 
 static int run_traverse(GLAsgiRun *r, visitproc visit, void *arg) {
     Py_VISIT(r->it);
+    Py_VISIT(r->ended);
     Py_VISIT(r->send);
     Py_VISIT(r->on_error);
     return 0;
@@ -204,6 +210,7 @@ static int run_traverse(GLAsgiRun *r, visitproc visit, void *arg) {
 
 static int run_clear(GLAsgiRun *r) {
     Py_CLEAR(r->it);
+    Py_CLEAR(r->ended);
     Py_CLEAR(r->on_error);
     return 0;
 }
@@ -221,7 +228,43 @@ static PyMethodDef run_methods[] = {
     {"close", (PyCFunction)run_close, METH_NOARGS, NULL},
     {NULL}};
 
-static PyGetSetDef run_getset[] = {{"cr_frame", (getter)run_get_frame, NULL, NULL, NULL}, {NULL}};
+/* The application's coroutine's attribute name (also once it finished), or dflt (a new
+ * reference) where there is none (an awaitable without it). asyncio's repr of a Task names its
+ * coroutine by these (coroutines._format_coroutine): with them a request's Task shows the
+ * application's coroutine and where it runs, as on a server whose Task runs the application
+ * in a Python coroutine, instead of "<AsgiRun without __name__>()". */
+static PyObject *run_delegate(GLAsgiRun *r, const char *name, PyObject *dflt) {
+    PyObject *v = NULL;
+    if (dflt == NULL) return NULL;
+    PyObject *it = r->it != NULL ? r->it : r->ended;
+    if (it != NULL && get_optional_attr(it, name, &v) < 0) {
+        Py_DECREF(dflt);
+        return NULL;
+    }
+    if (v == NULL) return dflt;
+    Py_DECREF(dflt);
+    return v;
+}
+
+static PyObject *run_get_name(GLAsgiRun *r, void *closure) {
+    return run_delegate(r, (const char *)closure, PyUnicode_FromString("AsgiRun"));
+}
+
+static PyObject *run_get_code(GLAsgiRun *r, void *closure) {
+    return run_delegate(r, "cr_code", Py_NewRef(Py_None));
+}
+
+static PyObject *run_get_running(GLAsgiRun *r, void *closure) {
+    return run_delegate(r, "cr_running", Py_NewRef(Py_False));
+}
+
+static PyGetSetDef run_getset[] = {
+    {"cr_frame", (getter)run_get_frame, NULL, NULL, NULL},
+    {"cr_code", (getter)run_get_code, NULL, NULL, NULL},
+    {"cr_running", (getter)run_get_running, NULL, NULL, NULL},
+    {"__name__", (getter)run_get_name, NULL, NULL, "__name__"},
+    {"__qualname__", (getter)run_get_name, NULL, NULL, "__qualname__"},
+    {NULL}};
 
 static PyAsyncMethods run_async = {.am_await = run_await, .am_send = (sendfunc)run_am_send};
 
