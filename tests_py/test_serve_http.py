@@ -5,6 +5,7 @@ and signal tests run `python -m goloop serve` in a subprocess."""
 import asyncio
 import http.client
 import json
+import logging
 import os
 import signal
 import socket
@@ -244,6 +245,42 @@ def test_pipelined_requests_do_not_all_wait_for_the_run_phase():
         for s in [first] + others:
             s.close()
     assert waiting[0] == 0 and 1 <= waiting[1] <= 70, waiting
+
+
+def test_debug_mode_times_every_request_first_step(caplog):
+    """In debug mode a request's first step is a handle of its own, timed and reported by
+    the slow-callback warning like any other, also when many requests are read at once (the
+    first step is not started as the request is taken: 3.12+'s eager start and 3.11's run
+    past 64 queued handles are for the ordinary mode). Debug mode is switched on in /hold's
+    call, before the 8 x 100 pipelined requests are taken; every request's step is then
+    reported (duration 0), with its coroutine's name."""
+    conns, n = 8, 100
+    sent = threading.Event()
+
+    async def request_step(path, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": path.encode()})
+
+    def app(scope, receive, send):
+        if scope["path"] == "/hold":
+            loop = asyncio.get_running_loop()
+            loop.slow_callback_duration = 0.0
+            loop.set_debug(True)
+            assert sent.wait(10)
+        return request_step(scope["path"], send)
+
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        with serving(app, lifespan="off") as server:
+            first, others = pipelined_while_held(server, sent, conns, n)
+            assert read_response(first.makefile("rb"))[2] == b"/hold"
+            for s in others:
+                f = s.makefile("rb")
+                assert [read_response(f)[2] for _ in range(n)] == [b"/%d" % i for i in range(n)]
+            for s in [first] + others:
+                s.close()
+    steps = [m for m in (r.getMessage() for r in caplog.records)
+             if m.startswith("Executing <Task") and "request_step()" in m]
+    assert len(steps) >= conns * n, len(steps)
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12+'s eager start: the test before")
