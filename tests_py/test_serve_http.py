@@ -213,6 +213,19 @@ def pipelined_while_held(server, sent, conns=8, n=100):
     return first, others
 
 
+def answer_pipelined_while_held(app, sent, conns, n):
+    """Serves app (lifespan off) for pipelined_while_held's requests and checks that each
+    is answered with its path, in order (the application's body: the path)."""
+    with serving(app, lifespan="off") as server:
+        first, others = pipelined_while_held(server, sent, conns, n)
+        assert read_response(first.makefile("rb"))[2] == b"/hold"
+        for s in others:
+            f = s.makefile("rb")
+            assert [read_response(f)[2] for _ in range(n)] == [b"/%d" % i for i in range(n)]
+        for s in [first] + others:
+            s.close()
+
+
 def test_pipelined_requests_do_not_all_wait_for_the_run_phase():
     """Many pipelined requests read at once do not all wait, made, for the loop's next run
     phase (their scopes, Tasks and coroutines in memory, filling the collector's young
@@ -236,14 +249,7 @@ def test_pipelined_requests_do_not_all_wait_for_the_run_phase():
         waiting[1] = max(waiting[1], waiting[0])
         return run(scope["path"], send)
 
-    with serving(app, lifespan="off") as server:
-        first, others = pipelined_while_held(server, sent, conns, n)
-        assert read_response(first.makefile("rb"))[2] == b"/hold"
-        for s in others:
-            f = s.makefile("rb")
-            assert [read_response(f)[2] for _ in range(n)] == [b"/%d" % i for i in range(n)]
-        for s in [first] + others:
-            s.close()
+    answer_pipelined_while_held(app, sent, conns, n)
     assert waiting[0] == 0 and 1 <= waiting[1] <= 70, waiting
 
 
@@ -270,14 +276,7 @@ def test_debug_mode_times_every_request_first_step(caplog):
         return request_step(scope["path"], send)
 
     with caplog.at_level(logging.WARNING, logger="asyncio"):
-        with serving(app, lifespan="off") as server:
-            first, others = pipelined_while_held(server, sent, conns, n)
-            assert read_response(first.makefile("rb"))[2] == b"/hold"
-            for s in others:
-                f = s.makefile("rb")
-                assert [read_response(f)[2] for _ in range(n)] == [b"/%d" % i for i in range(n)]
-            for s in [first] + others:
-                s.close()
+        answer_pipelined_while_held(app, sent, conns, n)
     steps = [m for m in (r.getMessage() for r in caplog.records)
              if m.startswith("Executing <Task") and "request_step()" in m]
     assert len(steps) >= conns * n, len(steps)
