@@ -14,8 +14,10 @@ per process), django (its ORM and templates, psycopg 3). Servers, one worker eac
 core 0 with their whole process tree: ASGI: goloop serve, Granian (--runtime-threads 1),
 uvicorn (uvloop + httptools), Hypercorn (uvloop); WSGI: goloop serve (--threads 4), Granian
 (--blocking-threads 4), gunicorn sync, gunicorn gthread (4 threads), bjoern, uWSGI (pyuwsgi,
---http11-socket): the servers with a pool of threads run as many as the apps' pool has
-connections. A server that is not installed is reported as such.
+--http11-socket); and both, the newer contenders socketify (uWebSockets through cffi) and
+fastpysgi (C on libuv), each on one thread of its own event loop: the servers with a pool of
+threads run as many as the apps' pool has connections. A server that is not installed is
+reported as such.
 
 Each round starts every (app, server) pair afresh, validates it (bench/web/validate.py:
 TechEmpower's response rules and the executed queries counted with pg_stat_statements; a
@@ -62,8 +64,9 @@ APPS = {
     "flask": ("wsgi", "wsgi_flask:app", "Flask (psycopg 3)"),
     "django": ("wsgi", "wsgi_django:app", "Django ORM (psycopg 3)"),
 }
-ASGI_SERVERS = ["goloop serve", "granian", "uvicorn", "hypercorn"]
-WSGI_SERVERS = ["goloop serve", "granian", "gunicorn sync", "gunicorn gthread", "bjoern", "uwsgi"]
+ASGI_SERVERS = ["goloop serve", "granian", "uvicorn", "hypercorn", "socketify", "fastpysgi"]
+WSGI_SERVERS = ["goloop serve", "granian", "gunicorn sync", "gunicorn gthread", "bjoern", "uwsgi", "socketify",
+                "fastpysgi"]
 # test -> (title, path, pipeline depth)
 TESTS = {
     "json": ("JSON serialization", "/json", 1),
@@ -125,6 +128,17 @@ def server_argv(name, interface, target, port):
             return None
         return [uwsgi, "--http11-socket", f"{host}:{port}", "--module", target, "--processes", "1",
                 "--disable-logging", "--pythonpath", WEB, "--die-on-term", "--need-app"]
+    # the newer contenders, both on one thread of their own event loop (WSGI apps called on it)
+    if name == "socketify":  # uWebSockets in C++ through cffi
+        if not installed("socketify"):
+            return None
+        return [PY, "-m", "socketify", target, "--host", host, "--port", str(port), "--interface", interface,
+                "--disable-listen-log", "true"]
+    if name == "fastpysgi":  # C on libuv (ASGI or WSGI found from the app)
+        if not installed("fastpysgi"):
+            return None
+        return [PY, "-c", f"import fastpysgi, {mod}; fastpysgi.run({mod}.{attr}, '{host}', {port}, "
+                "loglevel=fastpysgi.LL_ERROR)"]
     raise ValueError(name)
 
 
@@ -200,6 +214,18 @@ def validation_problems(port, tests, args, cluster):
     return "; ".join(problems[:6]) + (f" (+{len(problems) - 6} more)" if len(problems) > 6 else "")
 
 
+def failed_tests(port, tests, args, cluster):
+    """{test: its problems} for each test type the server on port fails, validated one by one
+    as TechEmpower's verifier does: a server that fails one type is still measured on the
+    others."""
+    out = {}
+    for t in tests:
+        msg = validation_problems(port, [t], args, cluster)
+        if msg:
+            out[t] = msg
+    return out
+
+
 def run_pair(app, server, tests, args, env, cluster):
     """Start server with app, validate, measure each test: {test: result dict or "failed: ..."}
     (with --validate-only: {"validation": "OK" or the problems})."""
@@ -209,13 +235,15 @@ def run_pair(app, server, tests, args, env, cluster):
             if running is None:
                 return {t: "not installed" for t in tests}
             proc, port = running
-            msg = validation_problems(port, tests, args, cluster)
+            bad = failed_tests(port, tests, args, cluster)
             if args.validate_only:
-                return {"validation": "FAILED: " + msg if msg else "OK"}
-            if msg:
-                print(f"# {app} / {server}: VALIDATION FAILED: {msg}", flush=True)
-                return {t: f"failed validation: {msg}" for t in tests}
+                return {"validation": "; ".join(f"FAILED {t}: {m}" for t, m in bad.items()) or "OK"}
+            for t, msg in bad.items():
+                print(f"# {app} / {server} / {t}: VALIDATION FAILED: {msg}", flush=True)
+                out[t] = f"failed validation: {msg}"
             for t in tests:
+                if t in bad:
+                    continue
                 _, path, depth = TESTS[t]
                 try:
                     r = measure(port, path, depth, args.duration, args.connections, proc.pid)
@@ -254,25 +282,28 @@ def run_app_together(app, servers, tests, args, env, cluster):
                 out.update({(server, t): "not installed" for t in tests})
                 continue
             proc, port = r
-            msg = validation_problems(port, tests, args, cluster)
-            if msg:
-                print(f"# {app} / {server}: VALIDATION FAILED: {msg}", flush=True)
-                out.update({(server, t): f"failed validation: {msg}" for t in tests})
+            bad = failed_tests(port, tests, args, cluster)
+            for t, msg in bad.items():
+                print(f"# {app} / {server} / {t}: VALIDATION FAILED: {msg}", flush=True)
+                out[(server, t)] = f"failed validation: {msg}"
+            if len(bad) == len(tests):
                 continue
             cgroup_add(cgroup_make(f"goloop-web-{i}"), proc.pid)
             running.append((server, proc, port))
         for t in tests:
             _, path, depth = TESTS[t]
-            cmds = [wrk_argv(port, path, depth, args.connections) for _, _, port in running]
+            # (a server that failed this test's validation sits it out, idle)
+            on = [(server, proc, port) for server, proc, port in running if (server, t) not in out]
+            cmds = [wrk_argv(port, path, depth, args.connections) for _, _, port in on]
             warm = [subprocess.Popen(w + ["-d1s"] + tail, stdout=subprocess.DEVNULL) for w, tail in cmds]
             for w in warm:
                 w.wait(timeout=60)
-            c0 = [tree_cpu(proc.pid) for _, proc, _ in running]
+            c0 = [tree_cpu(proc.pid) for _, proc, _ in on]
             runs = [subprocess.Popen(w + [f"-d{args.duration}s"] + tail, stdout=subprocess.PIPE, text=True)
                     for w, tail in cmds]
             outs = [r.communicate(timeout=args.duration + 60)[0] for r in runs]
-            c1 = [tree_cpu(proc.pid) for _, proc, _ in running]
-            for (server, _, _), o, a, b in zip(running, outs, c0, c1):
+            c1 = [tree_cpu(proc.pid) for _, proc, _ in on]
+            for (server, _, _), o, a, b in zip(on, outs, c0, c1):
                 res = parse_wrk(o)
                 if res is None or not res.get("n"):
                     out[(server, t)] = "failed: wrk output: " + o[-200:]
@@ -281,7 +312,7 @@ def run_app_together(app, servers, tests, args, env, cluster):
                 out[(server, t)] = res
             print(f"#   {app:9} {t:9} " + "  ".join(
                 f"{s} {out[(s, t)]['cpu_us']:.1f}" if isinstance(out[(s, t)], dict) else f"{s} -"
-                for s, _, _ in running) + " µs CPU/req", flush=True)
+                for s, _, _ in on) + " µs CPU/req", flush=True)
     return out
 
 
@@ -433,7 +464,8 @@ def write_results(summary, apps, pairs, tests, args, ratios=None):
               f"{WSGI_THREADS}); Granian --workers 1 --runtime-threads 1 (ASGI: --loop uvloop; WSGI: "
               f"--blocking-threads {WSGI_THREADS}); "
               "uvicorn --loop uvloop --http httptools; Hypercorn -k uvloop; gunicorn sync, gunicorn gthread "
-              f"--threads {WSGI_THREADS}; bjoern; uWSGI (pyuwsgi) --http11-socket --processes 1: the WSGI servers "
+              f"--threads {WSGI_THREADS}; bjoern; uWSGI (pyuwsgi) --http11-socket --processes 1; socketify and "
+              "fastpysgi (ASGI and WSGI, one thread each, defaults): the WSGI servers "
               "with a pool of threads run as many as the app's pool has connections (more only wait for one: "
               "Granian's default of up to 512 threads, each Django thread with its own connection, cost 6x the "
               "futex calls per 20-query request). The ASGI apps "
@@ -452,6 +484,7 @@ def write_results(summary, apps, pairs, tests, args, ratios=None):
                f"--duration {args.duration} --rounds {args.rounds}" + (" --together" if args.together else "")
                + (f" --servers '{args.servers}'" if args.servers else ""))
     modules = ("granian", "uvicorn", "uvloop", "httptools", "hypercorn", "gunicorn", "bjoern", "pyuwsgi",
+               "socketify", "fastpysgi",
                "starlette", "fastapi", "flask", "django", "asyncpg", "psycopg", "psycopg-pool", "orjson", "jinja2")
     for order, app in enumerate(apps):
         servers = [s for a, s in pairs if a == app]
