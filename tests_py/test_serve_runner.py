@@ -25,6 +25,7 @@ class _Awaitable:
         self.scope, self.send = scope, send
 
     def __await__(self):
+        self.scope["task repr"] = repr(asyncio.current_task())
         yield from asyncio.sleep(0).__await__()
         yield from self.send({"type": "http.response.start", "status": 200, "headers": []}).__await__()
         yield from self.send({"type": "http.response.body", "body": b"awaitable"}).__await__()
@@ -94,11 +95,15 @@ def test_app_that_waits_runs_in_a_task_with_its_stack():
 
 
 def test_app_returning_a_non_coroutine_awaitable():
+    seen = {}
+
     def app(scope, receive, send):
-        return _Awaitable(scope, send)
+        return _Awaitable(seen, send)
 
     with serving(app, lifespan="off") as server:
         assert get(server, "/")[:3:2] == (200, b"awaitable")
+    # the Task's repr names the awaitable's iterator (a generator: no cr_code, so no place)
+    assert "coro=<_Awaitable.__await__() running>" in seen["task repr"], seen["task repr"]
 
 
 def test_access_log_path_still_answers_and_logs():

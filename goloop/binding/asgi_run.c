@@ -192,14 +192,6 @@ static PyObject *run_close(GLAsgiRun *r, PyObject *Py_UNUSED(ignored)) {
 
 static PyObject *run_await(PyObject *self) { return Py_NewRef(self); }
 
-/* The application's frame (Task.get_stack, print_stack). */
-static PyObject *run_get_frame(GLAsgiRun *r, void *closure) {
-    if (r->it == NULL) Py_RETURN_NONE;
-    PyObject *f;
-    if (get_optional_attr(r->it, "cr_frame", &f) < 0) return NULL;
-    return f != NULL ? f : Py_NewRef(Py_None);
-}
-
 static int run_traverse(GLAsgiRun *r, visitproc visit, void *arg) {
     Py_VISIT(r->it);
     Py_VISIT(r->ended);
@@ -228,34 +220,34 @@ static PyMethodDef run_methods[] = {
     {"close", (PyCFunction)run_close, METH_NOARGS, NULL},
     {NULL}};
 
-/* The application's coroutine's attribute name (also once it finished), or dflt (a new
- * reference) where there is none (an awaitable without it). asyncio's repr of a Task names its
- * coroutine by these (coroutines._format_coroutine): with them a request's Task shows the
+static PyObject *str_asgi_run;  /* "AsgiRun": the name where the awaitable has none */
+
+/* The application's coroutine's attribute name (also once it finished), or dflt (borrowed)
+ * where it has none (an awaitable without it). cr_frame is its frame (Task.get_stack,
+ * print_stack); asyncio's repr of a Task names its coroutine by __qualname__, cr_code and
+ * cr_running (coroutines._format_coroutine): with them a request's Task shows the
  * application's coroutine and where it runs, as on a server whose Task runs the application
  * in a Python coroutine, instead of "<AsgiRun without __name__>()". */
 static PyObject *run_delegate(GLAsgiRun *r, const char *name, PyObject *dflt) {
-    PyObject *v = NULL;
-    if (dflt == NULL) return NULL;
-    PyObject *it = r->it != NULL ? r->it : r->ended;
-    if (it != NULL && get_optional_attr(it, name, &v) < 0) {
-        Py_DECREF(dflt);
-        return NULL;
-    }
-    if (v == NULL) return dflt;
-    Py_DECREF(dflt);
-    return v;
+    PyObject *it = r->it != NULL ? r->it : r->ended, *v = NULL;
+    if (it != NULL && get_optional_attr(it, name, &v) < 0) return NULL;
+    return v != NULL ? v : Py_NewRef(dflt);
 }
+
+static PyObject *run_get_frame(GLAsgiRun *r, void *closure) { return run_delegate(r, "cr_frame", Py_None); }
 
 static PyObject *run_get_name(GLAsgiRun *r, void *closure) {
-    return run_delegate(r, (const char *)closure, PyUnicode_FromString("AsgiRun"));
+    return run_delegate(r, (const char *)closure, str_asgi_run);
 }
 
-static PyObject *run_get_code(GLAsgiRun *r, void *closure) {
-    return run_delegate(r, "cr_code", Py_NewRef(Py_None));
-}
+static PyObject *run_get_code(GLAsgiRun *r, void *closure) { return run_delegate(r, "cr_code", Py_None); }
 
+/* (an awaitable's generator has gi_running) */
 static PyObject *run_get_running(GLAsgiRun *r, void *closure) {
-    return run_delegate(r, "cr_running", Py_NewRef(Py_False));
+    PyObject *v = run_delegate(r, "cr_running", Py_None);
+    if (v != Py_None) return v;
+    Py_DECREF(v);
+    return run_delegate(r, "gi_running", Py_False);
 }
 
 static PyGetSetDef run_getset[] = {
@@ -289,6 +281,7 @@ int gl_asgi_is_run(PyObject *o) { return Py_IS_TYPE(o, &RunType); }
 /* Ready the type and register it as a collections.abc.Coroutine (asyncio.Task takes it). */
 int gl_init_asgi_run(PyObject *m) {
     if (PyType_Ready(&RunType) < 0) return -1;
+    if (str_asgi_run == NULL && (str_asgi_run = PyUnicode_InternFromString("AsgiRun")) == NULL) return -1;
     if (PyModule_AddObjectRef(m, "AsgiRun", (PyObject *)&RunType) < 0) return -1;
     PyObject *abc = PyImport_ImportModule("collections.abc");
     if (abc == NULL) return -1;
