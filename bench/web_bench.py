@@ -36,6 +36,7 @@ import argparse
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import signal
 import statistics
@@ -147,6 +148,29 @@ def server_argv(name, interface, target, port):
 ADD_HEADERS = ("bjoern", "uwsgi")
 
 
+def split_spec(spec):
+    """spec "name[:args]" -> (name, extra arguments, env): NAME=value words of args go to the
+    server's environment, the others to its command line ("goloop serve:--threads 1",
+    "goloop serve:GOLOOP_WSGI_POOL=leader": a server's variant measured beside it)."""
+    name, _, extra = spec.partition(":")
+    words = shlex.split(extra)
+    env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_][A-Z0-9_]*=", w))
+    return name, [w for w in words if not re.match(r"^[A-Z_][A-Z0-9_]*=", w)], env
+
+
+def server_cmd(spec, interface, target, port):
+    """spec "name[:args]" -> (argv or None when not installed, name, env) (split_spec)."""
+    name, extra, env = split_spec(spec)
+    argv = server_argv(name, interface, target, port)
+    if argv is None:
+        return None, name, {}
+    if extra and name == "granian":  # options before the target
+        argv = argv[:-1] + extra + argv[-1:]
+    else:
+        argv = argv + extra
+    return argv, name, env
+
+
 def start_server(server, argv, env):
     """server's process on core 0, its stderr in a file (proc.errf)."""
     if server in ADD_HEADERS:
@@ -187,11 +211,11 @@ def served(app, server, env):
     fails to start)."""
     interface, target, _ = APPS[app]
     port = free_port()
-    argv = server_argv(server, interface, target, port)
+    argv, name, extra_env = server_cmd(server, interface, target, port)
     if argv is None:
         yield None
         return
-    proc = start_server(server, argv, env)
+    proc = start_server(name, argv, dict(env, **extra_env))
     try:
         try:
             wait_port(port, proc, timeout=60)
@@ -349,7 +373,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--apps", default=",".join(APPS), help=",".join(APPS))
     ap.add_argument("--servers", default=None,
-                    help="comma-separated; default every server of each app's interface: "
+                    help="comma-separated, each a name or name:ARGS (a variant: extra options, NAME=value for its "
+                         "environment); default every server of each app's interface: "
                          + ",".join(dict.fromkeys(ASGI_SERVERS + WSGI_SERVERS)))
     ap.add_argument("--tests", default=",".join(TESTS), help=",".join(TESTS))
     ap.add_argument("--duration", type=int, default=10)
@@ -380,7 +405,11 @@ def main():
     pairs = []
     for a in apps:
         pool = ASGI_SERVERS if APPS[a][0] == "asgi" else WSGI_SERVERS
-        pairs += [(a, s) for s in pool if wanted is None or s in wanted]
+        if wanted is None:
+            pairs += [(a, s) for s in pool]
+        else:  # in the pool's order, a server's variants after it
+            mine = [s for s in wanted if split_spec(s)[0] in pool]
+            pairs += [(a, s) for s in sorted(mine, key=lambda s: (pool.index(split_spec(s)[0]), ":" in s))]
     if args.validate_only:
         args.duration = 0
 

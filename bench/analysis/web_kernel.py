@@ -33,7 +33,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 import signal
 import statistics
 import subprocess
@@ -169,26 +168,7 @@ def server_env(cluster):
                                             os.environ.get("PYTHONPATH", "")]))
 
 
-def split_spec(spec):
-    """spec "name[:args]" -> (name, extra arguments, env): NAME=value words of args go to the
-    server's environment, the others to its command line."""
-    name, _, extra = spec.partition(":")
-    words = shlex.split(extra)
-    env = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_][A-Z0-9_]*=", w))
-    return name, [w for w in words if not re.match(r"^[A-Z_][A-Z0-9_]*=", w)], env
-
-
-def server_cmd(spec, interface, target, port):
-    """spec "name[:args]" -> (argv, name, env) (split_spec)."""
-    name, extra, env = split_spec(spec)
-    argv = wb.server_argv(name, interface, target, port)
-    if argv is None:
-        return None, name, {}
-    if extra and name == "granian":  # options before the target
-        argv = argv[:-1] + extra + argv[-1:]
-    else:
-        argv = argv + extra
-    return argv, name, env
+split_spec, server_cmd = wb.split_spec, wb.server_cmd
 
 
 @contextlib.contextmanager
