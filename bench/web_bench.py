@@ -408,7 +408,7 @@ def main():
         if wanted is None:
             pairs += [(a, s) for s in pool]
         else:  # in the pool's order, a server's variants after it
-            mine = [s for s in wanted if split_spec(s)[0] in pool]
+            mine = [s for s in dict.fromkeys(wanted) if split_spec(s)[0] in pool]
             pairs += [(a, s) for s in sorted(mine, key=lambda s: (pool.index(split_spec(s)[0]), ":" in s))]
     if args.validate_only:
         args.duration = 0
