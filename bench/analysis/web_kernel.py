@@ -44,7 +44,7 @@ BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.join(BENCH, "web"))
 import web_bench as wb  # noqa: E402
-from harness import free_port, parse_wrk, stop, tree_pids, wait_port  # noqa: E402
+from harness import cgroup_add, cgroup_make, free_port, parse_wrk, stop, tree_pids, wait_port  # noqa: E402
 
 import pg  # noqa: E402
 
@@ -198,8 +198,31 @@ def wrk(port, path, seconds, conns):
     return res
 
 
+@contextlib.contextmanager
+def sharing(pid, share):
+    """With share N > 1: the server's tree in a CPU cgroup of its own on its core and N - 1
+    CPU burners there, each in one of equal weight, so the server gets 1/N of the core, as
+    web_bench.py --together gives each of N servers, but beside busy loops that touch almost
+    no memory instead of other servers."""
+    if share <= 1:
+        yield
+        return
+    cgroup_add(cgroup_make("goloop-kernel-server"), pid)
+    burners = [subprocess.Popen(["taskset", "-c", wb.SERVER_CPU, sys.executable, "-c", "while True: pass"])
+               for _ in range(share - 1)]
+    try:
+        for i, b in enumerate(burners):
+            cgroup_add(cgroup_make(f"goloop-kernel-burn-{i}"), b.pid)
+        yield
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+
+
 def measure(app, spec, path, args, env):
-    with serving(app, spec, env) as running:
+    with serving(app, spec, env) as running, \
+            sharing(running[0].pid if running else 0, args.share if running else 1):
         if running is None:
             return None
         proc, port = running
@@ -282,6 +305,9 @@ def main():
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--threads", type=int, default=6, help="threads listed per server")
     ap.add_argument("--json", help="write every round's figures here")
+    ap.add_argument("--share", type=int, default=1, metavar="N",
+                    help="the server gets 1/N of its core: N - 1 CPU burners beside it, each process in a CPU "
+                         "cgroup of equal weight (needs root)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="perf record the measured run: µs per request by shared object and the N top symbols")
     args = ap.parse_args()
