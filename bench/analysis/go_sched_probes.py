@@ -81,7 +81,7 @@ def parse(script_out):
 
 
 def measure(app, spec, path, args, env, funcs):
-    with wk.serving(app, spec, env) as running:
+    with wb.served(app, spec, env) as running:
         if running is None:
             return None
         proc, port = running
@@ -120,7 +120,7 @@ def main():
     with pg.Cluster(cpu=wb.CLIENT_CPU) as cluster:
         base = wk.server_env(cluster)
         for spec in args.servers.split(","):
-            _name, _args, extra = wk.split_spec(spec)
+            _name, _args, extra = wb.split_spec(spec)
             so = args.so or extension(dict(base, **extra))
             remove_probes()
             add_probes(so, funcs)

@@ -44,7 +44,7 @@ BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.join(BENCH, "web"))
 import web_bench as wb  # noqa: E402
-from harness import cgroup_add, cgroup_make, free_port, parse_wrk, stop, tree_pids, wait_port  # noqa: E402
+from harness import cgroup_add, cgroup_make, parse_wrk, tree_pids  # noqa: E402
 
 import pg  # noqa: E402
 
@@ -168,26 +168,6 @@ def server_env(cluster):
                                             os.environ.get("PYTHONPATH", "")]))
 
 
-split_spec, server_cmd = wb.split_spec, wb.server_cmd
-
-
-@contextlib.contextmanager
-def serving(app, spec, env):
-    interface, target, _ = wb.APPS[app]
-    port = free_port()
-    argv, name, extra_env = server_cmd(spec, interface, target, port)
-    if argv is None:
-        yield None
-        return
-    proc = wb.start_server(name, argv, dict(env, **extra_env))
-    try:
-        wait_port(port, proc, timeout=60)
-        yield proc, port
-    finally:
-        stop(proc, 10)
-        proc.errf.close()
-
-
 def wrk(port, path, seconds, conns):
     out = subprocess.run(["taskset", "-c", wb.CLIENT_CPU, "wrk", "-t1", "-c", str(conns), "--latency",
                           f"-d{seconds}s", f"http://127.0.0.1:{port}{path}"],
@@ -221,11 +201,11 @@ def sharing(pid, share):
 
 
 def measure(app, spec, path, args, env):
-    with serving(app, spec, env) as running, \
-            sharing(running[0].pid if running else 0, args.share if running else 1):
+    with wb.served(app, spec, env) as running, contextlib.ExitStack() as stack:
         if running is None:
             return None
         proc, port = running
+        stack.enter_context(sharing(proc.pid, args.share))
         wrk(port, path, 1, args.connections)  # warm-up: the pool's connections, threads, caches
         pids = tree_pids(proc.pid)
         fd, out = tempfile.mkstemp(prefix="web-kernel-ab-", suffix=".txt")
