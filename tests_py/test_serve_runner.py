@@ -19,13 +19,14 @@ class _Records(logging.Handler):
 
 
 class _Awaitable:
-    """An awaitable that is not a coroutine (its __await__ is a generator)."""
+    """An awaitable that is not a coroutine (its __await__ is a generator); it writes its
+    Task's repr into seen."""
 
-    def __init__(self, scope, send):
-        self.scope, self.send = scope, send
+    def __init__(self, seen, send):
+        self.seen, self.send = seen, send
 
     def __await__(self):
-        self.scope["task repr"] = repr(asyncio.current_task())
+        self.seen["task repr"] = repr(asyncio.current_task())
         yield from asyncio.sleep(0).__await__()
         yield from self.send({"type": "http.response.start", "status": 200, "headers": []}).__await__()
         yield from self.send({"type": "http.response.body", "body": b"awaitable"}).__await__()
