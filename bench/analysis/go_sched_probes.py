@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import subprocess
 import sys
@@ -81,10 +82,11 @@ def parse(script_out):
 
 
 def measure(app, spec, path, args, env, funcs):
-    with wb.served(app, spec, env) as running:
+    with wb.served(app, spec, env) as running, contextlib.ExitStack() as stack:
         if running is None:
             return None
         proc, port = running
+        stack.enter_context(wk.sharing(proc.pid, args.share))
         wk.wrk(port, path, 1, args.connections)  # warm-up
         pids = tree_pids(proc.pid)
         fd, data = tempfile.mkstemp(prefix="go-sched-", suffix=".data")
@@ -113,6 +115,8 @@ def main():
     ap.add_argument("--funcs", default=FUNCS, help="the runtime's functions to count")
     ap.add_argument("--duration", type=int, default=4)
     ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--share", type=int, default=1, metavar="N",
+                    help="the server gets 1/N of its core beside N - 1 CPU burners (web_kernel.py's --share)")
     ap.add_argument("--callers", type=int, default=12, help="caller chains listed per server")
     ap.add_argument("--so", help="goloop's extension to probe (default: the one the server imports)")
     args = ap.parse_args()
