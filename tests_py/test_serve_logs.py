@@ -341,3 +341,54 @@ def test_access_lines_written_straight_match_logging(monkeypatch):
     assert out.getvalue() == straight * 2
     accesslog.info(access, "%s", "plain")
     assert out.getvalue().endswith("\nINFO:     plain\n") and len(records) == 2
+
+
+def test_access_lines_on_a_loop_are_written_once_per_iteration(monkeypatch):
+    """On a thread running a loop, goloop's own access lines wait for the loop's next
+    iteration and go out in one write; a record of goloop's handler in between writes them
+    first (the stream keeps the records' order), and flush() writes what still waits."""
+    import asyncio
+    import io
+
+    from goloop.serve import accesslog
+
+    root = logging.getLogger("goloop")
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "propagate", root.propagate)
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr(accesslog, "default_logging", None)
+    _serve_config.configure_logging("info")
+    h = root.handlers[0]
+
+    class Counted(io.StringIO):
+        writes = 0
+
+        def write(self, s):
+            self.writes += 1
+            return super().write(s)
+
+    out = Counted()
+    h.setStream(out)
+    access = logging.getLogger("goloop.access")
+    line = 'INFO:     10.0.0.1:5000 - "GET / HTTP/1.1" 200 OK\n'
+
+    async def main():
+        for _ in range(3):
+            accesslog.info(access, '%s - "%s %s HTTP/%s" %d %s', "10.0.0.1:5000", "GET", "/", "1.1", 200, "OK")
+        held = out.getvalue()
+        await asyncio.sleep(0)  # the next iteration
+        await asyncio.sleep(0)
+        batched = (held, out.getvalue(), out.writes)
+        accesslog.info(access, "%s", "before")
+        logging.getLogger("goloop.error").warning("after")
+        ordered = out.getvalue()[len(batched[1]):]
+        accesslog.info(access, "%s", "last")
+        return batched, ordered
+
+    (held, written, writes), ordered = goloop.run(main())
+    assert (held, written, writes) == ("", line * 3, 1)
+    assert ordered == "INFO:     before\nWARNING:  after\n"
+    accesslog.flush()  # (the loop ended before its next iteration)
+    assert out.getvalue().endswith("WARNING:  after\nINFO:     last\n")
+    accesslog.info(access, "%s", "no loop")  # no loop running: written at once
+    assert out.getvalue().endswith("INFO:     last\nINFO:     no loop\n")

@@ -5,6 +5,8 @@ module.
 """
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
 import time
 from http import HTTPStatus
@@ -89,13 +91,67 @@ def header(headers: list, name: bytes) -> str | None:
 # message, or None while goloop has not configured it
 default_logging: tuple[logging.Logger, logging.Handler, logging.Formatter, str] | None = None
 
+# Lines written on a loop's thread wait here for that loop's next iteration (under the
+# handler's lock), which writes all of them at once: one write(2) for the requests an
+# iteration ended, not one each. goloop's handler (BatchedStreamHandler) writes them before
+# any record of its own, so the stream keeps the order of its records; flush() writes them
+# at the server's end and at exit.
+_pending: list[str] = []
+_pending_to: logging.Handler | None = None
+_get_running_loop = asyncio._get_running_loop
+
+
+class BatchedStreamHandler(logging.StreamHandler):
+    """goloop's stderr handler: a StreamHandler that first writes the access lines waiting
+    for the loop's next iteration, so they come before any record it writes after them."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _pending:  # (handle() holds the lock)
+            _write_pending(self)
+        super().emit(record)
+
+    def flush(self) -> None:
+        with self.lock:
+            if _pending:
+                _write_pending(self)
+        super().flush()
+
+
+def _write_pending(h: logging.Handler) -> None:
+    """Writes the waiting lines to h's stream (h's lock held); a write that fails drops them
+    (a stream that refuses them would refuse logging's report too)."""
+    lines = "".join(_pending)
+    _pending.clear()
+    try:
+        stream = h.stream
+        stream.write(lines)
+        stream.flush()
+    except Exception:
+        pass
+
+
+def flush() -> None:
+    """Writes the access lines still waiting (the loop's next iteration, the server's end)
+    to the handler they were written for (_pending_to)."""
+    h = _pending_to
+    if h is not None and _pending:
+        with h.lock:
+            if _pending:
+                _write_pending(h)
+
+
+atexit.register(flush)
+
 
 def info(logger: logging.Logger, msg: str, *args: Any) -> None:
     """logger.info(msg, *args), the access line. Where the record would only go through
     goloop's own logging (default_logging: no handler, filter or record factory of the
-    application's or of a --log-config, the level allowing INFO), the line is written
-    straight to the handler's stream, under its lock, as its formatter would write it:
-    building and formatting a LogRecord costs ~7 µs a request, the line ~2."""
+    application's or of a --log-config, the level allowing INFO), the line goes straight to
+    the handler's stream, under its lock, as its formatter would write it: building and
+    formatting a LogRecord costs ~7 µs a request, the line ~2. On a thread running a loop it
+    waits for that loop's next iteration, with the lines of the other requests ended before
+    then (_pending)."""
+    global _pending_to
     d = default_logging
     if d is not None and logger.isEnabledFor(logging.INFO):
         parent, h, fmt, prefix = d
@@ -105,7 +161,19 @@ def info(logger: logging.Logger, msg: str, *args: Any) -> None:
                 and h.formatter is fmt and not h.filters and h.level <= logging.INFO
                 and logging.getLogRecordFactory() is logging.LogRecord):
             line = prefix + (msg % args if args else msg) + h.terminator
+            loop = _get_running_loop()
             with h.lock:
+                if loop is not None and isinstance(h, BatchedStreamHandler):
+                    _pending_to = h
+                    _pending.append(line)
+                    if len(_pending) > 1:
+                        return
+                    try:
+                        loop.call_soon(flush)
+                        return
+                    except Exception:  # (a loop closing: written now)
+                        _write_pending(h)
+                        return
                 try:
                     stream = h.stream
                     stream.write(line)

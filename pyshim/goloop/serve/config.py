@@ -236,7 +236,7 @@ def configure_logging(level: Any) -> None:
     lvl = LOG_LEVELS.get(str(level).lower(), logging.INFO) if not isinstance(level, int) else level
     root = logging.getLogger("goloop")
     if not root.handlers:
-        h = logging.StreamHandler(sys.stderr)
+        h = _serve_accesslog.BatchedStreamHandler(sys.stderr)
         h.setFormatter(_Formatter())
         root.addHandler(h)
         root.propagate = False

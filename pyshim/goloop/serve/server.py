@@ -367,6 +367,7 @@ class Server:
             if self.started:
                 logger.info("Finished server process [%d]", os.getpid())
         finally:
+            _serve_accesslog.flush()  # the last requests' lines
             if install_signal_handlers:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
