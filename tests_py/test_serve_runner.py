@@ -1,6 +1,7 @@
 """goloop serve runs each request's application coroutine inside a C wrapper (asgi_run.c)
-when no access log or request limit needs Python around it, and inside a Python wrapper
-coroutine otherwise: both must give the same behaviour (errors logged and answered 500, the
+when no request limit or access-log format needs Python around it (the access log's line is
+a call it makes), and inside a Python wrapper coroutine otherwise: both must give the same
+behaviour (errors logged and answered 500, the
 Task machinery, awaitables that are not coroutines, cancellation)."""
 import asyncio
 import sys
@@ -108,21 +109,43 @@ def test_app_returning_a_non_coroutine_awaitable():
 
 
 def test_access_log_path_still_answers_and_logs():
+    """With the access log on (uvicorn's line), a request's coroutine is still the
+    application's own in the C wrapper, which makes the access call as the call ends: one
+    line per request, its status Go's (500 where the application raised, was cancelled or
+    raised before returning a coroutine), after the application's error record."""
     h = _Records()
-    log = logging.getLogger("goloop.access")
+    log = logging.getLogger("goloop")
     log.addHandler(h)
     old = log.level
     log.setLevel(logging.INFO)
+    seen = {}
+    inner = _app(seen)
+
+    def app(scope, receive, send):
+        if scope.get("path") == "/at-once":
+            raise ValueError("boom before a coroutine")
+        return inner(scope, receive, send)
+
     try:
-        with serving(_app({}), access_log=True) as server:
-            assert get(server, "/")[0] == 200
+        with serving(app, access_log=True, lifespan="off") as server:
+            assert get(server, "/?q=1")[0] == 200
             assert get(server, "/raise")[0] == 500
+            assert get(server, "/cancel")[0] == 500
+            assert get(server, "/at-once")[0] == 500
+            assert get(server, "/task")[0] == 200
     finally:
         log.removeHandler(h)
         log.setLevel(old)
-    lines = [r.getMessage() for r in h.records]
-    assert any('"GET / HTTP/1.1" 200' in x for x in lines), lines
-    assert any('"GET /raise HTTP/1.1" 500' in x for x in lines), lines
+    lines = [(r.name, r.getMessage()) for r in h.records if r.name in ("goloop.access", "goloop.error")]
+    access = [m.split(" - ", 1)[1] for n, m in lines if n == "goloop.access"]
+    assert access == ['"GET /?q=1 HTTP/1.1" 200 OK', '"GET /raise HTTP/1.1" 500 Internal Server Error',
+                      '"GET /cancel HTTP/1.1" 500 Internal Server Error',
+                      '"GET /at-once HTTP/1.1" 500 Internal Server Error', '"GET /task HTTP/1.1" 200 OK'], lines
+    names = [n for n, m in lines]
+    raised = [i for i, (n, m) in enumerate(lines) if n == "goloop.error" and "Exception in ASGI application" in m]
+    assert len(raised) == 2 and all(names[i + 1] == "goloop.access" for i in raised), lines
+    # the Task runs the application's coroutine, not a Python wrapper around it
+    assert "coro=<_app.<locals>.app() running at " in seen["repr"], seen["repr"]
 
 
 def test_scope_addresses_per_connection():
@@ -338,3 +361,15 @@ def test_held_start_meets_another_requests_response():
     assert (st, h["x-who"], body) == (202, "b", b"from b")
     assert isinstance(res["c"], http.client.RemoteDisconnected)
     assert errors == ["Unexpected ASGI message 'http.response.start' sent, after response already started."] * 3
+
+
+def test_access_line_paths_quoted_as_uvicorn():
+    """The access line's path is urllib's quote() of it (uvicorn's), also where the check
+    that skips quote() for plain paths lets it through."""
+    from urllib.parse import quote
+
+    from goloop.serve.server import _quoted
+
+    for c in [chr(i) for i in range(0x100)] + ["€", "😀", "/", "%2F"]:
+        for path in (c, "/a" + c + "b", c * 3):
+            assert _quoted(path) == quote(path), path

@@ -94,8 +94,9 @@ static PyTypeObject DoneType = {
 
 static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"loop", "runner", "template", "state", "max_head", "keep_alive_ms",
-                             "limit_concurrency", "server_header", "date_header", "headers", "on_error", "app", NULL};
-    PyObject *loop, *runner, *template, *state, *on_error = Py_None, *app = Py_None;
+                             "limit_concurrency", "server_header", "date_header", "headers", "on_error", "app", "access",
+                             NULL};
+    PyObject *loop, *runner, *template, *state, *on_error = Py_None, *app = Py_None, *access = Py_None;
     long max_head, ka, limit;
     int server_header, date_header;
     const char *headers;
@@ -105,9 +106,9 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "AsgiServer already initialized");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!Olllppy#|OO", kwlist, &loop, &runner, &PyDict_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!Olllppy#|OOO", kwlist, &loop, &runner, &PyDict_Type,
                                      &template, &state, &max_head, &ka, &limit, &server_header,
-                                     &date_header, &headers, &hlen, &on_error, &app))
+                                     &date_header, &headers, &hlen, &on_error, &app, &access))
         return -1;
     if (!PyObject_TypeCheck(loop, gl_loop_type())) {
         PyErr_SetString(PyExc_TypeError, "AsgiServer needs a goloop loop");
@@ -118,6 +119,7 @@ static int srv_init(GLAsgiServer *self, PyObject *args, PyObject *kwds) {
     if (on_error != Py_None && app != Py_None) {
         self->on_error = Py_NewRef(on_error);
         self->app = Py_NewRef(app);
+        if (access != Py_None) self->access = Py_NewRef(access);
     }
     self->template = Py_NewRef(template);
     self->state = (state == Py_None) ? NULL : Py_NewRef(state);
@@ -131,6 +133,7 @@ static int srv_traverse(GLAsgiServer *self, visitproc visit, void *arg) {
     Py_VISIT(self->runner);
     Py_VISIT(self->on_error);
     Py_VISIT(self->app);
+    Py_VISIT(self->access);
     Py_VISIT(self->c_host);
     Py_VISIT(self->s_addr);
     Py_VISIT(self->template);
@@ -143,6 +146,7 @@ static int srv_clear(GLAsgiServer *self) {
     Py_CLEAR(self->runner);
     Py_CLEAR(self->on_error);
     Py_CLEAR(self->app);
+    Py_CLEAR(self->access);
     Py_CLEAR(self->c_host);
     Py_CLEAR(self->s_addr);
     Py_CLEAR(self->template);
@@ -501,6 +505,11 @@ static PyObject *app_done(GLAsgiSend *self, int failed) {
 static PyObject *send_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { return app_done(self, 0); }
 
 static PyObject *send_fail(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { return app_done(self, 1); }
+
+int gl_asgi_send_status(GLAsgiSend *s) {
+    if (s->held_status != 0) return s->held_status;
+    return s->rid >= 0 && !gl_forked ? glAsgiStatus(s->rid) : 0;
+}
 
 static PyObject *send_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
@@ -877,6 +886,7 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
     GLAsgiSend *send = NULL;
     GLAsgiRecv *recv = NULL;
     PyObject *coro = NULL, *task;
+    int called = 0;  /* app was called (an access line is owed even when it raised at once) */
     if (scope == NULL) goto fail;
     send = PyObject_GC_New(GLAsgiSend, kind->send_type);
     if (send == NULL) goto fail;
@@ -896,10 +906,11 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
     {
         PyObject *args[3] = {scope, (PyObject *)recv, (PyObject *)send};
         coro = PyObject_Vectorcall(app != NULL ? app : srv->runner, args, 3, NULL);
+        called = app != NULL;
     }
     if (coro == NULL) goto fail;
     if (app != NULL) {  /* the application's own coroutine, run in an AsgiRun */
-        PyObject *run = gl_asgi_run_new(coro, send, srv->on_error);
+        PyObject *run = gl_asgi_run_new(coro, send, srv->on_error, scope, srv->access);
         if (run == NULL) goto fail;
         Py_SETREF(coro, run);
     }
@@ -921,6 +932,7 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
 fail:
     if (send != NULL) send->rid = -1;  /* Go answers 500 and forgets the request */
     report_error(srv);
+    if (called && coro == NULL && srv->access != NULL) gl_asgi_access(srv->access, scope, 500);
     if (coro != NULL && (PyCoro_CheckExact(coro) || gl_asgi_is_run(coro))) {
         PyObject *r = gl_call_method0(coro, "close");
         if (r == NULL) PyErr_Clear();

@@ -16,6 +16,8 @@ typedef struct {
     PyObject *app;         /* set: an HTTP request calls app itself (not runner, which is still
                               the websocket's) and its coroutine runs in an AsgiRun (asgi_run.c) */
     PyObject *on_error;    /* with app: on_error(exc) logs an application's exception */
+    PyObject *access;      /* with app, or NULL: access(scope, status) after each HTTP request
+                              (the access log: serve/server.py's access line) */
     /* the scope's last addresses, reused while they stay the same (asgi.c addr_cached) */
     PyObject *c_host, *s_addr;                  /* client host (str), server (host, port) */
     char c_key[64], s_key[64];
@@ -256,7 +258,10 @@ PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh);  /* th
 PyObject *gl_asgi_addr(const char *host, Py_ssize_t hlen, int port, int is_unix);  /* (host, port|None) */
 int gl_init_asgi(PyObject *m);
 /* asgi_run.c */
-PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error);
+PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error, PyObject *scope,
+                          PyObject *access);
+void gl_asgi_access(PyObject *access, PyObject *scope, int status);  /* the access log's call */
+int gl_asgi_send_status(GLAsgiSend *s);  /* the response's status (asgi.c's send._status) */
 int gl_init_asgi_run(PyObject *m);
 int gl_asgi_is_run(PyObject *o);
 /* asgi_spec.c: http.response.trailers and http.response.pathsend; asgi.c's header lines */

@@ -1,8 +1,9 @@
-/* goloop serve: the coroutine a request's Task runs when no access log or request limit
- * needs Python around the application (asgi.c). It delegates to the application's
+/* goloop serve: the coroutine a request's Task runs when no request limit or access-log
+ * format needs Python around the application (asgi.c). It delegates to the application's
  * awaitable as `await app(scope, receive, send)` would and does what serve/server.py's Python
  * wrapper did: tell Go the application returned (a response not started becomes a 500),
- * log an Exception through on_error and end normally, let other BaseExceptions through.
+ * log an Exception through on_error and end normally, let other BaseExceptions through, and
+ * with the access log on, call access(scope, status) last (uvicorn's line, server.py).
  * One C object instead of a Python coroutine frame per request. */
 #include "asgi.h"
 #include "_cgo_export.h"
@@ -13,6 +14,9 @@ typedef struct {
     PyObject *ended;       /* it once finished (its names for a Task's repr), or NULL */
     GLAsgiSend *send;      /* the request */
     PyObject *on_error;    /* on_error(exc) logs an application's exception */
+    PyObject *access;      /* access(scope, status) once the call ended (the access log), or NULL */
+    PyObject *scope;       /* with access: the request's scope, until access has it */
+    int status;            /* with access: the response's status as the call ended (0: none) */
     char finished;
 } GLAsgiRun;
 
@@ -37,7 +41,8 @@ static int get_optional_attr(PyObject *o, const char *name, PyObject **res) {
     return 0;
 }
 
-PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error) {
+PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error, PyObject *scope,
+                          PyObject *access) {
     PyObject *it;
     if (PyCoro_CheckExact(awaitable)) {
         it = Py_NewRef(awaitable);
@@ -60,6 +65,9 @@ PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_er
     r->ended = NULL;
     r->send = (GLAsgiSend *)Py_NewRef(send);
     r->on_error = Py_NewRef(on_error);
+    r->access = access != NULL ? Py_NewRef(access) : NULL;
+    r->scope = access != NULL ? Py_NewRef(scope) : NULL;
+    r->status = 0;
     r->finished = 0;
     PyObject_GC_Track(r);
     return (PyObject *)r;
@@ -74,7 +82,33 @@ static int run_app_end(GLAsgiRun *r, int failed, int ok) {
     }
     if (r->finished) return GL_ASGI_FINISH_OK;
     r->finished = 1;
+    if (r->access != NULL) r->status = gl_asgi_send_status(r->send);  /* (before Go lets it go) */
     return ok ? gl_asgi_finish_done(r->send) : gl_asgi_finish(r->send, failed);
+}
+
+/* access(scope, status) for the access log, keeping any exception set; an error of its own
+ * is reported (unraisable). */
+void gl_asgi_access(PyObject *access, PyObject *scope, int status) {
+    PyObject *exc = gl_take_exception();
+    PyObject *st = PyLong_FromLong(status), *x = NULL;
+    if (st != NULL) {
+        PyObject *args[2] = {scope, st};
+        x = PyObject_Vectorcall(access, args, 2, NULL);
+        Py_DECREF(st);
+    }
+    if (x == NULL) PyErr_WriteUnraisable(access);
+    Py_XDECREF(x);
+    if (exc != NULL) PyErr_SetRaisedException_compat(exc);
+}
+
+/* The access line of a call that ended (once: after what run_report logs, as the Python
+ * wrapper's `finally` came after its `except`). */
+static void run_access(GLAsgiRun *r) {
+    PyObject *scope = r->scope;
+    if (scope == NULL || !r->finished) return;
+    r->scope = NULL;
+    gl_asgi_access(r->access, scope, r->status ? r->status : 500);
+    Py_DECREF(scope);
 }
 
 static int run_app_done(GLAsgiRun *r, int failed) { return run_app_end(r, failed, 0); }
@@ -99,17 +133,23 @@ static PySendResult run_outcome(GLAsgiRun *r, PySendResult status, PyObject **re
         Py_SETREF(*result, Py_NewRef(Py_None));
         if (found == GL_ASGI_FINISH_NOT_STARTED || found == GL_ASGI_FINISH_INCOMPLETE)
             run_report(r, Py_None, found);
+        run_access(r);
         return PYGEN_RETURN;
     }
     PyObject *exc = gl_take_exception();  /* kept aside while Go finishes the request */
     int found = run_app_done(r, 1);
-    if (exc == NULL) return PYGEN_ERROR;
+    if (exc == NULL) {
+        run_access(r);
+        return PYGEN_ERROR;
+    }
     if (!PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_Exception)) {  /* CancelledError, exit */
+        run_access(r);
         PyErr_SetRaisedException_compat(exc);
         return PYGEN_ERROR;
     }
     run_report(r, exc, found);
     Py_DECREF(exc);
+    run_access(r);
     *result = Py_NewRef(Py_None);
     return PYGEN_RETURN;
 }
@@ -185,6 +225,7 @@ static PyObject *run_close(GLAsgiRun *r, PyObject *Py_UNUSED(ignored)) {
         Py_XDECREF(x);
         Py_XSETREF(r->ended, it);
         run_app_done(r, 0);
+        run_access(r);
         if (PyErr_Occurred()) return NULL;
     }
     Py_RETURN_NONE;
@@ -197,6 +238,8 @@ static int run_traverse(GLAsgiRun *r, visitproc visit, void *arg) {
     Py_VISIT(r->ended);
     Py_VISIT(r->send);
     Py_VISIT(r->on_error);
+    Py_VISIT(r->access);
+    Py_VISIT(r->scope);
     return 0;
 }
 
@@ -204,6 +247,8 @@ static int run_clear(GLAsgiRun *r) {
     Py_CLEAR(r->it);
     Py_CLEAR(r->ended);
     Py_CLEAR(r->on_error);
+    Py_CLEAR(r->access);
+    Py_CLEAR(r->scope);
     return 0;
 }
 

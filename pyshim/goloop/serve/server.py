@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import socket
 import sys
@@ -183,6 +184,31 @@ def _on_app_end(exc: BaseException | None, found: int) -> None:
 _PHRASES = {s.value: s.phrase for s in HTTPStatus}
 
 
+_needs_quote = re.compile(r"[^A-Za-z0-9_.~/-]").search
+
+
+def _quoted(path: str) -> str:
+    """quote(path), as uvicorn's access line: the path unchanged where quote would leave it
+    so (its characters all ASCII letters, digits or _.~/-), without quote's calls."""
+    return quote(path) if _needs_quote(path) else path
+
+
+def _line_args(addr: str, path: str, scope: dict, status: int) -> tuple:
+    """uvicorn's access line (127.0.0.1:50000 - "GET / HTTP/1.1" 200 OK): the logger's args."""
+    return ('%s - "%s %s HTTP/%s" %d %s', addr, scope["method"], path, scope["http_version"], status,
+            _PHRASES.get(status, ""))
+
+
+def _access_line(scope: dict, status: int) -> None:
+    """The access line of an HTTP request the application's own coroutine answered (the C
+    wrapper, asgi_run.c, calls it as the call ends; status 500: none was started)."""
+    client = scope.get("client")
+    path = _quoted(scope["root_path"] + scope["path"])
+    if scope["query_string"]:
+        path += "?" + scope["query_string"].decode("ascii", "replace")
+    _serve_accesslog.info(access_logger, *_line_args("%s:%d" % client if client else "", path, scope, status))
+
+
 def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "Server") -> Callable:
     """The coroutine function the Go side calls for each request: it runs the application
     and tells Go when it is done (a response not started becomes a 500). Without an access
@@ -231,7 +257,7 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
             if access_log:
                 client = scope.get("client")
                 addr = "%s:%d" % client if client else ""  # uvicorn's
-                path = quote(scope["root_path"] + scope["path"])
+                path = _quoted(scope["root_path"] + scope["path"])
                 if scope["query_string"]:
                     path += "?" + scope["query_string"].decode("ascii", "replace")
                 if scope["type"] == "websocket":
@@ -239,14 +265,12 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
                     args = ('%s - "WebSocket %s" %s', addr, path, "[accepted]" if status == 101 else (status or 500))
                 elif line is not None:  # --access-log-fmt (goloop.serve.accesslog)
                     h = scope["headers"]
-                    args = line(addr, scope["method"], quote(scope["root_path"] + scope["path"]),
+                    args = line(addr, scope["method"], _quoted(scope["root_path"] + scope["path"]),
                                 scope["query_string"].decode("ascii", "replace"), scope["http_version"],
                                 send._status() or 500, size, (loop.time() - t0) * 1e3 if t0 else 0.0,
                                 _serve_accesslog.header(h, b"user-agent"), _serve_accesslog.header(h, b"referer"))
-                else:  # uvicorn's line: 127.0.0.1:50000 - "GET / HTTP/1.1" 200 OK
-                    status = send._status() or 500
-                    args = ('%s - "%s %s HTTP/%s" %d %s', addr, scope["method"], path, scope["http_version"], status,
-                            _PHRASES.get(status, ""))
+                else:
+                    args = _line_args(addr, path, scope, send._status() or 500)
                 _serve_accesslog.info(access_logger, *args)
             if max_requests:
                 count += 1
@@ -388,9 +412,10 @@ class Server:
             headers.append(alt_svc)
         access = bool(cfg["access_log"]) and access_logger.isEnabledFor(logging.INFO)
         runner = _make_runner(app, access, cfg["limit_max_requests"], self)
-        # Without an access log or a request limit, an HTTP request's coroutine is the
-        # application's own, run in a C wrapper (asgi_run.c): no Python frame around it.
-        direct = not access and not cfg["limit_max_requests"]
+        # Without a request limit or an --access-log-fmt, an HTTP request's coroutine is the
+        # application's own, run in a C wrapper (asgi_run.c): no Python frame around it; the
+        # access line (uvicorn's) is a call the wrapper makes as the application's call ends.
+        direct = not cfg["limit_max_requests"] and not (access and cfg.get("access_log_fmt") is not None)
         tls = bool(cfg["ssl_certfile"])
         # the HTTP extensions Go implements (goloop/httpserver/spec.go); a websocket scope gets
         # its own (asgi_ws.c). zerocopysend: sendfile(2) needs the plain socket (HTTP/2
@@ -411,7 +436,8 @@ class Server:
                                      int(float(cfg["timeout_keep_alive"]) * 1000), int(cfg["limit_concurrency"] or 0),
                                      bool(cfg["server_header"]), bool(cfg["date_header"]),
                                      "\n".join(headers).encode("latin-1"),
-                                     _on_app_end if direct else None, app if direct else None)
+                                     _on_app_end if direct else None, app if direct else None,
+                                     _access_line if direct and access else None)
         try:
             srv.configure(timeout_request_head=float(cfg["timeout_request_head"] or 0),
                           min_request_body_rate=int(math.ceil(cfg["min_request_body_rate"] or 0)),
