@@ -343,6 +343,65 @@ def test_access_lines_written_straight_match_logging(monkeypatch):
     assert out.getvalue().endswith("\nINFO:     plain\n") and len(records) == 2
 
 
+class _CountedWrites:
+    """A text stream that counts its write calls."""
+
+    def __init__(self):
+        import io
+
+        self.out, self.writes = io.StringIO(), 0
+
+    def write(self, s):
+        self.writes += 1
+        return self.out.write(s)
+
+    def flush(self):
+        pass
+
+    def getvalue(self):
+        return self.out.getvalue()
+
+
+def _own_logging(monkeypatch):
+    """goloop's own logging (configure_logging) with its handler's stream counted."""
+    from goloop.serve import accesslog
+
+    root = logging.getLogger("goloop")
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "propagate", root.propagate)
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr(accesslog, "default_logging", None)
+    _serve_config.configure_logging("info")
+    out = _CountedWrites()
+    root.handlers[0].setStream(out)
+    return out
+
+
+def test_wsgi_pool_threads_access_lines_are_written_by_the_loop(monkeypatch):
+    """A WSGI server's pool threads leave their access lines to the server's loop, which
+    writes those ended before it runs at once: every line, in the requests' order on a
+    connection, fewer writes than lines for 64 pipelined requests, none left at the end."""
+    out = _own_logging(monkeypatch)
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    n = 64
+    with serving(app, interface="wsgi", access_log=True, lifespan="off") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as c:
+            c.sendall(b"".join(b"GET /p%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(n)))
+            got = b""
+            while got.count(b"\r\n\r\nok") < n:
+                chunk = c.recv(65536)
+                assert chunk, got[-200:]
+                got += chunk
+    lines = [ln for ln in out.getvalue().splitlines() if '"GET /p' in ln]
+    assert [ln.split('"GET /', 1)[1].split(" ", 1)[0] for ln in lines] == ["p%d" % i for i in range(n)], lines
+    assert lines[0].startswith("INFO:     127.0.0.1:") and lines[0].endswith('"GET /p0 HTTP/1.1" 200 OK')
+    assert out.writes < len(lines) // 2, out.writes  # (one a line before; the server's own lines too)
+
+
 def test_access_lines_on_a_loop_are_written_once_per_iteration(monkeypatch):
     """On a thread running a loop, goloop's own access lines wait for the loop's next
     iteration and go out in one write; a record of goloop's handler in between writes them

@@ -98,6 +98,10 @@ default_logging: tuple[logging.Logger, logging.Handler, logging.Formatter, str] 
 # at the server's end and at exit.
 _pending: list[str] = []
 _pending_to: logging.Handler | None = None
+# The loop that writes the lines of threads running none (a WSGI server's pool threads):
+# the first line of a batch asks it with call_soon_threadsafe, and the lines the threads
+# end before it runs go out with it. Set while a WSGI server runs (goloop.serve.server).
+threads_loop: Any = None
 _get_running_loop = asyncio._get_running_loop
 
 
@@ -150,7 +154,8 @@ def info(logger: logging.Logger, msg: str, *args: Any) -> None:
     the handler's stream, under its lock, as its formatter would write it: building and
     formatting a LogRecord costs ~7 µs a request, the line ~2. On a thread running a loop it
     waits for that loop's next iteration, with the lines of the other requests ended before
-    then (_pending)."""
+    then (_pending); on another thread, while threads_loop is set, until that loop runs the
+    write it asked for."""
     global _pending_to
     d = default_logging
     if d is not None and logger.isEnabledFor(logging.INFO):
@@ -163,15 +168,19 @@ def info(logger: logging.Logger, msg: str, *args: Any) -> None:
             line = prefix + (msg % args if args else msg) + h.terminator
             loop = _get_running_loop()
             with h.lock:
-                if loop is not None and isinstance(h, BatchedStreamHandler):
+                to = loop if loop is not None else threads_loop
+                if to is not None and isinstance(h, BatchedStreamHandler):
                     _pending_to = h
                     _pending.append(line)
                     if len(_pending) > 1:
                         return
                     try:
-                        loop.call_soon(flush)
+                        if loop is not None:
+                            loop.call_soon(flush)
+                        else:
+                            to.call_soon_threadsafe(flush)
                         return
-                    except Exception:  # (a loop closing: written now)
+                    except Exception:  # (a loop closing or closed: written now)
                         _write_pending(h)
                         return
                 try:

@@ -481,6 +481,8 @@ class Server:
                                     bool(cfg["ws_per_message_deflate"]))
             if wsgi:
                 pool = _wsgi.start_pool(self, srv)
+                if access:  # the pool threads' access lines: written in batches by the loop
+                    _serve_accesslog.threads_loop = loop
             for s in self.sockets:
                 srv.listen(s.fileno())
                 self._log_started(s)
@@ -513,8 +515,13 @@ class Server:
                 static_log.drain()
             srv.release()
             self._srv = None
-            if pool:
-                await _wsgi.join_pool(pool)
+            try:
+                if pool:
+                    await _wsgi.join_pool(pool)
+            finally:
+                if _serve_accesslog.threads_loop is loop:
+                    _serve_accesslog.threads_loop = None
+                    _serve_accesslog.flush()
 
     def _log_started(self, sock: socket.socket) -> None:
         if sock.family == socket.AF_UNIX:
