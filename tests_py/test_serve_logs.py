@@ -379,8 +379,8 @@ def _own_logging(monkeypatch):
 
 def test_wsgi_pool_threads_access_lines_are_written_by_the_loop(monkeypatch):
     """A WSGI server's pool threads leave their access lines to the server's loop, which
-    writes those ended before it runs at once: every line, in the requests' order on a
-    connection, fewer writes than lines for 64 pipelined requests, none left at the end."""
+    writes those ended before it runs at once: every line once, fewer writes than half the
+    lines for 64 pipelined requests, none left at the end."""
     out = _own_logging(monkeypatch)
 
     def app(environ, start_response):
@@ -397,8 +397,9 @@ def test_wsgi_pool_threads_access_lines_are_written_by_the_loop(monkeypatch):
                 assert chunk, got[-200:]
                 got += chunk
     lines = [ln for ln in out.getvalue().splitlines() if '"GET /p' in ln]
-    assert [ln.split('"GET /', 1)[1].split(" ", 1)[0] for ln in lines] == ["p%d" % i for i in range(n)], lines
-    assert lines[0].startswith("INFO:     127.0.0.1:") and lines[0].endswith('"GET /p0 HTTP/1.1" 200 OK')
+    # (each once; in the order the threads ended them, which a free-threaded build runs at once)
+    assert sorted(ln.split('"GET /p', 1)[1].split(" ", 1)[0] for ln in lines) == sorted(map(str, range(n))), lines
+    assert all(ln.startswith("INFO:     127.0.0.1:") and ln.endswith(' HTTP/1.1" 200 OK') for ln in lines), lines
     assert out.writes < len(lines) // 2, out.writes  # (one a line before; the server's own lines too)
 
 
