@@ -218,7 +218,7 @@ PYDEBUG_TESTS ?= tests_py/test_refleaks.py tests_py/test_loop_basics.py tests_py
   tests_py/test_tls.py tests_py/test_tls_records.py tests_py/test_start_tls_buffer.py \
   tests_py/test_http_parser.py tests_py/test_serve_http.py tests_py/test_serve_h2_tls.py \
   tests_py/test_serve_ws.py tests_py/test_serve_wsgi.py tests_py/test_serve_wsgi_take.py \
-  tests_py/test_serve_wsgi_park.py tests_py/test_serve_static.py
+  tests_py/test_serve_wsgi_park.py tests_py/test_serve_static.py tests_py/test_serve_runner.py
 PYDEBUG_DEPS := pytest pytest-timeout pytest-xdist websockets 'httpx[http2]' h2 anyio cryptography httptools starlette
 PYDEBUG_VENV := build/venv-pydebug
 test-pydebug:
@@ -246,7 +246,8 @@ ASAN_TESTS ?= tests_py/test_loop_basics.py tests_py/test_run_phase.py tests_py/t
   tests_py/test_pipes.py tests_py/test_subprocess.py tests_py/test_tls.py tests_py/test_tls_records.py \
   tests_py/test_start_tls_buffer.py tests_py/test_http_parser.py tests_py/test_serve_http.py \
   tests_py/test_serve_h2_tls.py tests_py/test_serve_ws.py tests_py/test_serve_wsgi.py \
-  tests_py/test_serve_wsgi_take.py tests_py/test_serve_wsgi_park.py tests_py/test_serve_static.py
+  tests_py/test_serve_wsgi_take.py tests_py/test_serve_wsgi_park.py tests_py/test_serve_static.py \
+  tests_py/test_serve_runner.py
 ASAN_DESELECT := -k 'not curl and not (reaped_by_transport_close_before_loop_notices and asyncio)'
 ASAN_RT := $(shell gcc -print-file-name=libasan.so)
 test-asan: deps

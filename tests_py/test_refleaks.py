@@ -282,6 +282,54 @@ def test_asgi_request():
         assert_no_growth(lambda k: http_requests(server.port, k), 50)
 
 
+def at_once_request(port):
+    """One request the application refuses before returning a coroutine: a 500, closed."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(b"GET /at-once HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while chunk := s.recv(4096):
+            got += chunk
+        assert got.startswith(b"HTTP/1.1 500"), got[:80]
+
+
+def test_asgi_request_with_the_access_log(monkeypatch):
+    """The access log's call from the C wrapper of the application's coroutine (asgi_run.c),
+    and from a request whose application raised before returning one (asgi.c's launch), with
+    goloop's own logging (the lines batched per loop iteration)."""
+    import logging
+    import os
+
+    from goloop.serve import accesslog
+    from goloop.serve import config as serve_config
+    from test_serve_http import serving
+
+    root = logging.getLogger("goloop")
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "propagate", root.propagate)
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr(accesslog, "default_logging", None)
+    serve_config.configure_logging("info")
+    devnull = open(os.devnull, "w")
+    root.handlers[0].setStream(devnull)
+
+    def app(scope, receive, send):
+        if scope.get("path") == "/at-once":
+            raise ValueError("refused before a coroutine")
+        return asgi_app(scope, receive, send)
+
+    def step(k):
+        http_requests(server.port, k)
+        for _ in range(k // 10):
+            at_once_request(server.port)
+
+    try:
+        with serving(app, access_log=True) as server:
+            assert_no_growth(step, 50)
+    finally:
+        accesslog.flush()
+        devnull.close()
+
+
 @pytest.mark.parametrize("close_every", [
     pytest.param(1000, id="one-connection-a-step"),
     pytest.param(5, id="new-connection-every-5")])
