@@ -296,21 +296,13 @@ def test_asgi_request_with_the_access_log(monkeypatch):
     """The access log's call from the C wrapper of the application's coroutine (asgi_run.c),
     and from a request whose application raised before returning one (asgi.c's launch), with
     goloop's own logging (the lines batched per loop iteration)."""
-    import logging
     import os
 
     from goloop.serve import accesslog
-    from goloop.serve import config as serve_config
     from test_serve_http import serving
+    from test_serve_logs import own_logging
 
-    root = logging.getLogger("goloop")
-    monkeypatch.setattr(root, "handlers", [])
-    monkeypatch.setattr(root, "propagate", root.propagate)
-    monkeypatch.setattr(root, "level", root.level)
-    monkeypatch.setattr(accesslog, "default_logging", None)
-    serve_config.configure_logging("info")
-    devnull = open(os.devnull, "w")
-    root.handlers[0].setStream(devnull)
+    devnull = own_logging(monkeypatch, open(os.devnull, "w"))
 
     def app(scope, receive, send):
         if scope.get("path") == "/at-once":

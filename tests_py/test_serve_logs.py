@@ -297,12 +297,28 @@ def test_an_application_call_that_fails_at_once_is_logged_as_such():
     assert len(errs) == 1 and str(errs[0].exc_info[1]) == "sync boom", [r.getMessage() for r in h.records]
 
 
-def test_access_lines_written_straight_match_logging(monkeypatch):
-    """With goloop's own logging, an access line is written to its handler's stream without a
-    LogRecord, the same bytes logging would write; anything of the operator's or the
-    application's (a filter, a handler's level, logging.disable) sends it through logging."""
-    import io
+class _CountedWrites:
+    """A text stream that counts its write calls."""
 
+    def __init__(self):
+        import io
+
+        self.out, self.writes = io.StringIO(), 0
+
+    def write(self, s):
+        self.writes += 1
+        return self.out.write(s)
+
+    def flush(self):
+        pass
+
+    def getvalue(self):
+        return self.out.getvalue()
+
+
+def own_logging(monkeypatch, stream=None):
+    """goloop's own logging (configure_logging, undone after the test) writing to stream
+    (default: a _CountedWrites), which it returns."""
     from goloop.serve import accesslog
 
     root = logging.getLogger("goloop")
@@ -311,9 +327,19 @@ def test_access_lines_written_straight_match_logging(monkeypatch):
     monkeypatch.setattr(root, "level", root.level)
     monkeypatch.setattr(accesslog, "default_logging", None)
     _serve_config.configure_logging("info")
-    h = root.handlers[0]
-    out = io.StringIO()
-    h.setStream(out)
+    out = _CountedWrites() if stream is None else stream
+    root.handlers[0].setStream(out)
+    return out
+
+
+def test_access_lines_written_straight_match_logging(monkeypatch):
+    """With goloop's own logging, an access line is written to its handler's stream without a
+    LogRecord, the same bytes logging would write; anything of the operator's or the
+    application's (a filter, a handler's level, logging.disable) sends it through logging."""
+    from goloop.serve import accesslog
+
+    out = own_logging(monkeypatch)
+    h = logging.getLogger("goloop").handlers[0]
     access = logging.getLogger("goloop.access")
     records = []
     make = access.makeRecord
@@ -343,45 +369,11 @@ def test_access_lines_written_straight_match_logging(monkeypatch):
     assert out.getvalue().endswith("\nINFO:     plain\n") and len(records) == 2
 
 
-class _CountedWrites:
-    """A text stream that counts its write calls."""
-
-    def __init__(self):
-        import io
-
-        self.out, self.writes = io.StringIO(), 0
-
-    def write(self, s):
-        self.writes += 1
-        return self.out.write(s)
-
-    def flush(self):
-        pass
-
-    def getvalue(self):
-        return self.out.getvalue()
-
-
-def _own_logging(monkeypatch):
-    """goloop's own logging (configure_logging) with its handler's stream counted."""
-    from goloop.serve import accesslog
-
-    root = logging.getLogger("goloop")
-    monkeypatch.setattr(root, "handlers", [])
-    monkeypatch.setattr(root, "propagate", root.propagate)
-    monkeypatch.setattr(root, "level", root.level)
-    monkeypatch.setattr(accesslog, "default_logging", None)
-    _serve_config.configure_logging("info")
-    out = _CountedWrites()
-    root.handlers[0].setStream(out)
-    return out
-
-
 def test_wsgi_pool_threads_access_lines_are_written_by_the_loop(monkeypatch):
     """A WSGI server's pool threads leave their access lines to the server's loop, which
     writes those ended before it runs at once: every line once, fewer writes than half the
     lines for 64 pipelined requests, none left at the end."""
-    out = _own_logging(monkeypatch)
+    out = own_logging(monkeypatch)
 
     def app(environ, start_response):
         start_response("200 OK", [("Content-Length", "2")])
@@ -408,27 +400,10 @@ def test_access_lines_on_a_loop_are_written_once_per_iteration(monkeypatch):
     iteration and go out in one write; a record of goloop's handler in between writes them
     first (the stream keeps the records' order), and flush() writes what still waits."""
     import asyncio
-    import io
 
     from goloop.serve import accesslog
 
-    root = logging.getLogger("goloop")
-    monkeypatch.setattr(root, "handlers", [])
-    monkeypatch.setattr(root, "propagate", root.propagate)
-    monkeypatch.setattr(root, "level", root.level)
-    monkeypatch.setattr(accesslog, "default_logging", None)
-    _serve_config.configure_logging("info")
-    h = root.handlers[0]
-
-    class Counted(io.StringIO):
-        writes = 0
-
-        def write(self, s):
-            self.writes += 1
-            return super().write(s)
-
-    out = Counted()
-    h.setStream(out)
+    out = own_logging(monkeypatch)
     access = logging.getLogger("goloop.access")
     line = 'INFO:     10.0.0.1:5000 - "GET / HTTP/1.1" 200 OK\n'
 
