@@ -211,9 +211,9 @@ def _access_line(scope: dict, status: int) -> None:
 
 def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "Server") -> Callable:
     """The coroutine function the Go side calls for each request: it runs the application
-    and tells Go when it is done (a response not started becomes a 500). Without an access
-    log or a request limit, HTTP requests do this in C (AsgiServer's app and on_error) and
-    only WebSocket sessions come here."""
+    and tells Go when it is done (a response not started becomes a 500). Without a request
+    limit or an --access-log-fmt, HTTP requests do this in C (AsgiServer's app, on_error and
+    access: _access_line) and only WebSocket sessions come here."""
 
     async def run(scope, receive, send, app_send=None):
         try:
