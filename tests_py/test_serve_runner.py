@@ -121,9 +121,18 @@ def test_access_log_path_still_answers_and_logs():
     seen = {}
     inner = _app(seen)
 
+    async def answer(send, status, start_extra):
+        await send({"type": "http.response.start", "status": status, "headers": [], **start_extra})
+        await send({"type": "http.response.body", "body": b"x"})
+
     def app(scope, receive, send):
-        if scope.get("path") == "/at-once":
+        path = scope.get("path")
+        if path == "/at-once":
             raise ValueError("boom before a coroutine")
+        if path == "/missing":  # a start held until the body (its status read in C)
+            return answer(send, 404, {})
+        if path == "/direct":  # a start given to Go at once (a message with trailers)
+            return answer(send, 201, {"trailers": False})
         return inner(scope, receive, send)
 
     try:
@@ -133,6 +142,8 @@ def test_access_log_path_still_answers_and_logs():
             assert get(server, "/cancel")[0] == 500
             assert get(server, "/at-once")[0] == 500
             assert get(server, "/task")[0] == 200
+            assert get(server, "/missing")[0] == 404
+            assert get(server, "/direct")[0] == 201
     finally:
         log.removeHandler(h)
         log.setLevel(old)
@@ -140,7 +151,8 @@ def test_access_log_path_still_answers_and_logs():
     access = [m.split(" - ", 1)[1] for n, m in lines if n == "goloop.access"]
     assert access == ['"GET /?q=1 HTTP/1.1" 200 OK', '"GET /raise HTTP/1.1" 500 Internal Server Error',
                       '"GET /cancel HTTP/1.1" 500 Internal Server Error',
-                      '"GET /at-once HTTP/1.1" 500 Internal Server Error', '"GET /task HTTP/1.1" 200 OK'], lines
+                      '"GET /at-once HTTP/1.1" 500 Internal Server Error', '"GET /task HTTP/1.1" 200 OK',
+                      '"GET /missing HTTP/1.1" 404 Not Found', '"GET /direct HTTP/1.1" 201 Created'], lines
     names = [n for n, m in lines]
     raised = [i for i, (n, m) in enumerate(lines) if n == "goloop.error" and "Exception in ASGI application" in m]
     assert len(raised) == 2 and all(names[i + 1] == "goloop.access" for i in raised), lines

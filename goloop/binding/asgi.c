@@ -383,7 +383,7 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
     if (PyDict_CheckExact(msg) && tr == NULL) {
         /* held until the first body part, which takes it to Go in the same call (Go writes
          * nothing before it anyway); a second start is refused here as Go would */
-        self->held_status = (int)status;
+        self->held_status = self->status = (int)status;
         self->started = 1;
         gl_ts->held_start = self;  /* (made by gl_asgi_header_lines) */
         return Py_NewRef((PyObject *)done_none);
@@ -392,6 +392,7 @@ static PyObject *send_start(GLAsgiSend *self, PyObject *msg) {
     if (rc == GL_ERR_DISCONNECTED || rc == GL_ERR_GONE) return gl_raise_disconnected();
     if (rc < 0) return NULL;
     self->started = 1;
+    self->status = (int)status;
     if (gl_asgi_start_trailers(self, msg) < 0) return NULL; /* trailers: True (asgi_spec.c) */
     return Py_NewRef((PyObject *)done_none);
 }
@@ -505,11 +506,6 @@ static PyObject *app_done(GLAsgiSend *self, int failed) {
 static PyObject *send_done(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { return app_done(self, 0); }
 
 static PyObject *send_fail(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { return app_done(self, 1); }
-
-int gl_asgi_send_status(GLAsgiSend *s) {
-    if (s->held_status != 0) return s->held_status;
-    return s->rid >= 0 && !gl_forked ? glAsgiStatus(s->rid) : 0;
-}
 
 static PyObject *send_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
@@ -895,7 +891,7 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
     send->srv = (GLAsgiServer *)Py_NewRef(srv);
     send->recv_fut = send->send_fut = NULL;
     send->finished = send->started = send->start_lost = send->complete = 0;
-    send->held_status = 0;
+    send->held_status = send->status = 0;
     PyObject_GC_Track(send);
     recv = PyObject_GC_New(GLAsgiRecv, kind->recv_type);
     if (recv == NULL) goto fail;
@@ -910,7 +906,7 @@ int gl_asgi_launch(GLAsgiServer *srv, long rid, PyObject *scope, const GLAsgiKin
     }
     if (coro == NULL) goto fail;
     if (app != NULL) {  /* the application's own coroutine, run in an AsgiRun */
-        PyObject *run = gl_asgi_run_new(coro, send, srv->on_error, scope, srv->access);
+        PyObject *run = gl_asgi_run_new(coro, send, srv->on_error, scope);
         if (run == NULL) goto fail;
         Py_SETREF(coro, run);
     }

@@ -44,6 +44,8 @@ typedef struct GLAsgiSend {
     char complete;         /* the last body part was given to Go (more_body false) */
     int held_status;       /* http.response.start held in C (its header lines in hdrbuf) until
                               the first body part takes it to Go in the same call; 0: none */
+    int status;            /* the status of the http.response.start accepted (0: none yet): the
+                              access line's, read without a call into Go (asgi_run.c) */
 } GLAsgiSend;
 
 /* `receive` of one request: the state is its send's. */
@@ -258,10 +260,8 @@ PyObject *gl_asgi_headers(const char *blob, const int32_t *ends, int nh);  /* th
 PyObject *gl_asgi_addr(const char *host, Py_ssize_t hlen, int port, int is_unix);  /* (host, port|None) */
 int gl_init_asgi(PyObject *m);
 /* asgi_run.c */
-PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error, PyObject *scope,
-                          PyObject *access);
+PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error, PyObject *scope);
 void gl_asgi_access(PyObject *access, PyObject *scope, int status);  /* the access log's call */
-int gl_asgi_send_status(GLAsgiSend *s);  /* the response's status (asgi.c's send._status) */
 int gl_init_asgi_run(PyObject *m);
 int gl_asgi_is_run(PyObject *o);
 /* asgi_spec.c: http.response.trailers and http.response.pathsend; asgi.c's header lines */

@@ -14,9 +14,8 @@ typedef struct {
     PyObject *ended;       /* it once finished (its names for a Task's repr), or NULL */
     GLAsgiSend *send;      /* the request */
     PyObject *on_error;    /* on_error(exc) logs an application's exception */
-    PyObject *access;      /* access(scope, status) once the call ended (the access log), or NULL */
-    PyObject *scope;       /* with access: the request's scope, until access has it */
-    int status;            /* with access: the response's status as the call ended (0: none) */
+    PyObject *scope;       /* with the server's access: the request's scope, until the call that
+                              ended it gave it to access (run_access) */
     char finished;
 } GLAsgiRun;
 
@@ -41,8 +40,7 @@ static int get_optional_attr(PyObject *o, const char *name, PyObject **res) {
     return 0;
 }
 
-PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error, PyObject *scope,
-                          PyObject *access) {
+PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_error, PyObject *scope) {
     PyObject *it;
     if (PyCoro_CheckExact(awaitable)) {
         it = Py_NewRef(awaitable);
@@ -65,9 +63,7 @@ PyObject *gl_asgi_run_new(PyObject *awaitable, GLAsgiSend *send, PyObject *on_er
     r->ended = NULL;
     r->send = (GLAsgiSend *)Py_NewRef(send);
     r->on_error = Py_NewRef(on_error);
-    r->access = access != NULL ? Py_NewRef(access) : NULL;
-    r->scope = access != NULL ? Py_NewRef(scope) : NULL;
-    r->status = 0;
+    r->scope = send->srv->access != NULL ? Py_NewRef(scope) : NULL;
     r->finished = 0;
     PyObject_GC_Track(r);
     return (PyObject *)r;
@@ -82,7 +78,6 @@ static int run_app_end(GLAsgiRun *r, int failed, int ok) {
     }
     if (r->finished) return GL_ASGI_FINISH_OK;
     r->finished = 1;
-    if (r->access != NULL) r->status = gl_asgi_send_status(r->send);  /* (before Go lets it go) */
     return ok ? gl_asgi_finish_done(r->send) : gl_asgi_finish(r->send, failed);
 }
 
@@ -101,13 +96,14 @@ void gl_asgi_access(PyObject *access, PyObject *scope, int status) {
     if (exc != NULL) PyErr_SetRaisedException_compat(exc);
 }
 
-/* The access line of a call that ended (once: after what run_report logs, as the Python
- * wrapper's `finally` came after its `except`). */
+/* The access line of the call that ended (once: after what run_report logs, as the Python
+ * wrapper's `finally` came after its `except`); the status is the application's start's
+ * (none: Go answered 500). */
 static void run_access(GLAsgiRun *r) {
-    PyObject *scope = r->scope;
-    if (scope == NULL || !r->finished) return;
+    PyObject *scope = r->scope, *access = r->send->srv->access;
+    if (scope == NULL) return;
     r->scope = NULL;
-    gl_asgi_access(r->access, scope, r->status ? r->status : 500);
+    if (access != NULL) gl_asgi_access(access, scope, r->send->status ? r->send->status : 500);
     Py_DECREF(scope);
 }
 
@@ -125,33 +121,35 @@ static void run_report(GLAsgiRun *r, PyObject *exc, int found) {
     Py_XDECREF(x);
 }
 
-/* The step's outcome after the application's iterator gave status (and *result). */
-static PySendResult run_outcome(GLAsgiRun *r, PySendResult status, PyObject **result) {
-    if (status == PYGEN_NEXT) return status;
+/* The application's call ended with status (and *result): Go finishes the request, what went
+ * wrong is logged, an Exception ends the call normally. */
+static PySendResult run_ended(GLAsgiRun *r, PySendResult status, PyObject **result) {
     if (status == PYGEN_RETURN) {
         int found = run_app_end(r, 0, 1);
         Py_SETREF(*result, Py_NewRef(Py_None));
         if (found == GL_ASGI_FINISH_NOT_STARTED || found == GL_ASGI_FINISH_INCOMPLETE)
             run_report(r, Py_None, found);
-        run_access(r);
         return PYGEN_RETURN;
     }
     PyObject *exc = gl_take_exception();  /* kept aside while Go finishes the request */
     int found = run_app_done(r, 1);
-    if (exc == NULL) {
-        run_access(r);
-        return PYGEN_ERROR;
-    }
+    if (exc == NULL) return PYGEN_ERROR;
     if (!PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_Exception)) {  /* CancelledError, exit */
-        run_access(r);
         PyErr_SetRaisedException_compat(exc);
         return PYGEN_ERROR;
     }
     run_report(r, exc, found);
     Py_DECREF(exc);
-    run_access(r);
     *result = Py_NewRef(Py_None);
     return PYGEN_RETURN;
+}
+
+/* The step's outcome after the application's iterator gave status (and *result). */
+static PySendResult run_outcome(GLAsgiRun *r, PySendResult status, PyObject **result) {
+    if (status == PYGEN_NEXT) return status;
+    status = run_ended(r, status, result);
+    run_access(r);  /* (keeps the error being raised, if any) */
+    return status;
 }
 
 static PySendResult run_am_send(GLAsgiRun *r, PyObject *arg, PyObject **result) {
@@ -238,7 +236,6 @@ static int run_traverse(GLAsgiRun *r, visitproc visit, void *arg) {
     Py_VISIT(r->ended);
     Py_VISIT(r->send);
     Py_VISIT(r->on_error);
-    Py_VISIT(r->access);
     Py_VISIT(r->scope);
     return 0;
 }
@@ -247,7 +244,6 @@ static int run_clear(GLAsgiRun *r) {
     Py_CLEAR(r->it);
     Py_CLEAR(r->ended);
     Py_CLEAR(r->on_error);
-    Py_CLEAR(r->access);
     Py_CLEAR(r->scope);
     return 0;
 }
