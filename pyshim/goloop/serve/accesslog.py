@@ -167,22 +167,17 @@ def info(logger: logging.Logger, msg: str, *args: Any) -> None:
                 and logging.getLogRecordFactory() is logging.LogRecord):
             line = prefix + (msg % args if args else msg) + h.terminator
             loop = _get_running_loop()
+            to = loop if loop is not None else threads_loop
             with h.lock:
-                to = loop if loop is not None else threads_loop
                 if to is not None and isinstance(h, BatchedStreamHandler):
                     _pending_to = h
                     _pending.append(line)
-                    if len(_pending) > 1:
-                        return
-                    try:
-                        if loop is not None:
-                            loop.call_soon(flush)
-                        else:
-                            to.call_soon_threadsafe(flush)
-                        return
-                    except Exception:  # (a loop closing or closed: written now)
-                        _write_pending(h)
-                        return
+                    if len(_pending) == 1:  # the batch's first line: its write asked for
+                        try:
+                            (to.call_soon if to is loop else to.call_soon_threadsafe)(flush)
+                        except Exception:  # (a loop closing or closed: written now)
+                            _write_pending(h)
+                    return
                 try:
                     stream = h.stream
                     stream.write(line)

@@ -193,6 +193,15 @@ def _quoted(path: str) -> str:
     return quote(path) if _needs_quote(path) else path
 
 
+def _addr_path(scope: dict) -> tuple[str, str]:
+    """The access line's client (uvicorn's "host:port") and quoted path with its query."""
+    client = scope.get("client")
+    path = _quoted(scope["root_path"] + scope["path"])
+    if scope["query_string"]:
+        path += "?" + scope["query_string"].decode("ascii", "replace")
+    return "%s:%d" % client if client else "", path
+
+
 def _line_args(addr: str, path: str, scope: dict, status: int) -> tuple:
     """uvicorn's access line (127.0.0.1:50000 - "GET / HTTP/1.1" 200 OK): the logger's args."""
     return ('%s - "%s %s HTTP/%s" %d %s', addr, scope["method"], path, scope["http_version"], status,
@@ -202,11 +211,7 @@ def _line_args(addr: str, path: str, scope: dict, status: int) -> tuple:
 def _access_line(scope: dict, status: int) -> None:
     """The access line of an HTTP request the application's own coroutine answered (the C
     wrapper, asgi_run.c, calls it as the call ends; status 500: none was started)."""
-    client = scope.get("client")
-    path = _quoted(scope["root_path"] + scope["path"])
-    if scope["query_string"]:
-        path += "?" + scope["query_string"].decode("ascii", "replace")
-    _serve_accesslog.info(access_logger, *_line_args("%s:%d" % client if client else "", path, scope, status))
+    _serve_accesslog.info(access_logger, *_line_args(*_addr_path(scope), scope, status))
 
 
 def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "Server") -> Callable:
@@ -255,11 +260,7 @@ def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "
             await run(scope, receive, send, counting_send if size is not None else None)
         finally:
             if access_log:
-                client = scope.get("client")
-                addr = "%s:%d" % client if client else ""  # uvicorn's
-                path = _quoted(scope["root_path"] + scope["path"])
-                if scope["query_string"]:
-                    path += "?" + scope["query_string"].decode("ascii", "replace")
+                addr, path = _addr_path(scope)
                 if scope["type"] == "websocket":
                     status = send._status()
                     args = ('%s - "WebSocket %s" %s', addr, path, "[accepted]" if status == 101 else (status or 500))
@@ -518,10 +519,9 @@ class Server:
             try:
                 if pool:
                     await _wsgi.join_pool(pool)
-            finally:
+            finally:  # (serve() writes the lines still waiting)
                 if _serve_accesslog.threads_loop is loop:
                     _serve_accesslog.threads_loop = None
-                    _serve_accesslog.flush()
 
     def _log_started(self, sock: socket.socket) -> None:
         if sock.family == socket.AF_UNIX:
