@@ -74,8 +74,8 @@ def test_no_result_row_is_lost():
         assert len(rows) == len(doc["rows"]), doc["id"]
         for line, row in zip(rows, doc["rows"]):
             assert line.startswith(f"| {row['row']} |"), (doc["id"], line)
-            # every figure of the row is in its line (or its "n/a"; a missing one with a
-            # problem written down shows its note: "error [k]")
+            # every figure of the row is in its line (a missing one: "n/a", or with a
+            # problem written down, its note: "error [k]")
             cells = [c.strip() for c in line.strip("|").split("|")]
             errors = row.get("errors") or {}
             for col, cell in zip(doc["columns"][1:], cells[1:]):
@@ -83,7 +83,10 @@ def test_no_result_row_is_lost():
                 if v is None and col in errors:
                     assert re.fullmatch(r"error \[\d+\]", cell), (doc["id"], col, cell)
                     continue
-                assert cell == ("n/a" if v is None else cell) and (v is None or cell != "n/a")
+                if v is None:
+                    assert cell == "n/a", (doc["id"], col, cell)
+                else:  # the figure as the renderer writes it, then its spread or note, if any
+                    assert cell.startswith(render.fmt(v, doc.get("units", {}).get(col))), (doc["id"], col, cell)
 
 
 def test_titles_are_unique():

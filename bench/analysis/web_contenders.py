@@ -21,8 +21,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from results import write_result  # noqa: E402
-
-APPS = ["asgi_raw", "starlette", "fastapi", "wsgi_raw", "flask", "django"]
+from web_bench import APPS  # noqa: E402
 
 
 def main(argv=None):
@@ -40,7 +39,7 @@ def main(argv=None):
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
         first = first or doc
-        app_title = doc["title"].split(":")[0].split(" (")[0]
+        app_title = APPS[app][2].split(" (")[0]
         for r in doc["rows"]:
             label = f"{app_title}: {r['row']}"
             row, errors = {"row": label}, {}
