@@ -282,10 +282,10 @@ def test_asgi_request():
         assert_no_growth(lambda k: http_requests(server.port, k), 50)
 
 
-def at_once_request(port):
+def at_once_request(port, path="/at-once"):
     """One request the application refuses before returning a coroutine: a 500, closed."""
     with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
-        s.sendall(b"GET /at-once HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
         got = b""
         while chunk := s.recv(4096):
             got += chunk
@@ -317,6 +317,32 @@ def test_asgi_request_with_the_access_log(monkeypatch):
     try:
         with serving(app, access_log=True) as server:
             assert_no_growth(step, 50)
+    finally:
+        accesslog.flush()
+        devnull.close()
+
+
+def test_asgi_request_coroutine_closed(monkeypatch):
+    """A request's coroutine closed from outside while it waits (asgi_run.c's close, with the
+    access log's call): a 500, closed, and the Task's step of the closed coroutine."""
+    import os
+
+    from goloop.serve import accesslog
+    from test_serve_http import serving
+    from test_serve_logs import own_logging
+    from test_serve_runner import _closed_app
+
+    devnull = own_logging(monkeypatch, open(os.devnull, "w"))
+    seen = {}
+
+    def step(k):
+        for _ in range(k):
+            at_once_request(server.port, "/before")
+        seen.clear()  # (the app's own record of each request)
+
+    try:
+        with serving(_closed_app(seen), access_log=True, lifespan="off") as server:
+            assert_no_growth(step, 20)
     finally:
         accesslog.flush()
         devnull.close()

@@ -4,8 +4,11 @@ a call it makes), and inside a Python wrapper coroutine otherwise: both must giv
 behaviour (errors logged and answered 500, the
 Task machinery, awaitables that are not coroutines, cancellation)."""
 import asyncio
-import sys
+import http.client
 import logging
+import sys
+
+import pytest
 
 from test_serve_http import get, serving
 
@@ -385,3 +388,76 @@ def test_access_line_paths_quoted_as_uvicorn():
     for c in [chr(i) for i in range(0x100)] + ["€", "😀", "/", "%2F"]:
         for path in (c, "/a" + c + "b", c * 3):
             assert _quoted(path) == quote(path), path
+
+
+def _closed_app(seen):
+    """An application whose request coroutine is closed (coroutine.close(), from outside,
+    while it waits), before it starts a response or after it completed one."""
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        fut = loop.create_future()
+
+        def close():
+            task.get_coro().close()
+            seen.setdefault("closed", []).append(scope["path"])
+            fut.set_result(None)  # the Task steps the closed coroutine once more
+
+        def ended(t):
+            seen.setdefault("task ended", []).append(t.cancelled() or repr(t.exception()))
+
+        task.add_done_callback(ended)
+        if scope["path"] == "/after":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"sent"})
+        loop.call_soon(close)
+        try:
+            await fut
+        except GeneratorExit:
+            seen.setdefault("exit", []).append(scope["path"])
+            raise
+
+    return app
+
+
+@pytest.mark.parametrize("options", [{}, {"access_log": True}, {"access_log": True, "limit_max_requests": 100}],
+                         ids=["c", "c-access-log", "python"])
+def test_closed_request_coroutine(options):
+    """A request coroutine closed from outside ends as one ended by a BaseException, in both
+    wrappers: a response not started becomes a 500, one complete closes its connection after
+    it, nothing is logged as the application's error, the access line has the status; the
+    Task then steps a coroutine already closed, as a native coroutine's would."""
+    h = _Records()
+    log = logging.getLogger("goloop")
+    log.addHandler(h)
+    old = log.level
+    log.setLevel(logging.INFO)
+    seen = {}
+    try:
+        with serving(_closed_app(seen), lifespan="off", **options) as server:
+            st, head, body = get(server, "/before")
+            assert (st, body, head.get("connection")) == (500, b"Internal Server Error", "close")
+            c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            try:
+                c.request("GET", "/after")
+                r = c.getresponse()
+                assert (r.status, r.read()) == (200, b"sent")
+                with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+                    c.request("GET", "/again")  # the connection was closed after the response
+                    c.getresponse()
+            finally:
+                c.close()
+            assert get(server, "/x")[0] in (200, 500)  # the server goes on
+    finally:
+        log.removeHandler(h)
+        log.setLevel(old)
+    assert seen["closed"][:2] == seen["exit"][:2] == ["/before", "/after"]
+    assert seen["task ended"][:2] == [repr(RuntimeError("cannot reuse already awaited coroutine"))] * 2
+    assert not [r.getMessage() for r in h.records if r.levelno >= logging.WARNING]
+    access = [r.getMessage().split(" - ", 1)[1] for r in h.records if r.name == "goloop.access"]
+    if options:
+        assert access[:2] == ['"GET /before HTTP/1.1" 500 Internal Server Error', '"GET /after HTTP/1.1" 200 OK']
+    else:
+        assert access == []

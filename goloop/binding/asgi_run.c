@@ -222,7 +222,7 @@ static PyObject *run_close(GLAsgiRun *r, PyObject *Py_UNUSED(ignored)) {
         if (x == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
         Py_XDECREF(x);
         Py_XSETREF(r->ended, it);
-        run_app_done(r, 0);
+        run_app_done(r, 1);  /* ended by GeneratorExit: as by any BaseException */
         run_access(r);
         if (PyErr_Occurred()) return NULL;
     }
