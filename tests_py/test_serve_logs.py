@@ -427,3 +427,55 @@ def test_access_lines_on_a_loop_are_written_once_per_iteration(monkeypatch):
     assert out.getvalue().endswith("WARNING:  after\nINFO:     last\n")
     accesslog.info(access, "%s", "no loop")  # no loop running: written at once
     assert out.getvalue().endswith("INFO:     last\nINFO:     no loop\n")
+
+
+# Scope changes an application may make before its call ends (the access line reads the
+# scope then, as uvicorn's does), each with the line uvicorn would write for it.
+_SCOPE_LINES = [
+    ({}, '127.0.0.1:{port} - "GET /p HTTP/1.1" 200 OK'),
+    ({"path": "/a b/é", "query_string": b"x=1&y=%20"}, '127.0.0.1:{port} - "GET /a%20b/%C3%A9?x=1&y=%20 HTTP/1.1" 200 OK'),
+    ({"path": "/~a_b-c.d/"}, '127.0.0.1:{port} - "GET /~a_b-c.d/ HTTP/1.1" 200 OK'),
+    ({"query_string": b"x=\xff"}, '127.0.0.1:{port} - "GET /p?x=\ufffd HTTP/1.1" 200 OK'),
+    ({"root_path": "/root"}, '127.0.0.1:{port} - "GET /root/p HTTP/1.1" 200 OK'),
+    ({"root_path": "/r%"}, '127.0.0.1:{port} - "GET /r%25/p HTTP/1.1" 200 OK'),
+    ({"client": None}, ' - "GET /p HTTP/1.1" 200 OK'),
+    ({"client": ()}, ' - "GET /p HTTP/1.1" 200 OK'),
+    ({"client": ("::1", 8000)}, '::1:8000 - "GET /p HTTP/1.1" 200 OK'),
+    ({"client": ("hôte", 2**70)}, 'hôte:1180591620717411303424 - "GET /p HTTP/1.1" 200 OK'),
+    ({"client": ["10.0.0.1", 1]}, None),  # ("%s:%d" % a list: an error, reported)
+    ({"method": "PATCH", "http_version": "2"}, '127.0.0.1:{port} - "PATCH /p HTTP/2" 200 OK'),
+    ({"method": "GÉT"}, '127.0.0.1:{port} - "GÉT /p HTTP/1.1" 200 OK'),
+    ({"path": "/" + "a" * 5000}, '127.0.0.1:{port} - "GET /' + "a" * 5000 + ' HTTP/1.1" 200 OK'),
+    ({"status": 599}, '127.0.0.1:{port} - "GET /p HTTP/1.1" 599 '),
+    ({"status": 204}, '127.0.0.1:{port} - "GET /p HTTP/1.1" 204 No Content'),
+]
+
+
+def test_access_line_of_any_scope_matches_uvicorns(monkeypatch):
+    """The C wrapper makes the common line's head itself (asgi_run.c's access_head) and
+    leaves any other scope to server.py: with goloop's own logging, each line is uvicorn's
+    for the scope as the application left it, whichever made it."""
+    import asyncio
+
+    out = own_logging(monkeypatch)
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(u.exc_type))
+
+    async def app(scope, receive, send):
+        change = {"query_string": b"", **_SCOPE_LINES[int(scope["query_string"])][0]}
+        status = change.pop("status", 200)
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        scope.update(change)
+        await asyncio.sleep(0)
+
+    with serving(app, access_log=True, lifespan="off") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as c:
+            port, f = c.getsockname()[1], c.makefile("rb")
+            for i in range(len(_SCOPE_LINES)):
+                c.sendall(b"GET /p?%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+                assert read_response(f)[0] == _SCOPE_LINES[i][0].get("status", 200)
+    lines = [ln[len("INFO:     "):] for ln in out.getvalue().splitlines() if ln.startswith("INFO:") and '"' in ln]
+    want = [w.format(port=port) for _, w in _SCOPE_LINES if w is not None]
+    assert lines == want
+    assert unraisable == [TypeError]

@@ -2,7 +2,8 @@
 """Instructions per request of `goloop serve`, counted by callgrind: stable on a shared machine
 where CPU-time benchmarks are not (other processes change the time, not the instructions).
 
-    python3 bench/analysis/serve_instr.py [--app hello] [--depth 16] [--conns 10] [--n 5000] [--https] [--annotate [N]]
+    python3 bench/analysis/serve_instr.py [--app hello] [--depth 16] [--conns 10] [--n 5000] [--https]
+                                          [--access-log] [--annotate [N]]
 
 The server runs under `valgrind --tool=callgrind`; after a warm-up the counters are zeroed
 (callgrind_control -z), n GET requests are served (pipelined `depth` deep on `conns`
@@ -68,14 +69,16 @@ def _complete(buf, k):
     return len(m) >= k and len(buf) >= heads[k - 1] + int(m[k - 1])
 
 
-def count(app, n, depth, conns, path, out, certs=None):
+def count(app, n, depth, conns, path, out, certs=None, access_log=False):
     """Instructions of the server while it serves n requests (after a warm-up), and the dump;
-    over TLS with certs (certificate, key)."""
+    over TLS with certs (certificate, key); with access_log, each request's line written (to a
+    file: the server's stderr)."""
     port = free_port()
     env = dict(os.environ, GODEBUG="asyncpreemptoff=1", PYTHONPATH=os.pathsep.join([APPS, os.path.join(REPO, "pyshim")]))
     argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-P", "-m", "goloop",
-            "serve", f"serve_apps:{app}", "--app-dir", APPS, "--port", str(port), "--no-access-log",
-            "--lifespan", "off", "--log-level", "warning", "--timeout-keep-alive", "300"]
+            "serve", f"serve_apps:{app}", "--app-dir", APPS, "--port", str(port),
+            "--lifespan", "off", "--timeout-keep-alive", "300"]
+    argv += ["--access-log", "--log-level", "info"] if access_log else ["--no-access-log", "--log-level", "warning"]
     if certs:
         argv += ["--ssl-certfile", certs[0], "--ssl-keyfile", certs[1]]
     errf = tempfile.TemporaryFile()
@@ -121,10 +124,12 @@ def main():
                     "across cgo calls: callgrind takes Go's stack switches for calls)")
     ap.add_argument("--keep", help="copy the callgrind dump here")
     ap.add_argument("--https", action="store_true", help="serve over TLS")
+    ap.add_argument("--access-log", action="store_true", help="with the access log on (goloop's own logging)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         certs = make_certs(tmp)[1:] if args.https else None
-        total, dump = count(args.app, args.n, args.depth, args.conns, args.path, os.path.join(tmp, "cg"), certs)
+        total, dump = count(args.app, args.n, args.depth, args.conns, args.path, os.path.join(tmp, "cg"), certs,
+                            args.access_log)
         print(f"{args.app}{' over HTTPS' if certs else ''}, {args.depth} deep on {args.conns} connections: "
               f"{total / args.n:,.0f} instructions per request")
         if args.keep:

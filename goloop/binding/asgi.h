@@ -16,8 +16,8 @@ typedef struct {
     PyObject *app;         /* set: an HTTP request calls app itself (not runner, which is still
                               the websocket's) and its coroutine runs in an AsgiRun (asgi_run.c) */
     PyObject *on_error;    /* with app: on_error(exc) logs an application's exception */
-    PyObject *access;      /* with app, or NULL: access(scope, status) after each HTTP request
-                              (the access log: serve/server.py's access line) */
+    PyObject *access;      /* with app, or NULL: access(scope, status, head) after each HTTP
+                              request (the access log: serve/server.py's access line) */
     /* the scope's last addresses, reused while they stay the same (asgi.c addr_cached) */
     PyObject *c_host, *s_addr;                  /* client host (str), server (host, port) */
     char c_key[64], s_key[64];

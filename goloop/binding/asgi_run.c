@@ -3,7 +3,8 @@
  * awaitable as `await app(scope, receive, send)` would and does what serve/server.py's Python
  * wrapper did: tell Go the application returned (a response not started becomes a 500),
  * log an Exception through on_error and end normally, let other BaseExceptions through, and
- * with the access log on, call access(scope, status) last (uvicorn's line, server.py).
+ * with the access log on, call access(scope, status, head) last (uvicorn's line, server.py;
+ * head: the line up to its status, made here for the common scope).
  * One C object instead of a Python coroutine frame per request. */
 #include "asgi.h"
 #include "_cgo_export.h"
@@ -81,16 +82,122 @@ static int run_app_end(GLAsgiRun *r, int failed, int ok) {
     return ok ? gl_asgi_finish_done(r->send) : gl_asgi_finish(r->send, failed);
 }
 
-/* access(scope, status) for the access log, keeping any exception set; an error of its own
- * is reported (unraisable). */
+/* Appends the ASCII str o to buf at *n (cap bytes); 0 where o is not an exact ASCII str, or
+ * has a byte outside safe (a 128-entry table; NULL: any ASCII), or does not fit. */
+static int head_put(char *buf, size_t *n, size_t cap, PyObject *o, const unsigned char *safe) {
+    if (o == NULL || !PyUnicode_CheckExact(o) || !PyUnicode_IS_ASCII(o)) return 0;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(o);
+    const unsigned char *p = PyUnicode_1BYTE_DATA(o);
+    if ((size_t)len > cap - *n) return 0;
+    if (safe != NULL)
+        for (Py_ssize_t i = 0; i < len; i++)
+            if (!safe[p[i]]) return 0;
+    memcpy(buf + *n, p, (size_t)len);
+    *n += (size_t)len;
+    return 1;
+}
+
+static int head_lit(char *buf, size_t *n, size_t cap, const char *s) {
+    size_t len = strlen(s);
+    if (len > cap - *n) return 0;
+    memcpy(buf + *n, s, len);
+    *n += len;
+    return 1;
+}
+
+/* The characters urllib's quote() leaves as they are (letters, digits, _.-~ and its safe /). */
+static unsigned char quote_safe[128];
+
+static void init_quote_safe(void) {
+    if (quote_safe['/']) return;
+    for (int c = 0; c < 128; c++)
+        quote_safe[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                        c == '_' || c == '.' || c == '-' || c == '~' || c == '/';
+}
+
+/* scope[key] as a strong reference (1), or *v = NULL without (0) or with an error (-1):
+ * 3.13's PyDict_GetItemRef. */
+static int scope_get(PyObject *scope, PyObject *key, PyObject **v) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyDict_GetItemRef(scope, key, v);
+#else
+    *v = Py_XNewRef(PyDict_GetItemWithError(scope, key));
+    return *v != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
+#endif
+}
+
+/* Appends client's "host:port" (uvicorn's "%s:%d" % client) to buf at *n; 0 where client is
+ * not a tuple of an ASCII str and an int that fit. */
+static int head_client(char *buf, size_t *n, size_t cap, PyObject *client) {
+    if (!PyTuple_CheckExact(client) || PyTuple_GET_SIZE(client) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(client, 1)))
+        return 0;
+    int overflow;
+    long port = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(client, 1), &overflow);
+    if (overflow || (port == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!head_put(buf, n, cap, PyTuple_GET_ITEM(client, 0), NULL)) return 0;
+    int k = snprintf(buf + *n, cap - *n, ":%ld", port);
+    if (k < 0 || (size_t)k >= cap - *n) return 0;
+    *n += (size_t)k;
+    return 1;
+}
+
+/* uvicorn's access line up to its status, as server.py's _HEAD makes it
+ * ('127.0.0.1:50000 - "GET /path?q HTTP/1.1" 200'), for the common scope: a client of an
+ * ASCII str host and an int port (or none), ASCII method and version, a path quote() leaves
+ * as it is, an ASCII query. Else None (server.py makes the line), and NULL for an error. */
+static PyObject *access_head(PyObject *scope, int status) {
+    enum { CLIENT, METHOD, ROOT, PATH, QS, VERSION, NKEYS };
+    PyObject *keys[NKEYS] = {GLS(client), GLS(method), GLS(root_path), GLS(path), GLS(query_string),
+                             GLS(http_version)};
+    PyObject *v[NKEYS] = {NULL}, *head = NULL;
+    char buf[2048];
+    size_t n = 0, cap = sizeof buf;
+    for (int i = 0; i < NKEYS; i++) {
+        if (scope_get(scope, keys[i], &v[i]) < 0) goto done;  /* (head NULL: the error) */
+        if (v[i] == NULL && i != CLIENT) goto none;  /* (server.py raises the KeyError) */
+    }
+    init_quote_safe();
+    if (v[CLIENT] != NULL && v[CLIENT] != Py_None && !head_client(buf, &n, cap, v[CLIENT])) goto none;
+    if (!head_lit(buf, &n, cap, " - \"") || !head_put(buf, &n, cap, v[METHOD], NULL) ||
+        !head_lit(buf, &n, cap, " ") || !head_put(buf, &n, cap, v[ROOT], quote_safe) ||
+        !head_put(buf, &n, cap, v[PATH], quote_safe) || !PyBytes_CheckExact(v[QS]))
+        goto none;
+    Py_ssize_t qlen = PyBytes_GET_SIZE(v[QS]);
+    if (qlen > 0) {
+        const unsigned char *q = (const unsigned char *)PyBytes_AS_STRING(v[QS]);
+        if ((size_t)qlen + 1 > cap - n) goto none;
+        buf[n++] = '?';
+        for (Py_ssize_t i = 0; i < qlen; i++) {
+            if (q[i] >= 0x80) goto none;  /* (decoded with "replace" in server.py) */
+            buf[n++] = (char)q[i];
+        }
+    }
+    if (!head_lit(buf, &n, cap, " HTTP/") || !head_put(buf, &n, cap, v[VERSION], NULL) || cap - n < 16) goto none;
+    n += (size_t)snprintf(buf + n, cap - n, "\" %d", status);
+    head = PyUnicode_DecodeASCII(buf, (Py_ssize_t)n, NULL);
+    goto done;
+none:
+    head = Py_NewRef(Py_None);
+done:
+    for (int i = 0; i < NKEYS; i++) Py_XDECREF(v[i]);
+    return head;
+}
+
+/* access(scope, status, head) for the access log (head: access_head's), keeping any
+ * exception set; an error of its own is reported (unraisable). */
 void gl_asgi_access(PyObject *access, PyObject *scope, int status) {
     PyObject *exc = gl_take_exception();
     PyObject *st = PyLong_FromLong(status), *x = NULL;
-    if (st != NULL) {
-        PyObject *args[2] = {scope, st};
-        x = PyObject_Vectorcall(access, args, 2, NULL);
-        Py_DECREF(st);
+    PyObject *head = st != NULL ? access_head(scope, status) : NULL;
+    if (head != NULL) {
+        PyObject *args[3] = {scope, st, head};
+        x = PyObject_Vectorcall(access, args, 3, NULL);
+        Py_DECREF(head);
     }
+    Py_XDECREF(st);
     if (x == NULL) PyErr_WriteUnraisable(access);
     Py_XDECREF(x);
     if (exc != NULL) PyErr_SetRaisedException_compat(exc);

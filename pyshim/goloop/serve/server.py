@@ -202,16 +202,31 @@ def _addr_path(scope: dict) -> tuple[str, str]:
     return "%s:%d" % client if client else "", path
 
 
+# uvicorn's access line (127.0.0.1:50000 - "GET / HTTP/1.1" 200 OK): its head, up to the
+# status (asgi_run.c's access_head makes the same), and the whole line
+_HEAD = '%s - "%s %s HTTP/%s" %d'
+_LINE = _HEAD + " %s"
+
+
 def _line_args(addr: str, path: str, scope: dict, status: int) -> tuple:
-    """uvicorn's access line (127.0.0.1:50000 - "GET / HTTP/1.1" 200 OK): the logger's args."""
-    return ('%s - "%s %s HTTP/%s" %d %s', addr, scope["method"], path, scope["http_version"], status,
-            _PHRASES.get(status, ""))
+    """uvicorn's access line: the logger's args."""
+    return (_LINE, addr, scope["method"], path, scope["http_version"], status, _PHRASES.get(status, ""))
 
 
-def _access_line(scope: dict, status: int) -> None:
+def _access_line(scope: dict, status: int, head: str | None = None) -> None:
     """The access line of an HTTP request the application's own coroutine answered (the C
-    wrapper, asgi_run.c, calls it as the call ends; status 500: none was started)."""
-    _serve_accesslog.info(access_logger, *_line_args(*_addr_path(scope), scope, status))
+    wrapper, asgi_run.c, calls it as the call ends; status 500: none was started). head is
+    the line up to its status, made in C for the common scope (None: made here); it goes
+    straight to goloop's handler where only goloop's logging would see the record."""
+    d = _serve_accesslog.straight(access_logger)
+    if d is not None:
+        if head is None:
+            addr, path = _addr_path(scope)
+            head = _HEAD % (addr, scope["method"], path, scope["http_version"], status)
+        h = d[1]
+        if _serve_accesslog.put(h, f"{d[3]}{head} {_PHRASES.get(status, '')}{h.terminator}"):
+            return
+    access_logger.info(*_line_args(*_addr_path(scope), scope, status))
 
 
 def _make_runner(app: Any, access_log: bool, max_requests: int | None, server: "Server") -> Callable:
