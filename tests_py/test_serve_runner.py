@@ -4,6 +4,7 @@ a call it makes), and inside a Python wrapper coroutine otherwise: both must giv
 behaviour (errors logged and answered 500, the
 Task machinery, awaitables that are not coroutines, cancellation)."""
 import asyncio
+import contextlib
 import http.client
 import logging
 import sys
@@ -20,6 +21,21 @@ class _Records(logging.Handler):
 
     def emit(self, record):
         self.records.append(record)
+
+
+@contextlib.contextmanager
+def _goloop_records():
+    """The records of goloop's loggers at INFO and above while in the block (a _Records)."""
+    h = _Records()
+    log = logging.getLogger("goloop")
+    log.addHandler(h)
+    old = log.level
+    log.setLevel(logging.INFO)
+    try:
+        yield h
+    finally:
+        log.removeHandler(h)
+        log.setLevel(old)
 
 
 class _Awaitable:
@@ -116,11 +132,6 @@ def test_access_log_path_still_answers_and_logs():
     application's own in the C wrapper, which makes the access call as the call ends: one
     line per request, its status Go's (500 where the application raised, was cancelled or
     raised before returning a coroutine), after the application's error record."""
-    h = _Records()
-    log = logging.getLogger("goloop")
-    log.addHandler(h)
-    old = log.level
-    log.setLevel(logging.INFO)
     seen = {}
     inner = _app(seen)
 
@@ -138,18 +149,14 @@ def test_access_log_path_still_answers_and_logs():
             return answer(send, 201, {"trailers": False})
         return inner(scope, receive, send)
 
-    try:
-        with serving(app, access_log=True, lifespan="off") as server:
-            assert get(server, "/?q=1")[0] == 200
-            assert get(server, "/raise")[0] == 500
-            assert get(server, "/cancel")[0] == 500
-            assert get(server, "/at-once")[0] == 500
-            assert get(server, "/task")[0] == 200
-            assert get(server, "/missing")[0] == 404
-            assert get(server, "/direct")[0] == 201
-    finally:
-        log.removeHandler(h)
-        log.setLevel(old)
+    with _goloop_records() as h, serving(app, access_log=True, lifespan="off") as server:
+        assert get(server, "/?q=1")[0] == 200
+        assert get(server, "/raise")[0] == 500
+        assert get(server, "/cancel")[0] == 500
+        assert get(server, "/at-once")[0] == 500
+        assert get(server, "/task")[0] == 200
+        assert get(server, "/missing")[0] == 404
+        assert get(server, "/direct")[0] == 201
     lines = [(r.name, r.getMessage()) for r in h.records if r.name in ("goloop.access", "goloop.error")]
     access = [m.split(" - ", 1)[1] for n, m in lines if n == "goloop.access"]
     assert access == ['"GET /?q=1 HTTP/1.1" 200 OK', '"GET /raise HTTP/1.1" 500 Internal Server Error',
@@ -429,30 +436,21 @@ def test_closed_request_coroutine(options):
     wrappers: a response not started becomes a 500, one complete closes its connection after
     it, nothing is logged as the application's error, the access line has the status; the
     Task then steps a coroutine already closed, as a native coroutine's would."""
-    h = _Records()
-    log = logging.getLogger("goloop")
-    log.addHandler(h)
-    old = log.level
-    log.setLevel(logging.INFO)
     seen = {}
-    try:
-        with serving(_closed_app(seen), lifespan="off", **options) as server:
-            st, head, body = get(server, "/before")
-            assert (st, body, head.get("connection")) == (500, b"Internal Server Error", "close")
-            c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-            try:
-                c.request("GET", "/after")
-                r = c.getresponse()
-                assert (r.status, r.read()) == (200, b"sent")
-                with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
-                    c.request("GET", "/again")  # the connection was closed after the response
-                    c.getresponse()
-            finally:
-                c.close()
-            assert get(server, "/x")[0] in (200, 500)  # the server goes on
-    finally:
-        log.removeHandler(h)
-        log.setLevel(old)
+    with _goloop_records() as h, serving(_closed_app(seen), lifespan="off", **options) as server:
+        st, head, body = get(server, "/before")
+        assert (st, body, head.get("connection")) == (500, b"Internal Server Error", "close")
+        c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            c.request("GET", "/after")
+            r = c.getresponse()
+            assert (r.status, r.read()) == (200, b"sent")
+            with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+                c.request("GET", "/again")  # the connection was closed after the response
+                c.getresponse()
+        finally:
+            c.close()
+        assert get(server, "/x")[0] in (200, 500)  # the server goes on
     assert seen["closed"][:2] == seen["exit"][:2] == ["/before", "/after"]
     assert seen["task ended"][:2] == [repr(RuntimeError("cannot reuse already awaited coroutine"))] * 2
     assert not [r.getMessage() for r in h.records if r.levelno >= logging.WARNING]
