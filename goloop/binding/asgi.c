@@ -509,6 +509,7 @@ static PyObject *send_fail(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) { ret
 
 static PyObject *send_status(GLAsgiSend *self, PyObject *Py_UNUSED(ignored)) {
     GL_FORK_GUARD(NULL);
+    if (self->status != 0) return PyLong_FromLong(self->status);  /* an HTTP start (kept here) */
     release_own_start(self);
     return PyLong_FromLong(self->rid >= 0 ? glAsgiStatus(self->rid) : 0);
 }

@@ -45,7 +45,7 @@ typedef struct GLAsgiSend {
     int held_status;       /* http.response.start held in C (its header lines in hdrbuf) until
                               the first body part takes it to Go in the same call; 0: none */
     int status;            /* the status of the http.response.start accepted (0: none yet): the
-                              access line's, read without a call into Go (asgi_run.c) */
+                              access line's, read without a call into Go (asgi_run.c, _status) */
 } GLAsgiSend;
 
 /* `receive` of one request: the state is its send's. */

@@ -82,16 +82,22 @@ static int run_app_end(GLAsgiRun *r, int failed, int ok) {
     return ok ? gl_asgi_finish_done(r->send) : gl_asgi_finish(r->send, failed);
 }
 
+/* A character urllib's quote() leaves as it is (letters, digits, _.-~ and its safe /). */
+static int quote_safe(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-' || c == '~' || c == '/';
+}
+
 /* Appends the ASCII str o to buf at *n (cap bytes); 0 where o is not an exact ASCII str, or
- * has a byte outside safe (a 128-entry table; NULL: any ASCII), or does not fit. */
-static int head_put(char *buf, size_t *n, size_t cap, PyObject *o, const unsigned char *safe) {
+ * (quoted) has a character quote() would change, or does not fit. */
+static int head_put(char *buf, size_t *n, size_t cap, PyObject *o, int quoted) {
     if (o == NULL || !PyUnicode_CheckExact(o) || !PyUnicode_IS_ASCII(o)) return 0;
     Py_ssize_t len = PyUnicode_GET_LENGTH(o);
     const unsigned char *p = PyUnicode_1BYTE_DATA(o);
     if ((size_t)len > cap - *n) return 0;
-    if (safe != NULL)
+    if (quoted)
         for (Py_ssize_t i = 0; i < len; i++)
-            if (!safe[p[i]]) return 0;
+            if (!quote_safe(p[i])) return 0;
     memcpy(buf + *n, p, (size_t)len);
     *n += (size_t)len;
     return 1;
@@ -103,16 +109,6 @@ static int head_lit(char *buf, size_t *n, size_t cap, const char *s) {
     memcpy(buf + *n, s, len);
     *n += len;
     return 1;
-}
-
-/* The characters urllib's quote() leaves as they are (letters, digits, _.-~ and its safe /). */
-static unsigned char quote_safe[128];
-
-static void init_quote_safe(void) {
-    if (quote_safe['/']) return;
-    for (int c = 0; c < 128; c++)
-        quote_safe[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                        c == '_' || c == '.' || c == '-' || c == '~' || c == '/';
 }
 
 /* scope[key] as a strong reference (1), or *v = NULL without (0) or with an error (-1):
@@ -137,7 +133,7 @@ static int head_client(char *buf, size_t *n, size_t cap, PyObject *client) {
         PyErr_Clear();
         return 0;
     }
-    if (!head_put(buf, n, cap, PyTuple_GET_ITEM(client, 0), NULL)) return 0;
+    if (!head_put(buf, n, cap, PyTuple_GET_ITEM(client, 0), 0)) return 0;
     int k = snprintf(buf + *n, cap - *n, ":%ld", port);
     if (k < 0 || (size_t)k >= cap - *n) return 0;
     *n += (size_t)k;
@@ -159,11 +155,10 @@ static PyObject *access_head(PyObject *scope, int status) {
         if (scope_get(scope, keys[i], &v[i]) < 0) goto done;  /* (head NULL: the error) */
         if (v[i] == NULL && i != CLIENT) goto none;  /* (server.py raises the KeyError) */
     }
-    init_quote_safe();
     if (v[CLIENT] != NULL && v[CLIENT] != Py_None && !head_client(buf, &n, cap, v[CLIENT])) goto none;
-    if (!head_lit(buf, &n, cap, " - \"") || !head_put(buf, &n, cap, v[METHOD], NULL) ||
-        !head_lit(buf, &n, cap, " ") || !head_put(buf, &n, cap, v[ROOT], quote_safe) ||
-        !head_put(buf, &n, cap, v[PATH], quote_safe) || !PyBytes_CheckExact(v[QS]))
+    if (!head_lit(buf, &n, cap, " - \"") || !head_put(buf, &n, cap, v[METHOD], 0) ||
+        !head_lit(buf, &n, cap, " ") || !head_put(buf, &n, cap, v[ROOT], 1) ||
+        !head_put(buf, &n, cap, v[PATH], 1) || !PyBytes_CheckExact(v[QS]))
         goto none;
     Py_ssize_t qlen = PyBytes_GET_SIZE(v[QS]);
     if (qlen > 0) {
@@ -175,7 +170,7 @@ static PyObject *access_head(PyObject *scope, int status) {
             buf[n++] = (char)q[i];
         }
     }
-    if (!head_lit(buf, &n, cap, " HTTP/") || !head_put(buf, &n, cap, v[VERSION], NULL) || cap - n < 16) goto none;
+    if (!head_lit(buf, &n, cap, " HTTP/") || !head_put(buf, &n, cap, v[VERSION], 0) || cap - n < 16) goto none;
     n += (size_t)snprintf(buf + n, cap - n, "\" %d", status);
     head = PyUnicode_DecodeASCII(buf, (Py_ssize_t)n, NULL);
     goto done;
