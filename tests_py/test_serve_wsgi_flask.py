@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 import time
 
 import pytest
@@ -145,9 +146,22 @@ def test_error_is_500_with_traceback_in_log(any_client, server):
 
 
 def test_concurrent_requests(server):
-    with httpx.Client(base_url=server.url, timeout=30) as c:
+    # a client per thread: httpcore's connection pool is not safe to share between threads
+    # running at once (a free-threaded build: has_expired read a deadline another thread cleared)
+    local, clients = threading.local(), []
+
+    def get(i):
+        if not hasattr(local, "c"):
+            local.c = httpx.Client(base_url=server.url, timeout=30)
+            clients.append(local.c)
+        return local.c.get(f"/users/{i}").json()["id"]
+
+    try:
         with concurrent.futures.ThreadPoolExecutor(8) as ex:
-            results = list(ex.map(lambda i: c.get(f"/users/{i}").json()["id"], range(1, 41)))
+            results = list(ex.map(get, range(1, 41)))
+    finally:
+        for c in clients:
+            c.close()
     assert results == list(range(1, 41))
 
 
