@@ -285,9 +285,11 @@ test: venv
 	@$(VPY) tools/stages.py "build=$(STAGE) build wheel-one" $(foreach c,$(GO_CHECKS),"$(c)=$(STAGE) $(c)") \
 	  "pytest=$(STAGE) stage-pytest" "cpython-suite=$(STAGE) stage-cpython"
 
+# The parser's targets (tests_go) and the engine's connection (goloop/httpserver's FuzzConn).
 fuzz:
-	@for f in $$($(GO) test -list 'Fuzz.*' ./tests_go/ | grep ^Fuzz); do \
-	  echo "== $$f"; $(GO) test ./tests_go/ -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	@for p in ./tests_go/ ./goloop/httpserver/; do \
+	  for f in $$($(GO) test -list 'Fuzz.*' $$p | grep ^Fuzz); do \
+	    echo "== $$p $$f"; $(GO) test $$p -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done; done
 
 # Each driver writes its tables under bench/results/ (replacing only its own files), and
 # bench/render.py renders BENCHMARKS.md and docs/performance.md from every result there.

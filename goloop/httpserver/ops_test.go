@@ -14,6 +14,26 @@ import (
 // startServerWith is startServer with setup run on the server before it serves.
 func startServerWith(t *testing.T, cfg Config, setup func(*Server), h func(a *fakeApp, r *Request)) (*fakeApp, string) {
 	t.Helper()
+	d := goroutineDriver
+	if loopDriver && poolDriver { // pooldriver_test.go
+		d = poolLedDriver
+	} else if loopDriver { // loopdriver_test.go
+		d = loopPollerDriver
+	}
+	return startServerDriver(t, cfg, setup, h, d)
+}
+
+// The engine's three ways of driving connections: a goroutine per connection (Serve), a
+// loop's poller (ListenFd after SetLoop: goloop serve's ASGI), a PoolPoller led in turn by
+// pool threads (its WSGI).
+const (
+	goroutineDriver = iota
+	loopPollerDriver
+	poolLedDriver
+)
+
+func startServerDriver(t *testing.T, cfg Config, setup func(*Server), h func(a *fakeApp, r *Request), driver int) (*fakeApp, string) {
+	t.Helper()
 	a := &fakeApp{notify: make(chan struct{}, 1), handler: h, wakes: map[*Request]chan struct{}{}}
 	cfg.Notify = a.poke
 	a.s = New(cfg)
@@ -24,10 +44,10 @@ func startServerWith(t *testing.T, cfg Config, setup func(*Server), h func(a *fa
 	}
 	addr := ln.Addr().String()
 	done := make(chan struct{})
-	if loopDriver && poolDriver { // pooldriver_test.go
+	if driver == poolLedDriver {
 		stop := servePool(t, a.s, ln, a.poke)
 		t.Cleanup(func() { stop(); close(done) })
-	} else if loopDriver { // loopdriver_test.go
+	} else if driver == loopPollerDriver {
 		p := newTestPoller(t, a.poke)
 		a.s.SetLoop(p)
 		serveLoop(t, a.s, ln)
