@@ -5,8 +5,8 @@ A debug interpreter (./configure --with-pydebug) counts every reference it holds
 allocator. Each test runs one operation N times to warm up (first-use caches, free lists,
 interned names, the server's per-thread templates), takes both counts, runs it N times more
 and counts, then 2N times more and counts: an operation that leaks one reference or block a
-time shows N, then 2N. Neither count may grow: they are read once the process is quiet (no
-request in flight; read until two readings agree).
+time shows N, then 2N. Neither count may grow by more than 2, nor in both runs: they are read
+once the process is quiet (no request in flight; read until two readings agree).
 
 `make test-pydebug` runs this file on a debug 3.13 (tools/pydebug.sh builds it); on a regular
 interpreter it skips.
@@ -58,9 +58,15 @@ def assert_no_growth(step, n: int) -> None:
     m = marks.tolist()
     deltas = {"references after N": m[2] - m[0], "references after 2N more": m[4] - m[2],
               "blocks after N": m[3] - m[1], "blocks after 2N more": m[5] - m[3]}
-    # None may grow. One may shrink: an object of the warm-up (a finished thread's state, a
-    # cache entry CPython drops) may go between two readings; a leak only ever grows.
-    assert max(deltas.values()) <= 0, f"N={n}: {deltas}"
+    # A leak grows with the operations: by N or more a time, or, one rarer than every
+    # operation, in both runs. One may shrink (an object of the warm-up, a finished thread's
+    # state, a cache entry CPython drops, may go between two readings), and one run may find
+    # a block or two more that the next does not: a set's or dict's table that its history
+    # of deletions had resized (asyncio's WeakSet of tasks) is allocated or not at a reading.
+    grew = {k: v for k, v in deltas.items() if v > 0}
+    assert max(deltas.values()) <= 2, f"N={n}: {deltas}"
+    for what in ("references", "blocks"):
+        assert not (f"{what} after N" in grew and f"{what} after 2N more" in grew), f"N={n}: {deltas}"
 
 
 @pytest.fixture
@@ -338,7 +344,14 @@ def test_asgi_request_coroutine_closed(monkeypatch):
     def step(k):
         for _ in range(k):
             at_once_request(server.port, "/before")
-        seen.clear()  # (the app's own record of each request)
+        # The app's own record of each request, cleared once its last entry is in: the
+        # Task's done callback runs after the client has its answer, and an entry added
+        # after the clear would be counted as growth.
+        deadline = time.monotonic() + 10
+        while len(seen.get("task ended", ())) < k and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(seen.get("task ended", ())) == k, seen
+        seen.clear()
 
     try:
         with serving(_closed_app(seen), access_log=True, lifespan="off") as server:
