@@ -337,6 +337,7 @@ def test_asgi_request_coroutine_closed(monkeypatch):
     from test_serve_http import serving
     from test_serve_logs import own_logging
     from test_serve_runner import _closed_app
+    from test_serve_slow_readers import wait_for
 
     devnull = own_logging(monkeypatch, open(os.devnull, "w"))
     seen = {}
@@ -347,10 +348,7 @@ def test_asgi_request_coroutine_closed(monkeypatch):
         # The app's own record of each request, cleared once its last entry is in: the
         # Task's done callback runs after the client has its answer, and an entry added
         # after the clear would be counted as growth.
-        deadline = time.monotonic() + 10
-        while len(seen.get("task ended", ())) < k and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert len(seen.get("task ended", ())) == k, seen
+        wait_for("each request's last record", lambda: len(seen.get("task ended", ())) == k, 10)
         seen.clear()
 
     try:
